@@ -1,0 +1,130 @@
+"""One cattrs converter for SQLite rows, JSON and CLI output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import cattrs
+
+from starebrain_actions._model import (
+    Action,
+    ActionRecord,
+    HistoryEntry,
+    RetryPolicy,
+    SmsIntent,
+)
+from starebrain_actions.exceptions import CorruptRecord
+
+T = TypeVar("T")
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def format_time(value: datetime) -> str:
+    """Fixed-width UTC text, so that SQL text order is time order."""
+    return value.astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def parse_time(value: str) -> datetime:
+    """Read a time written by ``format_time`` (or any ISO 8601 text with an offset)."""
+    try:
+        parsed = datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            raise ValueError(f"stored time {value!r} has no timezone") from None
+    return parsed.astimezone(UTC)
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_unstructure_hook(datetime, format_time)
+    converter.register_structure_hook(datetime, lambda value, _t: parse_time(value))
+    converter.register_unstructure_hook(timedelta, lambda value: value.total_seconds())
+    converter.register_structure_hook(timedelta, lambda value, _t: timedelta(seconds=value))
+    return converter
+
+
+#: The converter used for rows, JSON and CLI output.
+converter = _make_converter()
+
+
+def to_jsonable(value: Any) -> Any:
+    """Records (and lists of them) as plain JSON-able data."""
+    return converter.unstructure(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON of any record or JSON-able value."""
+    return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def structure(data: Any, cls: type[T], what: str) -> T:
+    """Build a record from stored data, or raise ``CorruptRecord`` naming what is wrong."""
+    try:
+        return converter.structure(data, cls)
+    except Exception as exc:  # cattrs raises ClassValidationError and friends
+        detail = "; ".join(
+            str(part) for part in getattr(exc, "exceptions", None) or [exc]
+        )
+        raise CorruptRecord(f"{what} cannot be read: {detail}") from exc
+
+
+_ATTEMPT_COLUMNS = (
+    "action_id, dispatch_id, attempt, device, delivery, acceptance, provider_object_id, "
+    "watermark_id, device_clock_ms, dispatched_at, confirmed_at, failed_at, accepted_at, "
+    "rejected_at, evidence_json, last_error, review_reason, resolved_by, version"
+)
+ATTEMPT_COLUMNS = _ATTEMPT_COLUMNS
+
+
+def record_from_row(row: Mapping[str, Any]) -> ActionRecord:
+    """An ``ActionRecord`` from a row of ``attempts`` selected with ``ATTEMPT_COLUMNS``."""
+    data = dict(row)
+    what = f"attempt {data.get('dispatch_id')!r}"
+    try:
+        data["evidence"] = json.loads(data.pop("evidence_json"))
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"{what}: evidence is not JSON") from exc
+    data = {key: value for key, value in data.items() if value is not None}
+    return structure(data, ActionRecord, what)
+
+
+def record_to_row(record: ActionRecord) -> dict[str, Any]:
+    """The column values of an ``ActionRecord`` (``evidence`` as ``evidence_json``)."""
+    data = converter.unstructure(record)
+    data["evidence_json"] = json.dumps(
+        data.pop("evidence"), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    return dict(data)
+
+
+def action_from_row(row: Mapping[str, Any]) -> Action:
+    """An ``Action`` from a row of ``actions``."""
+    what = f"action {row['action_id']!r}"
+    try:
+        intent = json.loads(row["intent_json"])
+        policy = json.loads(row["policy_json"])
+    except ValueError as exc:
+        raise CorruptRecord(f"{what}: intent or policy is not JSON") from exc
+    return Action(
+        action_id=row["action_id"],
+        fingerprint=row["fingerprint"],
+        intent=structure(intent, SmsIntent, what + " intent"),
+        policy=structure(policy, RetryPolicy, what + " policy"),
+        created_at=structure(row["created_at"], datetime, what + " created_at"),
+    )
+
+
+def history_from_row(row: Mapping[str, Any]) -> HistoryEntry:
+    """A ``HistoryEntry`` from a row of ``history``."""
+    data = dict(row)
+    what = f"history row {data.get('sequence')}"
+    try:
+        data["evidence"] = json.loads(data.pop("evidence_json"))
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"{what}: evidence is not JSON") from exc
+    return structure(data, HistoryEntry, what)

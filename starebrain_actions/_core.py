@@ -1,0 +1,498 @@
+"""The pure state machine: every legal transition in one table, and the decisions over it.
+
+Nothing here performs I/O. Each function takes frozen records and returns new ones (or a
+``Transition`` describing the change); the ledger applies a transition with compare-and-set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+import attrs
+
+from starebrain_actions._model import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    ArtifactOutcome,
+    DeliveryState,
+    Event,
+    LookupResult,
+    MatchVerdict,
+    RedispatchDecision,
+    RedispatchReason,
+    ReviewReason,
+    Status,
+    Transition,
+    require_aware,
+)
+from starebrain_actions.exceptions import InvalidInput, InvariantViolation
+
+_P = DeliveryState.PENDING
+_C = DeliveryState.CONFIRMED
+_F = DeliveryState.FAILED
+_AP = AcceptanceState.PENDING
+_AA = AcceptanceState.ACCEPTED
+_AR = AcceptanceState.REJECTED
+
+#: The (delivery, acceptance) pairs a record may ever be in. Acceptance needs confirmation.
+LEGAL_STATES: Final[frozenset[tuple[DeliveryState, AcceptanceState]]] = frozenset(
+    {(_P, _AP), (_C, _AP), (_C, _AA), (_C, _AR), (_F, _AP)}
+)
+
+#: Every state-changing transition: (event, delivery, acceptance) -> (delivery, acceptance).
+#: A pair missing from this table is illegal. Only operator resolutions leave final states;
+#: a resolution that restates the current state acknowledges it (and clears review).
+TRANSITIONS: Final[
+    Mapping[
+        tuple[Event, DeliveryState, AcceptanceState],
+        tuple[DeliveryState, AcceptanceState],
+    ]
+] = {
+    (Event.CONFIRM, _P, _AP): (_C, _AP),
+    (Event.FAIL, _P, _AP): (_F, _AP),
+    (Event.ACCEPT, _C, _AP): (_C, _AA),
+    (Event.REJECT, _C, _AP): (_C, _AR),
+    (Event.RESOLVE_SENT, _P, _AP): (_C, _AA),
+    (Event.RESOLVE_SENT, _C, _AP): (_C, _AA),
+    (Event.RESOLVE_SENT, _C, _AR): (_C, _AA),
+    (Event.RESOLVE_SENT, _F, _AP): (_C, _AA),
+    (Event.RESOLVE_SENT, _C, _AA): (_C, _AA),
+    (Event.RESOLVE_NOT_SENT, _P, _AP): (_F, _AP),
+    (Event.RESOLVE_NOT_SENT, _C, _AP): (_F, _AP),
+    (Event.RESOLVE_NOT_SENT, _C, _AA): (_F, _AP),
+    (Event.RESOLVE_NOT_SENT, _C, _AR): (_F, _AP),
+    (Event.RESOLVE_NOT_SENT, _F, _AP): (_F, _AP),
+}
+
+#: Events that record something without moving either axis; legal from any state.
+ANNOTATIONS: Final[frozenset[Event]] = frozenset(
+    {Event.SUBMITTED, Event.FLAG_REVIEW, Event.NOTE_ERROR}
+)
+
+#: Events only an operator may cause; the database lets them leave final states.
+OPERATOR_EVENTS: Final[frozenset[Event]] = frozenset({Event.RESOLVE_SENT, Event.RESOLVE_NOT_SENT})
+
+#: The derived status table of DESIGN.md (IN_FLIGHT becomes UNKNOWN past the grace window).
+STATUS_TABLE: Final[Mapping[tuple[DeliveryState, AcceptanceState], Status]] = {
+    (_P, _AP): Status.IN_FLIGHT,
+    (_C, _AP): Status.VERIFYING,
+    (_C, _AA): Status.SUCCEEDED,
+    (_C, _AR): Status.MISMATCH,
+    (_F, _AP): Status.FAILED,
+}
+
+
+def next_states(
+    event: Event, delivery: DeliveryState, acceptance: AcceptanceState
+) -> tuple[DeliveryState, AcceptanceState]:
+    """Look the transition up in ``TRANSITIONS``.
+
+    Raises:
+        InvariantViolation: the event is not legal from these states.
+    """
+    if event in ANNOTATIONS:
+        return delivery, acceptance
+    try:
+        return TRANSITIONS[(event, delivery, acceptance)]
+    except KeyError:
+        if event in (Event.ACCEPT, Event.REJECT) and delivery is not _C:
+            raise InvariantViolation(
+                f"cannot {event.value}: acceptance needs delivery CONFIRMED, "
+                f"but delivery is {delivery.value}"
+            ) from None
+        raise InvariantViolation(
+            f"event {event.value!r} is not legal from delivery={delivery.value}, "
+            f"acceptance={acceptance.value}"
+        ) from None
+
+
+def _transition(
+    record: ActionRecord,
+    event: Event,
+    *,
+    now: datetime,
+    actor: str,
+    evidence: Mapping[str, Any] | None = None,
+    **changes: Any,
+) -> Transition:
+    now = require_aware("now", now)
+    if (record.delivery, record.acceptance) not in LEGAL_STATES:
+        raise InvariantViolation(
+            f"record {record.dispatch_id} is in an impossible state "
+            f"({record.delivery.value}, {record.acceptance.value})"
+        )
+    delivery, acceptance = next_states(event, record.delivery, record.acceptance)
+    if not actor:
+        raise InvalidInput("actor must not be empty")
+    proof = dict(evidence or {})
+    after = attrs.evolve(
+        record,
+        delivery=delivery,
+        acceptance=acceptance,
+        version=record.version + 1,
+        evidence={**record.evidence, **proof} if proof else record.evidence,
+        **changes,
+    )
+    return Transition(event=event, before=record, after=after, at=now, actor=actor, evidence=proof)
+
+
+# --------------------------------------------------------------------------- transitions
+
+
+def confirm_delivery(
+    record: ActionRecord,
+    *,
+    provider_object_id: int,
+    now: datetime,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """PENDING -> CONFIRMED: a read of the phone found the message with this provider ``_id``.
+
+    Raises:
+        InvariantViolation: delivery is not PENDING.
+        InvalidInput: ``provider_object_id`` is not a non-negative integer.
+    """
+    if (
+        not isinstance(provider_object_id, int)
+        or isinstance(provider_object_id, bool)
+        or provider_object_id < 0
+    ):
+        raise InvalidInput(f"provider_object_id must be an integer >= 0; got {provider_object_id!r}")
+    return _transition(
+        record,
+        Event.CONFIRM,
+        now=now,
+        actor=actor,
+        evidence={"provider_object_id": provider_object_id, **(evidence or {})},
+        provider_object_id=provider_object_id,
+        confirmed_at=require_aware("now", now),
+    )
+
+
+def fail_delivery(
+    record: ActionRecord,
+    *,
+    reason: str,
+    now: datetime,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """PENDING -> FAILED: proof that nothing went out (never a mere timeout).
+
+    Raises:
+        InvariantViolation: delivery is not PENDING.
+    """
+    if not reason:
+        raise InvalidInput("fail_delivery needs a reason (the proof of absence)")
+    return _transition(
+        record,
+        Event.FAIL,
+        now=now,
+        actor=actor,
+        evidence={"reason": reason, **(evidence or {})},
+        failed_at=require_aware("now", now),
+        last_error=reason,
+    )
+
+
+def try_accept(
+    record: ActionRecord,
+    verdict: MatchVerdict,
+    *,
+    now: datetime,
+    actor: str = "reconciler",
+) -> Transition:
+    """Judge a confirmed message: ACCEPTED when ``verdict.matched``, else REJECTED (MISMATCH).
+
+    Raises:
+        InvariantViolation: delivery is not CONFIRMED, or acceptance is already decided.
+    """
+    now = require_aware("now", now)
+    proof: dict[str, Any] = {"matched": verdict.matched, **dict(verdict.details)}
+    if verdict.reason is not None:
+        proof["reason"] = verdict.reason
+    if verdict.matched:
+        return _transition(
+            record, Event.ACCEPT, now=now, actor=actor, evidence=proof, accepted_at=now
+        )
+    return _transition(
+        record,
+        Event.REJECT,
+        now=now,
+        actor=actor,
+        evidence=proof,
+        rejected_at=now,
+        review_reason=ReviewReason.MISMATCH,
+    )
+
+
+def resolve(
+    record: ActionRecord,
+    *,
+    as_sent: bool,
+    reason: str,
+    operator: str,
+    now: datetime,
+) -> Transition:
+    """An operator's ruling, the only way out of a final state; recorded with its reason.
+
+    ``as_sent`` makes the attempt CONFIRMED and ACCEPTED (the message went out and is the
+    action's effect); otherwise FAILED (nothing of ours went out). Either clears review and
+    names the operator on the record; restating the current state acknowledges it.
+
+    Raises:
+        InvalidInput: no reason or operator given.
+    """
+    if not reason.strip():
+        raise InvalidInput("an operator resolution needs a reason")
+    if not operator.strip():
+        raise InvalidInput("an operator resolution needs the operator's name")
+    now = require_aware("now", now)
+    evidence = {"reason": reason, "operator": operator}
+    if as_sent:
+        return _transition(
+            record,
+            Event.RESOLVE_SENT,
+            now=now,
+            actor=f"operator:{operator}",
+            evidence=evidence,
+            confirmed_at=record.confirmed_at or now,
+            accepted_at=record.accepted_at or now,
+            rejected_at=None,
+            failed_at=None,
+            review_reason=None,
+            resolved_by=operator,
+        )
+    return _transition(
+        record,
+        Event.RESOLVE_NOT_SENT,
+        now=now,
+        actor=f"operator:{operator}",
+        evidence=evidence,
+        provider_object_id=None,
+        confirmed_at=None,
+        accepted_at=None,
+        rejected_at=None,
+        failed_at=record.failed_at or now,
+        review_reason=None,
+        resolved_by=operator,
+    )
+
+
+def record_submission(
+    record: ActionRecord,
+    *,
+    watermark_id: int | None,
+    device_clock_ms: int | None,
+    now: datetime,
+    actor: str = "agent",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """Keep the dispatch evidence (watermark ``_id`` and device clock read before the send).
+
+    Raises:
+        InvariantViolation: evidence was already recorded for this attempt.
+    """
+    if record.watermark_id is not None or record.device_clock_ms is not None:
+        raise InvariantViolation(f"attempt {record.dispatch_id} already has dispatch evidence")
+    for name, value in (("watermark_id", watermark_id), ("device_clock_ms", device_clock_ms)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise InvalidInput(f"{name} must be an integer >= 0 or None; got {value!r}")
+    return _transition(
+        record,
+        Event.SUBMITTED,
+        now=now,
+        actor=actor,
+        evidence={"watermark_id": watermark_id, "device_clock_ms": device_clock_ms}
+        | dict(evidence or {}),
+        watermark_id=watermark_id,
+        device_clock_ms=device_clock_ms,
+    )
+
+
+def flag_for_review(
+    record: ActionRecord,
+    reason: ReviewReason,
+    *,
+    now: datetime,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """Stop automatic handling of this attempt until a person resolves it."""
+    return _transition(
+        record,
+        Event.FLAG_REVIEW,
+        now=now,
+        actor=actor,
+        evidence={"review_reason": reason.value, **(evidence or {})},
+        review_reason=reason,
+    )
+
+
+def note_error(
+    record: ActionRecord,
+    error: str,
+    *,
+    now: datetime,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """Keep an error that proves nothing (timeout, unreachable device): states stay as they are."""
+    if not error:
+        raise InvalidInput("note_error needs the error text")
+    return _transition(
+        record,
+        Event.NOTE_ERROR,
+        now=now,
+        actor=actor,
+        evidence={"error": error, **(evidence or {})},
+        last_error=error,
+    )
+
+
+# --------------------------------------------------------------------------- derived status
+
+
+def derive_status(record: ActionRecord, now: datetime, grace_window: timedelta) -> Status:
+    """The combined status of DESIGN.md's table; PENDING/PENDING is UNKNOWN past the grace.
+
+    Raises:
+        InvariantViolation: the pair of states is impossible.
+    """
+    try:
+        status = STATUS_TABLE[(record.delivery, record.acceptance)]
+    except KeyError:
+        raise InvariantViolation(
+            f"no status for delivery={record.delivery.value}, acceptance={record.acceptance.value}"
+        ) from None
+    if status is Status.IN_FLIGHT and require_aware("now", now) >= (
+        record.dispatched_at + grace_window
+    ):
+        return Status.UNKNOWN
+    return status
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def should_redispatch(
+    action: Action, attempts: Sequence[ActionRecord], now: datetime
+) -> RedispatchDecision:
+    """May a new attempt of ``action`` start now?
+
+    Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes. Anything else: no.
+    And no, whatever the states, once the budget is spent, the deadline has passed, or an
+    attempt waits for review (a retry would be ambiguous).
+    """
+    now = require_aware("now", now)
+    ordered = sorted(attempts, key=lambda record: record.attempt)
+    if any(record.delivery is _P for record in ordered):
+        return RedispatchDecision(redispatch=False, reason=RedispatchReason.IN_FLIGHT)
+    if any(
+        record.review_reason is not None and record.review_reason is not ReviewReason.MISMATCH
+        for record in ordered
+    ):
+        return RedispatchDecision(redispatch=False, reason=RedispatchReason.NEEDS_REVIEW)
+    if not ordered:
+        reason = RedispatchReason.FIRST_ATTEMPT
+    else:
+        latest = ordered[-1]
+        if latest.delivery is _C and latest.acceptance is _AA:
+            return RedispatchDecision(redispatch=False, reason=RedispatchReason.SUCCEEDED)
+        if latest.delivery is _C and latest.acceptance is _AP:
+            return RedispatchDecision(redispatch=False, reason=RedispatchReason.VERIFYING)
+        reason = (
+            RedispatchReason.DELIVERY_FAILED
+            if latest.delivery is _F
+            else RedispatchReason.ACCEPTANCE_REJECTED
+        )
+    if len(ordered) >= action.policy.maximum_attempts:
+        return RedispatchDecision(redispatch=False, reason=RedispatchReason.BUDGET_EXHAUSTED)
+    deadline = action.deadline
+    if deadline is not None and now >= deadline:
+        return RedispatchDecision(redispatch=False, reason=RedispatchReason.DEADLINE_PASSED)
+    if ordered:
+        latest = ordered[-1]
+        ended = latest.failed_at or latest.rejected_at or latest.dispatched_at
+        retry_at = ended + action.policy.interval_before(len(ordered) + 1)
+        if now < retry_at:
+            return RedispatchDecision(
+                redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at
+            )
+    return RedispatchDecision(redispatch=True, reason=reason)
+
+
+def reconcile(
+    record: ActionRecord,
+    lookup: LookupResult,
+    now: datetime,
+    *,
+    grace_window: timedelta,
+    actor: str = "reconciler",
+) -> tuple[Transition, ...]:
+    """Decide what one read of the phone proves about one attempt.
+
+    Returns the transitions to apply in order (empty: nothing is proven). Delivery not
+    PENDING: nothing. The artifact found and sent: CONFIRMED, then ``try_accept`` with its
+    verdict. The phone marks it failed: FAILED. A complete read without it, past the grace
+    window: FAILED. Ambiguous attribution: flagged for review, never failed.
+
+    Raises:
+        InvalidInput: a SENT artifact comes without a match verdict.
+    """
+    now = require_aware("now", now)
+    if record.delivery is not _P:
+        return ()
+    artifact = lookup.artifact
+    if lookup.ambiguous:
+        if record.review_reason is ReviewReason.AMBIGUOUS:
+            return ()
+        return (
+            flag_for_review(
+                record, ReviewReason.AMBIGUOUS, now=now, actor=actor, evidence=lookup.evidence
+            ),
+        )
+    if artifact is not None:
+        row = {"provider_object_id": artifact.provider_object_id, **artifact.evidence}
+        if artifact.outcome is ArtifactOutcome.SENT:
+            if artifact.verdict is None:
+                raise InvalidInput("a SENT artifact needs a match verdict to be judged")
+            confirmed = confirm_delivery(
+                record,
+                provider_object_id=artifact.provider_object_id,
+                now=now,
+                actor=actor,
+                evidence=dict(artifact.evidence),
+            )
+            judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
+            return (confirmed, judged)
+        if artifact.outcome is ArtifactOutcome.FAILED:
+            return (
+                fail_delivery(
+                    record,
+                    reason="the phone marked the message failed",
+                    now=now,
+                    actor=actor,
+                    evidence=row,
+                ),
+            )
+        if now >= record.dispatched_at + grace_window and record.review_reason is None:
+            return (
+                flag_for_review(record, ReviewReason.STUCK, now=now, actor=actor, evidence=row),
+            )
+        return ()
+    if lookup.complete and now >= record.dispatched_at + grace_window:
+        return (
+            fail_delivery(
+                record,
+                reason="a complete read past the grace window does not show the message",
+                now=now,
+                actor=actor,
+                evidence=dict(lookup.evidence),
+            ),
+        )
+    return ()

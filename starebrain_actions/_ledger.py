@@ -1,0 +1,884 @@
+"""The SQLite ledger on aiosqlite: durable receipts, compare-and-set transitions, history.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction run as one call on aiosqlite's worker
+thread (one thread hop per operation, however many statements it holds). The connection is
+in autocommit mode, WAL, ``synchronous=FULL``: a receipt must survive a power cut as well as
+a crash, because it is committed *before* the SMS leaves and is the only proof an attempt was
+made; with ``NORMAL`` the last commits of a WAL database may roll back on power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import json
+import os
+import re
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import aiosqlite
+
+from starebrain_actions import _core
+from starebrain_actions._convert import (
+    ATTEMPT_COLUMNS,
+    action_from_row,
+    converter,
+    format_time,
+    history_from_row,
+    record_from_row,
+    record_to_row,
+)
+from starebrain_actions._logging import get_logger
+from starebrain_actions._model import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    ActionSummary,
+    DeliveryState,
+    Event,
+    HistoryEntry,
+    RedispatchReason,
+    RetryPolicy,
+    ReviewReason,
+    SmsIntent,
+    Status,
+    Transition,
+    require_aware,
+)
+from starebrain_actions.exceptions import (
+    AttemptInFlight,
+    AttemptRefused,
+    BudgetExhausted,
+    CorruptRecord,
+    DeviceBusy,
+    FingerprintConflict,
+    InvalidInput,
+    LedgerError,
+    LedgerUnavailable,
+    NotFound,
+    SchemaTooNew,
+    StaleTransition,
+)
+
+T = TypeVar("T")
+
+_log = get_logger("starebrain.ledger")
+
+_ACTION_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
+
+#: The log event written for each kind of history event.
+_LOG_EVENTS: Final[Mapping[Event, str]] = {
+    Event.CREATED: "attempt_created",
+    Event.SUBMITTED: "dispatch_submitted",
+    Event.CONFIRM: "delivery_confirmed",
+    Event.FAIL: "delivery_failed",
+    Event.ACCEPT: "acceptance_accepted",
+    Event.REJECT: "acceptance_rejected",
+    Event.RESOLVE_SENT: "operator_resolved_sent",
+    Event.RESOLVE_NOT_SENT: "operator_resolved_not_sent",
+    Event.FLAG_REVIEW: "review_flagged",
+    Event.NOTE_ERROR: "error_noted",
+}
+
+_UPDATE_ATTEMPT = f"""
+UPDATE attempts SET
+    delivery = :delivery, acceptance = :acceptance,
+    provider_object_id = :provider_object_id, watermark_id = :watermark_id,
+    device_clock_ms = :device_clock_ms, confirmed_at = :confirmed_at, failed_at = :failed_at,
+    accepted_at = :accepted_at, rejected_at = :rejected_at, evidence_json = :evidence_json,
+    last_error = :last_error, review_reason = :review_reason, resolved_by = :resolved_by,
+    version = :version, last_event = :last_event, last_event_at = :last_event_at,
+    last_actor = :last_actor, last_evidence_json = :last_evidence_json
+WHERE dispatch_id = :dispatch_id
+  AND delivery = :expected_delivery AND acceptance = :expected_acceptance
+  AND version = :expected_version
+RETURNING {ATTEMPT_COLUMNS}
+"""
+
+_INSERT_ATTEMPT = f"""
+INSERT INTO attempts (
+    dispatch_id, action_id, attempt, device, delivery, acceptance, dispatched_at,
+    evidence_json, version, last_event, last_event_at, last_actor, last_evidence_json)
+VALUES (:dispatch_id, :action_id, :attempt, :device, 'PENDING', 'PENDING', :dispatched_at,
+    '{{}}', 0, 'created', :dispatched_at, :actor, :evidence_json)
+RETURNING {ATTEMPT_COLUMNS}
+"""
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(
+        converter.unstructure(dict(value)), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
+    found: list[tuple[int, str]] = []
+    for entry in folder.iterdir():
+        match = re.match(r"^(\d{4})_.*\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
+    found.sort()
+    for expected, (number, _sql) in enumerate(found, start=1):
+        if number != expected:
+            raise LedgerError(f"migration {expected:04d} is missing from the package")
+    return found
+
+
+#: The schema version this code writes.
+SCHEMA_VERSION: Final[int] = len(_migrations())
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_path(path: Path) -> None:
+    if path.is_dir():
+        raise LedgerUnavailable(f"ledger path {path} is a directory; give a file path")
+    parent = path.parent if str(path.parent) else Path()
+    if not parent.is_dir():
+        raise LedgerUnavailable(f"ledger directory {parent} does not exist")
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise LedgerUnavailable(f"ledger file {path} is not readable and writable by this user")
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        raise LedgerUnavailable(f"cannot create the ledger in {parent}: directory is read-only")
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists() and not os.access(side, os.R_OK | os.W_OK):
+            raise LedgerUnavailable(f"{side} is not readable and writable by this user")
+
+
+class Ledger:
+    """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
+
+    def __init__(
+        self, connection: aiosqlite.Connection, path: Path, clock: Callable[[], datetime]
+    ) -> None:
+        self._connection = connection
+        self.path = path
+        self._clock = clock
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 10.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> AsyncIterator[Ledger]:
+        """Open (creating and migrating if needed) the ledger at ``path``.
+
+        Raises:
+            LedgerUnavailable: the path is a directory, read-only, or not a SQLite database.
+            SchemaTooNew: the database was written by a newer version (it is not touched).
+        """
+        file = Path(path)
+        _check_path(file)
+        try:
+            connection = await aiosqlite.connect(
+                file, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot open ledger {file}: {exc}") from exc
+        connection.row_factory = sqlite3.Row
+        ledger = cls(connection, file, clock or _utc_now)
+        try:
+            await ledger._run(lambda db: _prepare(db, file, busy_timeout_s))
+            yield ledger
+        finally:
+            await connection.close()
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the connection's worker thread: one thread hop."""
+        raw = self._connection
+
+        def call() -> T:
+            return work(raw._conn)
+
+        # aiosqlite's own execute() is built on _execute; using it directly lets a whole
+        # transaction cross the thread boundary once instead of once per statement.
+        return await raw._execute(call)  # type: ignore[no-any-return]
+
+    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
+
+        def transaction(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        try:
+            return await self._run(transaction)
+        except sqlite3.OperationalError as exc:
+            raise _operational(self.path, exc) from exc
+
+    def now(self) -> datetime:
+        """The ledger's clock (UTC)."""
+        return require_aware("clock()", self._clock())
+
+    # ------------------------------------------------------------------ actions
+
+    async def create_action(
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        policy: RetryPolicy | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Action:
+        """Create the action, or return the existing one with the same id and fingerprint.
+
+        Raises:
+            InvalidInput: the id is empty, too long or holds spaces or control characters.
+            FingerprintConflict: the id exists with another intent; nothing is written.
+        """
+        if not isinstance(action_id, str) or not _ACTION_ID.match(action_id):
+            raise InvalidInput(
+                f"action id {action_id!r} must be 1 to 200 printable ASCII characters, no spaces"
+            )
+        when = require_aware("now", now) if now is not None else self.now()
+        policy = policy or RetryPolicy()
+        fingerprint = intent.fingerprint
+        candidate = Action(
+            action_id=action_id,
+            fingerprint=fingerprint,
+            intent=intent,
+            policy=policy,
+            created_at=when,
+        )
+
+        def work(db: sqlite3.Connection) -> tuple[Action, bool]:
+            row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+            if row is not None:
+                stored = _row_dict(db, row)
+                if stored["fingerprint"] != fingerprint:
+                    raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
+                return action_from_row(stored), False
+            deadline = candidate.deadline
+            db.execute(
+                "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
+                " policy_json, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    action_id,
+                    fingerprint,
+                    _json(converter.unstructure(intent)),
+                    policy.maximum_attempts,
+                    _json(converter.unstructure(policy)),
+                    format_time(when),
+                    format_time(deadline) if deadline else None,
+                ),
+            )
+            return candidate, True
+
+        action, created = await self._write(work)
+        _log.info(
+            "action_created" if created else "action_reused",
+            action_id=action_id,
+            fingerprint=fingerprint,
+        )
+        return action
+
+    async def get_action(self, action_id: str) -> Action:
+        """The action with this id.
+
+        Raises:
+            NotFound: there is none.
+        """
+
+        def work(db: sqlite3.Connection) -> Action:
+            return _load_action(db, action_id)
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ attempts
+
+    async def begin_attempt(
+        self,
+        action_id: str,
+        device: str,
+        *,
+        now: datetime | None = None,
+        actor: str = "agent",
+    ) -> ActionRecord:
+        """Commit the receipt of a new attempt, taking the device's lease, before any send.
+
+        Atomic: refuses when ``should_redispatch`` says no, when the budget is spent, or when
+        another in-flight attempt holds the device.
+
+        Raises:
+            NotFound: no such action.
+            AttemptInFlight: an earlier attempt of this action is unresolved.
+            BudgetExhausted: attempts or deadline used up.
+            DeviceBusy: another action's attempt holds the device.
+            AttemptRefused: anything else ``should_redispatch`` refuses (success, review...).
+        """
+        if not device or not device.strip():
+            raise InvalidInput("device must not be empty (an ADB serial or host:port)")
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> ActionRecord:
+            action = _load_action(db, action_id)
+            attempts = _load_attempts(db, action_id)
+            decision = _core.should_redispatch(action, attempts, when)
+            if not decision:
+                raise _refusal(action_id, decision)
+            holder = db.execute(
+                "SELECT dispatch_id, action_id FROM attempts"
+                " WHERE device = ? AND delivery = 'PENDING'",
+                (device,),
+            ).fetchone()
+            if holder is not None:
+                raise DeviceBusy(
+                    f"device {device} is leased to attempt {holder[0]} of action {holder[1]},"
+                    " which is still unresolved"
+                )
+            number = len(attempts) + 1
+            params = {
+                "dispatch_id": str(uuid.uuid4()),
+                "action_id": action_id,
+                "attempt": number,
+                "device": device,
+                "dispatched_at": format_time(when),
+                "actor": actor,
+                "evidence_json": _json({"attempt": number, "device": device}),
+            }
+            try:
+                row = db.execute(_INSERT_ATTEMPT, params).fetchone()
+            except sqlite3.IntegrityError as exc:
+                raise AttemptInFlight(f"action {action_id}: a concurrent attempt won: {exc}") from exc
+            return record_from_row(_row_dict(db, row))
+
+        record = await self._write(work)
+        _log.info(
+            "attempt_created",
+            action_id=action_id,
+            dispatch_id=record.dispatch_id,
+            device=device,
+            attempt=record.attempt,
+        )
+        return record
+
+    async def apply(self, transition: Transition) -> ActionRecord:
+        """Apply one pure transition with compare-and-set, in its own transaction.
+
+        Raises:
+            StaleTransition: the record is no longer in the transition's ``before`` state.
+            NotFound: no such attempt.
+        """
+        results = await self.apply_many([transition])
+        result = results[0]
+        if isinstance(result, LedgerError):
+            raise result
+        return result
+
+    async def apply_many(
+        self, transitions: Sequence[Transition]
+    ) -> list[ActionRecord | LedgerError]:
+        """Apply transitions in order, all in one transaction (one thread hop).
+
+        Each one is compare-and-set on its own: a stale or refused one is reported in its
+        place (as ``StaleTransition`` or another ``LedgerError``) and the others still apply.
+        """
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord | LedgerError]:
+            return [_apply_one(db, transition) for transition in transitions]
+
+        results = await self._write(work)
+        for transition, result in zip(transitions, results, strict=True):
+            _log_transition(transition, result)
+        return results
+
+    async def resolve(
+        self,
+        action_id: str,
+        *,
+        as_sent: bool,
+        reason: str,
+        operator: str,
+        dispatch_id: str | None = None,
+        now: datetime | None = None,
+    ) -> ActionRecord:
+        """An operator's ruling on the latest (or the named) attempt, recorded in history.
+
+        Raises:
+            NotFound: no such action, or it has no attempt.
+            InvalidInput: no reason or operator.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> tuple[Transition, ActionRecord | LedgerError]:
+            _load_action(db, action_id)
+            attempts = _load_attempts(db, action_id)
+            if dispatch_id is not None:
+                chosen = [record for record in attempts if record.dispatch_id == dispatch_id]
+            else:
+                chosen = attempts[-1:]
+            if not chosen:
+                raise NotFound(f"action {action_id} has no attempt to resolve")
+            transition = _core.resolve(
+                chosen[0], as_sent=as_sent, reason=reason, operator=operator, now=when
+            )
+            return transition, _apply_one(db, transition)
+
+        transition, result = await self._write(work)
+        _log_transition(transition, result)
+        if isinstance(result, LedgerError):
+            raise result
+        return result
+
+    async def record_duplicate(
+        self,
+        dispatch_id: str,
+        *,
+        provider_object_id: int,
+        evidence: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+        actor: str = "reconciler",
+    ) -> bool:
+        """Record a provider row that repeats an already-confirmed attempt, and flag it.
+
+        Returns False when that row was already recorded as a duplicate.
+
+        Raises:
+            NotFound: no such attempt.
+            InvariantViolation: the attempt is not confirmed.
+            LedgerError: the row already confirms an attempt.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> tuple[bool, Transition | None]:
+            record = _load_attempt(db, dispatch_id)
+            if record.delivery is not DeliveryState.CONFIRMED:
+                raise _core.InvariantViolation(
+                    f"attempt {dispatch_id} is not confirmed: a duplicate needs an original"
+                )
+            try:
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO duplicates"
+                    " (device, provider_object_id, dispatch_id, seen_at, evidence_json)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (
+                        record.device,
+                        provider_object_id,
+                        dispatch_id,
+                        format_time(when),
+                        _json(evidence or {}),
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise LedgerError(
+                    f"provider row {provider_object_id} on {record.device} cannot be a"
+                    f" duplicate: {exc}"
+                ) from exc
+            if cursor.rowcount == 0:
+                return False, None
+            transition = None
+            if record.review_reason is not ReviewReason.DUPLICATE:
+                transition = _core.flag_for_review(
+                    record,
+                    ReviewReason.DUPLICATE,
+                    now=when,
+                    actor=actor,
+                    evidence={"duplicate_provider_object_id": provider_object_id},
+                )
+                outcome = _apply_one(db, transition)
+                if isinstance(outcome, LedgerError):
+                    raise outcome
+            return True, transition
+
+        added, transition = await self._write(work)
+        if added:
+            _log.warning(
+                "duplicate_recorded", dispatch_id=dispatch_id, provider_object_id=provider_object_id
+            )
+        return added
+
+    # ------------------------------------------------------------------ queries
+
+    async def get_attempt(self, dispatch_id: str) -> ActionRecord:
+        """The attempt with this dispatch id.
+
+        Raises:
+            NotFound: there is none.
+        """
+        return await self._run(lambda db: _load_attempt(db, dispatch_id))
+
+    async def attempts(self, action_id: str) -> list[ActionRecord]:
+        """Every attempt of the action, oldest first (empty if it has none).
+
+        Raises:
+            NotFound: no such action.
+        """
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            _load_action(db, action_id)
+            return _load_attempts(db, action_id)
+
+        return await self._run(work)
+
+    async def in_flight(self, device: str | None = None) -> list[ActionRecord]:
+        """Attempts whose delivery is unresolved, on one device or all; oldest first."""
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            sql = f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE delivery = 'PENDING'"
+            params: tuple[str, ...] = ()
+            if device is not None:
+                sql += " AND device = ?"
+                params = (device,)
+            sql += " ORDER BY dispatched_at, dispatch_id"
+            return [record_from_row(_row_dict(db, row)) for row in db.execute(sql, params)]
+
+        return await self._run(work)
+
+    async def devices_in_flight(self) -> list[str]:
+        """Devices that hold an unresolved attempt (their lease is taken)."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT DISTINCT device FROM attempts WHERE delivery = 'PENDING' ORDER BY device"
+            )
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def summary(self, action_id: str, *, now: datetime | None = None) -> ActionSummary:
+        """The action, its attempts and what is derived from them.
+
+        Raises:
+            NotFound: no such action.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> ActionSummary:
+            action = _load_action(db, action_id)
+            return _summarize(db, action, when)
+
+        return await self._run(work)
+
+    async def summaries(
+        self,
+        *,
+        status: Status | None = None,
+        device: str | None = None,
+        needs_review: bool | None = None,
+        limit: int | None = None,
+        now: datetime | None = None,
+    ) -> list[ActionSummary]:
+        """Actions (newest first) with their derived status, optionally filtered."""
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[ActionSummary]:
+            sql = "SELECT * FROM actions"
+            params: list[Any] = []
+            if device is not None:
+                sql += " WHERE action_id IN (SELECT action_id FROM attempts WHERE device = ?)"
+                params.append(device)
+            sql += " ORDER BY created_at DESC, action_id"
+            found: list[ActionSummary] = []
+            for row in db.execute(sql, params).fetchall():
+                summary = _summarize(db, action_from_row(_row_dict(db, row)), when)
+                if status is not None and summary.status is not status:
+                    continue
+                if needs_review is not None and summary.needs_review is not needs_review:
+                    continue
+                found.append(summary)
+                if limit is not None and len(found) >= limit:
+                    break
+            return found
+
+        return await self._run(work)
+
+    async def needing_review(self, *, now: datetime | None = None) -> list[ActionSummary]:
+        """Actions a person must look at: ambiguous, stuck, mismatched, duplicated, or out of
+        budget."""
+        return await self.summaries(needs_review=True, now=now)
+
+    async def history(self, action_id: str) -> list[HistoryEntry]:
+        """Every recorded change of every attempt of the action, in order.
+
+        Raises:
+            NotFound: no such action.
+        """
+
+        def work(db: sqlite3.Connection) -> list[HistoryEntry]:
+            _load_action(db, action_id)
+            rows = db.execute(
+                "SELECT sequence, action_id, dispatch_id, event, at, actor, from_delivery,"
+                " to_delivery, from_acceptance, to_acceptance, evidence_json"
+                " FROM history WHERE action_id = ? ORDER BY sequence",
+                (action_id,),
+            ).fetchall()
+            return [history_from_row(_row_dict(db, row)) for row in rows]
+
+        return await self._run(work)
+
+    async def duplicates(self, action_id: str) -> list[dict[str, Any]]:
+        """Provider rows recorded as duplicates of the action's attempts."""
+
+        def work(db: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = db.execute(
+                "SELECT d.device, d.provider_object_id, d.dispatch_id, d.seen_at,"
+                " d.evidence_json FROM duplicates d JOIN attempts a USING (dispatch_id)"
+                " WHERE a.action_id = ? ORDER BY d.seen_at",
+                (action_id,),
+            ).fetchall()
+            return [
+                {
+                    "device": row[0],
+                    "provider_object_id": row[1],
+                    "dispatch_id": row[2],
+                    "seen_at": row[3],
+                    "evidence": json.loads(row[4]),
+                }
+                for row in rows
+            ]
+
+        return await self._run(work)
+
+    async def claimed_provider_ids(self, device: str, above_id: int) -> set[int]:
+        """Provider ``_id``s above ``above_id`` on ``device`` already tied to an attempt."""
+
+        def work(db: sqlite3.Connection) -> set[int]:
+            rows = db.execute(
+                "SELECT provider_object_id FROM attempts WHERE device = ? AND"
+                " provider_object_id > ? UNION SELECT provider_object_id FROM duplicates"
+                " WHERE device = ? AND provider_object_id > ?",
+                (device, above_id, device, above_id),
+            )
+            return {int(row[0]) for row in rows}
+
+        return await self._run(work)
+
+
+# ---------------------------------------------------------------------- helpers (worker thread)
+
+
+def _prepare(db: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LedgerUnavailable(f"ledger {path}: cannot switch to WAL (journal_mode={mode})")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("PRAGMA foreign_keys = ON")
+        _migrate(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise _operational(path, exc) from exc
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> None:
+    migrations = _migrations()
+    latest = len(migrations)
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > latest:
+        raise SchemaTooNew(
+            f"ledger {path} has schema version {version}, newer than this starebrain-actions"
+            f" understands ({latest}); upgrade the package. The file was not changed."
+        )
+    if version == latest:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        for number, sql in migrations[version:]:
+            for statement in _statements(sql):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {number}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _statements(sql: str) -> Iterable[str]:
+    """Split a migration into complete statements (trigger bodies kept whole)."""
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not pending.strip():
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    if pending.strip():
+        raise LedgerError(f"migration ends with an incomplete statement: {pending[:60]!r}")
+
+
+def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return LedgerUnavailable(f"ledger {path} is read-only: {text}")
+    if "not a database" in text or "malformed" in text:
+        return LedgerUnavailable(f"{path} is not a starebrain ledger (SQLite says: {text})")
+    if "locked" in text or "busy" in text:
+        return LedgerUnavailable(f"ledger {path} stayed locked by another writer: {text}")
+    if "unable to open" in text:
+        return LedgerUnavailable(f"cannot open ledger {path}: {text}")
+    return LedgerError(f"ledger {path}: {text}")
+
+
+def _row_dict(db: sqlite3.Connection, row: Any) -> dict[str, Any]:
+    if isinstance(row, sqlite3.Row):
+        return dict(row)
+    raise CorruptRecord("internal: rows must be sqlite3.Row")
+
+
+def _load_action(db: sqlite3.Connection, action_id: str) -> Action:
+    row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no action with id {action_id!r}")
+    return action_from_row(_row_dict(db, row))
+
+
+def _load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]:
+    rows = db.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id = ? ORDER BY attempt",
+        (action_id,),
+    ).fetchall()
+    return [record_from_row(_row_dict(db, row)) for row in rows]
+
+
+def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
+    row = db.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE dispatch_id = ?", (dispatch_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no attempt with dispatch id {dispatch_id!r}")
+    return record_from_row(_row_dict(db, row))
+
+
+def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord | LedgerError:
+    before, after = transition.before, transition.after
+    params = record_to_row(after)
+    for name in ("action_id", "attempt", "device", "dispatched_at"):
+        params.pop(name)
+    params.update(
+        last_event=transition.event.value,
+        last_event_at=format_time(transition.at),
+        last_actor=transition.actor,
+        last_evidence_json=_json(transition.evidence),
+        expected_delivery=before.delivery.value,
+        expected_acceptance=before.acceptance.value,
+        expected_version=before.version,
+    )
+    db.execute(f"SAVEPOINT apply_{id(transition)}")
+    try:
+        row = db.execute(_UPDATE_ATTEMPT, params).fetchone()
+    except sqlite3.IntegrityError as exc:
+        db.execute(f"ROLLBACK TO apply_{id(transition)}")
+        db.execute(f"RELEASE apply_{id(transition)}")
+        return LedgerError(f"attempt {before.dispatch_id}: the database refused it: {exc}")
+    db.execute(f"RELEASE apply_{id(transition)}")
+    if row is not None:
+        return record_from_row(_row_dict(db, row))
+    current = db.execute(
+        "SELECT delivery, acceptance, version FROM attempts WHERE dispatch_id = ?",
+        (before.dispatch_id,),
+    ).fetchone()
+    if current is None:
+        return NotFound(f"no attempt with dispatch id {before.dispatch_id!r}")
+    return StaleTransition(
+        before.dispatch_id,
+        expected=f"{before.delivery.value}/{before.acceptance.value} v{before.version}",
+        found=f"{current[0]}/{current[1]} v{current[2]}",
+    )
+
+
+def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionSummary:
+    attempts = tuple(_load_attempts(db, action.action_id))
+    duplicates = int(
+        db.execute(
+            "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
+            " WHERE attempts.action_id = ?",
+            (action.action_id,),
+        ).fetchone()[0]
+    )
+    return summarize(action, attempts, now, duplicates=duplicates)
+
+
+def summarize(
+    action: Action, attempts: Sequence[ActionRecord], now: datetime, *, duplicates: int = 0
+) -> ActionSummary:
+    """Derive an action's status and review reasons from its attempts (pure)."""
+    ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
+    if not ordered:
+        return ActionSummary(
+            action=action, attempts=(), status=Status.PLANNED, review_reasons=(), duplicates=0
+        )
+    latest = ordered[-1]
+    status = _core.derive_status(latest, now, action.policy.grace_window)
+    reasons: list[ReviewReason] = []
+    for record in ordered:
+        reason = record.review_reason
+        if reason is None or reason in reasons:
+            continue
+        if reason is ReviewReason.MISMATCH and record is not latest:
+            continue  # a later attempt superseded it
+        reasons.append(reason)
+    if latest.resolved_by is None and latest.is_final and status is not Status.SUCCEEDED:
+        decision = _core.should_redispatch(action, ordered, now)
+        if decision.reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
+            reasons.append(ReviewReason.BUDGET_EXHAUSTED)
+    return ActionSummary(
+        action=action,
+        attempts=ordered,
+        status=status,
+        review_reasons=tuple(reasons),
+        duplicates=duplicates,
+    )
+
+
+def _refusal(action_id: str, decision: Any) -> AttemptRefused:
+    reason = decision.reason
+    if reason is RedispatchReason.IN_FLIGHT:
+        return AttemptInFlight(
+            f"action {action_id} has an unresolved attempt: reconcile it first", decision
+        )
+    if reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
+        return BudgetExhausted(
+            f"action {action_id}: {reason.value.lower().replace('_', ' ')}; a person must review",
+            decision,
+        )
+    detail = reason.value.lower().replace("_", " ")
+    if decision.retry_at is not None:
+        detail += f" until {format_time(decision.retry_at)}"
+    return AttemptRefused(f"action {action_id}: no new attempt ({detail})", decision)
+
+
+def _log_transition(transition: Transition, result: ActionRecord | LedgerError) -> None:
+    record = transition.before
+    fields: dict[str, Any] = {
+        "action_id": record.action_id,
+        "dispatch_id": record.dispatch_id,
+        "device": record.device,
+        "actor": transition.actor,
+    }
+    if isinstance(result, LedgerError):
+        _log.warning(
+            "transition_refused", event_type=transition.event.value, error=str(result), **fields
+        )
+        return
+    _log.info(
+        _LOG_EVENTS[transition.event],
+        delivery=result.delivery.value,
+        acceptance=result.acceptance.value,
+        **fields,
+    )
+
+
+_ = (AcceptanceState, timedelta)

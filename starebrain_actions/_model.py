@@ -1,0 +1,445 @@
+"""Frozen records and enums of the pure core. No I/O is imported here."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+import phonenumbers
+
+from starebrain_actions.exceptions import InvalidInput
+
+# --------------------------------------------------------------------------- states
+
+
+class DeliveryState(enum.StrEnum):
+    """Did a read of the phone find the sent message?"""
+
+    PENDING = "PENDING"  #: no proof either way
+    CONFIRMED = "CONFIRMED"  #: a read of the phone found the artifact
+    FAILED = "FAILED"  #: provably not sent
+
+
+class AcceptanceState(enum.StrEnum):
+    """Does the confirmed message match the intent (recipient and body)?"""
+
+    PENDING = "PENDING"
+    ACCEPTED = "ACCEPTED"
+    REJECTED = "REJECTED"
+
+
+class Status(enum.StrEnum):
+    """The combined status, derived from the two axes; never stored."""
+
+    PLANNED = "PLANNED"  #: action-level only: the action has no attempt yet
+    IN_FLIGHT = "IN_FLIGHT"
+    UNKNOWN = "UNKNOWN"
+    VERIFYING = "VERIFYING"
+    SUCCEEDED = "SUCCEEDED"
+    MISMATCH = "MISMATCH"
+    FAILED = "FAILED"
+
+
+class ReviewReason(enum.StrEnum):
+    """Why an attempt or action waits for a person; automatic retries stop there."""
+
+    AMBIGUOUS = "AMBIGUOUS"  #: more than one provider row could be this attempt's
+    DUPLICATE = "DUPLICATE"  #: the phone shows the message went out more than once
+    MISMATCH = "MISMATCH"  #: something else than the intent went out
+    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"  #: no attempts or time left
+    STUCK = "STUCK"  #: the phone keeps the message queued past the grace window
+
+
+class Event(enum.StrEnum):
+    """Everything that can happen to an attempt; each one writes a history row."""
+
+    CREATED = "created"  #: the receipt: written before anything reaches the phone
+    SUBMITTED = "submitted"  #: the dispatch evidence (watermark, device clock) was recorded
+    CONFIRM = "confirm"
+    FAIL = "fail"
+    ACCEPT = "accept"
+    REJECT = "reject"
+    RESOLVE_SENT = "resolve_sent"  #: an operator says the message went out
+    RESOLVE_NOT_SENT = "resolve_not_sent"  #: an operator says nothing went out
+    FLAG_REVIEW = "flag_review"
+    NOTE_ERROR = "note_error"  #: an error worth keeping that proves nothing
+
+
+class ArtifactOutcome(enum.StrEnum):
+    """What the provider row attributed to an attempt says about it."""
+
+    SENT = "SENT"  #: type 2: confirms delivery
+    FAILED = "FAILED"  #: type 5: the phone gave up: nothing went out
+    QUEUED = "QUEUED"  #: type 4 or 6: still on its way
+
+
+class RedispatchReason(enum.StrEnum):
+    """Why ``should_redispatch`` said what it said."""
+
+    FIRST_ATTEMPT = "FIRST_ATTEMPT"
+    DELIVERY_FAILED = "DELIVERY_FAILED"
+    ACCEPTANCE_REJECTED = "ACCEPTANCE_REJECTED"
+    IN_FLIGHT = "IN_FLIGHT"
+    VERIFYING = "VERIFYING"
+    SUCCEEDED = "SUCCEEDED"
+    NEEDS_REVIEW = "NEEDS_REVIEW"
+    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+    DEADLINE_PASSED = "DEADLINE_PASSED"
+    BACKOFF = "BACKOFF"
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def _aware_utc(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Reject naive datetimes: every time in the ledger is timezone-aware UTC."""
+    if value is None:
+        return
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{attribute.name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{attribute.name} must be timezone-aware (UTC); got naive {value}")
+
+
+def require_aware(name: str, value: datetime) -> datetime:
+    """Return ``value`` in UTC or raise ``InvalidInput`` if it is naive."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{name} must be a timezone-aware datetime; got {value!r}")
+    return value.astimezone(UTC)
+
+
+def _non_negative(_i: object, attribute: attrs.Attribute[Any], value: timedelta | None) -> None:
+    if value is not None and value < timedelta(0):
+        raise InvalidInput(f"{attribute.name} must not be negative; got {value}")
+
+
+# --------------------------------------------------------------------------- intent
+
+#: Extra intent fields that may enter the fingerprint. Anything else (tokens, keys,
+#: passwords) is refused so credentials can never be hashed or stored with an intent.
+ALLOWED_INTENT_EXTRAS: frozenset[str] = frozenset({"campaign", "sub_id", "template_id"})
+
+_LINE_ENDINGS = re.compile(r"\r\n?")
+
+
+def canonical_body(body: str) -> str:
+    """The body as compared and fingerprinted: Unicode NFC, line endings as ``\\n``."""
+    return unicodedata.normalize("NFC", _LINE_ENDINGS.sub("\n", body))
+
+
+def canonical_recipient(recipient: str, region: str | None = None) -> str:
+    """The recipient as fingerprinted: E.164 when it parses, else its digits (short codes).
+
+    Raises:
+        InvalidInput: the recipient holds no digits.
+    """
+    text = recipient.strip()
+    digits = "".join(ch for ch in text if ch.isdigit())
+    if not digits:
+        raise InvalidInput(f"recipient {recipient!r} holds no digits")
+    if text.startswith("00") and not text.startswith("+"):
+        text = "+" + text[2:]
+    if len(digits) > 6 or text.startswith("+"):
+        try:
+            parsed = phonenumbers.parse(text, region.upper() if region else None)
+        except phonenumbers.NumberParseException:
+            return digits
+        return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
+    return digits
+
+
+def _check_recipient(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("recipient must not be empty")
+    canonical_recipient(value)
+
+
+def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("body must not be empty")
+
+
+def _check_extras(_i: object, _a: attrs.Attribute[Any], value: Mapping[str, str]) -> None:
+    unknown = sorted(set(value) - ALLOWED_INTENT_EXTRAS)
+    if unknown:
+        raise InvalidInput(
+            f"intent extras {unknown} are not allowlisted; allowed: {sorted(ALLOWED_INTENT_EXTRAS)}"
+        )
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise InvalidInput(f"intent extra {key!r} must be a string")
+
+
+def _frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return dict(sorted((value or {}).items()))
+
+
+@attrs.frozen(kw_only=True)
+class SmsIntent:
+    """One SMS to send: what the fingerprint is computed over."""
+
+    #: the number as the caller wrote it (national numbers use ``region``)
+    recipient: str = attrs.field(validator=_check_recipient)
+    #: the text to send, exactly
+    body: str = attrs.field(validator=_check_body)
+    #: ISO 3166 region used to read national numbers, e.g. "US"; None: international only
+    region: str | None = None
+    #: allowlisted extra fields (see ``ALLOWED_INTENT_EXTRAS``)
+    extras: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_frozen_mapping, validator=_check_extras
+    )
+
+    def canonical(self) -> dict[str, Any]:
+        """The allowlisted, normalised form the fingerprint is computed over."""
+        return {
+            "kind": "sms",
+            "recipient": canonical_recipient(self.recipient, self.region),
+            "body": canonical_body(self.body),
+            "extras": dict(sorted(self.extras.items())),
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        """``sha256:<hex>`` over the canonical JSON of the intent; stable across runs."""
+        text = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def _positive_int(_i: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInput(f"{attribute.name} must be a whole number >= 1; got {value!r}")
+
+
+def _coefficient(_i: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not isinstance(value, int | float) or value < 1.0:
+        raise InvalidInput(f"{attribute.name} must be >= 1.0; got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How many times and for how long an action may be dispatched (Temporal's vocabulary)."""
+
+    #: attempts allowed in all, the first included
+    maximum_attempts: int = attrs.field(default=3, validator=_positive_int)
+    #: wait before the second attempt
+    initial_interval: timedelta = attrs.field(default=timedelta(0), validator=_non_negative)
+    #: each further wait is the previous one times this
+    backoff_coefficient: float = attrs.field(default=2.0, validator=_coefficient)
+    #: cap on any single wait
+    maximum_interval: timedelta | None = attrs.field(default=None, validator=_non_negative)
+    #: no new attempt after created_at + this (None: no deadline)
+    schedule_to_close: timedelta | None = attrs.field(default=None, validator=_non_negative)
+    #: how long after dispatch a complete read without the message proves it was not sent
+    grace_window: timedelta = attrs.field(default=timedelta(seconds=60), validator=_non_negative)
+
+    def interval_before(self, attempt: int) -> timedelta:
+        """The wait required before attempt number ``attempt`` (>= 2) may start."""
+        if attempt <= 1:
+            return timedelta(0)
+        wait = self.initial_interval * (self.backoff_coefficient ** (attempt - 2))
+        if self.maximum_interval is not None:
+            wait = min(wait, self.maximum_interval)
+        return wait
+
+
+# --------------------------------------------------------------------------- records
+
+
+@attrs.frozen(kw_only=True)
+class Action:
+    """One intended effect, named by a caller-supplied stable id."""
+
+    #: caller-supplied stable id
+    action_id: str
+    #: sha256 over the canonical intent
+    fingerprint: str
+    #: what to send
+    intent: SmsIntent
+    #: budget and timing of the attempts
+    policy: RetryPolicy
+    #: when the action was first created
+    created_at: datetime = attrs.field(validator=_aware_utc)
+
+    @property
+    def deadline(self) -> datetime | None:
+        """No attempt may start at or after this time (None: no deadline)."""
+        if self.policy.schedule_to_close is None:
+            return None
+        return self.created_at + self.policy.schedule_to_close
+
+
+@attrs.frozen(kw_only=True)
+class ActionRecord:
+    """One dispatch attempt of an action, with both axes and the evidence seen."""
+
+    #: the action this attempts
+    action_id: str
+    #: unique id of this attempt
+    dispatch_id: str
+    #: 1, 2, ... within the action
+    attempt: int
+    #: the ADB serial or host:port the attempt was sent through
+    device: str
+    #: did a read of the phone find the message?
+    delivery: DeliveryState = DeliveryState.PENDING
+    #: does the found message match the intent?
+    acceptance: AcceptanceState = AcceptanceState.PENDING
+    #: the SMS provider ``_id`` of the confirmed message (None until confirmed)
+    provider_object_id: int | None = None
+    #: highest provider ``_id`` on the device just before the send (None until recorded)
+    watermark_id: int | None = None
+    #: the device clock (ms since the epoch) just before the send
+    device_clock_ms: int | None = None
+    #: when the receipt was committed, just before the request left
+    dispatched_at: datetime = attrs.field(validator=_aware_utc)
+    #: when a read confirmed delivery
+    confirmed_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
+    #: when a read or an operator proved it was not sent
+    failed_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
+    #: when the message was judged to match the intent
+    accepted_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
+    #: when the message was judged not to match the intent
+    rejected_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
+    #: the latest evidence seen (provider row summary, match verdict, ...), JSON-able
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the last error met while dispatching or reading, if any
+    last_error: str | None = None
+    #: why a person must look at this attempt (None: nobody needs to)
+    review_reason: ReviewReason | None = None
+    #: the operator whose resolution last settled this attempt, if any
+    resolved_by: str | None = None
+    #: increments on every stored change; each change writes one history row
+    version: int = 0
+
+    @property
+    def is_final(self) -> bool:
+        """True once both axes are settled (or delivery FAILED)."""
+        return self.delivery is DeliveryState.FAILED or (
+            self.delivery is DeliveryState.CONFIRMED
+            and self.acceptance is not AcceptanceState.PENDING
+        )
+
+
+@attrs.frozen(kw_only=True)
+class MatchVerdict:
+    """Does a provider message match the intent? Computed outside the core."""
+
+    #: True when recipient and body both match
+    matched: bool
+    #: why not, for the audit trail (None when matched)
+    reason: str | None = None
+    #: supporting details (which field, how), JSON-able
+    details: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Artifact:
+    """The provider row attributed to one attempt by a lookup."""
+
+    #: the SMS provider ``_id``
+    provider_object_id: int
+    #: what the row's type says
+    outcome: ArtifactOutcome
+    #: the match against the intent; required when ``outcome`` is SENT
+    verdict: MatchVerdict | None = None
+    #: a redacted summary of the row, JSON-able
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class LookupResult:
+    """What one read of the phone says about one attempt."""
+
+    #: True only when the read is proven complete (a known row came back)
+    complete: bool
+    #: the row attributed to the attempt, if any
+    artifact: Artifact | None = None
+    #: True when several rows could be the attempt's and none can be chosen safely
+    ambiguous: bool = False
+    #: about the read itself (mode, window, round trips), JSON-able
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Transition:
+    """One legal change of one attempt: the before and after records and why."""
+
+    #: what happened
+    event: Event
+    #: the record as the change expects to find it (compare-and-set)
+    before: ActionRecord
+    #: the record after the change
+    after: ActionRecord
+    #: when it happened
+    at: datetime = attrs.field(validator=_aware_utc)
+    #: who made it (agent, reconciler, operator:<name>)
+    actor: str
+    #: the evidence for it, JSON-able
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryEntry:
+    """One row of the append-only history of an attempt."""
+
+    #: order of the row in the whole ledger
+    sequence: int
+    action_id: str
+    dispatch_id: str
+    event: Event
+    at: datetime = attrs.field(validator=_aware_utc)
+    actor: str
+    from_delivery: DeliveryState | None
+    to_delivery: DeliveryState
+    from_acceptance: AcceptanceState | None
+    to_acceptance: AcceptanceState
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class RedispatchDecision:
+    """The answer of ``should_redispatch``: truthy when a new attempt may start now."""
+
+    #: may a new attempt start?
+    redispatch: bool
+    #: why
+    reason: RedispatchReason
+    #: the earliest time a new attempt may start, when waiting is the only obstacle
+    retry_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
+
+    def __bool__(self) -> bool:
+        return self.redispatch
+
+
+@attrs.frozen(kw_only=True)
+class ActionSummary:
+    """An action with its attempts and what is derived from them."""
+
+    action: Action
+    attempts: tuple[ActionRecord, ...]
+    #: the derived status of the latest attempt (PLANNED without one)
+    status: Status
+    #: why a person must look (empty: nobody needs to)
+    review_reasons: tuple[ReviewReason, ...]
+    #: provider rows seen beyond the one that confirmed an attempt
+    duplicates: int = 0
+
+    @property
+    def needs_review(self) -> bool:
+        """True when automatic handling has stopped and a person must decide."""
+        return bool(self.review_reasons)
+
+    @property
+    def latest(self) -> ActionRecord | None:
+        """The newest attempt, if any."""
+        return self.attempts[-1] if self.attempts else None

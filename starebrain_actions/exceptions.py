@@ -1,0 +1,105 @@
+"""Errors raised by the ledger and its pure core.
+
+The tree says what a caller must do next::
+
+    StarebrainError
+    ├── InvalidInput (ValueError)         bad argument: fix the call; nothing was written
+    ├── InvariantViolation                a transition the contract forbids (e.g. try_accept
+    │                                     before delivery is CONFIRMED); nothing was written
+    ├── CorruptRecord                     a stored row holds a value the code does not know
+    └── LedgerError                       the SQLite store refused or could not do something
+        ├── LedgerUnavailable             the database file cannot be opened or written
+        ├── SchemaTooNew                  the file was written by a newer version; untouched
+        ├── NotFound                      no such action or dispatch id
+        ├── FingerprintConflict           same action id, different intent; nothing written
+        ├── StaleTransition               compare-and-set lost: someone moved the record first
+        └── AttemptRefused                begin_attempt said no; ``decision`` says why
+            ├── AttemptInFlight           an earlier attempt of the action is unresolved
+            ├── DeviceBusy                the device's lease is held by another attempt
+            └── BudgetExhausted           no attempts or time left: manual review
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from starebrain_actions._model import RedispatchDecision
+
+
+class StarebrainError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class InvalidInput(StarebrainError, ValueError):
+    """An argument is malformed (naive datetime, empty body, bad policy...)."""
+
+
+class InvariantViolation(StarebrainError):
+    """The requested transition is not allowed from the record's current states."""
+
+
+class CorruptRecord(StarebrainError):
+    """A stored row cannot be read back as a record (unknown state, bad JSON...)."""
+
+
+class LedgerError(StarebrainError):
+    """The SQLite ledger refused or could not complete an operation."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The database file cannot be opened, created or written (path, permissions)."""
+
+
+class SchemaTooNew(LedgerError):
+    """The database was written by a newer schema version; it is left untouched."""
+
+
+class NotFound(LedgerError, LookupError):
+    """No action or attempt has the given id."""
+
+
+class FingerprintConflict(LedgerError):
+    """An action with this id exists with a different intent fingerprint."""
+
+    def __init__(self, action_id: str, stored: str, offered: str) -> None:
+        super().__init__(
+            f"action {action_id!r} already exists with fingerprint {stored}; "
+            f"this intent has fingerprint {offered}: use a new action id for a new intent"
+        )
+        self.action_id = action_id
+        self.stored = stored
+        self.offered = offered
+
+
+class StaleTransition(LedgerError):
+    """A compare-and-set update matched no row: the record was moved by someone else."""
+
+    def __init__(self, dispatch_id: str, expected: str, found: str) -> None:
+        super().__init__(
+            f"attempt {dispatch_id}: expected {expected} but the ledger holds {found}; "
+            "another worker got there first"
+        )
+        self.dispatch_id = dispatch_id
+        self.expected = expected
+        self.found = found
+
+
+class AttemptRefused(LedgerError):
+    """``begin_attempt`` refused to create a new attempt."""
+
+    def __init__(self, message: str, decision: RedispatchDecision | None = None) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+class AttemptInFlight(AttemptRefused):
+    """The action already has an attempt whose delivery is unresolved."""
+
+
+class DeviceBusy(AttemptRefused):
+    """Another action's in-flight attempt holds this device's lease."""
+
+
+class BudgetExhausted(AttemptRefused):
+    """The action has used its attempts or passed its deadline: a person must look."""
