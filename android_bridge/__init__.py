@@ -2,4 +2,69 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from android_bridge._device import Device, DeviceFacts
+from android_bridge._dispatcher import MessagingApp, SmsDispatcher
+from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
+from android_bridge._matching import (
+    MatchResult,
+    NormalizedRecipient,
+    message_matches_intent,
+    normalize_body,
+    normalize_recipient,
+)
+from android_bridge._parser import parse_int_rows, parse_text_column
+from android_bridge._reader import SmsReader
+from android_bridge._records import (
+    OUTGOING_TYPES,
+    DispatchEvidence,
+    MessageType,
+    ProviderRead,
+    SmsMessage,
+)
+from android_bridge._shell import posix_quote
+from android_bridge.exceptions import (
+    BridgeError,
+    CommandRejected,
+    DeviceUnreachable,
+    IncompleteRead,
+    KeyPermissionError,
+    NotSent,
+    OutcomeUnknown,
+    ProviderError,
+    ReadFailed,
+    UnparseableOutput,
+)
+
+__all__ = [
+    "KEY_PATH_ENV",
+    "OUTGOING_TYPES",
+    "BridgeError",
+    "CommandRejected",
+    "Device",
+    "DeviceFacts",
+    "DeviceUnreachable",
+    "DispatchEvidence",
+    "IncompleteRead",
+    "KeyPermissionError",
+    "MatchResult",
+    "MessageType",
+    "MessagingApp",
+    "NormalizedRecipient",
+    "NotSent",
+    "OutcomeUnknown",
+    "ProviderError",
+    "ProviderRead",
+    "ReadFailed",
+    "SmsDispatcher",
+    "SmsMessage",
+    "SmsReader",
+    "UnparseableOutput",
+    "default_key_path",
+    "ensure_key",
+    "message_matches_intent",
+    "normalize_body",
+    "normalize_recipient",
+    "parse_int_rows",
+    "parse_text_column",
+    "posix_quote",
+]

@@ -1,0 +1,173 @@
+"""Sending one SMS through the phone's messaging app, in one shell round trip.
+
+The round trip runs, in order: the list of ``_id`` values at or above the highest known one
+(the watermark), ``date +%s%3N`` (the device clock), then
+``am start -a android.intent.action.SENDTO -d smsto:<n> --es sms_body <text> && echo <ok>
+&& input keyevent …``. Everything that reaches the shell is POSIX-quoted.
+
+How the outcome is judged:
+
+* the link failed before the command was written: :class:`DeviceUnreachable` (nothing sent);
+* ``am`` exited non-zero: the key events never ran: :class:`CommandRejected`;
+* ``am`` printed ``Error: …`` (it exits 0 even then): the intent, the only thing carrying
+  the body, reached no app, so no SMS with this body can have been sent, whatever the key
+  events then did in the foreground app: :class:`CommandRejected`;
+* ``am`` succeeded but a key event failed: the compose screen holds the body and may or may
+  not have sent it: :class:`OutcomeUnknown`;
+* the link failed, or the output is garbled, after the command was written:
+  :class:`OutcomeUnknown`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import attrs
+import structlog
+
+from android_bridge._device import Device
+from android_bridge._parser import parse_int_rows
+from android_bridge._reader import latest_ids_query
+from android_bridge._records import DispatchEvidence
+from android_bridge._shell import posix_quote
+from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
+
+_log = structlog.get_logger("android_bridge.dispatcher")
+
+_RECIPIENT_SEPARATORS = re.compile(r"[\s().-]")
+_RECIPIENT = re.compile(r"\+?[0-9]{2,20}")
+_AM_ERROR_LINE = re.compile(r"^(Error|Exception|java\.|Security exception)", re.MULTILINE)
+
+
+@attrs.frozen(kw_only=True)
+class MessagingApp:
+    """How to drive one messaging app from the shell."""
+
+    #: Key codes pressed after the compose screen opens (22 DPAD_RIGHT, 66 ENTER).
+    key_events: tuple[int, ...] = attrs.field(default=(22, 66))
+    #: Milliseconds to wait between ``am start`` and the first key event (0: no wait).
+    settle_ms: int = attrs.field(default=0)
+    #: Package to send the intent to (``am start -p``), or None for the default app.
+    package: str | None = None
+
+    @key_events.validator
+    def _check_keys(self, _attribute: object, value: tuple[int, ...]) -> None:
+        if not all(isinstance(code, int) and 0 <= code <= 400 for code in value):
+            raise ValueError("key events must be Android key codes (0..400)")
+
+    @settle_ms.validator
+    def _check_settle(self, _attribute: object, value: int) -> None:
+        if not 0 <= value <= 60_000:
+            raise ValueError("settle_ms must be within 0..60000")
+
+
+def shell_recipient(recipient: str) -> str:
+    """The recipient as it goes into ``smsto:``: digits with an optional leading ``+``.
+
+    Visual separators (spaces, dashes, dots, parentheses) are dropped.
+
+    Raises:
+        CommandRejected: anything else (letters, ``#``, ``?``…) that the URI would misread.
+    """
+    compact = _RECIPIENT_SEPARATORS.sub("", recipient)
+    if compact.startswith("00"):
+        compact = "+" + compact[2:]
+    if not _RECIPIENT.fullmatch(compact):
+        raise CommandRejected("recipient must be a phone number or short code")
+    return compact
+
+
+def send_command(recipient: str, body: str, app: MessagingApp, ok_marker: str) -> str:
+    """The ``am start … && echo <ok_marker> && input keyevent …`` command line."""
+    parts = ["am start -a android.intent.action.SENDTO"]
+    if app.package is not None:
+        parts.append(f"-p {posix_quote(app.package)}")
+    parts.append(f"-d {posix_quote('smsto:' + shell_recipient(recipient))}")
+    parts.append(f"--es sms_body {posix_quote(body)}")
+    chain = [" ".join(parts), f"echo {ok_marker}"]
+    if app.settle_ms:
+        chain.append(f"sleep {app.settle_ms / 1000:.3f}")
+    chain.extend(f"input keyevent {code}" for code in app.key_events)
+    return " && ".join(chain)
+
+
+class SmsDispatcher:
+    """Sends SMS through one device, one at a time, returning the evidence to find them."""
+
+    def __init__(self, device: Device, *, app: MessagingApp | None = None) -> None:
+        self._device = device
+        self._app = app if app is not None else MessagingApp()
+
+    async def send(self, recipient: str, body: str) -> DispatchEvidence:
+        """Send ``body`` to ``recipient``; return watermark, clock and ``am`` output.
+
+        One round trip. The watermark and the clock are read before ``am`` in that same
+        round trip.
+
+        Raises:
+            CommandRejected: bad recipient/body, or ``am`` failed (nothing was sent).
+            DeviceUnreachable: the link was down and could not be re-established (nothing sent).
+            NotSent: the command does not fit in one ADB packet (nothing sent).
+            OutcomeUnknown: the command was written and then the outcome was not observed.
+        """
+        ok_marker = "SBAM" + secrets.token_hex(8)
+        command = send_command(recipient, body, self._app, ok_marker)
+        known = self._device.known_max_id
+        mode = await self._device.mode()
+        before = self._device.round_trips
+        try:
+            steps = await self._device.run([latest_ids_query(known), "date +%s%3N", command])
+        except ReadFailed as exc:
+            raise OutcomeUnknown("the send command was written but its output is garbled") from exc
+        round_trips = self._device.round_trips - before
+        send_output = steps[2].output
+        ok_line = ok_marker + "\n"
+        if send_output.count(ok_line) > 1:
+            raise OutcomeUnknown("the send output is garbled")
+        am_output, marker, input_output = send_output.partition(ok_line)
+        if not marker:
+            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="am_failed")
+            raise CommandRejected(
+                f"am start failed (exit {steps[2].exit_status}); no key was pressed:"
+                f" {am_output.strip()[:200]}"
+            )
+        if _AM_ERROR_LINE.search(am_output):
+            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="am_error")
+            raise CommandRejected(f"am could not deliver the intent: {am_output.strip()[:200]}")
+        if steps[2].exit_status != 0:
+            raise OutcomeUnknown(
+                f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"
+            )
+        watermark_id, proven = self._watermark(steps[0].output, known)
+        clock_text = steps[1].output.strip()
+        clock_ms = int(clock_text) if re.fullmatch(r"\d{10,16}", clock_text) else None
+        _log.info(
+            "sms_dispatched",
+            device=self._device.serial,
+            watermark_id=watermark_id,
+            watermark_proven=proven,
+        )
+        return DispatchEvidence(
+            device=self._device.serial,
+            watermark_id=watermark_id,
+            watermark_proven=proven,
+            device_clock_ms=clock_ms,
+            am_output=am_output,
+            input_output=input_output,
+            mode=mode,
+            round_trips=round_trips,
+        )
+
+    def _watermark(self, output: str, known: int) -> tuple[int, bool]:
+        """Highest ``_id`` before the send, and whether a known row proved the read whole."""
+        try:
+            ids = [row[0] for row in parse_int_rows(output, ("_id",)) if row[0] is not None]
+        except ReadFailed:
+            return known, False
+        if not ids:
+            return known, False
+        highest = max(ids)
+        self._device.known_max_id = max(self._device.known_max_id, highest)
+        proven = known in ids if known else True
+        return highest, proven

@@ -1,0 +1,81 @@
+"""The ADB RSA key: created on first use with owner-only permissions, refused when loose."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from android_bridge.exceptions import KeyPermissionError
+
+#: Environment variable overriding the default private key path.
+KEY_PATH_ENV = "STAREBRAIN_ADB_KEY"
+
+
+def default_key_path() -> Path:
+    """Where the private key lives: ``$STAREBRAIN_ADB_KEY``, else
+    ``$XDG_CONFIG_HOME/starebrain/adbkey`` (``~/.config/starebrain/adbkey``)."""
+    override = os.environ.get(KEY_PATH_ENV)
+    if override:
+        return Path(override).expanduser()
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "starebrain" / "adbkey"
+
+
+def _check_private(path: Path) -> None:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyPermissionError(
+            f"ADB private key {path} has mode {mode:04o}; it must be readable by its owner only."
+            f" Fix it with: chmod 600 {path}"
+        )
+
+
+def _write_public_key(private_path: Path, public_path: Path) -> None:
+    from adb_shell.auth.keygen import write_public_keyfile
+
+    write_public_keyfile(str(private_path), str(public_path))
+
+
+def ensure_key(path: Path | None = None) -> Path:
+    """Return the private key path, creating the key pair (mode 0600, dir 0700) if absent.
+
+    Raises:
+        KeyPermissionError: an existing private key is readable or writable by others.
+    """
+    key_path = path if path is not None else default_key_path()
+    public_path = Path(str(key_path) + ".pub")
+    if key_path.exists():
+        _check_private(key_path)
+        if not public_path.exists():
+            _write_public_key(key_path, public_path)
+        return key_path
+    key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private_key.private_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PrivateFormat.PKCS8,
+        encryption_algorithm=serialization.NoEncryption(),
+    )
+    descriptor = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(pem)
+    os.chmod(key_path, 0o600)  # the umask cannot widen 0600, but be explicit
+    _write_public_key(key_path, public_path)
+    return key_path
+
+
+def load_signer(path: Path | None = None) -> Any:
+    """Load (creating if needed) the key and return an adb-shell signer for it.
+
+    Raises:
+        KeyPermissionError: the private key has loose permissions.
+    """
+    from adb_shell.auth.sign_cryptography import CryptographySigner
+
+    key_path = ensure_key(path)
+    return CryptographySigner(str(key_path))

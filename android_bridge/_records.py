@@ -1,0 +1,104 @@
+"""Frozen records the bridge returns: messages, reads, dispatch evidence."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import attrs
+
+Mode = Literal["shell", "root"]
+
+
+class MessageType(enum.IntEnum):
+    """``content://sms`` ``type`` values."""
+
+    INBOX = 1
+    SENT = 2
+    DRAFT = 3
+    OUTBOX = 4
+    FAILED = 5
+    QUEUED = 6
+
+
+#: Outgoing types: the candidates for a message we sent.
+OUTGOING_TYPES: tuple[int, ...] = (
+    MessageType.SENT,
+    MessageType.OUTBOX,
+    MessageType.FAILED,
+    MessageType.QUEUED,
+)
+
+
+@attrs.frozen(kw_only=True)
+class SmsMessage:
+    """One row of the phone's SMS provider, as read over ADB."""
+
+    #: Provider row id (``_id``), unique per device and never reused.
+    id: int
+    #: Conversation thread id.
+    thread_id: int | None
+    #: Recipient (outgoing) or sender (incoming), exactly as stored.
+    address: str | None
+    #: Full message text (a multipart SMS is one row).
+    body: str | None
+    #: ``type``: 1 inbox, 2 sent, 3 draft, 4 outbox, 5 failed, 6 queued.
+    type: int
+    #: ``status``: -1 none, 0 complete, 32 pending, 64 failed.
+    status: int | None
+    #: ``date``: when the row was written, device clock, ms since the epoch.
+    date_ms: int | None
+    #: ``date_sent``: when it was sent (0 or NULL if unknown), ms since the epoch.
+    date_sent_ms: int | None
+    #: Subscription (SIM) id.
+    sub_id: int | None
+    #: Radio error code (0 when none).
+    error_code: int | None
+    #: Package that wrote the row.
+    creator: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRead:
+    """The result of one windowed read of ``content://sms``."""
+
+    #: Rows in the window (the anchor row excluded), ascending ``_id``.
+    rows: tuple[SmsMessage, ...]
+    #: True only when the read *proves* the window is whole: the anchor row came back.
+    complete: bool
+    #: "shell" (only types 1 and 2 visible) or "root" (all types visible).
+    mode: Mode
+    #: Types the provider could show in this mode; absence is provable for these only.
+    visible_types: tuple[int, ...]
+    #: The anchor ``_id`` (the watermark) this read was windowed on.
+    after_id: int
+    #: Lower bound on ``date`` applied, if any (ms).
+    since_ms: int | None
+    #: Highest ``_id`` seen in this read (the anchor if nothing newer), for the next window.
+    max_seen_id: int
+    #: Shell round trips this read took.
+    round_trips: int
+    #: Why the read is not complete, when it is not.
+    incomplete_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DispatchEvidence:
+    """What the phone showed around one send: everything needed to find the artifact later."""
+
+    #: Device serial or host:port.
+    device: str
+    #: Highest visible ``content://sms`` ``_id`` just before the send (0: none visible).
+    watermark_id: int
+    #: True when the watermark is proven (a known row came back in the same query).
+    watermark_proven: bool
+    #: Device clock just before the send, ms since the epoch (None if it printed garbage).
+    device_clock_ms: int | None
+    #: What ``am start`` printed.
+    am_output: str
+    #: What the key events printed (normally nothing).
+    input_output: str
+    #: Mode the device shell ran in.
+    mode: Mode
+    #: Shell round trips the dispatch took.
+    round_trips: int

@@ -1,0 +1,76 @@
+"""The bridge's error tree: every failure says whether a command could have reached the phone.
+
+adb-shell, asyncio and the socket layer raise unrelated exceptions; the bridge maps each of
+them (``raise … from exc``) into this tree at the transport boundary, so callers decide
+FAILED-vs-PENDING by class alone::
+
+    BridgeError
+    ├── NotSent                  the command provably never reached the phone
+    │   ├── DeviceUnreachable    connect refused/timed out, auth refused, link dead before writing
+    │   └── CommandRejected      refused locally or by the phone before anything ran
+    │                            (e.g. ``am``: "Error: Activity not started")
+    ├── OutcomeUnknown           the command may have run: timeout, reset or garbage after writing
+    ├── ReadFailed               a read that proves nothing (never a proof of absence)
+    │   ├── ProviderError        the content provider refused or failed (stack trace, error text)
+    │   ├── UnparseableOutput    output the parser cannot read *exactly*; it refuses, never guesses
+    │   └── IncompleteRead       the output is truncated or changed while it was being read
+    └── KeyPermissionError       the ADB private key file or its directory is readable by others
+
+Only :class:`NotSent` (and its subclasses) may turn a dispatch into FAILED. A read that raises
+:class:`ReadFailed` leaves every pending attempt pending.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BridgeError",
+    "CommandRejected",
+    "DeviceUnreachable",
+    "IncompleteRead",
+    "KeyPermissionError",
+    "NotSent",
+    "OutcomeUnknown",
+    "ProviderError",
+    "ReadFailed",
+    "UnparseableOutput",
+]
+
+
+class BridgeError(Exception):
+    """Base class of every error the bridge raises."""
+
+
+class NotSent(BridgeError):
+    """The command provably did not reach the phone: nothing can have been sent."""
+
+
+class DeviceUnreachable(NotSent):
+    """The device could not be reached or refused us before any command was written."""
+
+
+class CommandRejected(NotSent):
+    """The request was refused before anything could be sent (locally or by the phone)."""
+
+
+class OutcomeUnknown(BridgeError):
+    """The command may have reached the phone, but its outcome was not observed."""
+
+
+class ReadFailed(BridgeError):
+    """A read of the phone that proves nothing; never evidence of absence."""
+
+
+class ProviderError(ReadFailed):
+    """The content provider refused the query or failed while answering it."""
+
+
+class UnparseableOutput(ReadFailed):
+    """The phone's output could not be parsed exactly, so it was refused."""
+
+
+class IncompleteRead(ReadFailed):
+    """The output was truncated, or the data changed between the queries of one read."""
+
+
+class KeyPermissionError(BridgeError):
+    """The ADB private key (or its directory) has permissions looser than the owner's."""
