@@ -1,0 +1,119 @@
+"""Faults the simulated phone can inject on demand, and their remaining counts."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Final
+
+
+class Fault(enum.StrEnum):
+    """One kind of misbehaviour; the value is the ``--fault`` name."""
+
+    #: The message is sent, then the ADB connection drops before the command's reply.
+    DROP_AFTER_SEND = "drop-after-send"
+    #: The connection drops when the send key arrives, before anything is sent.
+    DROP_BEFORE_SEND = "drop-before-send"
+    #: The radio fails: the row ends as type 5 FAILED.
+    SEND_FAILS = "send-fails"
+    #: The radio never confirms: the row stays type 4 OUTBOX.
+    STUCK_OUTBOX = "stuck-outbox"
+    #: The app sends the message twice (two rows).
+    DUPLICATE_SEND = "duplicate-send"
+    #: The app alters the text before sending, as autocorrect would.
+    MANGLE_BODY = "mangle-body"
+    #: The app sends to a different number than the one asked for.
+    WRONG_RECIPIENT = "wrong-recipient"
+    #: The next ``content query`` fails with a permission error (counts queries, not sends).
+    PROVIDER_ERROR = "provider-error"
+    #: The next shell command never answers (counts command lines, not sends).
+    HANG = "hang"
+    #: At the next send the phone reboots: every connection is reset.
+    REBOOT = "reboot"
+
+
+#: Faults consumed by a send (the send key reaching the messaging app).
+SEND_FAULTS: Final = frozenset(
+    {
+        Fault.DROP_AFTER_SEND,
+        Fault.DROP_BEFORE_SEND,
+        Fault.SEND_FAILS,
+        Fault.STUCK_OUTBOX,
+        Fault.DUPLICATE_SEND,
+        Fault.MANGLE_BODY,
+        Fault.WRONG_RECIPIENT,
+        Fault.REBOOT,
+    }
+)
+
+
+def parse_fault(spec: str) -> tuple[Fault, int]:
+    """Parse ``NAME[:COUNT]``.
+
+    Raises:
+        ValueError: unknown name (the message lists the valid ones) or a bad count.
+    """
+    name, _, count_text = spec.partition(":")
+    try:
+        fault = Fault(name.strip())
+    except ValueError:
+        valid = ", ".join(fault.value for fault in Fault)
+        raise ValueError(f"unknown fault {name!r}; valid faults: {valid}") from None
+    count = 1
+    if count_text:
+        try:
+            count = int(count_text)
+        except ValueError:
+            raise ValueError(f"fault count must be a whole number, got {count_text!r}") from None
+        if count < 1:
+            raise ValueError(f"fault count must be at least 1, got {count}")
+    return fault, count
+
+
+class FaultPlan:
+    """Remaining counts per fault; each use consumes one."""
+
+    def __init__(self) -> None:
+        self._remaining: dict[Fault, int] = {}
+
+    def add(self, fault: Fault | str, count: int = 1) -> None:
+        """Arm ``fault`` for ``count`` more uses (counts add up).
+
+        Raises:
+            ValueError: unknown fault name or a count below 1.
+        """
+        if count < 1:
+            raise ValueError(f"fault count must be at least 1, got {count}")
+        resolved = fault if isinstance(fault, Fault) else parse_fault(fault)[0]
+        self._remaining[resolved] = self._remaining.get(resolved, 0) + count
+
+    def take(self, fault: Fault) -> bool:
+        """Consume one use of ``fault``; return whether it was armed."""
+        remaining = self._remaining.get(fault, 0)
+        if remaining <= 0:
+            return False
+        self._remaining[fault] = remaining - 1
+        return True
+
+    def take_send_faults(self) -> frozenset[Fault]:
+        """Consume one use of every armed send fault; return those that apply to this send."""
+        return frozenset(fault for fault in SEND_FAULTS if self.take(fault))
+
+    def remaining(self) -> dict[Fault, int]:
+        """Counts still armed (faults at zero omitted)."""
+        return {fault: count for fault, count in self._remaining.items() if count > 0}
+
+    def extend(self, specs: Iterable[Fault | str | tuple[Fault | str, int]]) -> None:
+        """Arm several faults given as ``Fault``, ``"name[:count]"`` or ``(fault, count)``.
+
+        Raises:
+            ValueError: an unknown name or a bad count.
+        """
+        for spec in specs:
+            if isinstance(spec, tuple):
+                self.add(spec[0], spec[1])
+            elif isinstance(spec, Fault):
+                self.add(spec)
+            else:
+                fault, count = parse_fault(spec)
+                self.add(fault, count)

@@ -1,0 +1,760 @@
+"""A small POSIX shell, enough of Android's ``/system/bin/sh`` (mksh) for what ADB clients send.
+
+Supported: words with single quotes, double quotes and backslash escapes; ``$?``, ``$NAME``,
+``${NAME}``, ``$(...)`` and backquotes; ``;``, newlines, ``&&``, ``||``, ``|``; redirections
+``N>&M``, ``>/dev/null``, ``2>/dev/null``, ``</dev/null``; ``#`` comments. Builtins: ``echo``
+(mksh's: backslash escapes interpreted), ``printf``, ``true``, ``false``, ``:``, ``sleep``,
+``exit``. Other commands come from the phone; anything unknown prints
+``/system/bin/sh: NAME: inaccessible or not found`` with status 127, as mksh does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+
+import attrs
+
+SHELL_NAME: Final = "/system/bin/sh"
+
+
+@attrs.frozen
+class Output:
+    """What a command wrote: ordered (fd, text) chunks and its exit status."""
+
+    #: Chunks in the order written; fd 1 is stdout, fd 2 is stderr.
+    chunks: tuple[tuple[int, str], ...] = ()
+    #: Exit status, 0 to 255.
+    status: int = 0
+
+    @classmethod
+    def out(cls, text: str = "", status: int = 0) -> Output:
+        """A result that wrote ``text`` to stdout."""
+        return cls(((1, text),) if text else (), status)
+
+    @classmethod
+    def err(cls, text: str, status: int = 1) -> Output:
+        """A result that wrote ``text`` to stderr."""
+        return cls(((2, text),) if text else (), status)
+
+
+CommandFn = Callable[[list[str], str], Awaitable[Output]]
+
+
+class ShellSyntaxError(Exception):
+    """The command line cannot be parsed; nothing in it runs."""
+
+
+class _ExitScript(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+# -- words ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Lit:
+    text: str
+    quoted: bool
+
+
+@attrs.frozen
+class _Var:
+    name: str
+    quoted: bool
+
+
+@attrs.frozen
+class _Sub:
+    script: str
+    quoted: bool
+
+
+_Part = _Lit | _Var | _Sub
+
+
+@attrs.frozen
+class _Word:
+    parts: tuple[_Part, ...]
+
+
+@attrs.frozen
+class _Redir:
+    fd: int
+    op: str  # ">", ">>", "<", ">&", "<&"
+    target: _Word
+
+
+@attrs.frozen
+class _Op:
+    op: str
+
+
+_Token = _Word | _Redir | _Op
+
+_NAME_START = re.compile(r"[A-Za-z_]")
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_]*")
+
+
+class _Lexer:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _peek(self, offset: int = 0) -> str:
+        index = self.pos + offset
+        return self.text[index] if index < len(self.text) else ""
+
+    def tokens(self) -> list[_Token]:
+        tokens: list[_Token] = []
+        while self.pos < len(self.text):
+            char = self._peek()
+            if char in " \t":
+                self.pos += 1
+            elif char == "#":
+                while self.pos < len(self.text) and self._peek() != "\n":
+                    self.pos += 1
+            elif char == "\n":
+                tokens.append(_Op("\n"))
+                self.pos += 1
+            elif char in ";&|":
+                double = self._peek(1) == char and char != ";"
+                if char == ";" and self._peek(1) == ";":
+                    raise ShellSyntaxError("syntax error: ';;' unexpected")
+                tokens.append(_Op(char * 2 if double else char))
+                self.pos += 2 if double else 1
+            elif char in "<>":
+                tokens.append(self._redirection(None))
+            elif char in "(){}" and char in "()":
+                raise ShellSyntaxError(f"syntax error: '{char}' unexpected")
+            else:
+                word = self._word()
+                if (
+                    self._peek() in "<>"
+                    and self._peek() != ""
+                    and len(word.parts) == 1
+                    and isinstance(word.parts[0], _Lit)
+                    and not word.parts[0].quoted
+                    and word.parts[0].text.isdigit()
+                ):
+                    tokens.append(self._redirection(int(word.parts[0].text)))
+                else:
+                    tokens.append(word)
+        return tokens
+
+    def _redirection(self, fd: int | None) -> _Redir:
+        char = self._peek()
+        self.pos += 1
+        op = char
+        if char == ">" and self._peek() == ">":
+            op = ">>"
+            self.pos += 1
+        if self._peek() == "&":
+            op = char + "&"
+            self.pos += 1
+        while self._peek() in (" ", "\t") and self._peek() != "":
+            self.pos += 1
+        if self.pos >= len(self.text) or self._peek() in ";&|\n<>":
+            raise ShellSyntaxError("syntax error: newline unexpected")
+        target = self._word()
+        return _Redir(fd if fd is not None else (0 if char == "<" else 1), op, target)
+
+    def _word(self) -> _Word:
+        parts: list[_Part] = []
+        literal: list[str] = []
+        quoted_literal: list[str] = []
+
+        def flush() -> None:
+            if literal:
+                parts.append(_Lit("".join(literal), quoted=False))
+                literal.clear()
+
+        def flush_quoted() -> None:
+            parts.append(_Lit("".join(quoted_literal), quoted=True))
+            quoted_literal.clear()
+
+        while self.pos < len(self.text):
+            char = self._peek()
+            if char in " \t\n;&|<>" or (char in "()" and not parts and not literal):
+                break
+            if char in "()":
+                raise ShellSyntaxError(f"syntax error: '{char}' unexpected")
+            if char == "'":
+                flush()
+                end = self.text.find("'", self.pos + 1)
+                if end < 0:
+                    raise ShellSyntaxError("no closing quote")
+                parts.append(_Lit(self.text[self.pos + 1 : end], quoted=True))
+                self.pos = end + 1
+            elif char == '"':
+                flush()
+                self.pos += 1
+                while True:
+                    if self.pos >= len(self.text):
+                        raise ShellSyntaxError("no closing quote")
+                    inner = self._peek()
+                    if inner == '"':
+                        self.pos += 1
+                        break
+                    if inner == "\\" and self._peek(1) in ("$", "`", '"', "\\", "\n"):
+                        if self._peek(1) != "\n":
+                            quoted_literal.append(self._peek(1))
+                        self.pos += 2
+                    elif inner == "$" or inner == "`":
+                        expansion = self._expansion(quoted=True)
+                        if expansion is None:
+                            quoted_literal.append(inner)
+                            self.pos += 1
+                        else:
+                            flush_quoted()
+                            parts.append(expansion)
+                    else:
+                        quoted_literal.append(inner)
+                        self.pos += 1
+                flush_quoted()
+            elif char == "\\":
+                if self._peek(1) == "\n":
+                    self.pos += 2
+                    continue
+                if self.pos + 1 >= len(self.text):
+                    literal.append("\\")
+                    self.pos += 1
+                    continue
+                flush()
+                parts.append(_Lit(self._peek(1), quoted=True))
+                self.pos += 2
+            elif char in "$`":
+                expansion = self._expansion(quoted=False)
+                if expansion is None:
+                    literal.append(char)
+                    self.pos += 1
+                else:
+                    flush()
+                    parts.append(expansion)
+            else:
+                literal.append(char)
+                self.pos += 1
+        flush()
+        return _Word(tuple(parts))
+
+    def _expansion(self, *, quoted: bool) -> _Part | None:
+        """Parse ``$...`` or a backquote at ``pos``; None when it is a literal ``$``."""
+        char = self._peek()
+        if char == "`":
+            end = self.pos + 1
+            script: list[str] = []
+            while True:
+                if end >= len(self.text):
+                    raise ShellSyntaxError("no closing quote")
+                if self.text[end] == "\\" and end + 1 < len(self.text):
+                    script.append(self.text[end + 1])
+                    end += 2
+                    continue
+                if self.text[end] == "`":
+                    break
+                script.append(self.text[end])
+                end += 1
+            self.pos = end + 1
+            return _Sub("".join(script), quoted)
+        following = self._peek(1)
+        if following == "(":
+            end = _matching_paren(self.text, self.pos + 2)
+            script_text = self.text[self.pos + 2 : end]
+            self.pos = end + 1
+            return _Sub(script_text, quoted)
+        if following == "{":
+            end = self.text.find("}", self.pos + 2)
+            if end < 0:
+                raise ShellSyntaxError("missing '}'")
+            name = self.text[self.pos + 2 : end]
+            if not (name in ("?", "$", "#", "!", "@", "*") or name.isdigit()) and not (
+                _NAME_START.match(name) and _NAME_CHARS.fullmatch(name[1:])
+            ):
+                raise ShellSyntaxError(f"${{{name}}}: bad substitution")
+            self.pos = end + 1
+            return _Var(name, quoted)
+        if following and (following in "?$#!@*" or following.isdigit()):
+            self.pos += 2
+            return _Var(following, quoted)
+        if following and _NAME_START.match(following):
+            match = _NAME_CHARS.match(self.text, self.pos + 2)
+            end = match.end() if match else self.pos + 2
+            name = self.text[self.pos + 1 : end]
+            self.pos = end
+            return _Var(name, quoted)
+        return None
+
+
+def _matching_paren(text: str, start: int) -> int:
+    depth = 1
+    index = start
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "'":
+            end = text.find("'", index + 1)
+            if end < 0:
+                raise ShellSyntaxError("no closing quote")
+            index = end + 1
+            continue
+        if char == '"':
+            index += 1
+            while index < len(text) and text[index] != '"':
+                index += 2 if text[index] == "\\" else 1
+            index += 1
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    raise ShellSyntaxError("syntax error: unmatched '('")
+
+
+# -- grammar -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Simple:
+    words: tuple[_Word, ...]
+    redirs: tuple[_Redir, ...]
+
+
+@attrs.frozen
+class _Pipeline:
+    commands: tuple[_Simple, ...]
+
+
+@attrs.frozen
+class _AndOr:
+    first: _Pipeline
+    rest: tuple[tuple[str, _Pipeline], ...]
+
+
+def parse(text: str) -> list[_AndOr]:
+    """Parse a command line into and-or lists.
+
+    Raises:
+        ShellSyntaxError: unbalanced quotes, a dangling operator, unsupported syntax.
+    """
+    tokens = _Lexer(text).tokens()
+    lists: list[_AndOr] = []
+    index = 0
+
+    def command() -> _Simple | None:
+        nonlocal index
+        words: list[_Word] = []
+        redirs: list[_Redir] = []
+        while index < len(tokens) and not isinstance(tokens[index], _Op):
+            token = tokens[index]
+            if isinstance(token, _Word):
+                words.append(token)
+            elif isinstance(token, _Redir):
+                redirs.append(token)
+            index += 1
+        if not words and not redirs:
+            return None
+        return _Simple(tuple(words), tuple(redirs))
+
+    def unexpected() -> ShellSyntaxError:
+        token = tokens[index] if index < len(tokens) else None
+        shown = (
+            "newline"
+            if token is None or (isinstance(token, _Op) and token.op == "\n")
+            else (token.op if isinstance(token, _Op) else "word")
+        )
+        return ShellSyntaxError(f"syntax error: '{shown}' unexpected")
+
+    def skip_newlines() -> None:
+        nonlocal index
+        while index < len(tokens) and isinstance(tokens[index], _Op) and tokens[index] == _Op("\n"):
+            index += 1
+
+    def pipeline() -> _Pipeline:
+        nonlocal index
+        first = command()
+        if first is None:
+            raise unexpected()
+        commands = [first]
+        while index < len(tokens) and tokens[index] == _Op("|"):
+            index += 1
+            skip_newlines()
+            following = command()
+            if following is None:
+                raise unexpected()
+            commands.append(following)
+        return _Pipeline(tuple(commands))
+
+    while index < len(tokens):
+        token = tokens[index]
+        if isinstance(token, _Op) and token.op in ("\n", ";", "&"):
+            if token.op != "\n" and not lists:
+                raise unexpected()
+            index += 1
+            continue
+        first = pipeline()
+        rest: list[tuple[str, _Pipeline]] = []
+        while index < len(tokens) and tokens[index] in (_Op("&&"), _Op("||")):
+            op_token = tokens[index]
+            assert isinstance(op_token, _Op)
+            index += 1
+            skip_newlines()
+            rest.append((op_token.op, pipeline()))
+        lists.append(_AndOr(first, tuple(rest)))
+        if index < len(tokens):
+            separator = tokens[index]
+            if not (isinstance(separator, _Op) and separator.op in ("\n", ";", "&")):
+                raise unexpected()
+            index += 1
+            if (
+                separator.op != "\n"
+                and index < len(tokens)
+                and tokens[index]
+                in (
+                    _Op(";"),
+                    _Op("&"),
+                )
+            ):
+                raise unexpected()
+    return lists
+
+
+# -- execution -----------------------------------------------------------------------------
+
+
+class Shell:
+    """Runs command lines against a table of commands, merging stderr into stdout."""
+
+    def __init__(self, commands: Mapping[str, CommandFn]) -> None:
+        self._commands = dict(commands)
+        self._builtins: dict[str, CommandFn] = {
+            "echo": _echo,
+            "printf": _printf,
+            "true": _true,
+            ":": _true,
+            "false": _false,
+            "sleep": _sleep,
+            "exit": _exit,
+        }
+        self.status = 0
+        self.variables: dict[str, str] = {}
+        self._sink: list[tuple[int, str]] = []
+
+    async def run(self, text: str) -> tuple[str, int]:
+        """Run a whole command line; return the merged output and the last exit status."""
+        chunks, status = await self.run_chunks(text)
+        return "".join(chunk for _, chunk in chunks), status
+
+    async def run_chunks(self, text: str) -> tuple[list[tuple[int, str]], int]:
+        """Run a whole command line; return its (fd, text) output chunks and exit status."""
+        self._sink = []
+        try:
+            lists = parse(text)
+        except ShellSyntaxError as exc:
+            self.status = 1 if "syntax error" not in str(exc) else 2
+            return [(2, f"{SHELL_NAME}: {exc}\n")], self.status
+        try:
+            for and_or in lists:
+                await self._run_and_or(and_or)
+        except _ExitScript as stop:
+            self.status = stop.status
+        return self._sink, self.status
+
+    async def _run_and_or(self, and_or: _AndOr) -> None:
+        await self._run_pipeline(and_or.first)
+        for op, pipeline in and_or.rest:
+            if (op == "&&") == (self.status == 0):
+                await self._run_pipeline(pipeline)
+
+    async def _run_pipeline(self, pipeline: _Pipeline) -> None:
+        stdin = ""
+        for position, simple in enumerate(pipeline.commands):
+            piped = position < len(pipeline.commands) - 1
+            stdin = await self._run_simple(simple, stdin, piped=piped)
+
+    async def _run_simple(self, simple: _Simple, stdin: str, *, piped: bool) -> str:
+        argv: list[str] = []
+        assignments: dict[str, str] = {}
+        for word in simple.words:
+            assignment = _assignment_name(word) if not argv else None
+            if assignment is not None:
+                name, value_word = assignment
+                assignments[name] = "".join(await self._expand(value_word, split=False))
+                continue
+            argv.extend(await self._expand(word))
+        destinations: dict[int, int | str] = {1: "pipe" if piped else 1, 2: 2}
+        for redir in simple.redirs:
+            target = " ".join(await self._expand(redir.target))
+            if redir.op in (">&", "<&"):
+                if target.isdigit() and int(target) in destinations:
+                    destinations[redir.fd] = destinations[int(target)]
+                elif target == "-":
+                    destinations[redir.fd] = "null"
+                else:
+                    return self._fail(f"{SHELL_NAME}: {target}: bad file descriptor\n")
+            elif redir.op == "<":
+                if target != "/dev/null":
+                    return self._fail(
+                        f"{SHELL_NAME}: can't open {target}: No such file or directory\n"
+                    )
+                stdin = ""
+            elif target == "/dev/null":
+                destinations[redir.fd] = "null"
+            else:
+                return self._fail(f"{SHELL_NAME}: can't create {target}: Read-only file system\n")
+        if not argv:
+            self.variables.update(assignments)
+            self.status = 0
+            return ""
+        result = await self._execute(argv, stdin)
+        piped_out: list[str] = []
+        for fd, text in result.chunks:
+            destination = destinations.get(fd, 2)
+            if destination == "pipe":
+                piped_out.append(text)
+            elif isinstance(destination, int):
+                self._sink.append((destination, text))
+        self.status = result.status & 0xFF
+        return "".join(piped_out)
+
+    def _fail(self, message: str) -> str:
+        self._sink.append((2, message))
+        self.status = 1
+        return ""
+
+    async def _execute(self, argv: list[str], stdin: str) -> Output:
+        name = argv[0]
+        builtin = self._builtins.get(name)
+        if builtin is not None:
+            return await builtin(argv, stdin)
+        command = self._commands.get(name)
+        if command is None and name.startswith("/system/bin/"):
+            command = self._commands.get(name.removeprefix("/system/bin/"))
+        if command is None:
+            return Output.err(f"{SHELL_NAME}: {name}: inaccessible or not found\n", 127)
+        return await command(argv, stdin)
+
+    async def _expand(self, word: _Word, *, split: bool = True) -> list[str]:
+        """Expand one word into fields (unquoted expansions are split on whitespace)."""
+        fields: list[str] = []
+        current: list[str] = []
+        started = False
+        for part in word.parts:
+            if isinstance(part, _Lit):
+                current.append(part.text)
+                started = started or part.quoted or bool(part.text)
+                continue
+            value = await self._value(part)
+            if part.quoted or not split:
+                current.append(value)
+                started = started or part.quoted or bool(value)
+                continue
+            pieces = value.split()
+            if not pieces:
+                if value and started:
+                    fields.append("".join(current))
+                    current = []
+                    started = False
+                continue
+            if value[0].isspace() and started:
+                fields.append("".join(current))
+                current = []
+            current.append(pieces[0])
+            for piece in pieces[1:]:
+                fields.append("".join(current))
+                current = [piece]
+            started = True
+            if value[-1].isspace():
+                fields.append("".join(current))
+                current = []
+                started = False
+        if started:
+            fields.append("".join(current))
+        return fields
+
+    async def _value(self, part: _Var | _Sub) -> str:
+        if isinstance(part, _Var):
+            if part.name == "?":
+                return str(self.status)
+            if part.name == "$":
+                return "4242"
+            if part.name == "#":
+                return "0"
+            return self.variables.get(part.name, "")
+        inner = Shell(self._commands)
+        inner.status = self.status
+        inner.variables = dict(self.variables)
+        chunks, status = await inner.run_chunks(part.script)
+        captured = "".join(text for fd, text in chunks if fd == 1)
+        self._sink.extend((fd, text) for fd, text in chunks if fd != 1)
+        self.status = status
+        return captured.rstrip("\n")
+
+
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def _assignment_name(word: _Word) -> tuple[str, _Word] | None:
+    """Split ``NAME=value`` into the name and the value word, or return None."""
+    if not word.parts or not isinstance(word.parts[0], _Lit) or word.parts[0].quoted:
+        return None
+    match = _ASSIGNMENT.match(word.parts[0].text)
+    if not match:
+        return None
+    rest = word.parts[0].text[match.end() :]
+    value_parts: tuple[_Part, ...] = ((_Lit(rest, quoted=False),) if rest else ()) + word.parts[1:]
+    return match.group(1), _Word(value_parts)
+
+
+# -- builtins ------------------------------------------------------------------------------
+
+_ECHO_ESCAPES: Final = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "e": "\x1b",
+}
+
+
+def _unescape(text: str) -> tuple[str, bool]:
+    """Interpret mksh ``print`` escapes; return the text and whether ``\\c`` stopped it."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\" or index + 1 >= len(text):
+            out.append(char)
+            index += 1
+            continue
+        following = text[index + 1]
+        if following == "c":
+            return "".join(out), True
+        if following in _ECHO_ESCAPES:
+            out.append(_ECHO_ESCAPES[following])
+            index += 2
+        elif following == "0":
+            digits = re.match(r"[0-7]{0,3}", text[index + 2 :])
+            octal = digits.group(0) if digits else ""
+            out.append(chr(int(octal or "0", 8)))
+            index += 2 + len(octal)
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out), False
+
+
+async def _echo(argv: list[str], stdin: str) -> Output:
+    args = argv[1:]
+    newline = True
+    interpret = True
+    while args and re.fullmatch(r"-[neE]+", args[0]):
+        for flag in args[0][1:]:
+            if flag == "n":
+                newline = False
+            elif flag == "e":
+                interpret = True
+            else:
+                interpret = False
+        args = args[1:]
+    text = " ".join(args)
+    if interpret:
+        text, stopped = _unescape(text)
+        if stopped:
+            newline = False
+    return Output.out(text + ("\n" if newline else ""))
+
+
+async def _printf(argv: list[str], stdin: str) -> Output:
+    if len(argv) < 2:
+        return Output.err("printf: Needs 1 argument\n", 1)
+    template = argv[1]
+    args = list(argv[2:])
+    out: list[str] = []
+    while True:
+        consumed = False
+        index = 0
+        while index < len(template):
+            char = template[index]
+            if char == "\\":
+                text, _ = _unescape(template[index : index + 2])
+                out.append(text)
+                index += 2
+                continue
+            if char != "%":
+                out.append(char)
+                index += 1
+                continue
+            spec = re.match(r"%([-+ 0#]*\d*(?:\.\d+)?)([sdicxXo%b])", template[index:])
+            if not spec:
+                out.append(char)
+                index += 1
+                continue
+            flags, conversion = spec.group(1), spec.group(2)
+            index += spec.end()
+            if conversion == "%":
+                out.append("%")
+                continue
+            value = args.pop(0) if args else ""
+            consumed = True
+            if conversion in "dixXo":
+                try:
+                    number = int(value or "0", 0)
+                except ValueError:
+                    return Output(
+                        ((1, "".join(out)), (2, f"printf: invalid number '{value}'\n")), 1
+                    )
+                out.append(("%" + flags + conversion).replace("i", "d") % number)
+            elif conversion == "c":
+                out.append(value[:1])
+            elif conversion == "b":
+                out.append(_unescape(value)[0])
+            else:
+                out.append(("%" + flags + "s") % value)
+        if not args or not consumed:
+            break
+    return Output.out("".join(out))
+
+
+async def _true(argv: list[str], stdin: str) -> Output:
+    return Output()
+
+
+async def _false(argv: list[str], stdin: str) -> Output:
+    return Output(status=1)
+
+
+async def _sleep(argv: list[str], stdin: str) -> Output:
+    if len(argv) < 2:
+        return Output.err('sleep: Needs 1 argument (see "sleep --help")\n', 1)
+    total = 0.0
+    for value in argv[1:]:
+        match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", value)
+        if not match:
+            return Output.err(f"sleep: Bad number '{value}'\n", 1)
+        unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        total += float(match.group(1)) * unit
+    await asyncio.sleep(total)
+    return Output()
+
+
+async def _exit(argv: list[str], stdin: str) -> Output:
+    status = 0
+    if len(argv) > 1:
+        try:
+            status = int(argv[1]) & 0xFF
+        except ValueError:
+            return Output.err(f"{SHELL_NAME}: exit: {argv[1]}: bad number\n", 1)
+    raise _ExitScript(status)

@@ -1,0 +1,255 @@
+"""One ADB connection as adbd serves it: CNXN, AUTH, then streams (OPEN/OKAY/WRTE/CLSE).
+
+Only the legacy ``shell:`` (and ``exec:``) services exist: the command line runs, its merged
+stdout and stderr go back in WRTE packets (each acknowledged by an OKAY before the next, as
+adbd's flow control requires), then CLSE. A malformed packet closes this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Final, Protocol
+
+import structlog
+
+from android_bridge.simulator import _wire
+from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey
+
+log = structlog.get_logger("android_bridge.simulator")
+
+#: How long to wait for a client's OKAY before giving up on a stream.
+_ACK_TIMEOUT_S: Final = 60.0
+
+
+class DropConnection(Exception):
+    """Raised inside a command to reset the whole ADB connection (no reply is sent)."""
+
+
+class StreamHost(Protocol):
+    """What a connection needs from the phone."""
+
+    banner: str
+    allow_new_keys: bool
+    authorized_keys: AuthorizedKeys
+
+    async def run_shell(self, command: str, connection: Connection) -> bytes:
+        """Run one shell command line; return its output (may raise DropConnection)."""
+        ...
+
+
+class _Stream:
+    def __init__(self, local_id: int, remote_id: int) -> None:
+        self.local_id = local_id
+        self.remote_id = remote_id
+        self.acked = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False
+
+
+class Connection:
+    """Serves one TCP connection until the peer leaves, misbehaves, or the phone drops it."""
+
+    def __init__(
+        self,
+        host: StreamHost,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_close: Callable[[Connection], None],
+    ) -> None:
+        self._host = host
+        self._reader = reader
+        self._writer = writer
+        self._on_close = on_close
+        self._version = _wire.VERSION_CHECKSUMMED
+        self._max_payload = _wire.MAX_PAYLOAD_V1
+        self._online = False
+        self._token = b""
+        self._streams: dict[int, _Stream] = {}
+        self._next_local_id = 1
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._log = log.bind(peer=self.peer)
+
+    @property
+    def online(self) -> bool:
+        """Whether the peer has authenticated."""
+        return self._online
+
+    async def serve(self) -> None:
+        """Read packets until EOF or a protocol violation, then close."""
+        try:
+            while not self._closed:
+                raw = await self._reader.readexactly(_wire.HEADER_SIZE)
+                header = _wire.decode_header(raw, self._max_payload)
+                payload = b""
+                if header.data_length:
+                    payload = await self._reader.readexactly(header.data_length)
+                checksummed = (
+                    header.arg0 < _wire.VERSION_SKIP_CHECKSUM
+                    if header.command == _wire.A_CNXN
+                    else self._version < _wire.VERSION_SKIP_CHECKSUM
+                )
+                if checksummed and payload and _wire.checksum(payload) != header.data_check:
+                    raise _wire.MalformedPacket(f"bad checksum on {header.name}")
+                await self._handle(header, payload)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self._log.debug("adb_peer_disconnected")
+        except _wire.MalformedPacket as exc:
+            self._log.warning("adb_malformed_packet", reason=str(exc))
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Reset the connection now: cancel every stream and close the socket unanswered."""
+        if self._closed:
+            return
+        self._closed = True
+        for stream in list(self._streams.values()):
+            if stream.task is not None and stream.task is not asyncio.current_task():
+                stream.task.cancel()
+        self._streams.clear()
+        transport = self._writer.transport
+        with contextlib.suppress(Exception):
+            transport.abort()
+        self._on_close(self)
+
+    async def _send(self, command: int, arg0: int, arg1: int, payload: bytes = b"") -> None:
+        if self._closed:
+            raise ConnectionResetError("connection closed")
+        packet = _wire.encode_packet(
+            command,
+            arg0,
+            arg1,
+            payload,
+            with_checksum=self._version < _wire.VERSION_SKIP_CHECKSUM,
+        )
+        async with self._write_lock:
+            self._writer.write(packet)
+            await self._writer.drain()
+
+    async def _handle(self, header: _wire.Header, payload: bytes) -> None:
+        command = header.command
+        if command == _wire.A_CNXN:
+            await self._on_connect(header, payload)
+        elif command == _wire.A_AUTH:
+            await self._on_auth(header, payload)
+        elif not self._online:
+            return
+        elif command == _wire.A_OPEN:
+            await self._on_open(header, payload)
+        elif command == _wire.A_OKAY:
+            stream = self._streams.get(header.arg1)
+            if stream is not None and stream.remote_id == header.arg0:
+                stream.acked.set()
+        elif command == _wire.A_WRTE:
+            stream = self._streams.get(header.arg1)
+            if stream is not None and stream.remote_id == header.arg0:
+                # The shell ignores stdin, but every WRTE is acknowledged.
+                await self._send(_wire.A_OKAY, stream.local_id, stream.remote_id)
+        elif command == _wire.A_CLSE:
+            stream = self._streams.pop(header.arg1, None)
+            if stream is not None and header.arg0 in (0, stream.remote_id):
+                stream.closed = True
+                if stream.task is not None:
+                    stream.task.cancel()
+                await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
+
+    async def _on_connect(self, header: _wire.Header, payload: bytes) -> None:
+        for stream in list(self._streams.values()):
+            if stream.task is not None:
+                stream.task.cancel()
+        self._streams.clear()
+        self._online = False
+        self._version = min(header.arg0, _wire.DEVICE_VERSION)
+        self._max_payload = max(_wire.MAX_PAYLOAD_V1, min(header.arg1, _wire.MAX_PAYLOAD))
+        self._log.debug("adb_cnxn", version=hex(header.arg0), max_payload=header.arg1)
+        await self._send_token()
+
+    async def _send_token(self) -> None:
+        self._token = secrets.token_bytes(_wire.TOKEN_SIZE)
+        await self._send(_wire.A_AUTH, _wire.AUTH_TOKEN, 0, self._token)
+
+    async def _on_auth(self, header: _wire.Header, payload: bytes) -> None:
+        if self._online or not self._token:
+            return
+        if header.arg0 == _wire.AUTH_SIGNATURE:
+            key = self._host.authorized_keys.verify(self._token, payload)
+            if key is None:
+                self._log.info("adb_auth_rejected")
+                await self._send_token()
+                return
+            await self._go_online()
+        elif header.arg0 == _wire.AUTH_RSAPUBLICKEY:
+            if not self._host.allow_new_keys:
+                # Nobody taps "Allow": the phone stays silent and the client times out.
+                self._log.info("adb_new_key_ignored")
+                return
+            line = payload.split(b"\0", 1)[0].decode("utf-8", "replace")
+            try:
+                self._host.authorized_keys.add(line)
+            except InvalidPublicKey as exc:
+                self._log.warning("adb_new_key_invalid", reason=str(exc))
+                return
+            self._log.info("adb_new_key_allowed")
+            await self._go_online()
+        else:
+            raise _wire.MalformedPacket(f"unknown AUTH type {header.arg0}")
+
+    async def _go_online(self) -> None:
+        self._online = True
+        self._log.info("adb_client_authorized")
+        await self._send(
+            _wire.A_CNXN, _wire.DEVICE_VERSION, self._max_payload, self._host.banner.encode()
+        )
+
+    async def _on_open(self, header: _wire.Header, payload: bytes) -> None:
+        remote_id = header.arg0
+        if remote_id == 0:
+            return
+        if header.arg1 != 0:
+            # Delayed acks were not advertised; adbd refuses such an OPEN.
+            await self._send(_wire.A_CLSE, 0, remote_id)
+            return
+        destination = payload.rstrip(b"\0").decode("utf-8", "replace")
+        service, _, command = destination.partition(":")
+        if service not in ("shell", "exec") or not command:
+            await self._send(_wire.A_CLSE, 0, remote_id)
+            return
+        local_id = self._next_local_id
+        self._next_local_id = self._next_local_id + 1 if self._next_local_id < 0xFFFFFFFF else 1
+        stream = _Stream(local_id, remote_id)
+        self._streams[local_id] = stream
+        await self._send(_wire.A_OKAY, local_id, remote_id)
+        stream.task = asyncio.create_task(self._run_stream(stream, command))
+
+    async def _run_stream(self, stream: _Stream, command: str) -> None:
+        try:
+            output = await self._host.run_shell(command, self)
+            for start in range(0, len(output), self._max_payload):
+                if stream.closed:
+                    return
+                stream.acked.clear()
+                await self._send(
+                    _wire.A_WRTE,
+                    stream.local_id,
+                    stream.remote_id,
+                    output[start : start + self._max_payload],
+                )
+                await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
+            if not stream.closed:
+                stream.closed = True
+                self._streams.pop(stream.local_id, None)
+                await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
+        except DropConnection:
+            self._log.info("adb_connection_dropped_by_fault")
+            self.abort()
+        except (ConnectionError, TimeoutError):
+            self.abort()
+
+
+ServeFn = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
