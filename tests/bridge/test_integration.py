@@ -1,0 +1,60 @@
+"""The bridge against a phone over real ADB: connect, send, read back, prove completeness."""
+
+from __future__ import annotations
+
+import pytest
+
+from android_bridge import SmsDispatcher, SmsReader, message_matches_intent
+from tests.bridge.conftest import Target
+
+
+async def test_connect_reports_mode_and_region(target: Target) -> None:
+    """Connecting reads the shell's mode and the device's region once."""
+    facts = await target.device.facts()
+    assert facts.mode in ("shell", "root")
+    assert 2 == len(await target.device.region())
+
+
+async def test_send_then_read_back_matches(target: Target) -> None:
+    """A sent message comes back from the provider, complete, and matches the intent."""
+    dispatcher = SmsDispatcher(target.device)
+    reader = SmsReader(target.device)
+    body = "Your code is 4821, see you at 5=5\nRow: 0 _id=1, body=NULL"
+    evidence = await dispatcher.send(target.recipient, body)
+    if target.phone is not None:
+        await target.phone.wait_idle()
+    read = await reader.read_since(evidence.watermark_id)
+    region = await target.device.region()
+    matches = [
+        row
+        for row in read.rows
+        if message_matches_intent(row, target.recipient, body, region=region).matched
+    ]
+    expected = (True, 1)
+    assert expected == (read.complete, len(matches))
+    assert body == matches[0].body
+
+
+async def test_happy_send_takes_two_round_trips(target: Target) -> None:
+    """Dispatch is one round trip and the confirmation read another."""
+    dispatcher = SmsDispatcher(target.device)
+    reader = SmsReader(target.device)
+    await dispatcher.send(target.recipient, "warm-up")  # first send lists every _id once
+    before = target.device.round_trips
+    evidence = await dispatcher.send(target.recipient, "hello")
+    if target.phone is not None:
+        await target.phone.wait_idle()
+    read = await reader.read_since(evidence.watermark_id)
+    assert (1, 1, 2) == (evidence.round_trips, read.round_trips, target.device.round_trips - before)
+
+
+@pytest.mark.parametrize("body", ["'; reboot; echo '", "$(id)", "`id`", "a && reboot", "\\$HOME"])
+async def test_injection_is_sent_literally(target: Target, body: str) -> None:
+    """Shell metacharacters in a body are sent as text and never executed."""
+    evidence = await SmsDispatcher(target.device).send(target.recipient, body)
+    if target.phone is not None:
+        await target.phone.wait_idle()
+    read = await SmsReader(target.device).read_since(evidence.watermark_id)
+    assert [body] == [row.body for row in read.rows if row.type == 2]
+    if target.phone is not None:
+        assert 0 == target.phone.reboots
