@@ -67,9 +67,7 @@ def structure(data: Any, cls: type[T], what: str) -> T:
     try:
         return converter.structure(data, cls)
     except Exception as exc:  # cattrs raises ClassValidationError and friends
-        detail = "; ".join(
-            str(part) for part in getattr(exc, "exceptions", None) or [exc]
-        )
+        detail = "; ".join(str(part) for part in getattr(exc, "exceptions", None) or [exc])
         raise CorruptRecord(f"{what} cannot be read: {detail}") from exc
 
 

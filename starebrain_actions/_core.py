@@ -161,7 +161,9 @@ def confirm_delivery(
         or isinstance(provider_object_id, bool)
         or provider_object_id < 0
     ):
-        raise InvalidInput(f"provider_object_id must be an integer >= 0; got {provider_object_id!r}")
+        raise InvalidInput(
+            f"provider_object_id must be an integer >= 0; got {provider_object_id!r}"
+        )
     return _transition(
         record,
         Event.CONFIRM,

@@ -17,7 +17,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -35,7 +35,6 @@ from starebrain_actions._convert import (
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
-    AcceptanceState,
     Action,
     ActionRecord,
     ActionSummary,
@@ -58,6 +57,7 @@ from starebrain_actions.exceptions import (
     DeviceBusy,
     FingerprintConflict,
     InvalidInput,
+    InvariantViolation,
     LedgerError,
     LedgerUnavailable,
     NotFound,
@@ -112,7 +112,10 @@ RETURNING {ATTEMPT_COLUMNS}
 
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(
-        converter.unstructure(dict(value)), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        converter.unstructure(dict(value)),
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
     )
 
 
@@ -207,7 +210,7 @@ class Ledger:
 
         # aiosqlite's own execute() is built on _execute; using it directly lets a whole
         # transaction cross the thread boundary once instead of once per statement.
-        return await raw._execute(call)  # type: ignore[no-any-return]
+        return await raw._execute(call)  # type: ignore[no-untyped-call,no-any-return]
 
     async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
@@ -360,7 +363,9 @@ class Ledger:
             try:
                 row = db.execute(_INSERT_ATTEMPT, params).fetchone()
             except sqlite3.IntegrityError as exc:
-                raise AttemptInFlight(f"action {action_id}: a concurrent attempt won: {exc}") from exc
+                raise AttemptInFlight(
+                    f"action {action_id}: a concurrent attempt won: {exc}"
+                ) from exc
             return record_from_row(_row_dict(db, row))
 
         record = await self._write(work)
@@ -464,7 +469,7 @@ class Ledger:
         def work(db: sqlite3.Connection) -> tuple[bool, Transition | None]:
             record = _load_attempt(db, dispatch_id)
             if record.delivery is not DeliveryState.CONFIRMED:
-                raise _core.InvariantViolation(
+                raise InvariantViolation(
                     f"attempt {dispatch_id} is not confirmed: a duplicate needs an original"
                 )
             try:
@@ -504,7 +509,10 @@ class Ledger:
         added, transition = await self._write(work)
         if added:
             _log.warning(
-                "duplicate_recorded", dispatch_id=dispatch_id, provider_object_id=provider_object_id
+                "duplicate_recorded",
+                action_id=transition.before.action_id if transition else None,
+                dispatch_id=dispatch_id,
+                provider_object_id=provider_object_id,
             )
         return added
 
@@ -879,6 +887,3 @@ def _log_transition(transition: Transition, result: ActionRecord | LedgerError) 
         acceptance=result.acceptance.value,
         **fields,
     )
-
-
-_ = (AcceptanceState, timedelta)

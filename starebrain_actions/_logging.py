@@ -58,9 +58,7 @@ def configure_logging(
         _show_sensitive = show_sensitive
     if json is None:
         json = not sys.stderr.isatty()
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
-    )
+    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -208,7 +208,9 @@ class SmsIntent:
     @property
     def fingerprint(self) -> str:
         """``sha256:<hex>`` over the canonical JSON of the intent; stable across runs."""
-        text = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(
+            self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        )
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -1,0 +1,281 @@
+"""should_redispatch, reconcile, the intent fingerprint and the retry policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+
+from starebrain_actions import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    Artifact,
+    ArtifactOutcome,
+    DeliveryState,
+    Event,
+    InvalidInput,
+    LookupResult,
+    MatchVerdict,
+    RedispatchReason,
+    RetryPolicy,
+    ReviewReason,
+    SmsIntent,
+    reconcile,
+    should_redispatch,
+)
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+GRACE = timedelta(seconds=60)
+P, C, F = DeliveryState.PENDING, DeliveryState.CONFIRMED, DeliveryState.FAILED
+AP, AA, AR = AcceptanceState.PENDING, AcceptanceState.ACCEPTED, AcceptanceState.REJECTED
+
+
+def action(policy: RetryPolicy | None = None) -> Action:
+    """An action created at NOW with the given policy."""
+    intent = SmsIntent(recipient="+15550100", body="Your code is 4821")
+    return Action(
+        action_id="A-17",
+        fingerprint=intent.fingerprint,
+        intent=intent,
+        policy=policy or RetryPolicy(maximum_attempts=3),
+        created_at=NOW,
+    )
+
+
+def attempt(
+    number: int,
+    delivery: DeliveryState = P,
+    acceptance: AcceptanceState = AP,
+    review: ReviewReason | None = None,
+) -> ActionRecord:
+    """Attempt ``number`` in the given states."""
+    return ActionRecord(
+        action_id="A-17",
+        dispatch_id=f"d-{number}",
+        attempt=number,
+        device="dev",
+        delivery=delivery,
+        acceptance=acceptance,
+        provider_object_id=800 + number if delivery is C else None,
+        dispatched_at=NOW,
+        confirmed_at=NOW if delivery is C else None,
+        failed_at=NOW if delivery is F else None,
+        accepted_at=NOW if acceptance is AA else None,
+        rejected_at=NOW if acceptance is AR else None,
+        review_reason=review,
+    )
+
+
+@pytest.mark.parametrize(
+    ("latest", "expected", "reason"),
+    [
+        ((P, AP), False, RedispatchReason.IN_FLIGHT),
+        ((F, AP), True, RedispatchReason.DELIVERY_FAILED),
+        ((C, AR), True, RedispatchReason.ACCEPTANCE_REJECTED),
+        ((C, AP), False, RedispatchReason.VERIFYING),
+        ((C, AA), False, RedispatchReason.SUCCEEDED),
+    ],
+)
+def test_should_redispatch_follows_the_design_rule(
+    latest: tuple[DeliveryState, AcceptanceState], expected: bool, reason: RedispatchReason
+) -> None:
+    """PENDING: no; FAILED: yes; REJECTED: yes; anything else: no."""
+    decision = should_redispatch(action(), [attempt(1, *latest)], NOW)
+    assert expected == bool(decision)
+    assert reason == decision.reason
+
+
+def test_first_attempt_is_allowed() -> None:
+    """An action with no attempt may be dispatched."""
+    decision = should_redispatch(action(), [], NOW)
+    assert decision.redispatch
+    assert RedispatchReason.FIRST_ATTEMPT == decision.reason
+
+
+def test_budget_stops_attempt_maximum_plus_one() -> None:
+    """With maximum_attempts=2, two failed attempts leave no budget."""
+    policy = RetryPolicy(maximum_attempts=2)
+    decision = should_redispatch(action(policy), [attempt(1, F), attempt(2, F)], NOW)
+    assert not decision
+    assert RedispatchReason.BUDGET_EXHAUSTED == decision.reason
+    assert should_redispatch(action(policy), [attempt(1, F)], NOW)
+
+
+def test_deadline_stops_retries() -> None:
+    """After created_at + schedule_to_close, no new attempt starts."""
+    policy = RetryPolicy(schedule_to_close=timedelta(minutes=5))
+    late = NOW + timedelta(minutes=5)
+    decision = should_redispatch(action(policy), [attempt(1, F)], late)
+    assert RedispatchReason.DEADLINE_PASSED == decision.reason
+    assert should_redispatch(action(policy), [attempt(1, F)], late - timedelta(seconds=1))
+
+
+def test_review_blocks_retries_except_mismatch() -> None:
+    """An attempt waiting for review (ambiguous, duplicate) blocks a retry; a mismatch does not."""
+    blocked = should_redispatch(action(), [attempt(1, F, review=ReviewReason.AMBIGUOUS)], NOW)
+    assert RedispatchReason.NEEDS_REVIEW == blocked.reason
+    retried = should_redispatch(action(), [attempt(1, C, AR, review=ReviewReason.MISMATCH)], NOW)
+    assert retried.redispatch
+
+
+def test_backoff_delays_the_retry() -> None:
+    """With an initial interval, a retry waits and the decision says until when."""
+    policy = RetryPolicy(initial_interval=timedelta(seconds=10), backoff_coefficient=2.0)
+    decision = should_redispatch(action(policy), [attempt(1, F)], NOW + timedelta(seconds=5))
+    assert RedispatchReason.BACKOFF == decision.reason
+    assert NOW + timedelta(seconds=10) == decision.retry_at
+    assert should_redispatch(action(policy), [attempt(1, F)], NOW + timedelta(seconds=10))
+    assert timedelta(seconds=20) == policy.interval_before(3)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"maximum_attempts": 0},
+        {"maximum_attempts": 1.5},
+        {"backoff_coefficient": 0.5},
+        {"grace_window": timedelta(seconds=-1)},
+        {"schedule_to_close": timedelta(seconds=-1)},
+    ],
+)
+def test_retry_policy_is_validated(kwargs: dict[str, object]) -> None:
+    """A policy with nonsense values cannot be built."""
+    with pytest.raises(InvalidInput):
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def sent(verdict: MatchVerdict) -> LookupResult:
+    """A complete lookup that found provider row 900 as SENT."""
+    return LookupResult(
+        complete=True,
+        artifact=Artifact(provider_object_id=900, outcome=ArtifactOutcome.SENT, verdict=verdict),
+    )
+
+
+def test_reconcile_confirms_and_accepts_a_matching_artifact() -> None:
+    """A found, matching message gives CONFIRMED then ACCEPTED, in that order."""
+    transitions = reconcile(attempt(1), sent(MatchVerdict(matched=True)), NOW, grace_window=GRACE)
+    assert [Event.CONFIRM, Event.ACCEPT] == [t.event for t in transitions]
+    assert (C, AA) == (transitions[-1].after.delivery, transitions[-1].after.acceptance)
+    assert transitions[0].after == transitions[1].before
+
+
+def test_reconcile_rejects_a_mismatching_artifact() -> None:
+    """A found message that does not match gives CONFIRMED then REJECTED."""
+    transitions = reconcile(
+        attempt(1), sent(MatchVerdict(matched=False, reason="body")), NOW, grace_window=GRACE
+    )
+    assert (C, AR) == (transitions[-1].after.delivery, transitions[-1].after.acceptance)
+
+
+def test_reconcile_leaves_final_records_alone() -> None:
+    """A record whose delivery is not PENDING is returned unchanged."""
+    for record in (attempt(1, C, AA), attempt(1, F)):
+        assert () == reconcile(record, sent(MatchVerdict(matched=True)), NOW, grace_window=GRACE)
+
+
+def test_absence_needs_a_complete_read_past_the_grace_window() -> None:
+    """Only a complete read after the grace window turns PENDING into FAILED."""
+    complete = LookupResult(complete=True)
+    partial = LookupResult(complete=False)
+    early = NOW + GRACE - timedelta(seconds=1)
+    late = NOW + GRACE
+    assert () == reconcile(attempt(1), complete, early, grace_window=GRACE)
+    assert () == reconcile(attempt(1), partial, late + timedelta(days=1), grace_window=GRACE)
+    (failed,) = reconcile(attempt(1), complete, late, grace_window=GRACE)
+    assert F == failed.after.delivery
+
+
+def test_provider_failure_and_queued_rows() -> None:
+    """A type-5 row proves FAILED; a queued row proves nothing until past the grace window."""
+    failed_row = LookupResult(
+        complete=True,
+        artifact=Artifact(provider_object_id=5, outcome=ArtifactOutcome.FAILED),
+    )
+    (failed,) = reconcile(attempt(1), failed_row, NOW, grace_window=GRACE)
+    assert F == failed.after.delivery
+    queued = LookupResult(
+        complete=True, artifact=Artifact(provider_object_id=5, outcome=ArtifactOutcome.QUEUED)
+    )
+    assert () == reconcile(attempt(1), queued, NOW, grace_window=GRACE)
+    (stuck,) = reconcile(attempt(1), queued, NOW + GRACE, grace_window=GRACE)
+    assert (P, ReviewReason.STUCK) == (stuck.after.delivery, stuck.after.review_reason)
+
+
+def test_ambiguous_attribution_goes_to_review_not_failure() -> None:
+    """Ambiguity flags review once and never fails the attempt."""
+    ambiguous = LookupResult(complete=True, ambiguous=True)
+    (flagged,) = reconcile(attempt(1), ambiguous, NOW + GRACE, grace_window=GRACE)
+    assert (P, ReviewReason.AMBIGUOUS) == (flagged.after.delivery, flagged.after.review_reason)
+    assert () == reconcile(flagged.after, ambiguous, NOW + GRACE, grace_window=GRACE)
+
+
+def test_a_sent_artifact_without_verdict_is_refused() -> None:
+    """reconcile cannot judge a SENT artifact without a match verdict."""
+    lookup = LookupResult(
+        complete=True, artifact=Artifact(provider_object_id=1, outcome=ArtifactOutcome.SENT)
+    )
+    with pytest.raises(InvalidInput):
+        reconcile(attempt(1), lookup, NOW, grace_window=GRACE)
+
+
+def test_fingerprint_is_stable_and_canonical() -> None:
+    """Equivalent intents share a fingerprint; a different body or recipient does not."""
+    base = SmsIntent(recipient="+1 555 0100", body="Hi\r\nthere")
+    assert base.fingerprint == SmsIntent(recipient="+15550100", body="Hi\nthere").fingerprint
+    assert base.fingerprint == SmsIntent(recipient="001 555 0100", body="Hi\rthere").fingerprint
+    assert (
+        SmsIntent(recipient="(202) 555-0143", body="x", region="US").fingerprint
+        == SmsIntent(recipient="+1 202 555 0143", body="x").fingerprint
+    )
+    composed = SmsIntent(recipient="+15550100", body="caf\u00e9").fingerprint
+    assert composed == SmsIntent(recipient="+15550100", body="cafe\u0301").fingerprint
+    assert base.fingerprint != SmsIntent(recipient="+15550101", body="Hi\nthere").fingerprint
+    assert base.fingerprint != SmsIntent(recipient="+15550100", body="Hi there").fingerprint
+    assert base.fingerprint.startswith("sha256:")
+    assert 71 == len(base.fingerprint)
+
+
+def test_fingerprint_golden_value() -> None:
+    """The fingerprint of a fixed intent never changes between releases."""
+    intent = SmsIntent(recipient="+1 555 0100", body="Your code is 4821")
+    assert {"kind": "sms", "recipient": "+15550100", "body": "Your code is 4821", "extras": {}} == (
+        intent.canonical()
+    )
+    assert (
+        "sha256:cdec00249deee64f4c7446690e75ac21c4f718af3eb5c012e86adf1cfade0b44"
+        == intent.fingerprint
+    )
+
+
+def test_short_codes_fingerprint_as_digits() -> None:
+    """A short code is kept as its digits."""
+    assert "12345" == SmsIntent(recipient="12345", body="STOP").canonical()["recipient"]
+
+
+@pytest.mark.parametrize(
+    ("recipient", "body", "extras", "match"),
+    [
+        ("", "x", {}, "recipient"),
+        ("   ", "x", {}, "recipient"),
+        ("abc", "x", {}, "digits"),
+        ("+15550100", "", {}, "body"),
+        ("+15550100", "  \n", {}, "body"),
+        ("+15550100", "x", {"api_key": "s3cret"}, "allowlisted"),
+    ],
+)
+def test_bad_intents_are_refused(
+    recipient: str, body: str, extras: dict[str, str], match: str
+) -> None:
+    """Empty recipient or body, and non-allowlisted extras, raise InvalidInput."""
+    with pytest.raises(InvalidInput, match=match):
+        SmsIntent(recipient=recipient, body=body, extras=extras)
+
+
+def test_allowlisted_extras_enter_the_fingerprint() -> None:
+    """An allowlisted extra changes the fingerprint."""
+    plain = SmsIntent(recipient="+15550100", body="x")
+    tagged = attrs.evolve(plain, extras={"campaign": "spring"})
+    assert plain.fingerprint != tagged.fingerprint
