@@ -242,16 +242,17 @@ class ContentCommand:
             if not access.root:
                 _enforce_strict_grammar(query.where)
                 _enforce_strict_grammar(query.sort)
-            sql, table = _build_sql(query, box_filter, access)
+            sql = _build_sql(query, box_filter, access)
             names, rows = self._store.read_only_query(sql)
         except _JavaException as error:
             return _provider_error(authority, error)
         except sqlite3.Error as exc:
-            error = _JavaException(
+            shown = _display_sql(query, box_filter, "sms" if access.root else "sms_restricted")
+            sql_error = _JavaException(
                 "android.database.sqlite.SQLiteException",
-                f"{exc} (code 1 SQLITE_ERROR[1]): , while compiling: {_display_sql(query, box_filter, table)}",
+                f"{exc} (code 1 SQLITE_ERROR[1]): , while compiling: {shown}",
             )
-            return _provider_error(authority, error)
+            return _provider_error(authority, sql_error)
         if not rows:
             return Output.out("No result found.\n")
         lines = []
@@ -360,7 +361,7 @@ def _enforce_strict_grammar(clause: str | None) -> None:
             raise _JavaException("java.lang.IllegalArgumentException", f"Invalid token {token}")
 
 
-def _build_sql(query: _Query, box_filter: str, access: ContentAccess) -> tuple[str, str]:
+def _build_sql(query: _Query, box_filter: str, access: ContentAccess) -> str:
     if access.root:
         prefix, table = "", "sms"
     else:
@@ -370,7 +371,7 @@ def _build_sql(query: _Query, box_filter: str, access: ContentAccess) -> tuple[s
             f" AND sub_id IN ({subs})) "
         )
         table = "sms_restricted"
-    return prefix + _display_sql(query, box_filter, table), table
+    return prefix + _display_sql(query, box_filter, table)
 
 
 def _display_sql(query: _Query, box_filter: str, table: str) -> str:

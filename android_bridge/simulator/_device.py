@@ -1,4 +1,4 @@
-"""The phone's own commands (``am``, ``input``, ``getprop``, ``date``, ``id``) and its messaging app.
+"""The phone's own commands (``am``, ``input``, ``getprop``, ``date``, ``id``) and SMS app.
 
 ``am start -a android.intent.action.SENDTO -d smsto:N --es sms_body TEXT`` opens a compose
 screen with the text field focused; ``input keyevent 22`` moves focus to the send button and
@@ -172,28 +172,87 @@ def _safe_uri(uri: str) -> str:
 
 
 _VALUE_OPTIONS: Final = frozenset(
-    {"-a", "-d", "-t", "-c", "-n", "-p", "-f", "--user", "-R", "-P", "--start-profiler",
-     "--sampling", "--windowingMode", "--activityType", "--display", "--task", "--attach-agent",
-     "--attach-agent-bind", "-i", "--identifier"}
+    {
+        "-a",
+        "-d",
+        "-t",
+        "-c",
+        "-n",
+        "-p",
+        "-f",
+        "--user",
+        "-R",
+        "-P",
+        "--start-profiler",
+        "--sampling",
+        "--windowingMode",
+        "--activityType",
+        "--display",
+        "--task",
+        "--attach-agent",
+        "--attach-agent-bind",
+        "-i",
+        "--identifier",
+    }
 )
 _FLAG_OPTIONS: Final = frozenset(
-    {"-W", "-S", "-D", "-N", "--streaming", "--track-allocation", "--task-overlay",
-     "--lock-task", "--allow-background-activity-starts", "--dismiss-keyguard",
-     "--grant-read-uri-permission", "--grant-write-uri-permission",
-     "--grant-persistable-uri-permission", "--grant-prefix-uri-permission",
-     "--exclude-stopped-packages", "--include-stopped-packages", "--debug-log-resolution",
-     "--activity-clear-top", "--activity-clear-task", "--activity-new-task",
-     "--activity-single-top", "--activity-no-history", "--activity-reorder-to-front",
-     "--receiver-foreground", "--selector", "--splashscreen-show-icon"}
+    {
+        "-W",
+        "-S",
+        "-D",
+        "-N",
+        "--streaming",
+        "--track-allocation",
+        "--task-overlay",
+        "--lock-task",
+        "--allow-background-activity-starts",
+        "--dismiss-keyguard",
+        "--grant-read-uri-permission",
+        "--grant-write-uri-permission",
+        "--grant-persistable-uri-permission",
+        "--grant-prefix-uri-permission",
+        "--exclude-stopped-packages",
+        "--include-stopped-packages",
+        "--debug-log-resolution",
+        "--activity-clear-top",
+        "--activity-clear-task",
+        "--activity-new-task",
+        "--activity-single-top",
+        "--activity-no-history",
+        "--activity-reorder-to-front",
+        "--receiver-foreground",
+        "--selector",
+        "--splashscreen-show-icon",
+    }
 )
 _EXTRA_OPTIONS: Final = frozenset(
-    {"-e", "--es", "--ez", "--ei", "--el", "--ef", "--ed", "--eu", "--ecn", "--eia", "--ela",
-     "--efa", "--esa", "--eial", "--elal", "--efal", "--esal"}
+    {
+        "-e",
+        "--es",
+        "--ez",
+        "--ei",
+        "--el",
+        "--ef",
+        "--ed",
+        "--eu",
+        "--ecn",
+        "--eia",
+        "--ela",
+        "--efa",
+        "--esa",
+        "--eial",
+        "--elal",
+        "--efal",
+        "--esal",
+    }
 )
 
 
 def _parse_intent(args: list[str]) -> _Intent:
-    values: dict[str, object] = {"categories": [], "extras": {}}
+    fields: dict[str, str] = {}
+    categories: list[str] = []
+    extras: dict[str, object] = {}
+    flags = 0
     tokens = iter(args)
 
     def required(option: str) -> str:
@@ -205,46 +264,36 @@ def _parse_intent(args: list[str]) -> _Intent:
     for arg in tokens:
         if arg in _EXTRA_OPTIONS:
             key = required(arg)
-            raw = required(arg)
-            values["extras"][key] = _extra_value(arg, raw)  # type: ignore[index]
+            extras[key] = _extra_value(arg, required(arg))
         elif arg == "--esn":
-            values["extras"][required(arg)] = None  # type: ignore[index]
-        elif arg in _VALUE_OPTIONS:
+            extras[required(arg)] = None
+        elif arg == "-c":
+            categories.append(required(arg))
+        elif arg == "-f":
             value = required(arg)
-            if arg == "-a":
-                values["action"] = value
-            elif arg == "-d":
-                values["data"] = value
-            elif arg == "-t":
-                values["mime_type"] = value
-            elif arg == "-c":
-                values["categories"].append(value)  # type: ignore[attr-defined]
-            elif arg == "-n":
-                values["component"] = value
-            elif arg == "-p":
-                values["package"] = value
-            elif arg == "-f":
-                try:
-                    values["flags"] = int(value, 0)
-                except ValueError:
-                    raise _IntentError(f'For input string: "{value}"') from None
+            try:
+                flags = int(value, 0)
+            except ValueError:
+                raise _IntentError(f'For input string: "{value}"') from None
+        elif arg in _VALUE_OPTIONS:
+            fields[arg] = required(arg)
         elif arg in _FLAG_OPTIONS:
             continue
         elif arg.startswith("-"):
             raise _IntentError(f"Unknown option: {arg}")
         elif "/" in arg and ":" not in arg:
-            values["component"] = arg
+            fields["-n"] = arg
         else:
-            values["data"] = arg
+            fields["-d"] = arg
     return _Intent(
-        action=values.get("action"),  # type: ignore[arg-type]
-        data=values.get("data"),  # type: ignore[arg-type]
-        mime_type=values.get("mime_type"),  # type: ignore[arg-type]
-        categories=tuple(values["categories"]),  # type: ignore[call-overload]
-        component=values.get("component"),  # type: ignore[arg-type]
-        package=values.get("package"),  # type: ignore[arg-type]
-        flags=values.get("flags", 0),  # type: ignore[arg-type]
-        extras=values["extras"],  # type: ignore[arg-type]
+        action=fields.get("-a"),
+        data=fields.get("-d"),
+        mime_type=fields.get("-t"),
+        categories=tuple(categories),
+        component=fields.get("-n"),
+        package=fields.get("-p"),
+        flags=flags,
+        extras=extras,
     )
 
 
@@ -269,7 +318,9 @@ def _extra_value(option: str, raw: str) -> object:
     return raw
 
 
-def _exception_output(command: str, java_class: str, message: str, frames: tuple[str, ...]) -> Output:
+def _exception_output(
+    command: str, java_class: str, message: str, frames: tuple[str, ...]
+) -> Output:
     trace = "".join(f"\tat {frame}\n" for frame in frames)
     return Output.err(
         f"Exception occurred while executing '{command}':\n{java_class}: {message}\n{trace}", 255
@@ -430,8 +481,8 @@ class SystemCommands:
         """``getprop [NAME [DEFAULT]]``."""
         properties = self._properties()
         if len(argv) == 1:
-            listing = "".join(f"[{name}]: [{value}]\n" for name, value in sorted(properties.items()))
-            return Output.out(listing)
+            listing = [f"[{name}]: [{value}]\n" for name, value in sorted(properties.items())]
+            return Output.out("".join(listing))
         default = argv[2] if len(argv) > 2 else ""
         return Output.out(properties.get(argv[1], default) + "\n")
 

@@ -154,7 +154,7 @@ class SimulatedPhone:
         if server is not None:
             server.close()
         for connection in list(self._connections):
-            connection.abort()
+            connection.abort(reset=True)
         if self._connection_tasks:
             # Aborted sockets end their serve loops on their own; cancel only stragglers.
             _, stragglers = await asyncio.wait(set(self._connection_tasks), timeout=2)
@@ -200,11 +200,13 @@ class SimulatedPhone:
         """
         self.faults.add(fault, count)
 
-    async def wait_idle(self, timeout: float = 30.0) -> None:
-        """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished."""
-        async with asyncio.timeout(timeout):
-            while self._pending_sends:
-                await asyncio.gather(*self._pending_sends.values(), return_exceptions=True)
+    async def wait_idle(self) -> None:
+        """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished.
+
+        Wrap it in ``asyncio.timeout`` to bound the wait.
+        """
+        while self._pending_sends:
+            await asyncio.gather(*self._pending_sends.values(), return_exceptions=True)
 
     async def reboot(self) -> None:
         """Reboot now: reset every connection; pending sends finish or fail as configured."""
@@ -212,7 +214,7 @@ class SimulatedPhone:
         log.info("simulator_reboot", completes_sends=self.reboot_completes_sends)
         self._messaging.compose = None
         for connection in list(self._connections):
-            connection.abort()
+            connection.abort(reset=True)
         if not self.reboot_completes_sends:
             for row_id, task in list(self._pending_sends.items()):
                 task.cancel()

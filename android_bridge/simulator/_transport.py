@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
@@ -31,9 +33,20 @@ class DropConnection(Exception):
 class StreamHost(Protocol):
     """What a connection needs from the phone."""
 
-    banner: str
-    allow_new_keys: bool
-    authorized_keys: AuthorizedKeys
+    @property
+    def banner(self) -> str:
+        """The CNXN banner sent once a client is authorized."""
+        ...
+
+    @property
+    def allow_new_keys(self) -> bool:
+        """Whether an unknown key offered by a client is accepted (the user taps "Allow")."""
+        ...
+
+    @property
+    def authorized_keys(self) -> AuthorizedKeys:
+        """The phone's ``adb_keys``."""
+        ...
 
     async def run_shell(self, command: str, connection: Connection) -> bytes:
         """Run one shell command line; return its output (may raise DropConnection)."""
@@ -104,11 +117,20 @@ class Connection:
         finally:
             self.abort()
 
-    def abort(self) -> None:
-        """Reset the connection now: cancel every stream and close the socket unanswered."""
+    def abort(self, *, reset: bool = False) -> None:
+        """Close the connection now: cancel every stream and close the socket unanswered.
+
+        With ``reset`` the socket is closed with a TCP RST (SO_LINGER 0), so the peer sees
+        ``ECONNRESET`` at once, as when a phone drops off the network or reboots.
+        """
         if self._closed:
             return
         self._closed = True
+        if reset:
+            sock = self._writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         for stream in list(self._streams.values()):
             if stream.task is not None and stream.task is not asyncio.current_task():
                 stream.task.cancel()
@@ -247,7 +269,7 @@ class Connection:
                 await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
         except DropConnection:
             self._log.info("adb_connection_dropped_by_fault")
-            self.abort()
+            self.abort(reset=True)
         except (ConnectionError, TimeoutError):
             self.abort()
 

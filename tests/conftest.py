@@ -1,0 +1,70 @@
+"""Shared fixtures: an ADB key pair and simulated phones to talk to with adb-shell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adb_shell.auth.keygen import keygen
+from adb_shell.auth.sign_pythonrsa import PythonRSASigner
+
+from android_bridge.simulator import SimulatedPhone
+
+PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
+
+
+@pytest.fixture(scope="session")
+def adb_key_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh ADB private key (mode 0600) with its public key alongside as ``<path>.pub``."""
+    path = tmp_path_factory.mktemp("adbkey") / "adbkey"
+    keygen(str(path))
+    os.chmod(path, 0o600)
+    return path
+
+
+@pytest.fixture(scope="session")
+def adb_signer(adb_key_path: Path) -> PythonRSASigner:
+    """An adb-shell signer for ``adb_key_path``."""
+    return PythonRSASigner.FromRSAKeyPath(str(adb_key_path))
+
+
+@pytest.fixture
+def authorized_keys_path(tmp_path: Path, adb_key_path: Path) -> Path:
+    """An ``adb_keys`` file that authorizes ``adb_key_path``."""
+    path = tmp_path / "adb_keys"
+    public_key = Path(f"{adb_key_path}.pub").read_text(encoding="utf-8").strip()
+    path.write_text(public_key + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+async def phone_factory(tmp_path: Path, authorized_keys_path: Path) -> AsyncIterator[PhoneFactory]:
+    """Start simulated phones with custom settings; every one is stopped at teardown.
+
+    Each phone gets its own store file unless ``store_path`` is given.
+    """
+    phones: list[SimulatedPhone] = []
+
+    async def factory(**kwargs: Any) -> SimulatedPhone:
+        kwargs.setdefault("store_path", tmp_path / f"sms-{len(phones)}.db")
+        kwargs.setdefault("authorized_keys_path", authorized_keys_path)
+        kwargs.setdefault("host", "127.0.0.1")
+        kwargs.setdefault("port", 0)
+        kwargs.setdefault("send_delay_ms", 0)
+        phone = SimulatedPhone(**kwargs)
+        await phone.start()
+        phones.append(phone)
+        return phone
+
+    yield factory
+    for phone in phones:
+        await phone.stop()
+
+
+@pytest.fixture
+async def phone(phone_factory: PhoneFactory) -> SimulatedPhone:
+    """A started simulated phone in shell mode on a free port, with a fresh store and no delay."""
+    return await phone_factory()

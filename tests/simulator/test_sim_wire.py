@@ -1,0 +1,261 @@
+"""The ADB wire: authentication, checksums, streams and hostile bytes, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from adb_shell.auth.keygen import keygen
+from adb_shell.auth.sign_pythonrsa import PythonRSASigner
+from adb_shell.exceptions import TcpTimeoutException
+
+from android_bridge.simulator import SimulatedPhone
+from tests.conftest import PhoneFactory
+from tests.simulator.sim_helpers import AUTH, CLSE, CNXN, OKAY, OPEN, WRTE, RawClient, connect
+
+
+@pytest.fixture(scope="module")
+def stranger_signer(tmp_path_factory: pytest.TempPathFactory) -> PythonRSASigner:
+    """A key the phone has never seen."""
+    path = tmp_path_factory.mktemp("stranger") / "adbkey"
+    keygen(str(path))
+    return PythonRSASigner.FromRSAKeyPath(str(path))
+
+
+async def test_adb_shell_connects_authenticates_and_runs(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """adb-shell with an authorized key gets a shell and sees command output."""
+    device = await connect(phone, adb_signer)
+    try:
+        assert "hello world\n" == await device.shell("echo hello world")
+        assert "34\n" == await device.shell("getprop ro.build.version.sdk")
+        assert ["echo hello world", "getprop ro.build.version.sdk"] == phone.commands_run
+    finally:
+        await device.close()
+
+
+async def test_unknown_key_is_refused(
+    phone: SimulatedPhone, stranger_signer: PythonRSASigner, authorized_keys_path: Path
+) -> None:
+    """An unknown key never gets a shell: the phone waits for an 'Allow' that never comes."""
+    before = authorized_keys_path.read_text()
+    device_error = None
+    try:
+        await connect(phone, stranger_signer, auth_timeout_s=0.5)
+    except TcpTimeoutException as exc:
+        device_error = exc
+    assert device_error is not None
+    assert before == authorized_keys_path.read_text()
+    assert [] == phone.commands_run
+
+
+async def test_unknown_key_accepted_and_remembered_with_allow_new_keys(
+    phone_factory: PhoneFactory, stranger_signer: PythonRSASigner, authorized_keys_path: Path
+) -> None:
+    """With allow_new_keys the offered key is accepted, appended, and then signs in directly."""
+    phone = await phone_factory(allow_new_keys=True)
+    device = await connect(phone, stranger_signer)
+    assert "ok\n" == await device.shell("echo ok")
+    await device.close()
+    lines = authorized_keys_path.read_text().splitlines()
+    assert 2 == len(lines)
+    assert stranger_signer.GetPublicKey().strip() == lines[1]
+    strict = await phone_factory(authorized_keys_path=authorized_keys_path)
+    again = await connect(strict, stranger_signer)
+    assert "ok\n" == await again.shell("echo ok")
+    await again.close()
+
+
+async def test_bad_signature_gets_a_fresh_token(
+    phone: SimulatedPhone, stranger_signer: PythonRSASigner, adb_signer: PythonRSASigner
+) -> None:
+    """A wrong signature is answered with a new AUTH TOKEN, and a right one then succeeds."""
+    client = await RawClient.open(phone)
+    try:
+        await client.send(CNXN, 0x01000000, 4096, b"host::raw\0")
+        _, _, _, first_token, _ = await client.read()
+        await client.send(AUTH, 2, 0, stranger_signer.Sign(first_token))
+        command, arg0, _, second_token, _ = await client.read()
+        assert (AUTH, 1) == (command, arg0)
+        assert first_token != second_token
+        await client.send(AUTH, 2, 0, adb_signer.Sign(second_token))
+        command, version, _, banner, _ = await client.read()
+        assert CNXN == command
+        assert 0x01000001 == version
+        assert banner.startswith(b"device::ro.product.name=")
+    finally:
+        client.close()
+
+
+async def test_version_one_peer_gets_checksums_and_has_them_checked(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A 0x01000000 peer receives byte-sum checksums, and a bad checksum closes its connection."""
+    client = await RawClient.open(phone)
+    other = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000000)
+        await client.send(OPEN, 7, 0, b"shell:echo checked\0")
+        _, remote_id, _, _, _ = await client.read()
+        command, _, _, payload, data_check = await client.read()
+        assert (WRTE, b"checked\n") == (command, payload)
+        assert sum(b"checked\n") == data_check
+        await client.send(OKAY, 7, remote_id)
+        assert CLSE == (await client.read())[0]
+        await client.send(OPEN, 8, 0, b"shell:echo never\0", data_check=12345)
+        assert await client.at_eof()
+        await other.handshake(adb_signer, 0x01000000)
+        assert b"still here\n" == await other.shell("echo still here")
+    finally:
+        client.close()
+        other.close()
+
+
+async def test_version_two_peer_skips_checksums(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A 0x01000001 peer gets zero checksums and may send any checksum value."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 3, 0, b"shell:echo unchecked\0", data_check=0xDEADBEEF)
+        _, remote_id, _, _, _ = await client.read()
+        command, _, _, payload, data_check = await client.read()
+        assert (WRTE, b"unchecked\n", 0) == (command, payload, data_check)
+        await client.send(OKAY, 3, remote_id)
+        assert CLSE == (await client.read())[0]
+    finally:
+        client.close()
+
+
+async def test_streams_before_authentication_are_ignored(phone: SimulatedPhone) -> None:
+    """An OPEN before authentication is never answered and runs nothing."""
+    client = await RawClient.open(phone)
+    try:
+        await client.send(CNXN, 0x01000000, 4096, b"host::raw\0")
+        await client.read()
+        await client.send(OPEN, 1, 0, b"shell:echo sneaky\0")
+        with pytest.raises(TimeoutError):
+            await client.read(timeout=0.3)
+        assert [] == phone.commands_run
+    finally:
+        client.close()
+
+
+async def test_unknown_service_is_closed(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Opening a service the phone does not offer gets CLSE(0, id), as adbd answers."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000000)
+        await client.send(OPEN, 9, 0, b"sync:\0")
+        assert (CLSE, 0, 9) == (await client.read())[:3]
+    finally:
+        client.close()
+
+
+async def test_large_output_is_split_at_max_payload_with_flow_control(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Output larger than the peer's max payload arrives in several acknowledged WRTEs."""
+    body = "x" * 9000
+    phone.store.insert_incoming("+15550100", body, date_ms=1)
+    client = await RawClient.open(phone)
+    try:
+        client.checksums = True
+        await client.send(CNXN, 0x01000000, 4096, b"host::raw\0")
+        _, _, _, token, _ = await client.read()
+        await client.send(AUTH, 2, 0, adb_signer.Sign(token))
+        _, _, max_payload, _, _ = await client.read()
+        assert 4096 == max_payload
+        await client.send(
+            OPEN, 1, 0, b"shell:content query --uri content://sms --projection body\0"
+        )
+        _, remote_id, _, _, _ = await client.read()
+        sizes = []
+        output = b""
+        while True:
+            command, _, _, payload, _ = await client.read()
+            if command == CLSE:
+                break
+            sizes.append(len(payload))
+            output += payload
+            await client.send(OKAY, 1, remote_id)
+        assert f"Row: 0 body={body}\n".encode() == output
+        assert max(sizes) <= 4096
+        assert len(sizes) >= 3
+    finally:
+        client.close()
+
+
+async def test_fifty_concurrent_streams_on_four_connections(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Fifty shell commands spread over four connections all complete with their own output."""
+    devices = [await connect(phone, adb_signer) for _ in range(4)]
+    try:
+
+        async def one(index: int) -> str:
+            return str(await devices[index % 4].shell(f"sleep 0.05; echo stream-{index}"))
+
+        results = await asyncio.gather(*(one(index) for index in range(50)))
+        assert [f"stream-{index}\n" for index in range(50)] == results
+        assert 4 == phone.connections
+    finally:
+        for device in devices:
+            await device.close()
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        pytest.param(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", id="garbage"),
+        pytest.param(struct.pack("<3I", CNXN, 0x01000000, 4096), id="truncated-header"),
+        pytest.param(
+            struct.pack("<6I", CNXN, 0x01000000, 4096, 100 * 1024 * 1024, 0, CNXN ^ 0xFFFFFFFF),
+            id="100MB-length",
+        ),
+    ],
+)
+async def test_hostile_bytes_close_only_that_connection(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner, hostile: bytes
+) -> None:
+    """Garbage, a truncated header or a 100 MB length field cost one connection, nothing more."""
+    healthy = await connect(phone, adb_signer)
+    tracemalloc.start()
+    try:
+        bad = await RawClient.open(phone)
+        bad.writer.write(hostile)
+        await bad.writer.drain()
+        if len(hostile) < 24:
+            bad.writer.write_eof()
+        assert await bad.at_eof()
+        bad.close()
+        _, peak = tracemalloc.get_traced_memory()
+        assert peak < 10 * 1024 * 1024
+        assert "alive\n" == await healthy.shell("echo alive")
+        fresh = await connect(phone, adb_signer)
+        assert "fresh\n" == await fresh.shell("echo fresh")
+        await fresh.close()
+    finally:
+        tracemalloc.stop()
+        await healthy.close()
+
+
+async def test_stop_closes_every_connection(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """Leaving the context closes every connection and frees the port."""
+    phone = await phone_factory()
+    client = await RawClient.open(phone)
+    await client.handshake(adb_signer, 0x01000000)
+    await phone.stop()
+    assert await client.at_eof()
+    with pytest.raises(OSError):
+        await asyncio.open_connection(phone.host, phone.port)
+    client.close()
