@@ -28,7 +28,7 @@ import structlog
 
 from android_bridge._device import Device
 from android_bridge._parser import parse_int_rows
-from android_bridge._reader import latest_ids_query
+from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
@@ -139,7 +139,7 @@ class SmsDispatcher:
             raise OutcomeUnknown(
                 f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"
             )
-        watermark_id, proven = self._watermark(steps[0].output, known)
+        watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
         clock_text = steps[1].output.strip()
         clock_ms = int(clock_text) if re.fullmatch(r"\d{10,16}", clock_text) else None
         _log.info(
@@ -152,6 +152,7 @@ class SmsDispatcher:
             device=self._device.serial,
             watermark_id=watermark_id,
             watermark_proven=proven,
+            watermark_date_ms=watermark_date_ms,
             device_clock_ms=clock_ms,
             am_output=am_output,
             input_output=input_output,
@@ -159,15 +160,17 @@ class SmsDispatcher:
             round_trips=round_trips,
         )
 
-    def _watermark(self, output: str, known: int) -> tuple[int, bool]:
-        """Highest ``_id`` before the send, and whether a known row proved the read whole."""
+    def _watermark(self, output: str, known: int) -> tuple[int, int | None, bool]:
+        """Highest ``_id`` before the send, its ``date``, and whether the read is proven whole
+        (the known row came back)."""
         try:
-            ids = [row[0] for row in parse_int_rows(output, ("_id",)) if row[0] is not None]
+            rows = parse_int_rows(output, LATEST_COLUMNS)
         except ReadFailed:
-            return known, False
-        if not ids:
-            return known, False
-        highest = max(ids)
+            return known, None, False
+        dates = {row[0]: row[1] for row in rows if row[0] is not None}
+        if not dates:
+            return known, None, False
+        highest = max(dates)
         self._device.known_max_id = max(self._device.known_max_id, highest)
-        proven = known in ids if known else True
-        return highest, proven
+        proven = known in dates if known else True
+        return highest, dates[highest], proven

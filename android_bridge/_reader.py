@@ -105,8 +105,15 @@ class SmsReader:
         *,
         since_ms: int | None = None,
         types: Sequence[int] = OUTGOING_TYPES,
+        anchor_date_ms: int | None = None,
     ) -> ProviderRead:
         """Read rows with ``_id > after_id`` (and ``date >= since_ms``) of the given types.
+
+        ``anchor_date_ms`` is the anchor row's ``date`` when the watermark was taken
+        (:attr:`DispatchEvidence.watermark_date_ms`). The provider does not use AUTOINCREMENT,
+        so if the anchor row is deleted its ``_id`` can be reused by the next message; a
+        row at ``after_id`` with another ``date`` is then reported as a candidate, and the
+        read is not complete.
 
         One round trip (two if a text value reads ``NULL``, three if the window changed while
         it was read). ``complete`` is true only if the anchor row came back (see module doc).
@@ -146,16 +153,21 @@ class SmsReader:
                     resolved[column][row_id] = None if row_id in nulls[column] else "NULL"
         rows: list[SmsMessage] = []
         anchor_seen = False
+        anchor_replaced = False
         for row in ints:
             message_id = row[0]
             if message_id is None:
                 raise UnparseableOutput("a row has no _id")
-            if message_id == after_id:
-                anchor_seen = True
-                continue
             message_type = row[2]
             if message_type is None:
                 raise UnparseableOutput(f"row {message_id} has no type")
+            if message_id == after_id:
+                if anchor_date_ms is None or row[4] == anchor_date_ms:
+                    anchor_seen = True
+                    continue
+                anchor_replaced = True
+                if message_type not in types or (since_ms is not None and (row[4] or 0) < since_ms):
+                    continue
             rows.append(
                 SmsMessage(
                     id=message_id,
@@ -176,6 +188,9 @@ class SmsReader:
         if after_id == 0:
             complete = bool(ids)
             reason = None if complete else "no anchor row and no rows: the read proves nothing"
+        elif anchor_replaced:
+            complete = False
+            reason = f"anchor row _id={after_id} was replaced by another row (id reused)"
         else:
             complete = anchor_seen
             reason = None if complete else f"anchor row _id={after_id} did not come back"
@@ -248,8 +263,13 @@ class SmsReader:
         return result
 
 
+#: Projection of the watermark query.
+LATEST_COLUMNS: tuple[str, ...] = ("_id", "date")
+
+
 def latest_ids_query(known_max_id: int, uri: str = "content://sms") -> str:
-    """The command listing every visible ``_id`` at or above ``known_max_id`` (0: all of them)."""
+    """The command listing ``_id`` and ``date`` of every visible row at or above
+    ``known_max_id`` (0: of every row)."""
     anchor = _checked_int(known_max_id, "known_max_id")
     where = f"_id >= {anchor}" if anchor else "_id > 0"
-    return content_query(uri, ("_id",), where)
+    return content_query(uri, LATEST_COLUMNS, where)

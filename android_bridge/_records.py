@@ -92,6 +92,8 @@ class DispatchEvidence:
     watermark_id: int
     #: True when the watermark is proven (a known row came back in the same query).
     watermark_proven: bool
+    #: ``date`` of the watermark row, to tell it from a later row reusing its ``_id``.
+    watermark_date_ms: int | None
     #: Device clock just before the send, ms since the epoch (None if it printed garbage).
     device_clock_ms: int | None
     #: What ``am start`` printed.

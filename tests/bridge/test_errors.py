@@ -1,0 +1,208 @@
+"""Every failure maps to the class that tells the ledger whether the command could have run."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from android_bridge import (
+    CommandRejected,
+    Device,
+    DeviceUnreachable,
+    KeyPermissionError,
+    MessagingApp,
+    NotSent,
+    OutcomeUnknown,
+    ProviderError,
+    SmsDispatcher,
+    SmsReader,
+    ensure_key,
+)
+from android_bridge._dispatcher import shell_recipient
+from tests.bridge.conftest import PhoneFactory
+
+RECIPIENT = "+12025550143"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def _connect(serial: str, key: Path, *, command_timeout_s: float = 2.0) -> Device:
+    return await Device.connect(
+        serial, key_path=key, connect_timeout_s=2, command_timeout_s=command_timeout_s
+    )
+
+
+async def test_closed_port_is_unreachable(bridge_key: Path) -> None:
+    """Connection refused is DeviceUnreachable, a NotSent."""
+    with pytest.raises(DeviceUnreachable) as caught:
+        await _connect(f"127.0.0.1:{_closed_port()}", bridge_key)
+    assert isinstance(caught.value.__cause__, OSError)
+
+
+async def test_unknown_key_is_refused(make_phone: PhoneFactory, tmp_path: Path) -> None:
+    """A phone that does not know our key refuses us: DeviceUnreachable."""
+    phone = await make_phone()
+    stranger = ensure_key(tmp_path / "stranger" / "adbkey")
+    with pytest.raises(DeviceUnreachable):
+        await _connect(phone.serial, stranger)
+
+
+async def test_loose_key_is_refused_before_connecting(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """A world-readable key is refused with KeyPermissionError; nothing is sent."""
+    phone = await make_phone()
+    bridge_key.chmod(0o644)
+    with pytest.raises(KeyPermissionError):
+        await _connect(phone.serial, bridge_key)
+    assert [] == phone.commands_run
+
+
+async def test_hang_on_send_is_outcome_unknown(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A send whose reply never comes is OutcomeUnknown, not a failure."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key, command_timeout_s=0.5)
+    async with device:
+        phone.inject_fault("hang")
+        with pytest.raises(OutcomeUnknown):
+            await SmsDispatcher(device).send(RECIPIENT, "hi")
+
+
+async def test_hang_on_read_is_outcome_unknown(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A read that never answers raises (and so proves nothing)."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key, command_timeout_s=0.5)
+    async with device:
+        phone.inject_fault("hang")
+        with pytest.raises(OutcomeUnknown):
+            await SmsReader(device).read_since(0)
+
+
+async def test_drop_after_send_is_unknown_and_row_is_found(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """The connection dropping after the send is OutcomeUnknown; a later read finds the SMS."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        watermark = device.known_max_id
+        phone.inject_fault("drop-after-send")
+        with pytest.raises(OutcomeUnknown):
+            await SmsDispatcher(device).send(RECIPIENT, "dropped after")
+        await phone.wait_idle()
+        read = await SmsReader(device).read_since(watermark)
+    assert ["dropped after"] == [row.body for row in read.rows]
+    assert 2 == device.connections
+
+
+async def test_drop_before_send_is_unknown_and_absence_is_provable(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """The phone dropping before sending still looks unknown; a complete read then shows nothing."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        dispatcher = SmsDispatcher(device)
+        first = await dispatcher.send(RECIPIENT, "anchor")
+        await phone.wait_idle()
+        anchor_read = await SmsReader(device).read_since(first.watermark_id)
+        anchor = anchor_read.max_seen_id
+        phone.inject_fault("drop-before-send")
+        with pytest.raises(OutcomeUnknown):
+            await dispatcher.send(RECIPIENT, "never")
+        read = await SmsReader(device).read_since(anchor)
+    assert (True, ()) == (read.complete, read.rows)
+
+
+async def test_reboot_is_unknown_and_reconnects(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A reboot during the send is OutcomeUnknown; the next call reconnects."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        phone.inject_fault("reboot")
+        with pytest.raises(OutcomeUnknown):
+            await SmsDispatcher(device).send(RECIPIENT, "during reboot")
+        read = await SmsReader(device).read_since(0)
+    assert (1, 2) == (phone.reboots, device.connections)
+    assert "during reboot" in [row.body for row in read.rows]
+
+
+async def test_provider_error_on_read_is_provider_error(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """A provider failure during a read raises ProviderError, never an empty result."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        await SmsDispatcher(device).send(RECIPIENT, "x")
+        phone.inject_fault("provider-error")
+        with pytest.raises(ProviderError):
+            await SmsReader(device).read_since(0)
+
+
+async def test_provider_error_on_watermark_leaves_it_unproven(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """If the watermark query fails the send still reports, but marks the watermark unproven."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        phone.inject_fault("provider-error")
+        evidence = await SmsDispatcher(device).send(RECIPIENT, "x")
+    assert False is evidence.watermark_proven
+
+
+async def test_device_gone_between_calls_is_unreachable(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """When the phone is gone before the command is written, the send is NotSent."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        await phone.stop()
+        with pytest.raises(DeviceUnreachable):
+            await SmsDispatcher(device).send(RECIPIENT, "x")
+    assert 0 == sum("sms_body" in command for command in phone.commands_run)
+
+
+async def test_am_error_with_exit_zero_is_rejected(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """``Error: Activity not started`` (exit 0) is CommandRejected, and nothing is sent."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        dispatcher = SmsDispatcher(device, app=MessagingApp(package="org.example.none"))
+        with pytest.raises(CommandRejected, match="Activity not started"):
+            await dispatcher.send(RECIPIENT, "x")
+        read = await SmsReader(device).read_since(0)
+    assert () == read.rows
+
+
+@pytest.mark.parametrize("recipient", ["abc", "+1555;reboot", "12#", "", "5550100?body=x"])
+def test_bad_recipient_is_rejected(recipient: str) -> None:
+    """Recipients that are not numbers never reach the shell."""
+    with pytest.raises(CommandRejected):
+        shell_recipient(recipient)
+
+
+def test_rejections_are_not_sent() -> None:
+    """CommandRejected is a NotSent: safe to mark FAILED."""
+    assert issubclass(CommandRejected, NotSent)
+
+
+async def test_oversized_command_is_not_sent(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A body too large for one ADB packet is refused before anything is written."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        with pytest.raises(NotSent):
+            await SmsDispatcher(device).send(RECIPIENT, "x" * 2_000_000)
+    assert 0 == sum("sms_body" in command for command in phone.commands_run)

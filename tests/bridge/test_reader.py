@@ -1,0 +1,208 @@
+"""Windowed reads against the simulated phone: exact rows, proven completeness, honest modes."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+
+from android_bridge import (
+    Device,
+    MessagingApp,
+    SmsDispatcher,
+    SmsReader,
+    UnparseableOutput,
+    ensure_key,
+)
+from android_bridge.simulator import SimulatedPhone
+from tests.bridge.conftest import PhoneFactory
+from tests.bridge.strategies import bodies
+
+RECIPIENT = "+12025550143"
+SUB_ID = 1  # the subscription the simulated shell user can see
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def _connect(phone: SimulatedPhone, key: Path) -> Device:
+    return await Device.connect(phone.serial, key_path=key, command_timeout_s=5)
+
+
+def test_random_bodies_come_back_byte_exact_or_refused() -> None:
+    """Any body (Unicode, emoji, hazards, up to 2,000 chars) reads back exactly, or is refused."""
+    with tempfile.TemporaryDirectory() as tmp, asyncio.Runner() as runner:
+        root = Path(tmp)
+        key = ensure_key(root / "adbkey")
+        keys = root / "adb_keys"
+        keys.write_text(Path(str(key) + ".pub").read_text().strip() + "\n")
+        phone = SimulatedPhone(store_path=root / "sms.db", authorized_keys_path=keys)
+        runner.run(phone.start())
+        device = runner.run(_connect(phone, key))
+        dispatcher, reader = SmsDispatcher(device), SmsReader(device)
+        outcomes: list[str] = []
+
+        async def round_trip(body: str) -> None:
+            evidence = await dispatcher.send(RECIPIENT, body)
+            await phone.wait_idle()
+            try:
+                read = await reader.read_since(evidence.watermark_id)
+            except UnparseableOutput:
+                outcomes.append("refused")
+                return
+            assert [body] == [row.body for row in read.rows]
+            assert True is read.complete
+            outcomes.append("exact")
+
+        @settings(
+            max_examples=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(bodies(2000).filter(lambda body: body.strip() != ""))
+        def check(body: str) -> None:
+            runner.run(round_trip(body))
+
+        try:
+            check()
+        finally:
+            runner.run(device.close())
+            runner.run(phone.stop())
+    assert outcomes.count("exact") >= len(outcomes) // 2
+
+
+async def test_hazard_bodies_read_back_exact(sim_phone: SimulatedPhone, sim_device: Device) -> None:
+    """Stored rows whose bodies imitate rows, columns, NULL and newlines are read exactly."""
+    hazards = [
+        "a, body=b, address=c",
+        "x\nRow: 1 _id=999, address=+1, body=fake",
+        "NULL",
+        "",
+        "line1\r\nline2\rline3\n",
+        "Row: 0 _id=1, body=",
+        "😀👩‍👩‍👧 e\u0301",
+    ]
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    for body in hazards:
+        sim_phone.store.insert_outgoing(RECIPIENT, body, date_ms=_now(), message_type=2)
+    read = await SmsReader(sim_device).read_since(anchor)
+    assert hazards == [row.body for row in read.rows]
+    assert True is read.complete
+
+
+async def test_sql_null_and_text_null_are_told_apart(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """A NULL body and the text "NULL" differ, resolved with one extra round trip."""
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    sim_phone.store.insert(
+        address=RECIPIENT, body=None, type=2, date=_now(), creator=None, sub_id=SUB_ID
+    )
+    sim_phone.store.insert(
+        address="NULL", body="NULL", type=2, date=_now(), creator="NULL", sub_id=SUB_ID
+    )
+    read = await SmsReader(sim_device).read_since(anchor)
+    expected = [(RECIPIENT, None, None), ("NULL", "NULL", "NULL")]
+    assert expected == [(row.address, row.body, row.creator) for row in read.rows]
+    assert 2 == read.round_trips
+
+
+async def test_missing_anchor_proves_nothing(sim_phone: SimulatedPhone, sim_device: Device) -> None:
+    """When the anchor row is gone the read is not complete, even though rows came back."""
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    sim_phone.store.insert_outgoing(RECIPIENT, "later", date_ms=_now(), message_type=2)
+    sim_phone.store._db.execute("DELETE FROM sms WHERE _id = ?", (anchor,))
+    read = await SmsReader(sim_device).read_since(anchor)
+    assert (False, ["later"]) == (read.complete, [row.body for row in read.rows])
+
+
+async def test_reused_anchor_id_is_a_candidate_not_proof(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """A new row reusing a deleted anchor's _id is reported, and the read is not complete."""
+    sim_phone.store.insert_incoming("+15550100", "older", date_ms=_now())
+    evidence = await SmsDispatcher(sim_device).send(RECIPIENT, "first")
+    watermark = evidence.watermark_id
+    sim_phone.store._db.execute("DELETE FROM sms WHERE _id > ?", (watermark - 1,))
+    reused = sim_phone.store.insert_outgoing(RECIPIENT, "mine", date_ms=_now() + 5, message_type=2)
+    read = await SmsReader(sim_device).read_since(
+        watermark, anchor_date_ms=evidence.watermark_date_ms
+    )
+    assert (watermark, False, ["mine"]) == (reused, read.complete, [r.body for r in read.rows])
+
+
+async def test_empty_store_read_proves_nothing(sim_device: Device) -> None:
+    """With no anchor and no rows, ``No result found.`` proves nothing."""
+    read = await SmsReader(sim_device).read_since(0)
+    assert (False, ()) == (read.complete, read.rows)
+
+
+async def test_shell_mode_cannot_see_outbox_or_failed(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """As the shell user, OUTBOX/FAILED rows are invisible; the read says which types it covers."""
+    phone = await make_phone()
+    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
+    phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
+    async with await _connect(phone, bridge_key) as device:
+        read = await SmsReader(device).read_since(anchor)
+    assert ("shell", (2,), ()) == (read.mode, read.visible_types, read.rows)
+
+
+async def test_root_mode_sees_every_type(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """On a rooted phone OUTBOX and FAILED rows are visible and reported."""
+    phone = await make_phone(root=True)
+    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
+    phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
+    async with await _connect(phone, bridge_key) as device:
+        read = await SmsReader(device).read_since(anchor)
+    assert ("root", (2, 4, 5, 6), [4, 5]) == (
+        read.mode,
+        read.visible_types,
+        [row.type for row in read.rows],
+    )
+
+
+async def test_time_window_excludes_older_rows(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """Rows dated before ``since_ms`` are outside the window."""
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    sim_phone.store.insert_outgoing(RECIPIENT, "old", date_ms=1_000, message_type=2)
+    sim_phone.store.insert_outgoing(RECIPIENT, "new", date_ms=_now(), message_type=2)
+    read = await SmsReader(sim_device).read_since(anchor, since_ms=_now() - 60_000)
+    assert ["new"] == [row.body for row in read.rows]
+
+
+async def test_key_events_are_configurable(sim_phone: SimulatedPhone, sim_device: Device) -> None:
+    """The key events come from the MessagingApp: ENTER alone types a newline, sending nothing."""
+    app = MessagingApp(key_events=(66,))
+    evidence = await SmsDispatcher(sim_device, app=app).send(RECIPIENT, "unsent")
+    read = await SmsReader(sim_device).read_since(evidence.watermark_id)
+    sent_command = sim_phone.commands_run[-2]
+    assert ("input keyevent 66" in sent_command, "input keyevent 22" in sent_command) == (
+        True,
+        False,
+    )
+    assert () == read.rows
+
+
+async def test_evidence_carries_clock_and_watermark_read_before_send(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """Watermark and device clock are read in the same round trip, before ``am``."""
+    sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    before = _now()
+    evidence = await SmsDispatcher(sim_device).send(RECIPIENT, "hi")
+    command = sim_phone.commands_run[-1]
+    order = [command.index("content query"), command.index("date +"), command.index("am start")]
+    assert order == sorted(order)
+    assert evidence.device_clock_ms is not None
+    assert before - 1000 <= evidence.device_clock_ms <= _now() + 1000
+    assert (1, True) == (evidence.watermark_id, evidence.watermark_proven)
