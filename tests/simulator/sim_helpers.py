@@ -76,9 +76,9 @@ class RawClient:
         self.writer.write(header + payload)
         await self.writer.drain()
 
-    async def read(self, timeout: float = 5.0) -> tuple[int, int, int, bytes, int]:
+    async def read(self, wait_s: float = 5.0) -> tuple[int, int, int, bytes, int]:
         """Read one packet: (command, arg0, arg1, payload, data_check)."""
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(wait_s):
             raw = await self.reader.readexactly(HEADER.size)
             command, arg0, arg1, length, data_check, magic = HEADER.unpack(raw)
             assert command ^ 0xFFFFFFFF == magic
@@ -111,10 +111,10 @@ class RawClient:
             output += payload
             await self.send(OKAY, local_id, remote_id)
 
-    async def at_eof(self, timeout: float = 5.0) -> bool:
-        """Whether the server closed this connection (EOF or reset) within ``timeout``."""
+    async def at_eof(self, wait_s: float = 5.0) -> bool:
+        """Whether the server closed this connection (EOF or reset) within ``wait_s``."""
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(wait_s):
                 data = await self.reader.read(65536)
                 while data:
                     data = await self.reader.read(65536)

@@ -140,7 +140,7 @@ async def test_streams_before_authentication_are_ignored(phone: SimulatedPhone) 
         await client.read()
         await client.send(OPEN, 1, 0, b"shell:echo sneaky\0")
         with pytest.raises(TimeoutError):
-            await client.read(timeout=0.3)
+            await client.read(wait_s=0.3)
         assert [] == phone.commands_run
     finally:
         client.close()

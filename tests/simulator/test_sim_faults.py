@@ -1,0 +1,254 @@
+"""The send pipeline and every injectable fault, observed through adb-shell and the store file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from adb_shell.auth.sign_pythonrsa import PythonRSASigner
+from adb_shell.exceptions import TcpTimeoutException
+
+from android_bridge.simulator import Fault, SimulatedPhone
+from tests.conftest import PhoneFactory
+from tests.simulator.sim_helpers import connect, send_command
+
+BODY = "Your code is 4821"
+SENT_OUTPUT = (
+    "Starting: Intent { act=android.intent.action.SENDTO dat=smsto:xxxxxxxxx (has extras) }\n"
+    "__SB_EXIT:0\n"
+)
+
+
+def stored(path: Path) -> list[tuple[str, str, int]]:
+    """(address, body, type) of every row, read straight from the SQLite file."""
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT address, body, type FROM sms ORDER BY _id").fetchall()
+
+
+async def test_normal_send_writes_one_sent_row(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Without faults one SENT row appears with Android's outgoing columns set."""
+    device = await connect(phone, adb_signer)
+    assert SENT_OUTPUT == await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    [row] = phone.store.rows()
+    assert ("+15550100", BODY, 2) == (row.address, row.body, row.type)
+    assert "com.google.android.apps.messaging" == row.creator
+    assert row.thread_id is not None and row.thread_id > 0
+    assert row.date is not None and row.date_sent is not None
+    assert row.date <= row.date_sent
+    assert (1, 1, -1, 0, 1) == (row.read, row.seen, row.status, row.error_code, row.sub_id)
+
+
+async def test_send_delay_keeps_row_in_outbox_until_done(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """With a send delay the row is OUTBOX (type 4) at first and SENT after wait_idle."""
+    phone = await phone_factory(send_delay_ms=150)
+    device = await connect(phone, adb_signer)
+    await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    assert [("+15550100", BODY, 4)] == stored(phone.store_path)
+    await phone.wait_idle()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+
+
+async def test_enter_in_text_field_types_a_newline_instead_of_sending(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Pressing 66 without moving focus to send (22) sends nothing, as on a real phone."""
+    device = await connect(phone, adb_signer)
+    await device.shell(
+        "am start -a android.intent.action.SENDTO -d smsto:+15550100 --es sms_body hi;"
+        " input keyevent 66"
+    )
+    assert [] == stored(phone.store_path)
+    await device.shell("input keyevent 22; input keyevent 66")
+    await device.close()
+    assert [("+15550100", "hi\n", 2)] == stored(phone.store_path)
+
+
+async def test_unresolvable_intent_prints_error_and_exits_zero(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """An action nobody handles prints 'unable to resolve Intent' and am still exits 0."""
+    device = await connect(phone, adb_signer)
+    output = await device.shell(
+        'am start -a android.intent.action.FROB -d smsto:+15550100 --es sms_body hi; echo "rc=$?"'
+    )
+    await device.close()
+    intent = "Intent { act=android.intent.action.FROB dat=smsto:xxxxxxxxx (has extras) }"
+    assert (
+        f"Starting: {intent}\nError: Activity not started, unable to resolve {intent}\nrc=0\n"
+    ) == output
+
+
+async def test_drop_after_send_sends_then_resets_the_connection(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """drop-after-send: the store has the SENT row while the client sees a connection error."""
+    device = await connect(phone, adb_signer)
+    phone.inject_fault("drop-after-send")
+    with pytest.raises(ConnectionResetError):
+        await device.shell(send_command("+15550100", BODY))
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+    await device.close()
+
+
+async def test_drop_before_send_resets_and_sends_nothing(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """drop-before-send: the connection drops and no row is ever written."""
+    device = await connect(phone, adb_signer)
+    phone.inject_fault(Fault.DROP_BEFORE_SEND)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert [] == stored(phone.store_path)
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("send-fails", [("+15550100", BODY, 5)]),
+        ("stuck-outbox", [("+15550100", BODY, 4)]),
+        ("duplicate-send", [("+15550100", BODY, 2), ("+15550100", BODY, 2)]),
+        ("mangle-body", [("+15550100", "your code is 4821", 2)]),
+        ("wrong-recipient", [("+15550101", BODY, 2)]),
+    ],
+)
+async def test_send_faults_change_what_lands_in_the_store(
+    phone_factory: PhoneFactory,
+    adb_signer: PythonRSASigner,
+    fault: str,
+    expected: list[tuple[str, str, int]],
+) -> None:
+    """Each send fault leaves its mark on the rows while the command itself looks successful."""
+    phone = await phone_factory(send_delay_ms=20, faults=[fault])
+    device = await connect(phone, adb_signer)
+    assert SENT_OUTPUT == await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert expected == stored(phone.store_path)
+
+
+async def test_send_fails_records_a_radio_error(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A failed send is type 5 with a generic-failure error code, invisible to the shell user."""
+    phone.inject_fault("send-fails")
+    device = await connect(phone, adb_signer)
+    await device.shell(send_command("+15550100", BODY))
+    assert "No result found.\n" == await device.shell("content query --uri content://sms")
+    await device.close()
+    [row] = phone.store.rows()
+    assert (5, 1) == (row.type, row.error_code)
+
+
+async def test_fault_count_applies_to_that_many_sends(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """send-fails:2 fails two sends and leaves the third alone."""
+    phone.inject_fault("send-fails", count=2)
+    device = await connect(phone, adb_signer)
+    for index in range(3):
+        await device.shell(send_command("+15550100", f"m{index}"))
+    await device.close()
+    assert [5, 5, 2] == [row[2] for row in stored(phone.store_path)]
+    assert {} == phone.faults.remaining()
+
+
+async def test_provider_error_fails_the_next_query_only(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """provider-error: the next content query prints a permission error, the one after works."""
+    phone.store.insert_incoming("+15550100", "hi", date_ms=1)
+    phone.inject_fault("provider-error")
+    device = await connect(phone, adb_signer)
+    query = "content query --uri content://sms --projection body"
+    failed = await device.shell(query)
+    assert failed.startswith(
+        "Error while accessing provider:sms\n"
+        "java.lang.SecurityException: Permission Denial: reading"
+        " com.android.providers.telephony.SmsProvider uri content://sms from pid="
+    )
+    assert "Row: 0 body=hi\n" == await device.shell(query)
+    await device.close()
+
+
+async def test_hang_never_answers_until_the_client_times_out(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """hang: the command gets no reply at all; the client's own timeout is what ends it."""
+    phone.inject_fault("hang")
+    device = await connect(phone, adb_signer)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(TcpTimeoutException):
+        await device.shell(send_command("+15550100", BODY), transport_timeout_s=0.5)
+    assert 0.5 <= loop.time() - started < 3
+    assert [] == stored(phone.store_path)
+    assert "fine\n" == await device.shell("echo fine")
+    await device.close()
+
+
+@pytest.mark.parametrize(("completes", "final_type"), [(True, 2), (False, 5)])
+async def test_reboot_resets_every_connection(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, completes: bool, final_type: int
+) -> None:
+    """reboot: all connections are reset; the in-flight send finishes or fails as configured."""
+    phone = await phone_factory(
+        send_delay_ms=100, reboot_completes_sends=completes, faults=[Fault.REBOOT]
+    )
+    bystander = await connect(phone, adb_signer)
+    sender = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await sender.shell(send_command("+15550100", BODY))
+    with pytest.raises(ConnectionResetError):
+        await bystander.shell("echo still there?")
+    await phone.wait_idle()
+    assert [("+15550100", BODY, final_type)] == stored(phone.store_path)
+    assert 1 == phone.reboots
+    again = await connect(phone, adb_signer)
+    assert "back\n" == await again.shell("echo back")
+    for device in (bystander, sender, again):
+        await device.close()
+
+
+async def test_background_sends_add_noise(phone_factory: PhoneFactory) -> None:
+    """A simulated human writes rows of their own at the configured rate."""
+    phone = await phone_factory(background_sends=200.0, seed=7)
+    await asyncio.sleep(0.2)
+    await phone.wait_idle()
+    rows = phone.store.rows()
+    assert len(rows) >= 5
+    assert {1, 2} >= {row.type for row in rows}
+
+
+async def test_clock_skew_shifts_the_device_clock(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """date +%s%3N and row dates follow the skewed device clock."""
+    phone = await phone_factory(clock_skew_ms=-3_600_000)
+    device = await connect(phone, adb_signer)
+    host_ms = time.time_ns() // 1_000_000
+    device_ms = int(await device.shell("date +%s%3N"))
+    await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    assert abs(device_ms - (host_ms - 3_600_000)) < 2000
+    [row] = phone.store.rows()
+    assert row.date is not None
+    assert abs(row.date - (host_ms - 3_600_000)) < 2000
+
+
+def test_unknown_fault_name_lists_valid_ones(tmp_path: Path) -> None:
+    """An unknown fault is refused with the list of valid names."""
+    with pytest.raises(ValueError, match="valid faults: drop-after-send, drop-before-send"):
+        SimulatedPhone(
+            store_path=tmp_path / "s.db", authorized_keys_path=tmp_path / "k", faults=["nope"]
+        )
