@@ -40,7 +40,7 @@ async def device(
 async def test_hazard_body_is_stored_and_printed_raw(
     phone: SimulatedPhone, device: AdbDeviceTcpAsync
 ) -> None:
-    """A body with ', x=', '=', newlines, a fake 'Row: ' line, NULL, emoji and 2,000 chars is exact."""
+    """A body with ', x=', '=', newlines, a fake 'Row: ' line, NULL, emoji, 2,000 chars is exact."""
     assert 2000 <= len(HAZARD_BODY)
     output = await device.shell(send_command("+15550100", HAZARD_BODY))
     assert output.endswith("__SB_EXIT:0\n")
