@@ -272,6 +272,14 @@ class Connection:
             self.abort(reset=True)
         except (ConnectionError, TimeoutError):
             self.abort()
+        except Exception:
+            # A simulator bug must not leave the client waiting forever: close the stream.
+            self._log.exception("simulator_command_crashed", command=command)
+            if not stream.closed and not self._closed:
+                stream.closed = True
+                self._streams.pop(stream.local_id, None)
+                with contextlib.suppress(ConnectionError):
+                    await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
 
 
 ServeFn = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -252,3 +252,16 @@ def test_unknown_fault_name_lists_valid_ones(tmp_path: Path) -> None:
         SimulatedPhone(
             store_path=tmp_path / "s.db", authorized_keys_path=tmp_path / "k", faults=["nope"]
         )
+
+
+async def test_latency_delays_every_command(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """latency_ms holds each shell command back by at least that long."""
+    phone = await phone_factory(latency_ms=200)
+    device = await connect(phone, adb_signer)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert "late\n" == await device.shell("echo late")
+    assert 0.2 <= loop.time() - started
+    await device.close()
