@@ -1,26 +1,36 @@
-"""Windowed, exact reads of ``content://sms`` that say whether they prove anything.
+"""Windowed, paged, exact reads of ``content://sms`` that say whether they prove anything.
 
-One read is one shell round trip running five ``content query`` commands over the same
-window (``_id`` above a watermark, optionally ``date`` after a time):
+A window is every row with ``_id`` above a watermark (the *anchor*, a row known to exist),
+optionally only of some types and dated at or after a time. ``content query`` has no LIMIT
+(the provider's strict grammar refuses it), so pages are ranges of ``_id``.
+
+One page is one shell round trip running, over the page's ``--where``:
 
 1. an integer query (``_id``, ``thread_id``, ``type``, ``status``, ``date``, ``date_sent``,
    ``sub_id``, ``error_code``): unambiguous, it fixes the exact list of rows;
 2. three text queries, ``_id`` plus one of ``address``, ``body``, ``creator`` each, parsed
-   against that list (see :mod:`android_bridge._parser`);
-3. the integer query again: if it differs from the first, the window changed mid-read and the
-   read is retried once, then refused.
+   against that list (see :mod:`android_bridge._parser`; stderr is discarded there so a
+   stray warning cannot end up inside the last body);
+3. the integer query again: if it differs from the first, the rows changed mid-read and the
+   page is retried once, then refused;
+4. on the first page only, a *probe*: the ``_id`` of every window row beyond the first page,
+   plus the anchor. The later pages are cut from that list.
 
-Completeness: the window always includes the anchor row ``_id == after_id``, a row known to
-exist. If it comes back, the provider really answered and the window is whole; if it does not
-(``No result found.``, an error, the row deleted), the read proves nothing. With no anchor
-(``after_id == 0``: nothing was ever seen on the phone) a read is complete only if it returns
-at least one row. A text value that prints as ``NULL`` is resolved by a second round trip.
+Completeness: the first page and the probe both include the anchor row ``_id == after_id``.
+If it comes back in both, the provider really answered, and the window (as of that round
+trip) is whole; if it does not (``No result found.``, an error, the row deleted), the read
+proves nothing. ``_id`` values are not AUTOINCREMENT on Android, so a deleted anchor's id can
+be reused: given the anchor's ``date`` the reader tells the two apart. With no anchor
+(``after_id == 0``: nothing was ever seen on the phone) the window is read in one unbounded
+page, complete only if it returns at least one row. A text value that prints as ``NULL`` is
+resolved by one more round trip.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import attrs
 import structlog
 
 from android_bridge._device import Device
@@ -47,7 +57,13 @@ TEXT_COLUMNS: tuple[str, ...] = ("address", "body", "creator")
 #: Types the shell user can see through the restricted view.
 SHELL_VISIBLE_TYPES: tuple[int, ...] = (1, 2)
 ALL_TYPES: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+#: Default page size, in ``_id`` values.
+DEFAULT_PAGE_SIZE = 500
+#: Projection of the watermark query.
+LATEST_COLUMNS: tuple[str, ...] = ("_id", "date")
 _MAX_INT = 2**63 - 1
+
+IntRow = tuple[int | None, ...]
 
 
 def _checked_int(value: int, name: str, *, minimum: int = 0) -> int:
@@ -58,22 +74,19 @@ def _checked_int(value: int, name: str, *, minimum: int = 0) -> int:
     return value
 
 
-def build_where(after_id: int, *, since_ms: int | None, types: Sequence[int]) -> str:
-    """The ``--where`` clause of a window, built only from validated integers.
+def window_filter(*, since_ms: int | None, types: Sequence[int]) -> str:
+    """``type IN (…) [AND date >= …]``, built only from validated integers.
 
-    ``_id = after_id`` (the anchor) ``OR (_id > after_id AND type IN (…) [AND date >= …])``.
+    Raises:
+        TypeError / ValueError: a non-integer or out-of-range value, or no types.
     """
-    anchor = _checked_int(after_id, "after_id")
     type_list = sorted({_checked_int(t, "type", minimum=1) for t in types})
     if not type_list:
         raise ValueError("types must not be empty")
-    clauses = [f"_id > {anchor}", f"type IN ({','.join(str(t) for t in type_list)})"]
+    clause = f"type IN ({','.join(str(t) for t in type_list)})"
     if since_ms is not None:
-        clauses.append(f"date >= {_checked_int(since_ms, 'since_ms')}")
-    window = " AND ".join(clauses)
-    if anchor == 0:
-        return window
-    return f"_id = {anchor} OR ({window})"
+        clause += f" AND date >= {_checked_int(since_ms, 'since_ms')}"
+    return clause
 
 
 def content_query(uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC") -> str:
@@ -92,12 +105,36 @@ def content_query(uri: str, projection: Iterable[str], where: str, sort: str = "
     )
 
 
+def latest_ids_query(known_max_id: int, uri: str = "content://sms") -> str:
+    """The command listing ``_id`` and ``date`` of every visible row at or above
+    ``known_max_id`` (0: of every row)."""
+    anchor = _checked_int(known_max_id, "known_max_id")
+    where = f"_id >= {anchor}" if anchor else "_id > 0"
+    return content_query(uri, LATEST_COLUMNS, where)
+
+
+@attrs.frozen(kw_only=True)
+class _Page:
+    ints: list[IntRow]
+    texts: dict[str, dict[int, str]]
+    probe_ids: list[int] | None
+
+
 class SmsReader:
     """Reads windows of ``content://sms`` on one device."""
 
-    def __init__(self, device: Device, *, uri: str = "content://sms") -> None:
+    def __init__(
+        self,
+        device: Device,
+        *,
+        uri: str = "content://sms",
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
         self._device = device
         self._uri = uri
+        self._page_size = page_size
 
     async def read_since(
         self,
@@ -109,64 +146,73 @@ class SmsReader:
     ) -> ProviderRead:
         """Read rows with ``_id > after_id`` (and ``date >= since_ms``) of the given types.
 
-        ``anchor_date_ms`` is the anchor row's ``date`` when the watermark was taken
-        (:attr:`DispatchEvidence.watermark_date_ms`). The provider does not use AUTOINCREMENT,
-        so if the anchor row is deleted its ``_id`` can be reused by the next message; a
-        row at ``after_id`` with another ``date`` is then reported as a candidate, and the
-        read is not complete.
+        ``after_id`` is the anchor: normally :attr:`DispatchEvidence.watermark_id`, a row
+        known to exist. ``anchor_date_ms`` is its ``date``
+        (:attr:`DispatchEvidence.watermark_date_ms`): a row at ``after_id`` with another
+        ``date`` reused a deleted anchor's id; it is reported as a candidate and the read is
+        not complete.
 
-        One round trip (two if a text value reads ``NULL``, three if the window changed while
-        it was read). ``complete`` is true only if the anchor row came back (see module doc).
+        Round trips: one per page of ``page_size`` ids (one for the usual handful of new
+        rows), plus one if a text value reads ``NULL``, plus one per page that changed while
+        it was read. ``complete`` is true only if the anchor row came back (see module doc).
 
         Raises:
             DeviceUnreachable / OutcomeUnknown: transport failures (a read has no side effect).
             ProviderError: the provider printed an error.
             UnparseableOutput: the output cannot be parsed exactly.
-            IncompleteRead: the output was truncated or the window kept changing.
+            IncompleteRead: the output was truncated or the rows kept changing.
         """
-        where = build_where(after_id, since_ms=since_ms, types=types)
+        anchor = _checked_int(after_id, "after_id")
+        filters = window_filter(since_ms=since_ms, types=types)
         mode = await self._device.mode()
-        round_trips = 0
-        for attempt in range(2):
-            round_trips += 1
-            try:
-                ints, texts = await self._read_once(where)
-            except IncompleteRead:
-                if attempt == 1:
-                    raise
-                _log.info("sms_window_changed_retrying", device=self._device.serial)
-                continue
-            break
-        values = {column: texts[index] for index, column in enumerate(TEXT_COLUMNS)}
+        before = self._device.round_trips
+        if anchor == 0:
+            first = await self._read_page(f"_id > 0 AND {filters}", probe_where=None)
+        else:
+            high = anchor + self._page_size
+            first = await self._read_page(
+                f"_id = {anchor} OR (_id > {anchor} AND _id < {high} AND {filters})",
+                probe_where=f"_id = {anchor} OR (_id >= {high} AND {filters})",
+            )
+        pages = [first]
+        probe_ids = first.probe_ids or []
+        rest = [row_id for row_id in probe_ids if row_id != anchor]
+        for start in range(0, len(rest), self._page_size):
+            chunk = rest[start : start + self._page_size]
+            page = await self._read_page(
+                f"_id >= {chunk[0]} AND _id <= {chunk[-1]} AND {filters}",
+                probe_where=None,
+                expected_ids=chunk,
+            )
+            pages.append(page)
+        ints = [row for page in pages for row in page.ints]
+        texts: dict[str, dict[int, str | None]] = {column: {} for column in TEXT_COLUMNS}
+        for page in pages:
+            for column in TEXT_COLUMNS:
+                texts[column].update(page.texts[column])
         ambiguous = {
-            column: [row_id for row_id, text in column_values.items() if text == "NULL"]
-            for column, column_values in values.items()
-        }
-        resolved: dict[str, dict[int, str | None]] = {
-            column: dict(column_values) for column, column_values in values.items()
+            column: [row_id for row_id, text in values.items() if text == "NULL"]
+            for column, values in texts.items()
         }
         if any(ambiguous.values()):
-            round_trips += 1
             nulls = await self._resolve_nulls(ambiguous)
             for column, ids in ambiguous.items():
                 for row_id in ids:
-                    resolved[column][row_id] = None if row_id in nulls[column] else "NULL"
+                    texts[column][row_id] = None if row_id in nulls[column] else "NULL"
         rows: list[SmsMessage] = []
         anchor_seen = False
         anchor_replaced = False
         for row in ints:
-            message_id = row[0]
-            if message_id is None:
-                raise UnparseableOutput("a row has no _id")
-            message_type = row[2]
-            if message_type is None:
-                raise UnparseableOutput(f"row {message_id} has no type")
-            if message_id == after_id:
+            message_id, message_type = row[0], row[2]
+            if message_id is None or message_type is None:
+                raise UnparseableOutput("a row has no _id or no type")
+            if message_id == anchor:
                 if anchor_date_ms is None or row[4] == anchor_date_ms:
                     anchor_seen = True
                     continue
                 anchor_replaced = True
-                if message_type not in types or (since_ms is not None and (row[4] or 0) < since_ms):
+                too_old = since_ms is not None and (row[4] or 0) < since_ms
+                if message_type not in types or too_old:
                     continue
             rows.append(
                 SmsMessage(
@@ -178,30 +224,38 @@ class SmsReader:
                     date_sent_ms=row[5],
                     sub_id=row[6],
                     error_code=row[7],
-                    address=resolved["address"][message_id],
-                    body=resolved["body"][message_id],
-                    creator=resolved["creator"][message_id],
+                    address=texts["address"][message_id],
+                    body=texts["body"][message_id],
+                    creator=texts["creator"][message_id],
                 )
             )
         ids = [row[0] for row in ints if row[0] is not None]
-        max_seen = max([after_id, *ids])
-        if after_id == 0:
+        reason: str | None = None
+        if anchor == 0:
             complete = bool(ids)
-            reason = None if complete else "no anchor row and no rows: the read proves nothing"
+            if not complete:
+                reason = "no anchor row and no rows: the read proves nothing"
         elif anchor_replaced:
             complete = False
-            reason = f"anchor row _id={after_id} was replaced by another row (id reused)"
+            reason = f"anchor row _id={anchor} was replaced by another row (id reused)"
+        elif not anchor_seen:
+            complete = False
+            reason = f"anchor row _id={anchor} did not come back"
+        elif anchor not in probe_ids:
+            complete = False
+            reason = "the probe for rows beyond the first page did not return the anchor"
         else:
-            complete = anchor_seen
-            reason = None if complete else f"anchor row _id={after_id} did not come back"
+            complete = True
+        max_seen = max([anchor, *ids])
         if ids:
             self._device.known_max_id = max(self._device.known_max_id, max_seen)
         visible = SHELL_VISIBLE_TYPES if mode == "shell" else ALL_TYPES
         _log.info(
             "sms_window_read",
             device=self._device.serial,
-            after_id=after_id,
+            after_id=anchor,
             rows=len(rows),
+            pages=len(pages),
             complete=complete,
             mode=mode,
         )
@@ -210,16 +264,34 @@ class SmsReader:
             complete=complete,
             mode=mode,
             visible_types=tuple(t for t in sorted(set(types)) if t in visible),
-            after_id=after_id,
+            after_id=anchor,
             since_ms=since_ms,
             max_seen_id=max_seen,
-            round_trips=round_trips,
+            round_trips=self._device.round_trips - before,
             incomplete_reason=reason,
         )
 
-    async def _read_once(
-        self, where: str
-    ) -> tuple[list[tuple[int | None, ...]], list[dict[int, str]]]:
+    async def _read_page(
+        self,
+        where: str,
+        *,
+        probe_where: str | None,
+        expected_ids: Sequence[int] | None = None,
+    ) -> _Page:
+        """Read one page, retrying once if its rows changed while it was read."""
+        for attempt in range(2):
+            try:
+                page = await self._read_page_once(where, probe_where)
+                if expected_ids is not None and [row[0] for row in page.ints] != list(expected_ids):
+                    raise IncompleteRead("a page does not hold the rows the probe listed")
+                return page
+            except IncompleteRead:
+                if attempt == 1:
+                    raise
+                _log.info("sms_page_changed_retrying", device=self._device.serial)
+        raise AssertionError("unreachable")
+
+    async def _read_page_once(self, where: str, probe_where: str | None) -> _Page:
         int_query = content_query(self._uri, INT_COLUMNS, where)
         steps = [int_query]
         steps += [
@@ -227,17 +299,23 @@ class SmsReader:
             for column in TEXT_COLUMNS
         ]
         steps.append(int_query)
+        if probe_where is not None:
+            steps.append(content_query(self._uri, ("_id",), probe_where))
         outputs = await self._device.run(steps)
         first = parse_int_rows(outputs[0].output, INT_COLUMNS)
-        last = parse_int_rows(outputs[-1].output, INT_COLUMNS)
-        if first != last:
-            raise IncompleteRead("the window changed while it was being read")
+        again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
+        if first != again:
+            raise IncompleteRead("the rows changed while they were being read")
         ids = [row[0] for row in first if row[0] is not None]
-        texts = [
-            parse_text_column(outputs[1 + index].output, column, ids)
+        texts = {
+            column: parse_text_column(outputs[1 + index].output, column, ids)
             for index, column in enumerate(TEXT_COLUMNS)
-        ]
-        return first, texts
+        }
+        probe_ids: list[int] | None = None
+        if probe_where is not None:
+            probe_rows = parse_int_rows(outputs[-1].output, ("_id",))
+            probe_ids = [row[0] for row in probe_rows if row[0] is not None]
+        return _Page(ints=first, texts=texts, probe_ids=probe_ids)
 
     async def _resolve_nulls(self, ambiguous: dict[str, list[int]]) -> dict[str, set[int]]:
         """For values printed as ``NULL``, ask which are SQL NULL and which the text.
@@ -261,15 +339,3 @@ class SmsReader:
                 raise IncompleteRead(f"could not tell SQL NULL from the text NULL in {column}")
             result[column] = {i for i in null_ids if i is not None}
         return result
-
-
-#: Projection of the watermark query.
-LATEST_COLUMNS: tuple[str, ...] = ("_id", "date")
-
-
-def latest_ids_query(known_max_id: int, uri: str = "content://sms") -> str:
-    """The command listing ``_id`` and ``date`` of every visible row at or above
-    ``known_max_id`` (0: of every row)."""
-    anchor = _checked_int(known_max_id, "known_max_id")
-    where = f"_id >= {anchor}" if anchor else "_id > 0"
-    return content_query(uri, LATEST_COLUMNS, where)

@@ -7,11 +7,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from android_bridge import (
     Device,
     MessagingApp,
+    ProviderError,
     SmsDispatcher,
     SmsReader,
     UnparseableOutput,
@@ -206,3 +208,31 @@ async def test_evidence_carries_clock_and_watermark_read_before_send(
     assert evidence.device_clock_ms is not None
     assert before - 1000 <= evidence.device_clock_ms <= _now() + 1000
     assert (1, True) == (evidence.watermark_id, evidence.watermark_proven)
+
+
+async def test_pages_cover_the_window_exactly(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """A window larger than a page is read page by page, every row once, in order."""
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    expected = []
+    for index in range(11):
+        sim_phone.store.insert_incoming("+15550100", f"in {index}", date_ms=_now())
+        body = f"out {index}"
+        sim_phone.store.insert_outgoing(RECIPIENT, body, date_ms=_now(), message_type=2)
+        expected.append(body)
+    read = await SmsReader(sim_device, page_size=4).read_since(anchor)
+    # First page: ids anchor+1..anchor+3 (two sent rows); the probe lists the 9 others: 3 pages.
+    assert (expected, True, 4) == ([r.body for r in read.rows], read.complete, read.round_trips)
+
+
+async def test_provider_error_in_a_paged_read_raises(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """A provider error during a paged read raises ProviderError instead of a short result."""
+    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    for index in range(3):
+        sim_phone.store.insert_outgoing(RECIPIENT, f"out {index}", date_ms=_now(), message_type=2)
+    sim_phone.inject_fault("provider-error", count=1)
+    with pytest.raises(ProviderError):
+        await SmsReader(sim_device, page_size=2).read_since(anchor)
