@@ -40,8 +40,8 @@ HAZARDS = (
 )
 
 _TEXT_ALPHABET = st.characters(
-    blacklist_categories=("Cs",),  # lone surrogates cannot be UTF-8 encoded
-    blacklist_characters="\x00",
+    exclude_categories=["Cs"],  # lone surrogates cannot be UTF-8 encoded
+    exclude_characters="\x00",
 )
 
 

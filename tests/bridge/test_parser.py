@@ -17,7 +17,7 @@ def _int_rows() -> st.SearchStrategy[list[tuple[int | None, ...]]]:
     value = st.one_of(st.none(), st.integers(min_value=-(2**63), max_value=2**63 - 1))
     row = st.tuples(st.integers(1, 10**9), value, value, value, value)
     return st.lists(row, max_size=30, unique_by=lambda r: r[0]).map(
-        lambda rows: sorted(rows, key=lambda r: r[0])
+        lambda rows: sorted(rows, key=lambda r: r[0] or 0)
     )
 
 
@@ -66,7 +66,7 @@ def test_commas_and_equals_in_body_are_kept() -> None:
 
 def test_no_result_is_empty_for_integer_query() -> None:
     """``No result found.`` parses as zero rows (which proves nothing on its own)."""
-    expected = []
+    expected: list[tuple[int | None, ...]] = []
     assert expected == parse_int_rows("No result found.\n", INTS)
 
 
