@@ -274,7 +274,7 @@ class Connection:
             self.abort()
         except Exception:
             # A simulator bug must not leave the client waiting forever: close the stream.
-            self._log.exception("simulator_command_crashed", command=command)
+            self._log.exception("simulator_command_crashed", command_chars=len(command))
             if not stream.closed and not self._closed:
                 stream.closed = True
                 self._streams.pop(stream.local_id, None)
