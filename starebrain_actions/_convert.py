@@ -20,22 +20,21 @@ from starebrain_actions.exceptions import CorruptRecord
 
 T = TypeVar("T")
 
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 
 def format_time(value: datetime) -> str:
-    """Fixed-width UTC text, so that SQL text order is time order."""
-    return value.astimezone(UTC).strftime(_TIME_FORMAT)
+    """Fixed-width UTC text (``2026-11-29T12:00:00.000000Z``): SQL text order is time order."""
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(value: str) -> datetime:
-    """Read a time written by ``format_time`` (or any ISO 8601 text with an offset)."""
-    try:
-        parsed = datetime.strptime(value, _TIME_FORMAT).replace(tzinfo=UTC)
-    except ValueError:
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            raise ValueError(f"stored time {value!r} has no timezone") from None
+    """Read a time written by ``format_time`` (or any ISO 8601 text with an offset).
+
+    Raises:
+        ValueError: the text is not a time or has no timezone.
+    """
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError(f"stored time {value!r} has no timezone")
     return parsed.astimezone(UTC)
 
 

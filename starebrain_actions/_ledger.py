@@ -10,6 +10,7 @@ made; with ``NORMAL`` the last commits of a WAL database may roll back on power 
 from __future__ import annotations
 
 import contextlib
+import enum
 import importlib.resources
 import json
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import aiosqlite
+import attrs
 
 from starebrain_actions import _core
 from starebrain_actions._convert import (
@@ -31,7 +33,6 @@ from starebrain_actions._convert import (
     format_time,
     history_from_row,
     record_from_row,
-    record_to_row,
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
@@ -85,38 +86,31 @@ _LOG_EVENTS: Final[Mapping[Event, str]] = {
     Event.NOTE_ERROR: "error_noted",
 }
 
-_UPDATE_ATTEMPT = f"""
-UPDATE attempts SET
-    delivery = :delivery, acceptance = :acceptance,
-    provider_object_id = :provider_object_id, watermark_id = :watermark_id,
-    device_clock_ms = :device_clock_ms, confirmed_at = :confirmed_at, failed_at = :failed_at,
-    accepted_at = :accepted_at, rejected_at = :rejected_at, evidence_json = :evidence_json,
-    last_error = :last_error, review_reason = :review_reason, resolved_by = :resolved_by,
-    version = :version, last_event = :last_event, last_event_at = :last_event_at,
-    last_actor = :last_actor, last_evidence_json = :last_evidence_json
-WHERE dispatch_id = :dispatch_id
-  AND delivery = :expected_delivery AND acceptance = :expected_acceptance
-  AND version = :expected_version
-RETURNING {ATTEMPT_COLUMNS}
-"""
+#: Fields a transition may never change: they name the attempt.
+_IDENTITY_FIELDS: Final[frozenset[str]] = frozenset(
+    {"action_id", "dispatch_id", "attempt", "device", "dispatched_at"}
+)
+_RECORD_FIELDS: Final[tuple[str, ...]] = tuple(
+    field.name for field in attrs.fields(ActionRecord) if field.name not in _IDENTITY_FIELDS
+)
 
-_INSERT_ATTEMPT = f"""
+_INSERT_ATTEMPT = """
 INSERT INTO attempts (
     dispatch_id, action_id, attempt, device, delivery, acceptance, dispatched_at,
     evidence_json, version, last_event, last_event_at, last_actor, last_evidence_json)
 VALUES (:dispatch_id, :action_id, :attempt, :device, 'PENDING', 'PENDING', :dispatched_at,
-    '{{}}', 0, 'created', :dispatched_at, :actor, :evidence_json)
-RETURNING {ATTEMPT_COLUMNS}
+    '{}', 0, 'created', :dispatched_at, :actor, :evidence_json)
 """
 
 
+_ENCODER: Final = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=converter.unstructure
+)
+
+
 def _json(value: Mapping[str, Any]) -> str:
-    return json.dumps(
-        converter.unstructure(dict(value)),
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    """Compact, key-sorted JSON; records and enums inside go through the converter."""
+    return _ENCODER.encode(value if isinstance(value, dict) else dict(value))
 
 
 def _migrations() -> list[tuple[int, str]]:
@@ -167,6 +161,18 @@ class Ledger:
         self._connection = connection
         self.path = path
         self._clock = clock
+        # Actions never change once created and are never deleted: safe to keep.
+        self._actions: dict[str, Action] = {}
+
+    def _remember(self, action: Action) -> Action:
+        if len(self._actions) >= 4096:
+            self._actions.clear()
+        self._actions[action.action_id] = action
+        return action
+
+    def _action(self, db: sqlite3.Connection, action_id: str) -> Action:
+        cached = self._actions.get(action_id)
+        return cached if cached is not None else self._remember(_load_action(db, action_id))
 
     # ------------------------------------------------------------------ opening
 
@@ -266,16 +272,11 @@ class Ledger:
         )
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
-            row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
-            if row is not None:
-                stored = _row_dict(db, row)
-                if stored["fingerprint"] != fingerprint:
-                    raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
-                return action_from_row(stored), False
             deadline = candidate.deadline
-            db.execute(
+            inserted = db.execute(
                 "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
-                " policy_json, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " policy_json, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (action_id) DO NOTHING",
                 (
                     action_id,
                     fingerprint,
@@ -286,9 +287,17 @@ class Ledger:
                     format_time(deadline) if deadline else None,
                 ),
             )
-            return candidate, True
+            if inserted.rowcount == 1:
+                return candidate, True
+            stored = _row_dict(
+                db, db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+            )
+            if stored["fingerprint"] != fingerprint:
+                raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
+            return action_from_row(stored), False
 
         action, created = await self._write(work)
+        self._remember(action)
         _log.info(
             "action_created" if created else "action_reused",
             action_id=action_id,
@@ -304,7 +313,7 @@ class Ledger:
         """
 
         def work(db: sqlite3.Connection) -> Action:
-            return _load_action(db, action_id)
+            return self._action(db, action_id)
 
         return await self._run(work)
 
@@ -335,7 +344,7 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> ActionRecord:
-            action = _load_action(db, action_id)
+            action = self._action(db, action_id)
             attempts = _load_attempts(db, action_id)
             decision = _core.should_redispatch(action, attempts, when)
             if not decision:
@@ -350,23 +359,29 @@ class Ledger:
                     f"device {device} is leased to attempt {holder[0]} of action {holder[1]},"
                     " which is still unresolved"
                 )
-            number = len(attempts) + 1
+            record = ActionRecord(
+                action_id=action_id,
+                dispatch_id=str(uuid.uuid4()),
+                attempt=len(attempts) + 1,
+                device=device,
+                dispatched_at=when,
+            )
             params = {
-                "dispatch_id": str(uuid.uuid4()),
+                "dispatch_id": record.dispatch_id,
                 "action_id": action_id,
-                "attempt": number,
+                "attempt": record.attempt,
                 "device": device,
                 "dispatched_at": format_time(when),
                 "actor": actor,
-                "evidence_json": _json({"attempt": number, "device": device}),
+                "evidence_json": _json({"attempt": record.attempt, "device": device}),
             }
             try:
-                row = db.execute(_INSERT_ATTEMPT, params).fetchone()
+                db.execute(_INSERT_ATTEMPT, params)
             except sqlite3.IntegrityError as exc:
                 raise AttemptInFlight(
                     f"action {action_id}: a concurrent attempt won: {exc}"
                 ) from exc
-            return record_from_row(_row_dict(db, row))
+            return record
 
         record = await self._write(work)
         _log.info(
@@ -770,30 +785,52 @@ def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
     return record_from_row(_row_dict(db, row))
 
 
+def _column_value(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return format_time(value)
+    return value
+
+
 def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord | LedgerError:
+    """Compare-and-set one transition: only the columns it changes, guarded by the states and
+    version it expects. A refused statement is rolled back on its own (SQLite's ABORT)."""
     before, after = transition.before, transition.after
-    params = record_to_row(after)
-    for name in ("action_id", "attempt", "device", "dispatched_at"):
-        params.pop(name)
-    params.update(
-        last_event=transition.event.value,
-        last_event_at=format_time(transition.at),
-        last_actor=transition.actor,
-        last_evidence_json=_json(transition.evidence),
-        expected_delivery=before.delivery.value,
-        expected_acceptance=before.acceptance.value,
-        expected_version=before.version,
+    for name in _IDENTITY_FIELDS:
+        if getattr(before, name) != getattr(after, name):
+            raise InvariantViolation(f"a transition cannot change the attempt's {name}")
+    assignments = []
+    params: dict[str, Any] = {
+        "dispatch_id": before.dispatch_id,
+        "last_event": transition.event.value,
+        "last_event_at": format_time(transition.at),
+        "last_actor": transition.actor,
+        "last_evidence_json": _json(transition.evidence),
+        "expected_delivery": before.delivery.value,
+        "expected_acceptance": before.acceptance.value,
+        "expected_version": before.version,
+    }
+    for name in _RECORD_FIELDS:
+        value = getattr(after, name)
+        if value == getattr(before, name) and name != "version":
+            continue
+        column = "evidence_json" if name == "evidence" else name
+        assignments.append(f"{column} = :{column}")
+        params[column] = _json(value) if name == "evidence" else _column_value(value)
+    sql = (
+        f"UPDATE attempts SET {', '.join(assignments)}, last_event = :last_event,"
+        " last_event_at = :last_event_at, last_actor = :last_actor,"
+        " last_evidence_json = :last_evidence_json"
+        " WHERE dispatch_id = :dispatch_id AND delivery = :expected_delivery"
+        " AND acceptance = :expected_acceptance AND version = :expected_version"
     )
-    db.execute(f"SAVEPOINT apply_{id(transition)}")
     try:
-        row = db.execute(_UPDATE_ATTEMPT, params).fetchone()
+        cursor = db.execute(sql, params)
     except sqlite3.IntegrityError as exc:
-        db.execute(f"ROLLBACK TO apply_{id(transition)}")
-        db.execute(f"RELEASE apply_{id(transition)}")
         return LedgerError(f"attempt {before.dispatch_id}: the database refused it: {exc}")
-    db.execute(f"RELEASE apply_{id(transition)}")
-    if row is not None:
-        return record_from_row(_row_dict(db, row))
+    if cursor.rowcount == 1:
+        return after
     current = db.execute(
         "SELECT delivery, acceptance, version FROM attempts WHERE dispatch_id = ?",
         (before.dispatch_id,),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import re
@@ -134,6 +135,7 @@ def canonical_body(body: str) -> str:
     return unicodedata.normalize("NFC", _LINE_ENDINGS.sub("\n", body))
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_recipient(recipient: str, region: str | None = None) -> str:
     """The recipient as fingerprinted: E.164 when it parses, else its digits (short codes).
 
