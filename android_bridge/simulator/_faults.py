@@ -26,8 +26,10 @@ class Fault(enum.StrEnum):
     WRONG_RECIPIENT = "wrong-recipient"
     #: The next ``content query`` fails with a permission error (counts queries, not sends).
     PROVIDER_ERROR = "provider-error"
-    #: The next shell command never answers (counts command lines, not sends).
+    #: The next shell command never answers and never runs (counts command lines, not sends).
     HANG = "hang"
+    #: The message is sent, then the command never answers: a timeout after a real send.
+    HANG_AFTER_SEND = "hang-after-send"
     #: At the next send the phone reboots: every connection is reset.
     REBOOT = "reboot"
 
@@ -42,6 +44,7 @@ SEND_FAULTS: Final = frozenset(
         Fault.DUPLICATE_SEND,
         Fault.MANGLE_BODY,
         Fault.WRONG_RECIPIENT,
+        Fault.HANG_AFTER_SEND,
         Fault.REBOOT,
     }
 )

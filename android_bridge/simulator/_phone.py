@@ -309,6 +309,9 @@ class SimulatedPhone:
             raise DropConnection("reboot")
         if Fault.DROP_AFTER_SEND in faults:
             raise DropConnection("drop-after-send")
+        if Fault.HANG_AFTER_SEND in faults:
+            # Sent, but the reply never comes; the client's timeout is all it will see.
+            await asyncio.Event().wait()
 
     async def _complete_later(self, row_id: int, *, failed: bool) -> None:
         if self.send_delay_ms == 0:

@@ -197,6 +197,19 @@ async def test_hang_never_answers_until_the_client_times_out(
     await device.close()
 
 
+async def test_hang_after_send_sends_but_never_answers(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """hang-after-send: the client times out although the message really went out."""
+    phone.inject_fault("hang-after-send")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(TcpTimeoutException):
+        await device.shell(send_command("+15550100", BODY), transport_timeout_s=0.5)
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+    assert "fine\n" == await device.shell("echo fine")
+    await device.close()
+
+
 @pytest.mark.parametrize(("completes", "final_type"), [(True, 2), (False, 5)])
 async def test_reboot_resets_every_connection(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, completes: bool, final_type: int
