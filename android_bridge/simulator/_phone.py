@@ -277,7 +277,7 @@ class SimulatedPhone:
     # -- the phone -----------------------------------------------------------------------
 
     def _properties(self) -> dict[str, str]:
-        return build_properties(region=self.region, root=self.root, serial=self.serial)
+        return build_properties(region=self.region, root=self.root, serial=f"SBSIM{self.port:05d}")
 
     def _content_access(self) -> ContentAccess:
         return ContentAccess(root=self.root, visible_sub_ids=(DEFAULT_SUB_ID,))

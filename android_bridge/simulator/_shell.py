@@ -459,7 +459,7 @@ class Shell:
         try:
             lists = parse(text)
         except ShellSyntaxError as exc:
-            self.status = 1 if "syntax error" not in str(exc) else 2
+            self.status = 1
             return [(2, f"{SHELL_NAME}: {exc}\n")], self.status
         try:
             for and_or in lists:

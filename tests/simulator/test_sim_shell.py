@@ -67,9 +67,9 @@ def test_shell_dialect(line: str, expected: str) -> None:
     ("line", "message", "status"),
     [
         ("echo 'open", "/system/bin/sh: no closing quote\n", 1),
-        ("&& echo x", "/system/bin/sh: syntax error: '&&' unexpected\n", 2),
-        ("echo a;; echo b", "/system/bin/sh: syntax error: ';;' unexpected\n", 2),
-        ("echo a |", "/system/bin/sh: syntax error: 'newline' unexpected\n", 2),
+        ("&& echo x", "/system/bin/sh: syntax error: '&&' unexpected\n", 1),
+        ("echo a;; echo b", "/system/bin/sh: syntax error: ';;' unexpected\n", 1),
+        ("echo a |", "/system/bin/sh: syntax error: 'newline' unexpected\n", 1),
     ],
 )
 def test_syntax_errors_run_nothing(line: str, message: str, status: int) -> None:
@@ -159,3 +159,30 @@ async def test_unquoted_substitution_really_runs(
     )
     await device.close()
     assert ["expanded"] == [row.body for row in phone.store.rows()]
+
+
+async def test_am_bad_arguments_raise_like_the_activity_manager(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A missing option value prints the Java exception and exits 255, opening nothing."""
+    device = await connect(phone, adb_signer)
+    output = await device.shell(
+        'am start -a android.intent.action.SENDTO --es sms_body; echo "rc=$?"'
+    )
+    await device.close()
+    assert output.startswith(
+        "Exception occurred while executing 'start':\n"
+        'java.lang.IllegalArgumentException: Argument expected after "--es"\n\tat '
+    )
+    assert output.endswith("rc=255\n")
+
+
+async def test_input_without_arguments_prints_usage(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """input with no command prints its usage and exits 1."""
+    device = await connect(phone, adb_signer)
+    output = await device.shell('input; echo "rc=$?"')
+    await device.close()
+    assert output.startswith("Usage: input [<source>] [-d DISPLAY_ID] <command> [<arg>...]\n")
+    assert output.endswith("rc=1\n")
