@@ -256,11 +256,11 @@ class SimulatedPhone:
         if self.faults.take(Fault.HANG):
             log.info("simulator_fault_hang")
             await asyncio.Event().wait()
-        shell = Shell(self._commands(connection))
+        shell = Shell(self._commands())
         output, _ = await shell.run(command)
         return output.encode("utf-8")
 
-    def _commands(self, connection: Connection) -> dict[str, CommandFn]:
+    def _commands(self) -> dict[str, CommandFn]:
         content = ContentCommand(
             self.store, self._content_access, self._take_provider_error, lambda: 4242
         )

@@ -129,7 +129,8 @@ class _Lexer:
                 self.pos += 2 if double else 1
             elif char in "<>":
                 tokens.append(self._redirection(None))
-            elif char in "(){}" and char in "()":
+            elif char in "()":
+                # Subshells and functions are beyond what ADB clients send.
                 raise ShellSyntaxError(f"syntax error: '{char}' unexpected")
             else:
                 word = self._word()
@@ -179,7 +180,7 @@ class _Lexer:
 
         while self.pos < len(self.text):
             char = self._peek()
-            if char in " \t\n;&|<>" or (char in "()" and not parts and not literal):
+            if char in " \t\n;&|<>":
                 break
             if char in "()":
                 raise ShellSyntaxError(f"syntax error: '{char}' unexpected")

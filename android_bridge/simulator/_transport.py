@@ -12,7 +12,7 @@ import contextlib
 import secrets
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Final, Protocol
 
 import structlog
@@ -280,6 +280,3 @@ class Connection:
                 self._streams.pop(stream.local_id, None)
                 with contextlib.suppress(ConnectionError):
                     await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
-
-
-ServeFn = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
