@@ -9,9 +9,10 @@ How the outcome is judged:
 
 * the link failed before the command was written: :class:`DeviceUnreachable` (nothing sent);
 * ``am`` exited non-zero: the key events never ran: :class:`CommandRejected`;
-* ``am`` printed ``Error: …`` (it exits 0 even then): the intent, the only thing carrying
-  the body, reached no app, so no SMS with this body can have been sent, whatever the key
-  events then did in the foreground app: :class:`CommandRejected`;
+* ``am`` printed ``Error: …`` (it exits 0 even then), or that it only brought an existing
+  task to the front: the intent, the only thing carrying the body, reached no app, so no SMS
+  with this body can have been sent, whatever the key events then did in the foreground app:
+  :class:`CommandRejected`;
 * ``am`` succeeded but a key event failed: the compose screen holds the body and may or may
   not have sent it: :class:`OutcomeUnknown`;
 * the link failed, or the output is garbled, after the command was written:
@@ -37,7 +38,13 @@ _log = structlog.get_logger("android_bridge.dispatcher")
 
 _RECIPIENT_SEPARATORS = re.compile(r"[\s().-]")
 _RECIPIENT = re.compile(r"\+?[0-9]{2,20}")
-_AM_ERROR_LINE = re.compile(r"^(Error|Exception|java\.|Security exception)", re.MULTILINE)
+#: ``am`` lines saying the intent reached no activity. "its current task has been brought to
+#: the front" means the existing task was shown *without* delivering the new intent.
+_AM_ERROR_LINE = re.compile(
+    r"^(Error|Exception|java\.|Security exception"
+    r"|Warning: Activity not started, its current task has been brought to the front)",
+    re.MULTILINE,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -106,11 +113,13 @@ class SmsDispatcher:
         round trip.
 
         Raises:
-            CommandRejected: bad recipient/body, or ``am`` failed (nothing was sent).
+            CommandRejected: bad recipient, blank body, or ``am`` failed (nothing was sent).
             DeviceUnreachable: the link was down and could not be re-established (nothing sent).
             NotSent: the command does not fit in one ADB packet (nothing sent).
             OutcomeUnknown: the command was written and then the outcome was not observed.
         """
+        if not body.strip():
+            raise CommandRejected("an empty or blank body would not be sent by the app")
         ok_marker = "SBAM" + secrets.token_hex(8)
         command = send_command(recipient, body, self._app, ok_marker)
         known = self._device.known_max_id

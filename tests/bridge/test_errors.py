@@ -20,7 +20,7 @@ from android_bridge import (
     SmsReader,
     ensure_key,
 )
-from android_bridge._dispatcher import shell_recipient
+from android_bridge._dispatcher import _AM_ERROR_LINE, shell_recipient
 from tests.bridge.conftest import PhoneFactory
 
 RECIPIENT = "+12025550143"
@@ -206,3 +206,64 @@ async def test_oversized_command_is_not_sent(make_phone: PhoneFactory, bridge_ke
         with pytest.raises(NotSent):
             await SmsDispatcher(device).send(RECIPIENT, "x" * 2_000_000)
     assert 0 == sum("sms_body" in command for command in phone.commands_run)
+
+
+async def test_hang_after_send_is_unknown_and_row_is_found(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """A reply that never comes after a real send is OutcomeUnknown; the SMS is found later."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key, command_timeout_s=0.5)
+    async with device:
+        phone.inject_fault("hang-after-send")
+        with pytest.raises(OutcomeUnknown):
+            await SmsDispatcher(device).send(RECIPIENT, "sent, then silence")
+        await phone.wait_idle()
+        read = await SmsReader(device).read_since(0)
+    assert ["sent, then silence"] == [row.body for row in read.rows]
+
+
+@pytest.mark.parametrize("body", ["", "   ", "\n\t"])
+async def test_blank_body_is_rejected(sim_device: Device, body: str) -> None:
+    """A blank body, which a messaging app would not send, is refused before the shell."""
+    before = sim_device.round_trips
+    with pytest.raises(CommandRejected):
+        await SmsDispatcher(sim_device).send(RECIPIENT, body)
+    assert before == sim_device.round_trips
+
+
+async def test_device_reconnects_after_phone_restart(
+    make_phone: PhoneFactory, bridge_key: Path, tmp_path: Path
+) -> None:
+    """After the phone restarts on the same port, the next call reconnects by itself."""
+    phone = await make_phone(store_path=tmp_path / "restart.db")
+    port = phone.port
+    device = await _connect(phone.serial, bridge_key)
+    async with device:
+        await phone.stop()
+        await make_phone(store_path=tmp_path / "restart.db", port=port)
+        await SmsDispatcher(device).send(RECIPIENT, "after restart")
+        read = await SmsReader(device).read_since(0)
+    expected = (2, ["after restart"])
+    assert expected == (device.connections, [row.body for row in read.rows])
+
+
+@pytest.mark.parametrize(
+    ("am_output", "rejected"),
+    [
+        ("Error: Activity not started, unable to resolve Intent { act=x }\n", True),
+        ("Warning: Activity not started, its current task has been brought to the front\n", True),
+        (
+            "Warning: Activity not started, intent has been delivered to currently running "
+            "top-most instance.\n",
+            False,
+        ),
+        (
+            "Starting: Intent { act=android.intent.action.SENDTO dat=smsto:xxx (has extras) }\n",
+            False,
+        ),
+    ],
+)
+def test_am_output_is_judged(am_output: str, rejected: bool) -> None:
+    """am lines saying the intent reached no activity are rejections; delivery is not."""
+    assert rejected == bool(_AM_ERROR_LINE.search(am_output))
