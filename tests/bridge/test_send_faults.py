@@ -74,7 +74,7 @@ async def test_failed_and_outbox_rows_only_visible_as_root(
     """As shell the FAILED/OUTBOX row is invisible (absence only); as root it is reported."""
     shell_rows = await _send_and_read(make_phone, bridge_key, fault)
     root_rows = await _send_and_read(make_phone, bridge_key, fault, root=True)
-    expected = ([], [row_type])
+    expected: tuple[list[tuple[int, str | None, str]], list[int]] = ([], [row_type])
     assert expected == (shell_rows, [row[0] for row in root_rows])
 
 
