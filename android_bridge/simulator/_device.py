@@ -23,6 +23,7 @@ from android_bridge.simulator._shell import Output
 ACTION_SENDTO: Final = "android.intent.action.SENDTO"
 ACTION_VIEW: Final = "android.intent.action.VIEW"
 _SMS_SCHEMES: Final = ("smsto", "sms")
+MESSAGING_COMPONENT_PREFIX: Final = "com.google.android.apps.messaging/"
 _REDACTED_SCHEMES: Final = ("tel", "sip", "sms", "smsto", "mailto", "nfc")
 
 KEYCODE_HOME: Final = 3
@@ -381,7 +382,9 @@ class Messaging:
         resolves = (
             intent.action in (ACTION_SENDTO, ACTION_VIEW)
             and scheme in _SMS_SCHEMES
-            and intent.component is None
+            and (intent.component or MESSAGING_COMPONENT_PREFIX).startswith(
+                MESSAGING_COMPONENT_PREFIX
+            )
             and intent.package in (None, "com.google.android.apps.messaging")
         )
         if not resolves:
