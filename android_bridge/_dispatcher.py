@@ -99,6 +99,18 @@ def send_command(recipient: str, body: str, app: MessagingApp, ok_marker: str) -
     return " && ".join(chain)
 
 
+def parse_clock(output: str) -> int | None:
+    """Device clock in ms from ``date +%s%3N``; a ``date`` without ``%3N`` support still gives
+    whole seconds (``1764420000%3N`` or ``17644200003N``), kept at second precision."""
+    text = output.strip()
+    if re.fullmatch(r"\d{13}", text):
+        return int(text)
+    seconds = re.match(r"(\d{10})(?!\d{3}$)", text)
+    if seconds:
+        return int(seconds.group(1)) * 1000
+    return None
+
+
 class SmsDispatcher:
     """Sends SMS through one device, one at a time, returning the evidence to find them."""
 
@@ -149,8 +161,7 @@ class SmsDispatcher:
                 f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"
             )
         watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
-        clock_text = steps[1].output.strip()
-        clock_ms = int(clock_text) if re.fullmatch(r"\d{10,16}", clock_text) else None
+        clock_ms = parse_clock(steps[1].output)
         _log.info(
             "sms_dispatched",
             device=self._device.serial,

@@ -35,7 +35,7 @@ import structlog
 
 from android_bridge._device import Device
 from android_bridge._parser import parse_int_rows, parse_text_column
-from android_bridge._records import OUTGOING_TYPES, ProviderRead, SmsMessage
+from android_bridge._records import OUTGOING_TYPES, DispatchEvidence, ProviderRead, SmsMessage
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import IncompleteRead, UnparseableOutput
 
@@ -269,6 +269,19 @@ class SmsReader:
             max_seen_id=max_seen,
             round_trips=self._device.round_trips - before,
             incomplete_reason=reason,
+        )
+
+    async def read_after(
+        self, evidence: DispatchEvidence, *, since_ms: int | None = None
+    ) -> ProviderRead:
+        """The confirmation read for one dispatch: outgoing rows above its watermark.
+
+        Same as :meth:`read_since` with the evidence's watermark and anchor date.
+        """
+        return await self.read_since(
+            evidence.watermark_id,
+            since_ms=since_ms,
+            anchor_date_ms=evidence.watermark_date_ms,
         )
 
     async def _read_page(
