@@ -147,7 +147,10 @@ class SmsStore:
         self._db.execute("PRAGMA busy_timeout = 5000")
         self._db.executescript(_SCHEMA)
         self._reader = sqlite3.connect(
-            f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            f"{self.path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
         )
         self._reader.execute("PRAGMA query_only = ON")
         self._reader.execute("PRAGMA busy_timeout = 5000")
