@@ -482,54 +482,58 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> tuple[bool, Transition | None]:
-            record = _load_attempt(db, dispatch_id)
-            if record.delivery is not DeliveryState.CONFIRMED:
-                raise InvariantViolation(
-                    f"attempt {dispatch_id} is not confirmed: a duplicate needs an original"
-                )
-            try:
-                cursor = db.execute(
-                    "INSERT OR IGNORE INTO duplicates"
-                    " (device, provider_object_id, dispatch_id, seen_at, evidence_json)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (
-                        record.device,
-                        provider_object_id,
-                        dispatch_id,
-                        format_time(when),
-                        _json(evidence or {}),
-                    ),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise LedgerError(
-                    f"provider row {provider_object_id} on {record.device} cannot be a"
-                    f" duplicate: {exc}"
-                ) from exc
-            if cursor.rowcount == 0:
-                return False, None
-            transition = None
-            if record.review_reason is not ReviewReason.DUPLICATE:
-                transition = _core.flag_for_review(
-                    record,
-                    ReviewReason.DUPLICATE,
-                    now=when,
-                    actor=actor,
-                    evidence={"duplicate_provider_object_id": provider_object_id},
-                )
-                outcome = _apply_one(db, transition)
-                if isinstance(outcome, LedgerError):
-                    raise outcome
-            return True, transition
+            return _insert_duplicate(db, dispatch_id, provider_object_id, evidence, when, actor)
 
         added, transition = await self._write(work)
         if added:
-            _log.warning(
-                "duplicate_recorded",
-                action_id=transition.before.action_id if transition else None,
-                dispatch_id=dispatch_id,
-                provider_object_id=provider_object_id,
-            )
+            _log_duplicate(dispatch_id, provider_object_id, transition)
         return added
+
+    async def apply_pass(
+        self,
+        transitions: Sequence[Transition],
+        duplicates: Sequence[tuple[str, int, Mapping[str, Any]]] = (),
+        *,
+        now: datetime | None = None,
+        actor: str = "reconciler",
+    ) -> tuple[list[ActionRecord | LedgerError], int]:
+        """Apply a reconcile pass in one transaction: the transitions (as ``apply_many``),
+        then the duplicates seen, as ``(dispatch_id, provider_object_id, evidence)``.
+
+        Returns the per-transition results and how many duplicates were new. A duplicate
+        that cannot be recorded (its attempt not confirmed, the row claimed) is skipped and
+        logged, never fatal to the pass.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(
+            db: sqlite3.Connection,
+        ) -> tuple[list[ActionRecord | LedgerError], list[tuple[str, int, Transition | None]]]:
+            results = [_apply_one(db, transition) for transition in transitions]
+            added: list[tuple[str, int, Transition | None]] = []
+            for dispatch_id, provider_object_id, evidence in duplicates:
+                try:
+                    new, flag = _insert_duplicate(
+                        db, dispatch_id, provider_object_id, evidence, when, actor
+                    )
+                except (LedgerError, InvariantViolation) as exc:
+                    _log.warning(
+                        "duplicate_skipped",
+                        dispatch_id=dispatch_id,
+                        provider_object_id=provider_object_id,
+                        error=str(exc),
+                    )
+                    continue
+                if new:
+                    added.append((dispatch_id, provider_object_id, flag))
+            return results, added
+
+        results, added = await self._write(work)
+        for transition, result in zip(transitions, results, strict=True):
+            _log_transition(transition, result)
+        for dispatch_id, provider_object_id, flag in added:
+            _log_duplicate(dispatch_id, provider_object_id, flag)
+        return results, len(added)
 
     # ------------------------------------------------------------------ queries
 
@@ -670,6 +674,56 @@ class Ledger:
                 }
                 for row in rows
             ]
+
+        return await self._run(work)
+
+    async def device_floor(self, device: str, before: datetime) -> int:
+        """The highest provider ``_id`` the ledger has seen on ``device`` from attempts
+        dispatched before ``before`` (their watermarks and artifacts); 0 if none.
+
+        Rows of an attempt dispatched at ``before`` must lie above it: a lower bound for an
+        attempt whose own watermark was never recorded (a crash right after the send).
+        """
+        when = format_time(require_aware("before", before))
+
+        def work(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT max(max(coalesce(watermark_id, 0), coalesce(provider_object_id, 0)))"
+                " FROM attempts WHERE device = ? AND dispatched_at < ?",
+                (device, when),
+            ).fetchone()
+            return int(row[0] or 0)
+
+        return await self._run(work)
+
+    async def recent_attempts(self, device: str, since: datetime) -> list[ActionRecord]:
+        """Attempts on ``device`` still unresolved, unverified, or confirmed since ``since``:
+        what a reconcile pass of that device looks at (oldest first)."""
+        when = format_time(require_aware("since", since))
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = ? AND"
+                " (delivery = 'PENDING' OR (delivery = 'CONFIRMED' AND"
+                " (acceptance = 'PENDING' OR confirmed_at >= ?))) ORDER BY dispatched_at",
+                (device, when),
+            ).fetchall()
+            return [record_from_row(_row_dict(db, row)) for row in rows]
+
+        return await self._run(work)
+
+    async def actions(self, action_ids: Iterable[str]) -> dict[str, Action]:
+        """The actions with these ids (unknown ids are left out)."""
+        wanted = sorted(set(action_ids))
+
+        def work(db: sqlite3.Connection) -> dict[str, Action]:
+            found: dict[str, Action] = {}
+            for action_id in wanted:
+                try:
+                    found[action_id] = self._action(db, action_id)
+                except NotFound:
+                    continue
+            return found
 
         return await self._run(work)
 
@@ -841,6 +895,62 @@ def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord |
         before.dispatch_id,
         expected=f"{before.delivery.value}/{before.acceptance.value} v{before.version}",
         found=f"{current[0]}/{current[1]} v{current[2]}",
+    )
+
+
+def _insert_duplicate(
+    db: sqlite3.Connection,
+    dispatch_id: str,
+    provider_object_id: int,
+    evidence: Mapping[str, Any] | None,
+    when: datetime,
+    actor: str,
+) -> tuple[bool, Transition | None]:
+    record = _load_attempt(db, dispatch_id)
+    if record.delivery is not DeliveryState.CONFIRMED:
+        raise InvariantViolation(
+            f"attempt {dispatch_id} is not confirmed: a duplicate needs an original"
+        )
+    try:
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO duplicates"
+            " (device, provider_object_id, dispatch_id, seen_at, evidence_json)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                record.device,
+                provider_object_id,
+                dispatch_id,
+                format_time(when),
+                _json(evidence or {}),
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        raise LedgerError(
+            f"provider row {provider_object_id} on {record.device} cannot be a duplicate: {exc}"
+        ) from exc
+    if cursor.rowcount == 0:
+        return False, None
+    if record.review_reason is ReviewReason.DUPLICATE:
+        return True, None
+    transition = _core.flag_for_review(
+        record,
+        ReviewReason.DUPLICATE,
+        now=when,
+        actor=actor,
+        evidence={"duplicate_provider_object_id": provider_object_id},
+    )
+    outcome = _apply_one(db, transition)
+    if isinstance(outcome, LedgerError):
+        raise outcome
+    return True, transition
+
+
+def _log_duplicate(dispatch_id: str, provider_object_id: int, flag: Transition | None) -> None:
+    _log.warning(
+        "duplicate_recorded",
+        action_id=flag.before.action_id if flag else None,
+        dispatch_id=dispatch_id,
+        provider_object_id=provider_object_id,
     )
 
 

@@ -7,6 +7,10 @@ The tree says what a caller must do next::
     ├── InvariantViolation                a transition the contract forbids (e.g. try_accept
     │                                     before delivery is CONFIRMED); nothing was written
     ├── CorruptRecord                     a stored row holds a value the code does not know
+    ├── PhoneError                        the phone port failed; the class says what follows
+    │   ├── DispatchNotSent               provably nothing was sent: the attempt may FAIL
+    │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
+    │   └── LookupFailed                  a read of the phone that proves nothing
     └── LedgerError                       the SQLite store refused or could not do something
         ├── LedgerUnavailable             the database file cannot be opened or written
         ├── SchemaTooNew                  the file was written by a newer version; untouched
@@ -41,6 +45,22 @@ class InvariantViolation(StarebrainError):
 
 class CorruptRecord(StarebrainError):
     """A stored row cannot be read back as a record (unknown state, bad JSON...)."""
+
+
+class PhoneError(StarebrainError):
+    """A phone (behind the ``Phone`` protocol) failed; the subclass says what may follow."""
+
+
+class DispatchNotSent(PhoneError):
+    """The send provably never reached the phone: the attempt may be marked FAILED."""
+
+
+class DispatchOutcomeUnknown(PhoneError):
+    """The send may have reached the phone: the attempt stays PENDING until a read decides."""
+
+
+class LookupFailed(PhoneError):
+    """A read of the phone failed or cannot be trusted; it proves nothing either way."""
 
 
 class LedgerError(StarebrainError):

@@ -1,0 +1,198 @@
+"""The ``Phone`` port over ``android_bridge``: the only place the two packages meet.
+
+Bridge errors are translated by what they prove: ``NotSent`` (and ``DeviceUnreachable``,
+``CommandRejected``) means nothing was sent; every other failure of a send means the outcome
+is unknown; every failure of a read proves nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from android_bridge import (
+    OUTGOING_TYPES,
+    BridgeError,
+    Device,
+    MessagingApp,
+    NotSent,
+    SmsDispatcher,
+    SmsMessage,
+    SmsReader,
+    message_matches_intent,
+)
+from android_bridge.exceptions import KeyPermissionError
+from starebrain_actions._model import ArtifactOutcome, MatchVerdict, SmsIntent
+from starebrain_actions._ports import DispatchReceipt, OutgoingMessage, PhoneRead
+from starebrain_actions.exceptions import (
+    DispatchNotSent,
+    DispatchOutcomeUnknown,
+    LookupFailed,
+    PhoneError,
+)
+
+_OUTCOMES = {
+    2: ArtifactOutcome.SENT,
+    4: ArtifactOutcome.QUEUED,
+    5: ArtifactOutcome.FAILED,
+    6: ArtifactOutcome.QUEUED,
+}
+
+
+class PhoneUnavailable(PhoneError):
+    """The phone could not be connected to at all (nothing was sent or read)."""
+
+
+class AndroidPhone:
+    """A phone reached over ADB through ``android_bridge``."""
+
+    def __init__(
+        self,
+        device: Device,
+        *,
+        region: str,
+        app: MessagingApp | None = None,
+        loose_whitespace: bool = False,
+    ) -> None:
+        self._device = device
+        self._region = region
+        self._dispatcher = SmsDispatcher(device, app=app)
+        self._reader = SmsReader(device)
+        self._loose_whitespace = loose_whitespace
+
+    @classmethod
+    async def connect(
+        cls,
+        serial: str,
+        *,
+        key_path: str | Path | None = None,
+        connect_timeout_s: float = 5.0,
+        command_timeout_s: float = 20.0,
+        default_region: str = "US",
+        app: MessagingApp | None = None,
+    ) -> AndroidPhone:
+        """Connect and authenticate to ``serial`` (``host:port``).
+
+        Raises:
+            PhoneUnavailable: the device cannot be reached or refused the key.
+            KeyPermissionError: the ADB private key is readable by others.
+        """
+        try:
+            device = await Device.connect(
+                serial,
+                key_path=key_path,
+                connect_timeout_s=connect_timeout_s,
+                command_timeout_s=command_timeout_s,
+                default_region=default_region,
+            )
+            region = await device.region()
+        except KeyPermissionError:
+            raise
+        except BridgeError as exc:
+            raise PhoneUnavailable(f"{serial}: {exc}") from exc
+        except ValueError as exc:  # a malformed serial
+            raise PhoneUnavailable(f"{serial}: {exc}") from exc
+        return cls(device, region=region, app=app)
+
+    @property
+    def device(self) -> str:
+        """The ledger's name for the device: ``host:port``."""
+        return self._device.serial
+
+    @property
+    def region(self) -> str:
+        """The device's region, used for national numbers."""
+        return self._region
+
+    @property
+    def round_trips(self) -> int:
+        """Shell round trips made so far on this connection."""
+        return self._device.round_trips
+
+    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
+        """Send once; see ``Phone.dispatch``."""
+        try:
+            evidence = await self._dispatcher.send(intent.recipient, intent.body)
+        except NotSent as exc:
+            raise DispatchNotSent(str(exc)) from exc
+        except BridgeError as exc:
+            raise DispatchOutcomeUnknown(str(exc)) from exc
+        return DispatchReceipt(
+            watermark_id=evidence.watermark_id if evidence.watermark_proven else None,
+            device_clock_ms=evidence.device_clock_ms,
+            evidence={
+                "watermark_id": evidence.watermark_id,
+                "watermark_proven": evidence.watermark_proven,
+                "watermark_date_ms": evidence.watermark_date_ms,
+                "mode": evidence.mode,
+                "round_trips": evidence.round_trips,
+            },
+        )
+
+    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
+        """One windowed read of outgoing rows; see ``Phone.read_outgoing``."""
+        try:
+            read = await self._reader.read_since(
+                after_id, types=OUTGOING_TYPES, anchor_date_ms=anchor_date_ms
+            )
+        except BridgeError as exc:
+            raise LookupFailed(f"{self.device}: {exc}") from exc
+        visible = set(read.visible_types)
+        messages = tuple(
+            OutgoingMessage(
+                provider_object_id=row.id,
+                outcome=_OUTCOMES[row.type],
+                type=row.type,
+                recipient=row.address,
+                body=row.body,
+                date_ms=row.date_ms,
+            )
+            for row in read.rows
+            if row.type in _OUTCOMES
+        )
+        return PhoneRead(
+            messages=messages,
+            complete=read.complete,
+            proves_absence=read.complete and set(OUTGOING_TYPES) <= visible,
+            mode=read.mode,
+            round_trips=read.round_trips,
+            evidence={
+                "after_id": read.after_id,
+                "max_seen_id": read.max_seen_id,
+                "incomplete_reason": read.incomplete_reason,
+            },
+        )
+
+    def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
+        """``message_matches_intent`` in the ledger's vocabulary."""
+        result = message_matches_intent(
+            SmsMessage(
+                id=message.provider_object_id,
+                thread_id=None,
+                address=message.recipient,
+                body=message.body,
+                type=message.type,
+                status=None,
+                date_ms=message.date_ms,
+                date_sent_ms=None,
+                sub_id=None,
+                error_code=None,
+                creator=None,
+            ),
+            intent.recipient,
+            intent.body,
+            region=intent.region or self._region,
+            loose_whitespace=self._loose_whitespace,
+        )
+        return MatchVerdict(
+            matched=result.matched,
+            reason=None if result.matched else result.reason,
+            details={
+                "recipient_ok": result.recipient_ok,
+                "body_ok": result.body_ok,
+                "why": list(result.details),
+            },
+        )
+
+    async def close(self) -> None:
+        """Close the ADB connection."""
+        await self._device.close()

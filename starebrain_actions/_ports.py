@@ -1,0 +1,98 @@
+"""What the ledger side needs from a phone, as small protocols and frozen records.
+
+The agent and the reconciler see a phone only through :class:`Phone`; the Android adapter
+(``starebrain_actions._android``) implements it over ``android_bridge``. Nothing here knows
+what ADB is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from starebrain_actions._model import ArtifactOutcome, MatchVerdict, SmsIntent
+
+
+@attrs.frozen(kw_only=True)
+class OutgoingMessage:
+    """One outgoing row of the phone's SMS store."""
+
+    #: the provider row id (``_id``), unique per device
+    provider_object_id: int
+    #: what the row's type says about delivery
+    outcome: ArtifactOutcome
+    #: the raw provider type (2 sent, 4 outbox, 5 failed, 6 queued)
+    type: int
+    #: recipient as stored
+    recipient: str | None
+    #: body as stored
+    body: str | None
+    #: when the row was written, device clock, ms since the epoch
+    date_ms: int | None
+
+
+@attrs.frozen(kw_only=True)
+class PhoneRead:
+    """One windowed read of a phone's outgoing messages."""
+
+    #: rows above the anchor, ascending id
+    messages: tuple[OutgoingMessage, ...]
+    #: True when the read is proven whole (the anchor row came back)
+    complete: bool
+    #: True when absence from this read proves a message was never sent: complete, and every
+    #: outgoing type (sent, outbox, failed, queued) is visible to this reader
+    proves_absence: bool
+    #: "shell" or "root"
+    mode: str
+    #: shell round trips spent
+    round_trips: int
+    #: about the read, JSON-able (window, why incomplete...)
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class DispatchReceipt:
+    """What a phone showed around one send: what later reads correlate by."""
+
+    #: highest provider id visible just before the send
+    watermark_id: int | None
+    #: the device clock just before the send, ms since the epoch
+    device_clock_ms: int | None
+    #: JSON-able extras (watermark date, mode, round trips)
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class Phone(Protocol):
+    """A phone that can send one SMS and read back what it sent."""
+
+    @property
+    def device(self) -> str:
+        """The device's name in the ledger (ADB serial or host:port)."""
+        ...
+
+    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
+        """Send the intent once.
+
+        Raises:
+            DispatchNotSent: provably nothing was sent.
+            DispatchOutcomeUnknown: it may have been sent.
+        """
+        ...
+
+    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
+        """Read outgoing rows above ``after_id`` (a row known to exist).
+
+        Raises:
+            LookupFailed: the read failed; it proves nothing.
+        """
+        ...
+
+    def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
+        """Does ``message`` carry ``intent``? ``details`` holds ``recipient_ok``/``body_ok``."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection."""
+        ...

@@ -1,0 +1,415 @@
+"""Reconcile in-flight attempts against what phones show: reads only, never a send.
+
+A pass reads each device once (one windowed read, a few round trips whatever the number of
+attempts), attributes new outgoing rows to attempts, and applies every resulting transition
+of the pass in one transaction. The attribution itself (:func:`plan_device`) is pure.
+
+Attribution on one device (the device lease means at most one attempt is in flight there):
+
+* candidates for an attempt are outgoing rows above its watermark (or, if the watermark was
+  never recorded, above everything the ledger saw on the device before it), dated no earlier
+  than its device clock minus a tolerance, and claimed by no other attempt;
+* a row matching the intent (recipient and body) is the artifact; further matching rows are
+  duplicates (the phone really sent it again); a SENT row wins over a FAILED one;
+* otherwise a single row that matches the recipient or the body is the artifact, judged a
+  MISMATCH (the app changed it); several such rows are ambiguous: manual review;
+* rows that match neither are someone else's; if only such rows appear and the grace window
+  has passed, attribution is ambiguous: manual review, never FAILED;
+* no candidate: FAILED only if the read proves absence (complete, and every outgoing type
+  visible: a rooted device) and the grace window has passed. In shell mode a missing message
+  may be queued invisibly, so absence proves nothing and the attempt stays UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from starebrain_actions import _core
+from starebrain_actions._ledger import Ledger
+from starebrain_actions._logging import get_logger
+from starebrain_actions._model import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    Artifact,
+    ArtifactOutcome,
+    DeliveryState,
+    Event,
+    LookupResult,
+    MatchVerdict,
+    SmsIntent,
+    Status,
+    Transition,
+    require_aware,
+)
+from starebrain_actions._ports import OutgoingMessage, Phone, PhoneRead
+from starebrain_actions.exceptions import LedgerError, PhoneError
+
+_log = get_logger("starebrain.reconciler")
+
+#: How far before the device clock at dispatch a row may be dated and still be a candidate.
+CLOCK_TOLERANCE_MS = 5_000
+#: How long after confirmation extra copies of a message are watched for as duplicates.
+DUPLICATE_WATCH = timedelta(hours=24)
+
+Judge = Callable[[OutgoingMessage, SmsIntent], MatchVerdict]
+
+
+@attrs.frozen(kw_only=True)
+class Change:
+    """One state change a pass made, for people and reports."""
+
+    action_id: str
+    dispatch_id: str
+    event: Event
+    from_status: Status
+    to_status: Status
+
+
+@attrs.frozen(kw_only=True)
+class DeviceReport:
+    """What one pass did on one device."""
+
+    device: str
+    #: False when the device could not be read this pass (nothing changed but the error)
+    reachable: bool
+    error: str | None = None
+    #: "shell" or "root", when read
+    mode: str | None = None
+    round_trips: int = 0
+    changes: tuple[Change, ...] = ()
+    duplicates_recorded: int = 0
+    #: attempts on the device still unresolved after the pass
+    in_flight: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ReconcilePass:
+    """The result of one reconcile pass over several devices."""
+
+    started_at: datetime
+    finished_at: datetime
+    devices: tuple[DeviceReport, ...]
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        """Every change, all devices."""
+        return tuple(change for report in self.devices for change in report.changes)
+
+    @property
+    def unreachable(self) -> tuple[DeviceReport, ...]:
+        """Devices that could not be read."""
+        return tuple(report for report in self.devices if not report.reachable)
+
+
+@attrs.frozen(kw_only=True)
+class Watched:
+    """An attempt a pass looks at, with what attribution needs to know about it."""
+
+    record: ActionRecord
+    action: Action
+    #: rows of this attempt lie above this provider id
+    floor_id: int
+
+
+@attrs.frozen(kw_only=True)
+class DevicePlan:
+    """What a read proves on one device: transitions and duplicates to record."""
+
+    transitions: tuple[Transition, ...] = ()
+    duplicates: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
+
+
+def _score(verdict: MatchVerdict) -> int:
+    if verdict.matched:
+        return 2
+    details = verdict.details
+    return 1 if details.get("recipient_ok") or details.get("body_ok") else 0
+
+
+def _row_evidence(message: OutgoingMessage, read: PhoneRead) -> dict[str, Any]:
+    return {
+        "provider_type": message.type,
+        "date_ms": message.date_ms,
+        "read_mode": read.mode,
+    }
+
+
+def _artifact(message: OutgoingMessage, verdict: MatchVerdict, read: PhoneRead) -> Artifact:
+    return Artifact(
+        provider_object_id=message.provider_object_id,
+        outcome=message.outcome,
+        verdict=verdict,
+        evidence=_row_evidence(message, read),
+    )
+
+
+def plan_device(
+    watched: Sequence[Watched],
+    read: PhoneRead,
+    claimed: Iterable[int],
+    judge: Judge,
+    now: datetime,
+) -> DevicePlan:
+    """Attribute the rows of one read to the watched attempts of one device (pure).
+
+    ``claimed`` are provider ids already tied to an attempt or a duplicate in the ledger.
+    """
+    now = require_aware("now", now)
+    taken = set(claimed)
+    transitions: list[Transition] = []
+    duplicates: list[tuple[str, int, Mapping[str, Any]]] = []
+    confirmed: list[tuple[ActionRecord, Action, int]] = []
+    by_id = {message.provider_object_id: message for message in read.messages}
+
+    for item in sorted(watched, key=lambda w: w.record.dispatched_at):
+        record, action = item.record, item.action
+        grace = action.policy.grace_window
+        if record.delivery is DeliveryState.CONFIRMED:
+            provider_id = record.provider_object_id
+            if provider_id is None:  # resolved as sent by an operator: no row to watch
+                continue
+            if record.acceptance is AcceptanceState.PENDING and provider_id in by_id:
+                verdict = judge(by_id[provider_id], action.intent)
+                transitions.append(_core.try_accept(record, verdict, now=now))
+            confirmed.append((record, action, provider_id))
+            continue
+        if record.delivery is not DeliveryState.PENDING:
+            continue
+        since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
+        candidates = [
+            message
+            for message in read.messages
+            if message.provider_object_id > item.floor_id
+            and message.provider_object_id not in taken
+            and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
+        ]
+        scored = [
+            (_score(verdict), message, verdict)
+            for message in candidates
+            for verdict in [judge(message, action.intent)]
+        ]
+        best = max((score for score, _m, _v in scored), default=-1)
+        lookup: LookupResult
+        extra: list[OutgoingMessage] = []
+        if best == 2:
+            matches = [(m, v) for score, m, v in scored if score == 2]
+            matches.sort(
+                key=lambda mv: (mv[0].outcome is not ArtifactOutcome.SENT, mv[0].provider_object_id)
+            )
+            chosen, verdict = matches[0]
+            lookup = LookupResult(complete=read.complete, artifact=_artifact(chosen, verdict, read))
+            extra = [m for m, _v in matches[1:] if m.outcome is ArtifactOutcome.SENT]
+        elif best == 1:
+            partial = [(m, v) for score, m, v in scored if score == 1]
+            if len(partial) == 1:
+                chosen, verdict = partial[0]
+                lookup = LookupResult(
+                    complete=read.complete, artifact=_artifact(chosen, verdict, read)
+                )
+            else:
+                lookup = LookupResult(
+                    complete=read.complete,
+                    ambiguous=True,
+                    evidence={"partial_matches": [m.provider_object_id for m, _v in partial]},
+                )
+        elif best == 0:
+            past_grace = now >= record.dispatched_at + grace
+            lookup = LookupResult(
+                complete=False,
+                ambiguous=past_grace and read.complete,
+                evidence={"unrelated_rows": [m.provider_object_id for _s, m, _v in scored]},
+            )
+        else:
+            lookup = LookupResult(
+                complete=read.proves_absence,
+                evidence={"read_mode": read.mode, **dict(read.evidence)},
+            )
+        planned = _core.reconcile(record, lookup, now, grace_window=grace)
+        transitions.extend(planned)
+        final = planned[-1].after if planned else record
+        if final.delivery is DeliveryState.CONFIRMED and final.provider_object_id is not None:
+            taken.add(final.provider_object_id)
+            confirmed.append((final, action, final.provider_object_id))
+            for message in extra:
+                taken.add(message.provider_object_id)
+                duplicates.append(
+                    (final.dispatch_id, message.provider_object_id, _row_evidence(message, read))
+                )
+
+    # later copies of an already-confirmed message: the phone sent it more than once
+    for record, action, provider_id in confirmed:
+        for message in read.messages:
+            if (
+                message.provider_object_id > provider_id
+                and message.provider_object_id not in taken
+                and message.outcome is ArtifactOutcome.SENT
+                and judge(message, action.intent).matched
+            ):
+                taken.add(message.provider_object_id)
+                duplicates.append(
+                    (record.dispatch_id, message.provider_object_id, _row_evidence(message, read))
+                )
+    return DevicePlan(transitions=tuple(transitions), duplicates=tuple(duplicates))
+
+
+def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
+    """The lowest row a pass must read above, and its ``date`` when known."""
+    best: tuple[int, int | None] | None = None
+    for item in watched:
+        record = item.record
+        if record.delivery is DeliveryState.CONFIRMED and record.provider_object_id is not None:
+            candidate = (record.provider_object_id, record.evidence.get("date_ms"))
+        else:
+            date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
+            candidate = (item.floor_id, date)
+        if best is None or candidate[0] < best[0]:
+            best = candidate
+    if best is None:
+        return 0, None
+    anchor_id, anchor_date = best
+    return anchor_id, anchor_date if isinstance(anchor_date, int) else None
+
+
+def _status(record: ActionRecord, action: Action, now: datetime) -> Status:
+    return _core.derive_status(record, now, action.policy.grace_window)
+
+
+async def _watched(ledger: Ledger, device: str, now: datetime) -> list[Watched]:
+    records = await ledger.recent_attempts(device, now - DUPLICATE_WATCH)
+    actions = await ledger.actions(record.action_id for record in records)
+    watched = []
+    for record in records:
+        floor = record.watermark_id
+        if floor is None:
+            floor = await ledger.device_floor(device, record.dispatched_at)
+        watched.append(Watched(record=record, action=actions[record.action_id], floor_id=floor))
+    return watched
+
+
+async def reconcile_device(
+    ledger: Ledger, phone: Phone, *, now: datetime | None = None
+) -> DeviceReport:
+    """One pass on one connected phone: one windowed read, one transaction."""
+    when = require_aware("now", now) if now is not None else ledger.now()
+    watched = await _watched(ledger, phone.device, when)
+    if not watched:
+        return DeviceReport(device=phone.device, reachable=True, in_flight=0)
+    anchor_id, anchor_date = _anchor(watched)
+    try:
+        read = await phone.read_outgoing(after_id=anchor_id, anchor_date_ms=anchor_date)
+    except PhoneError as exc:
+        return await _unreachable(ledger, phone.device, watched, str(exc), when)
+    claimed = await ledger.claimed_provider_ids(phone.device, anchor_id)
+    plan = plan_device(watched, read, claimed, phone.judge, when)
+    results, added = await ledger.apply_pass(plan.transitions, plan.duplicates, now=when)
+    actions = {w.record.action_id: w.action for w in watched}
+    changes = []
+    for transition, result in zip(plan.transitions, results, strict=True):
+        if isinstance(result, LedgerError):
+            continue
+        action = actions[transition.before.action_id]
+        before, after = _status(transition.before, action, when), _status(result, action, when)
+        changes.append(
+            Change(
+                action_id=result.action_id,
+                dispatch_id=result.dispatch_id,
+                event=transition.event,
+                from_status=before,
+                to_status=after,
+            )
+        )
+    still = len(await ledger.in_flight(phone.device))
+    _log.info(
+        "device_reconciled",
+        device=phone.device,
+        changes=len(changes),
+        duplicates=added,
+        complete=read.complete,
+        mode=read.mode,
+    )
+    return DeviceReport(
+        device=phone.device,
+        reachable=True,
+        mode=read.mode,
+        round_trips=read.round_trips,
+        changes=tuple(changes),
+        duplicates_recorded=added,
+        in_flight=still,
+    )
+
+
+async def _unreachable(
+    ledger: Ledger, device: str, watched: Sequence[Watched], error: str, now: datetime
+) -> DeviceReport:
+    """A device that cannot be read changes nothing but the error recorded on its attempts."""
+    notes = [
+        _core.note_error(w.record, f"reconcile read failed: {error}", now=now)
+        for w in watched
+        if w.record.delivery is DeliveryState.PENDING
+        and w.record.last_error != f"reconcile read failed: {error}"
+    ]
+    if notes:
+        await ledger.apply_pass(notes, now=now)
+    _log.warning("device_unreadable", device=device, error=error)
+    in_flight = sum(1 for w in watched if w.record.delivery is DeliveryState.PENDING)
+    return DeviceReport(device=device, reachable=False, error=error, in_flight=in_flight)
+
+
+PhoneOpener = Callable[[str], Any]
+
+
+async def reconcile_pending(
+    ledger: Ledger,
+    devices: Sequence[str] | None = None,
+    *,
+    open_phone: PhoneOpener | None = None,
+    key_path: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    now: datetime | None = None,
+) -> ReconcilePass:
+    """One reconcile pass over ``devices`` (default: every device with in-flight attempts).
+
+    Each device is connected, read once and closed; devices are read concurrently. A device
+    that cannot be reached is reported (``reachable=False``) and changes nothing but the
+    error recorded on its attempts. ``open_phone(serial)`` returns a connected ``Phone``
+    (default: the Android bridge over ADB, with ``key_path``).
+    """
+    started = require_aware("now", now) if now is not None else ledger.now()
+    names = list(
+        dict.fromkeys(devices if devices is not None else await ledger.devices_in_flight())
+    )
+    if open_phone is None:
+        from starebrain_actions._android import AndroidPhone
+
+        async def default_open(serial: str) -> Phone:
+            return await AndroidPhone.connect(serial, key_path=key_path)
+
+        open_phone = default_open
+    done = 0
+
+    async def one(serial: str) -> DeviceReport:
+        nonlocal done
+        try:
+            try:
+                phone: Phone = await open_phone(serial)
+            except PhoneError as exc:
+                watched = await _watched(ledger, serial, started)
+                return await _unreachable(ledger, serial, watched, str(exc), started)
+            try:
+                return await reconcile_device(ledger, phone, now=now)
+            finally:
+                await phone.close()
+        finally:
+            done += 1
+            if progress is not None:
+                progress(serial, done, len(names))
+
+    reports = await asyncio.gather(*(one(serial) for serial in names))
+    finished = ledger.now() if now is None else started
+    return ReconcilePass(started_at=started, finished_at=finished, devices=tuple(reports))

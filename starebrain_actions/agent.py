@@ -1,0 +1,245 @@
+"""The agent facade: send an SMS exactly once through a phone, whatever fails on the way.
+
+``SmsAgent.send`` creates the action (idempotent), commits the attempt's receipt and takes
+the device's lease before anything reaches the phone, dispatches once, and then resolves the
+outcome only by *reading* the phone, redispatching only when ``should_redispatch`` and the
+budget allow. Calling it again with the same ``action_id`` (after a crash, a restart or a
+timeout) resumes the same action and never sends while an earlier attempt is unresolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from pathlib import Path
+
+import attrs
+
+from starebrain_actions import _core
+from starebrain_actions._ledger import Ledger
+from starebrain_actions._logging import get_logger
+from starebrain_actions._model import (
+    ActionRecord,
+    ActionSummary,
+    DeliveryState,
+    RedispatchReason,
+    RetryPolicy,
+    SmsIntent,
+    Status,
+)
+from starebrain_actions._ports import Phone
+from starebrain_actions._reconciler import (
+    Change,
+    DeviceReport,
+    ReconcilePass,
+    reconcile_device,
+    reconcile_pending,
+)
+from starebrain_actions.exceptions import (
+    AttemptInFlight,
+    AttemptRefused,
+    DeviceBusy,
+    DispatchNotSent,
+    DispatchOutcomeUnknown,
+)
+
+__all__ = [
+    "Change",
+    "DeviceReport",
+    "ReconcilePass",
+    "SendOutcome",
+    "SmsAgent",
+    "reconcile_pending",
+]
+
+_log = get_logger("starebrain.agent")
+
+
+@attrs.frozen(kw_only=True)
+class SendOutcome:
+    """Where an action stands when ``send`` returns."""
+
+    #: the action, its attempts and what is derived from them
+    summary: ActionSummary
+
+    @property
+    def status(self) -> Status:
+        """The derived status of the latest attempt (PLANNED if none could start)."""
+        return self.summary.status
+
+    @property
+    def record(self) -> ActionRecord | None:
+        """The latest attempt."""
+        return self.summary.latest
+
+    @property
+    def resolved(self) -> bool:
+        """True when nothing is in flight any more."""
+        return self.status not in (Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING)
+
+
+class SmsAgent:
+    """Sends SMS through one phone, recording every attempt in a ledger."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        phone: Phone,
+        *,
+        policy: RetryPolicy | None = None,
+        region: str | None = None,
+        poll_interval_s: float = 0.25,
+        actor: str = "agent",
+    ) -> None:
+        self.ledger = ledger
+        self.phone = phone
+        self.policy = policy or RetryPolicy()
+        self.region = region
+        self.poll_interval_s = poll_interval_s
+        self.actor = actor
+        #: dispatches this agent sent to the phone (for tests and the demo)
+        self.dispatches = 0
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        *,
+        db: str | os.PathLike[str],
+        device: str,
+        policy: RetryPolicy | None = None,
+        key_path: str | Path | None = None,
+        region: str | None = None,
+        poll_interval_s: float = 0.25,
+        connect_timeout_s: float = 5.0,
+        command_timeout_s: float = 20.0,
+    ) -> AsyncIterator[SmsAgent]:
+        """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
+
+        Raises:
+            LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
+            PhoneUnavailable: the phone cannot be reached (nothing is recorded).
+            KeyPermissionError: the ADB key is readable by others.
+        """
+        from starebrain_actions._android import AndroidPhone
+
+        async with Ledger.open(db) as ledger:
+            phone = await AndroidPhone.connect(
+                device,
+                key_path=key_path,
+                connect_timeout_s=connect_timeout_s,
+                command_timeout_s=command_timeout_s,
+            )
+            try:
+                yield cls(
+                    ledger, phone, policy=policy, region=region, poll_interval_s=poll_interval_s
+                )
+            finally:
+                await phone.close()
+
+    async def reconcile(self) -> DeviceReport:
+        """One reconcile pass on this agent's phone (reads only)."""
+        return await reconcile_device(self.ledger, self.phone)
+
+    async def send(
+        self,
+        action_id: str,
+        to: str,
+        body: str,
+        *,
+        wait: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> SendOutcome:
+        """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
+        for proof of the outcome.
+
+        Raises:
+            InvalidInput: empty or malformed recipient or body, or a bad action id.
+            FingerprintConflict: ``action_id`` exists with another recipient or body;
+                nothing is sent.
+        """
+        intent = SmsIntent(recipient=to, body=body, region=self.region)
+        action = await self.ledger.create_action(action_id, intent, self.policy)
+        give_up = clock() + max(0.0, wait)
+        while True:
+            summary = await self.ledger.summary(action_id)
+            latest = summary.latest
+            unresolved = latest is not None and (
+                latest.delivery is DeliveryState.PENDING or summary.status is Status.VERIFYING
+            )
+            if unresolved and latest is not None and latest.device == self.phone.device:
+                await reconcile_device(self.ledger, self.phone)
+                summary = await self.ledger.summary(action_id)
+                latest = summary.latest
+                unresolved = latest is not None and (
+                    latest.delivery is DeliveryState.PENDING or summary.status is Status.VERIFYING
+                )
+            if unresolved:
+                if not await self._pause(give_up, clock):
+                    return SendOutcome(summary=summary)
+                continue
+            now = self.ledger.now()
+            decision = _core.should_redispatch(action, summary.attempts, now)
+            if not decision:
+                if decision.reason is RedispatchReason.BACKOFF and decision.retry_at:
+                    delay = (decision.retry_at - now).total_seconds()
+                    if clock() + delay <= give_up:
+                        await asyncio.sleep(delay)
+                        continue
+                return SendOutcome(summary=summary)
+            try:
+                record = await self.ledger.begin_attempt(
+                    action_id, self.phone.device, actor=self.actor
+                )
+            except AttemptInFlight:
+                continue  # another sender won the race: reconcile its attempt instead
+            except DeviceBusy:
+                if not await self._pause(give_up, clock):
+                    return SendOutcome(summary=await self.ledger.summary(action_id))
+                continue
+            except AttemptRefused:
+                return SendOutcome(summary=await self.ledger.summary(action_id))
+            await self._dispatch(record, intent)
+
+    async def _dispatch(self, record: ActionRecord, intent: SmsIntent) -> None:
+        """Send once; record what the result proves. Never raises a phone error."""
+        self.dispatches += 1
+        try:
+            receipt = await self.phone.dispatch(intent)
+        except DispatchNotSent as exc:
+            transition = _core.fail_delivery(
+                record,
+                reason=f"not sent: {exc}",
+                now=self.ledger.now(),
+                actor=self.actor,
+                evidence={"error": str(exc)},
+            )
+        except DispatchOutcomeUnknown as exc:
+            transition = _core.note_error(
+                record, f"outcome unknown: {exc}", now=self.ledger.now(), actor=self.actor
+            )
+        else:
+            transition = _core.record_submission(
+                record,
+                watermark_id=receipt.watermark_id,
+                device_clock_ms=receipt.device_clock_ms,
+                now=self.ledger.now(),
+                actor=self.actor,
+                evidence=receipt.evidence,
+            )
+        await self.ledger.apply(transition)
+
+    async def _pause(self, give_up: float, clock: Callable[[], float]) -> bool:
+        """Sleep one poll interval if time is left; False when the wait is over."""
+        left = give_up - clock()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(self.poll_interval_s, left))
+        return True
+
+
+_ = datetime
