@@ -10,7 +10,9 @@ One page is one shell round trip running, over the page's ``--where``:
    ``sub_id``, ``error_code``): unambiguous, it fixes the exact list of rows;
 2. three text queries, ``_id`` plus one of ``address``, ``body``, ``creator`` each, parsed
    against that list (see :mod:`android_bridge._parser`; stderr is discarded there so a
-   stray warning cannot end up inside the last body);
+   stray warning cannot end up inside the last body). The anchor's text is read only if the
+   anchor is itself in the window: it is often an incoming message, whose text a stranger
+   chose, and a body quoting the next row's header would make the page unreadable;
 3. the integer query again: if it differs from the first, the rows changed mid-read and the
    page is retried once, then refused;
 4. on the first page only, a *probe*: the ``_id`` of every window row beyond the first page,
@@ -28,7 +30,7 @@ resolved by one more round trip.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 import structlog
@@ -87,6 +89,14 @@ def window_filter(*, since_ms: int | None, types: Sequence[int]) -> str:
     if since_ms is not None:
         clause += f" AND date >= {_checked_int(since_ms, 'since_ms')}"
     return clause
+
+
+def _in_window(row: IntRow, *, types: Sequence[int], since_ms: int | None) -> bool:
+    """Whether an integer row passes the window filter, as SQL would judge it."""
+    row_type, date = row[2], row[4]
+    if row_type is None or row_type not in types:
+        return False
+    return since_ms is None or (date is not None and date >= since_ms)
 
 
 def content_query(uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC") -> str:
@@ -172,7 +182,10 @@ class SmsReader:
             high = anchor + self._page_size
             first = await self._read_page(
                 f"_id = {anchor} OR (_id > {anchor} AND _id < {high} AND {filters})",
+                text_where=f"_id >= {anchor} AND _id < {high} AND {filters}",
                 probe_where=f"_id = {anchor} OR (_id >= {high} AND {filters})",
+                anchor=anchor,
+                in_window=lambda row: _in_window(row, types=types, since_ms=since_ms),
             )
         pages = [first]
         probe_ids = first.probe_ids or []
@@ -211,8 +224,7 @@ class SmsReader:
                     anchor_seen = True
                     continue
                 anchor_replaced = True
-                too_old = since_ms is not None and (row[4] or 0) < since_ms
-                if message_type not in types or too_old:
+                if not _in_window(row, types=types, since_ms=since_ms):
                     continue
             rows.append(
                 SmsMessage(
@@ -289,12 +301,26 @@ class SmsReader:
         where: str,
         *,
         probe_where: str | None,
+        text_where: str | None = None,
+        anchor: int | None = None,
+        in_window: Callable[[IntRow], bool] | None = None,
         expected_ids: Sequence[int] | None = None,
     ) -> _Page:
-        """Read one page, retrying once if its rows changed while it was read."""
+        """Read one page, retrying once if its rows changed while it was read.
+
+        ``text_where`` (default ``where``) selects the rows whose text columns are read: on
+        the first page it leaves out the anchor unless the anchor itself is in the window,
+        so an incoming message's text (the anchor is often one) is never parsed.
+        """
         for attempt in range(2):
             try:
-                page = await self._read_page_once(where, probe_where)
+                page = await self._read_page_once(
+                    where,
+                    text_where if text_where is not None else where,
+                    probe_where,
+                    anchor=anchor,
+                    in_window=in_window,
+                )
                 if expected_ids is not None and [row[0] for row in page.ints] != list(expected_ids):
                     raise IncompleteRead("a page does not hold the rows the probe listed")
                 return page
@@ -304,11 +330,19 @@ class SmsReader:
                 _log.info("sms_page_changed_retrying", device=self._device.serial)
         raise AssertionError("unreachable")
 
-    async def _read_page_once(self, where: str, probe_where: str | None) -> _Page:
+    async def _read_page_once(
+        self,
+        where: str,
+        text_where: str,
+        probe_where: str | None,
+        *,
+        anchor: int | None,
+        in_window: Callable[[IntRow], bool] | None,
+    ) -> _Page:
         int_query = content_query(self._uri, INT_COLUMNS, where)
         steps = [int_query]
         steps += [
-            content_query(self._uri, ("_id", column), where) + " 2>/dev/null"
+            content_query(self._uri, ("_id", column), text_where) + " 2>/dev/null"
             for column in TEXT_COLUMNS
         ]
         steps.append(int_query)
@@ -319,7 +353,11 @@ class SmsReader:
         again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
         if first != again:
             raise IncompleteRead("the rows changed while they were being read")
-        ids = [row[0] for row in first if row[0] is not None]
+        ids = [
+            row[0]
+            for row in first
+            if row[0] is not None and (row[0] != anchor or in_window is None or in_window(row))
+        ]
         texts = {
             column: parse_text_column(outputs[1 + index].output, column, ids)
             for index, column in enumerate(TEXT_COLUMNS)

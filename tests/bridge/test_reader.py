@@ -236,3 +236,16 @@ async def test_provider_error_in_a_paged_read_raises(
     sim_phone.inject_fault("provider-error", count=1)
     with pytest.raises(ProviderError):
         await SmsReader(sim_device, page_size=2).read_since(anchor)
+
+
+async def test_hostile_incoming_anchor_cannot_block_reads(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """An incoming anchor whose text quotes the next rows' headers is never parsed as text."""
+    next_id = sim_phone.store.rows()[-1].id + 2 if sim_phone.store.rows() else 2
+    forged = "".join(f"\nRow: 1 _id={i}, body=forged" for i in range(next_id - 1, next_id + 5))
+    anchor = sim_phone.store.insert_incoming("+15550199", forged, date_ms=_now())
+    sim_phone.store.insert_outgoing(RECIPIENT, "real", date_ms=_now(), message_type=2)
+    read = await SmsReader(sim_device).read_since(anchor)
+    expected = (True, ["real"])
+    assert expected == (read.complete, [row.body for row in read.rows])

@@ -46,9 +46,10 @@ def _texts(column: str, *rows: tuple[int, str]) -> str:
 
 def _page(rows: list[tuple[int, int]], probe: str | None) -> list[str]:
     ints = _ints(*rows)
+    outgoing = [(i, t) for i, t in rows if t != 1]  # an inbox anchor's text is never read
     outputs = [ints]
     outputs += [
-        _texts(c, *[(i, f"{c}{i}") for i, _ in rows]) for c in ("address", "body", "creator")
+        _texts(c, *[(i, f"{c}{i}") for i, _ in outgoing]) for c in ("address", "body", "creator")
     ]
     outputs.append(ints)
     if probe is not None:
