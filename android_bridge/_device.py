@@ -214,6 +214,13 @@ class Device:
             with contextlib.suppress(*_TRANSPORT_ERRORS):
                 await adb.close()
 
+    def _abort(self) -> None:
+        """Drop the connection without waiting (usable while being cancelled)."""
+        transport, self._adb, self._transport = self._transport, None, None
+        writer = getattr(transport, "_writer", None) if transport is not None else None
+        if writer is not None:
+            writer.close()
+
     async def _connect(self) -> None:
         await self.close()
         transport = _EofAwareTransport(self._host, self._port)
@@ -277,6 +284,10 @@ class Device:
                         timeout_s=self._command_timeout_s,
                         decode=False,
                     )
+            except asyncio.CancelledError:
+                # The caller gave up mid-command: the link is in an unknown state.
+                self._abort()
+                raise
             except _TRANSPORT_ERRORS as exc:
                 await self.close()
                 _log.warning("adb_command_failed", device=self.address, error=type(exc).__name__)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -267,3 +268,19 @@ async def test_device_reconnects_after_phone_restart(
 def test_am_output_is_judged(am_output: str, rejected: bool) -> None:
     """am lines saying the intent reached no activity are rejections; delivery is not."""
     assert rejected == bool(_AM_ERROR_LINE.search(am_output))
+
+
+async def test_cancelled_command_drops_the_link(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A caller that cancels mid-command leaves no half-used link: the next call reconnects."""
+    phone = await make_phone()
+    device = await _connect(phone.serial, bridge_key, command_timeout_s=5)
+    async with device:
+        phone.inject_fault("hang")
+        task = asyncio.create_task(SmsReader(device).read_since(0))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        read = await SmsReader(device).read_since(0)
+    expected = (2, False)
+    assert expected == (device.connections, read.complete)
