@@ -1,17 +1,835 @@
-"""The ``starebrain`` command line: the composition point of the ledger and the bridge."""
+"""The ``starebrain`` command line: the composition point of the ledger and the bridge.
+
+Read commands never create a ledger; ``send`` does. Every read command takes ``--json``
+(records through the package's cattrs converter) and redacts phone numbers and bodies unless
+``--show-private`` is given. Errors name the problem and exit 1 (2 for usage errors).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import getpass
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import attrs
 import click
+
+from starebrain_actions import _render
+from starebrain_actions._convert import converter
+from starebrain_actions._core import should_redispatch
+from starebrain_actions._ledger import Ledger
+from starebrain_actions._logging import configure_logging
+from starebrain_actions._model import (
+    ActionSummary,
+    RedispatchReason,
+    RetryPolicy,
+    SmsIntent,
+    Status,
+)
+from starebrain_actions.exceptions import (
+    CorruptRecord,
+    FingerprintConflict,
+    InvalidInput,
+    LedgerUnavailable,
+    NotFound,
+    SchemaTooNew,
+    StaleTransition,
+    StarebrainError,
+)
+
+if TYPE_CHECKING:
+    from starebrain_actions.agent import ReconcilePass
+
+T = TypeVar("T")
+
+#: Environment variable naming the ledger file (same as ``--db``).
+DB_ENV: Final = "STAREBRAIN_DB"
+
+#: Exit statuses of ``send``.
+EXIT_SUCCEEDED: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_UNRESOLVED: Final = 3
+EXIT_FAILED: Final = 4
+EXIT_MISMATCH: Final = 5
+
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+_ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+
+
+def default_db_path() -> Path:
+    """``$XDG_DATA_HOME/starebrain/ledger.db`` (``~/.local/share/starebrain/ledger.db``)."""
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "starebrain" / "ledger.db"
+
+
+def derive_action_id(intent: SmsIntent) -> str:
+    """A stable action id for an intent: ``sms-`` and 16 hex digits of its fingerprint, so
+    rerunning the same ``send`` resumes the same action instead of sending again."""
+    return "sms-" + intent.fingerprint.removeprefix("sha256:")[:16]
+
+
+class CliError(click.ClickException):
+    """A clear, one-line error naming the problem; exit status 1."""
+
+
+class CliUsageError(CliError):
+    """Bad input the user must fix (a malformed number, a changed intent...); exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """What the group's global options decided, passed to every subcommand."""
+
+    #: the ledger file
+    db: Path
+    #: True when ``db`` is the built-in default (its directory may be created)
+    db_is_default: bool
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings = ctx.find_object(Settings)
+    if settings is None:  # pragma: no cover - the group always sets it
+        raise CliError("internal: the starebrain group did not run")
+    return settings
+
+
+def _ledger_path(settings: Settings, *, create: bool) -> Path:
+    """The ledger path to open; read commands refuse a missing file instead of creating one."""
+    path = settings.db
+    if path.exists():
+        return path
+    if not create:
+        hint = f"pass --db PATH or set {DB_ENV}" if settings.db_is_default else "check --db"
+        raise CliError(f"no ledger at {path} (nothing has been sent with it yet?); {hint}")
+    if settings.db_is_default:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine, turning the ledger's errors into clear CLI errors."""
+    try:
+        return asyncio.run(coroutine)
+    except NotFound as exc:
+        raise CliError(str(exc)) from exc
+    except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
+        raise CliError(f"cannot use the ledger: {exc}") from exc
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
+
+
+def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Validate ``HOST:PORT`` device addresses (one or several)."""
+    values = value if isinstance(value, tuple) else (value,)
+    for item in values:
+        if item is None:
+            continue
+        match = _ADDRESS.match(item)
+        if match is None or not 0 < int(match.group(1)) < 65536:
+            raise click.BadParameter(
+                f"expected HOST:PORT such as 127.0.0.1:5555, got {item!r}", ctx=ctx, param=param
+            )
+    return value
+
+
+def _json_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON for machines instead of text."
+    )(function)
+
+
+def _private_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--show-private",
+        is_flag=True,
+        help="Show phone numbers and message bodies (redacted by default).",
+    )(function)
+
+
+@contextmanager
+def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on stderr when it is a TTY; ``None`` (no callback) otherwise."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(device: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"{label} {device}")
+
+        yield update
+
+
+# --------------------------------------------------------------------------- group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="starebrain-actions")
-def main() -> None:
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=DB_ENV,
+    default=None,
+    help=f"The ledger file (SQLite). Also read from ${DB_ENV}."
+    " [default: $XDG_DATA_HOME/starebrain/ledger.db, i.e. ~/.local/share/starebrain/ledger.db]",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    help="Least severe log events written to stderr (numbers and bodies are redacted).",
+)
+@click.pass_context
+def main(ctx: click.Context, db: Path | None, log_level: str) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
+    configure_logging(level=getattr(logging, log_level.upper()))
+    ctx.obj = Settings(db=db if db is not None else default_db_path(), db_is_default=db is None)
+
+
+# --------------------------------------------------------------------------- send
+
+
+def send_exit_code(summary: ActionSummary) -> int:
+    """0 SUCCEEDED, 5 MISMATCH, 4 FAILED with no attempt left, 3 anything still open."""
+    status = summary.status
+    if status is Status.SUCCEEDED:
+        return EXIT_SUCCEEDED
+    if status is Status.MISMATCH:
+        return EXIT_MISMATCH
+    if status is Status.FAILED:
+        decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
+        if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+            return EXIT_UNRESOLVED
+        return EXIT_FAILED
+    return EXIT_UNRESOLVED
+
+
+@main.command()
+@click.option(
+    "--device",
+    required=True,
+    callback=_check_address,
+    help="The phone to send through, as HOST:PORT (ADB over TCP).",
+)
+@click.option("--to", "to", required=True, help="Recipient phone number (E.164 preferred).")
+@click.option("--body", required=True, help="The message text, exactly as it should arrive.")
+@click.option(
+    "--action-id",
+    default=None,
+    help="Stable id of this intent; a rerun with the same id never sends twice."
+    " [default: sms-<16 hex of the intent fingerprint>]",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for proof of the outcome before exiting 3 (unresolved).",
+)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Attempts allowed for a new action, the first included.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds after a dispatch before a complete read without it proves it was not sent.",
+)
+@click.option(
+    "--region",
+    default=None,
+    help="Two-letter country code for national numbers, e.g. US. [default: international only]",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+)
+@_json_option
+@_private_option
+@click.pass_context
+def send(
+    ctx: click.Context,
+    device: str,
+    to: str,
+    body: str,
+    action_id: str | None,
+    wait: float,
+    max_attempts: int,
+    grace: float,
+    region: str | None,
+    key_path: Path | None,
+    as_json: bool,
+    show_private: bool,
+) -> None:
+    """Send one SMS through a phone, at most once per action id, and print its record.
+
+    Exit status: 0 SUCCEEDED, 3 still unresolved when --wait ends (rerun the same command to
+    resume), 4 FAILED with no attempt left, 5 MISMATCH (something else went out), 2 bad
+    input or a changed intent under an existing action id, 1 anything else.
+    """
+    if region is not None and not re.fullmatch(r"[A-Za-z]{2}", region):
+        raise click.BadParameter(
+            f"expected a two-letter country code such as US, got {region!r}", param_hint="--region"
+        )
+    try:
+        intent = SmsIntent(recipient=to, body=body, region=region)
+        policy = RetryPolicy(maximum_attempts=max_attempts, grace_window=timedelta(seconds=grace))
+    except InvalidInput as exc:
+        raise CliUsageError(f"bad input: {exc}") from exc
+    derived = action_id is None
+    chosen_id = action_id if action_id is not None else derive_action_id(intent)
+    path = _ledger_path(_settings(ctx), create=True)
+    summary = _run_send(path, device, chosen_id, intent, policy, wait, key_path, region)
+    code = send_exit_code(summary)
+    out = _render.Output()
+    if as_json:
+        data = _render.summary_data(summary, show_private=show_private)
+        data["exit_code"] = code
+        data["action_id_derived"] = derived
+        _render.emit_json(data)
+    else:
+        if derived:
+            out.line(f"action id {chosen_id} (derived from the intent: rerunning is idempotent)")
+        _render.render_summary(out, summary, show_private=show_private)
+    ctx.exit(code)
+
+
+def _run_send(
+    path: Path,
+    device: str,
+    action_id: str,
+    intent: SmsIntent,
+    policy: RetryPolicy,
+    wait: float,
+    key_path: Path | None,
+    region: str | None,
+) -> ActionSummary:
+    from android_bridge.exceptions import BridgeError
+    from starebrain_actions.agent import SmsAgent
+
+    async def work() -> ActionSummary:
+        async with SmsAgent.open(
+            db=path, device=device, policy=policy, key_path=key_path, region=region
+        ) as agent:
+            outcome = await agent.send(action_id, intent.recipient, intent.body, wait=wait)
+            return outcome.summary
+
+    try:
+        return _run(work())
+    except FingerprintConflict as exc:
+        raise CliUsageError(f"changed intent, nothing sent: {exc}") from exc
+    except (StarebrainError, BridgeError) as exc:
+        raise CliError(f"{type(exc).__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- reads
+
+
+@main.command()
+@click.argument("action_id")
+@_json_option
+@_private_option
+@click.pass_context
+def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
+    """Show one action: its status, review reasons and every attempt on both axes."""
+    path = _ledger_path(_settings(ctx), create=False)
+
+    async def work() -> tuple[ActionSummary, list[dict[str, Any]]]:
+        async with Ledger.open(path) as ledger:
+            summary = await ledger.summary(action_id)
+            return summary, await ledger.duplicates(action_id)
+
+    summary, duplicates = _run(work())
+    if as_json:
+        data = _render.summary_data(summary, show_private=show_private)
+        data["duplicate_rows"] = _render.redact_data(duplicates, show_private=show_private)
+        _render.emit_json(data)
+        return
+    out = _render.Output()
+    _render.render_summary(out, summary, show_private=show_private)
+    if duplicates:
+        out.table(
+            ["device", "sms _id", "repeats dispatch", "seen"],
+            (
+                [
+                    str(row["device"]),
+                    str(row["provider_object_id"]),
+                    str(row["dispatch_id"]),
+                    str(row["seen_at"]),
+                ]
+                for row in duplicates
+            ),
+            title="duplicates seen on the phone",
+        )
+
+
+@main.command("list")
+@click.option(
+    "--status",
+    "status_name",
+    type=click.Choice([status.value for status in Status], case_sensitive=False),
+    default=None,
+    help="Only actions whose derived status is this one.",
+)
+@click.option(
+    "--device", default=None, help="Only actions with an attempt on this device (HOST:PORT)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="At most this many actions, newest first (0: all).",
+)
+@_json_option
+@_private_option
+@click.pass_context
+def list_command(
+    ctx: click.Context,
+    status_name: str | None,
+    device: str | None,
+    limit: int,
+    as_json: bool,
+    show_private: bool,
+) -> None:
+    """List actions, newest first, with their derived status."""
+    path = _ledger_path(_settings(ctx), create=False)
+    wanted = Status(status_name.upper()) if status_name else None
+
+    async def work() -> tuple[list[ActionSummary], Any]:
+        async with Ledger.open(path) as ledger:
+            now = ledger.now()
+            found = await ledger.summaries(
+                status=wanted, device=device, limit=limit or None, now=now
+            )
+            return found, now
+
+    summaries, now = _run(work())
+    if as_json:
+        _render.emit_json(
+            [_render.summary_data(summary, show_private=show_private) for summary in summaries]
+        )
+        return
+    _render.render_list(_render.Output(), summaries, now=now, show_private=show_private)
+
+
+@main.command()
+@click.argument("action_id")
+@_json_option
+@_private_option
+@click.pass_context
+def history(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
+    """Show every recorded transition of an action: time, event, both axes, actor, evidence."""
+    path = _ledger_path(_settings(ctx), create=False)
+
+    async def work() -> list[Any]:
+        async with Ledger.open(path) as ledger:
+            return await ledger.history(action_id)
+
+    entries = _run(work())
+    if as_json:
+        _render.emit_json(_render.history_data(entries, show_private=show_private))
+        return
+    _render.render_history(_render.Output(), entries, show_private=show_private)
+
+
+@main.command()
+@_json_option
+@_private_option
+@click.pass_context
+def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
+    """List the actions waiting for a person (ambiguous, duplicated, mismatched, out of
+    budget, stuck), with their reasons."""
+    path = _ledger_path(_settings(ctx), create=False)
+
+    async def work() -> tuple[list[ActionSummary], Any]:
+        async with Ledger.open(path) as ledger:
+            now = ledger.now()
+            return await ledger.needing_review(now=now), now
+
+    summaries, now = _run(work())
+    if as_json:
+        _render.emit_json(
+            [_render.summary_data(summary, show_private=show_private) for summary in summaries]
+        )
+        return
+    _render.render_review(_render.Output(), summaries, now=now, show_private=show_private)
+
+
+# --------------------------------------------------------------------------- writes
+
+
+@main.command()
+@click.argument("action_id")
+@click.option(
+    "--as",
+    "ruling",
+    type=click.Choice(["sent", "not-sent"]),
+    required=True,
+    help="sent: the message went out and is this action's effect; not-sent: nothing went out.",
+)
+@click.option("--reason", required=True, help="Why: kept in the action's history.")
+@click.option(
+    "--operator",
+    default=None,
+    help="Who decides, kept in the history. [default: $USER]",
+)
+@click.option(
+    "--dispatch-id",
+    default=None,
+    help="The attempt to rule on. [default: the latest attempt]",
+)
+@_json_option
+@click.pass_context
+def resolve(
+    ctx: click.Context,
+    action_id: str,
+    ruling: str,
+    reason: str,
+    operator: str | None,
+    dispatch_id: str | None,
+    as_json: bool,
+) -> None:
+    """Record an operator's ruling on an attempt; it clears review and lands in history."""
+    path = _ledger_path(_settings(ctx), create=False)
+    name = operator or os.environ.get("USER") or _login_name()
+    if not name:
+        raise CliUsageError("cannot tell who you are: pass --operator NAME")
+
+    async def work() -> ActionSummary:
+        async with Ledger.open(path) as ledger:
+            await ledger.resolve(
+                action_id,
+                as_sent=ruling == "sent",
+                reason=reason,
+                operator=name,
+                dispatch_id=dispatch_id,
+            )
+            return await ledger.summary(action_id)
+
+    try:
+        summary = _run(work())
+    except StaleTransition as exc:
+        raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
+    if as_json:
+        _render.emit_json(_render.summary_data(summary, show_private=False))
+        return
+    out = _render.Output()
+    out.line(f"resolved {action_id} as {ruling} by {name}: now {summary.status.value}")
+    _render.render_summary(out, summary, show_private=False)
+
+
+def _login_name() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+@main.command()
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    callback=_check_address,
+    help="A device to read (HOST:PORT); repeatable. [default: every device with attempts"
+    " in flight]",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+)
+@_json_option
+@click.pass_context
+def reconcile(
+    ctx: click.Context, devices: tuple[str, ...], key_path: Path | None, as_json: bool
+) -> None:
+    """Read the phones once and settle what they prove; never sends. Prints what changed.
+
+    Exit status: 0 when every device was read, 1 when one could not be (it is reported and
+    nothing of it changes but the error noted).
+    """
+    from starebrain_actions.agent import reconcile_pending
+
+    path = _ledger_path(_settings(ctx), create=False)
+    show_bar = sys.stderr.isatty() and not as_json
+
+    async def work() -> ReconcilePass | None:
+        async with Ledger.open(path) as ledger:
+            targets = list(devices) or await ledger.devices_in_flight()
+            if not targets:
+                return None
+            with _progress(show_bar, "reconciling") as progress:
+                return await reconcile_pending(
+                    ledger,
+                    targets,
+                    key_path=str(key_path) if key_path is not None else None,
+                    progress=progress,
+                )
+
+    result = _run(work())
+    if result is None:
+        if as_json:
+            _render.emit_json({"devices": [], "changes": []})
+        else:
+            click.echo("nothing in flight: no device to read")
+        return
+    if as_json:
+        data = converter.unstructure(result)
+        data["changes"] = converter.unstructure(list(result.changes))
+        _render.emit_json(data)
+    else:
+        render_pass(_render.Output(), result)
+    if result.unreachable:
+        ctx.exit(EXIT_ERROR)
+
+
+def render_pass(out: _render.Output, result: ReconcilePass) -> None:
+    """Print a reconcile pass: one line per device, then every change."""
+    out.table(
+        ["device", "read", "mode", "round trips", "changes", "duplicates", "in flight", "error"],
+        (
+            [
+                report.device,
+                "yes" if report.reachable else "NO",
+                report.mode or "-",
+                str(report.round_trips),
+                str(len(report.changes)),
+                str(report.duplicates_recorded),
+                str(report.in_flight),
+                report.error or "-",
+            ]
+            for report in result.devices
+        ),
+        title="devices",
+    )
+    changes = result.changes
+    if not changes:
+        out.line("no changes")
+        return
+    out.table(
+        ["action", "dispatch id", "event", "from", "to"],
+        (
+            [
+                change.action_id,
+                change.dispatch_id,
+                change.event.value,
+                change.from_status.value,
+                change.to_status.value,
+            ]
+            for change in changes
+        ),
+        title="changes",
+    )
+
+
+# --------------------------------------------------------------------------- nightly
+
+
+def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option(
+            "--device",
+            "devices",
+            multiple=True,
+            callback=_check_address,
+            help="Also read this device (HOST:PORT) even with nothing in flight; repeatable.",
+        ),
+        click.option(
+            "--report",
+            "report_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write the JSON report here (atomically: a temporary file, then a rename).",
+        ),
+        click.option(
+            "--archive",
+            "archive_dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Keep a Markdown copy as DIR/YYYY-MM-DD.md (-2, -3... for later runs that"
+            " day); committed when DIR is in a git repository.",
+        ),
+        click.option(
+            "--key",
+            "key_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+        ),
+        _json_option,
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def run_nightly_command(
+    *,
+    settings: Settings,
+    devices: Sequence[str],
+    report_path: Path | None,
+    archive_dir: Path | None,
+    key_path: Path | None,
+    as_json: bool,
+) -> int:
+    """The nightly job behind both ``starebrain nightly`` and ``scripts/nightly_reconcile.py``.
+
+    Returns the exit status: 0 nothing needs a person (or another run holds the lock), 1
+    something does, 2 usage error (including a missing or unusable ledger).
+    """
+    from starebrain_actions import _nightly
+
+    path = settings.db
+    if not path.exists():
+        raise CliUsageError(f"no ledger at {path}; check --db or ${DB_ENV}")
+    try:
+        with _nightly.nightly_lock(path):
+            report = asyncio.run(_nightly.run_nightly(path, devices=devices, key_path=key_path))
+    except _nightly.NightlyBusy as exc:
+        click.echo(f"starebrain nightly: {exc}")
+        return _nightly.EXIT_OK
+    except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
+        raise CliUsageError(f"cannot use the ledger: {exc}") from exc
+    code = report.exit_code
+    data = _nightly.report_data(report)
+    if report_path is not None:
+        try:
+            _nightly.write_json_atomic(report_path, data)
+        except OSError as exc:
+            raise CliError(f"cannot write the report to {report_path}: {exc}") from exc
+    notes: list[str] = []
+    if archive_dir is not None:
+        try:
+            archived = _nightly.archive_report(archive_dir, report)
+        except OSError as exc:
+            raise CliError(f"cannot archive the report in {archive_dir}: {exc}") from exc
+        if archived.error is not None:
+            notes.append(f"archive: {archived.path} written but not committed: {archived.error}")
+            code = _nightly.EXIT_NEEDS_PERSON
+        elif archived.commit is not None:
+            notes.append(f"archive: {archived.path} committed as {archived.commit[:12]}")
+        else:
+            notes.append(f"archive: {archived.path}")
+    if as_json:
+        _render.emit_json(data)
+        for note in notes:
+            click.echo(note, err=True)
+    else:
+        for line in _nightly.summary_lines(report) + notes:
+            click.echo(line)
+    return code
+
+
+@main.command()
+@_nightly_options
+@click.pass_context
+def nightly(
+    ctx: click.Context,
+    devices: tuple[str, ...],
+    report_path: Path | None,
+    archive_dir: Path | None,
+    key_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Reconcile every device with attempts in flight, then report what needs a person.
+
+    For cron. Exit status: 0 nothing needs a person, 1 something does (review items, or an
+    unreachable device still holding attempts), 2 usage error. A second run while one is
+    going prints one line and exits 0 without touching anything.
+    """
+    ctx.exit(
+        run_nightly_command(
+            settings=_settings(ctx),
+            devices=devices,
+            report_path=report_path,
+            archive_dir=archive_dir,
+            key_path=key_path,
+            as_json=as_json,
+        )
+    )
+
+
+@click.command("nightly_reconcile")
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=DB_ENV,
+    default=None,
+    help=f"The ledger file (SQLite). Also read from ${DB_ENV}."
+    " [default: $XDG_DATA_HOME/starebrain/ledger.db]",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    help="Least severe log events written to stderr.",
+)
+@_nightly_options
+@click.pass_context
+def nightly_main(
+    ctx: click.Context,
+    db: Path | None,
+    log_level: str,
+    devices: tuple[str, ...],
+    report_path: Path | None,
+    archive_dir: Path | None,
+    key_path: Path | None,
+    as_json: bool,
+) -> None:
+    """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
+    code and exit statuses as ``starebrain nightly``."""
+    configure_logging(level=getattr(logging, log_level.upper()))
+    settings = Settings(db=db if db is not None else default_db_path(), db_is_default=db is None)
+    ctx.exit(
+        run_nightly_command(
+            settings=settings,
+            devices=devices,
+            report_path=report_path,
+            archive_dir=archive_dir,
+            key_path=key_path,
+            as_json=as_json,
+        )
+    )
 
 
 # Subcommands contributed by android_bridge (registered here so the bridge never imports us).
 from android_bridge.simulator.cli import simulator_command  # noqa: E402
 
 main.add_command(simulator_command)
+
+# ---- demo: the lead registers `starebrain demo` here (run_demo() in starebrain_actions/_demo.py).

@@ -1,0 +1,739 @@
+"""The nightly job: one reconciliation pass over every busy device, then a report for people.
+
+Run by cron as ``starebrain nightly`` (or ``scripts/nightly_reconcile.py``). It only *reads*
+phones (through ``reconcile_pending``), never sends. It is safe to start twice: an OS file
+lock (``fcntl.flock`` on ``<ledger>.nightly.lock``) lets one run work while a second one
+says so and leaves; the kernel drops the lock when its holder dies, so a crash never wedges
+later nights. A device that cannot be reached is reported, never fatal.
+
+The report holds no phone numbers and no bodies: it is meant to be archived (and committed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from starebrain_actions._convert import converter, format_time
+from starebrain_actions._core import derive_status
+from starebrain_actions._ledger import Ledger
+from starebrain_actions._model import ActionSummary, ReviewReason, Status
+from starebrain_actions._render import age, status_counts_text
+from starebrain_actions.exceptions import LedgerUnavailable, StarebrainError
+
+if TYPE_CHECKING:
+    from starebrain_actions.agent import ReconcilePass
+
+#: Age buckets of unresolved attempts: (key, upper bound). The last bucket has no bound.
+AGE_BUCKETS: Final[tuple[tuple[str, timedelta | None], ...]] = (
+    ("under_1h", timedelta(hours=1)),
+    ("1h_to_24h", timedelta(hours=24)),
+    ("1d_to_7d", timedelta(days=7)),
+    ("over_7d", None),
+)
+_BUCKET_LABELS: Final[Mapping[str, str]] = {
+    "under_1h": "< 1h",
+    "1h_to_24h": "1h-24h",
+    "1d_to_7d": "1d-7d",
+    "over_7d": "> 7d",
+}
+
+#: Author of archive commits unless ``GIT_AUTHOR_*`` / ``GIT_COMMITTER_*`` say otherwise.
+GIT_AUTHOR_NAME: Final = "starebrain nightly"
+GIT_AUTHOR_EMAIL: Final = "nightly@localhost"
+
+#: Exit statuses of the nightly job.
+EXIT_OK: Final = 0
+EXIT_NEEDS_PERSON: Final = 1
+EXIT_USAGE: Final = 2
+
+Progress = Callable[[str, int, int], None]
+
+
+class NightlyBusy(Exception):
+    """Another nightly run holds the lock on this ledger."""
+
+
+# --------------------------------------------------------------------------- report records
+
+
+@attrs.frozen(kw_only=True)
+class ChangeLine:
+    """One state change the pass made."""
+
+    action_id: str
+    dispatch_id: str
+    #: the history event (confirm, accept, fail, ...)
+    event: str
+    from_status: str
+    to_status: str
+
+
+@attrs.frozen(kw_only=True)
+class DeviceLine:
+    """What the pass did on one device."""
+
+    device: str
+    #: False when the device could not be connected or read at all
+    reachable: bool
+    #: why not, or the read error that proved nothing
+    error: str | None
+    #: "shell" or "root" (how much of the SMS store the read could see)
+    mode: str | None
+    #: shell round trips the pass spent on it
+    round_trips: int
+    changes: tuple[ChangeLine, ...]
+    #: provider rows recorded as duplicates during this pass
+    duplicates_recorded: int
+    #: attempts still unresolved on this device after the pass
+    in_flight_after: int
+
+
+@attrs.frozen(kw_only=True)
+class AttemptLine:
+    """One attempt that is not final yet (delivery pending, or content not yet checked)."""
+
+    action_id: str
+    dispatch_id: str
+    device: str
+    status: str
+    dispatched_at: datetime
+    age_seconds: int
+    #: key of ``AGE_BUCKETS``
+    bucket: str
+    review_reason: str | None
+    last_error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ActionLine:
+    """One action a person should know about."""
+
+    action_id: str
+    status: str
+    reasons: tuple[str, ...]
+    attempts: int
+    maximum_attempts: int
+    duplicates: int
+    device: str | None
+    latest_dispatch_id: str | None
+    last_error: str | None
+
+
+@attrs.frozen(kw_only=True)
+class DuplicateLine:
+    """A provider row that repeats an attempt already confirmed (an extra SMS went out)."""
+
+    action_id: str
+    dispatch_id: str
+    device: str
+    provider_object_id: int
+    seen_at: str
+
+
+@attrs.frozen(kw_only=True)
+class NightlyReport:
+    """Everything the nightly job found; written as JSON, summarised on stdout."""
+
+    generated_at: datetime
+    #: the ledger file read
+    ledger: str
+    #: wall time of the whole run
+    duration_s: float
+    devices: tuple[DeviceLine, ...]
+    #: actions per derived status (every status listed, zeros included)
+    status_counts: dict[str, int]
+    #: unresolved attempts per ``AGE_BUCKETS`` key
+    unresolved_by_age: dict[str, int]
+    unresolved: tuple[AttemptLine, ...]
+    mismatches: tuple[ActionLine, ...]
+    #: duplicates of actions whose DUPLICATE review is still open
+    duplicates: tuple[DuplicateLine, ...]
+    #: provider rows ever recorded as duplicates, all actions
+    duplicates_total: int
+    budget_exhausted: tuple[ActionLine, ...]
+    unreachable_devices: tuple[str, ...]
+    #: every action waiting for a person, with its reasons
+    review: tuple[ActionLine, ...]
+    #: why a person is needed (empty: nobody is)
+    attention: tuple[str, ...]
+
+    @property
+    def needs_person(self) -> bool:
+        """True when someone must look: review items, or a dead device holding attempts."""
+        return bool(self.attention)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing needs a person, 1 otherwise."""
+        return EXIT_NEEDS_PERSON if self.needs_person else EXIT_OK
+
+
+def report_data(report: NightlyReport) -> dict[str, Any]:
+    """The report as JSON-able data (with ``needs_person`` and ``exit_code``)."""
+    data: dict[str, Any] = converter.unstructure(report)
+    data["needs_person"] = report.needs_person
+    data["exit_code"] = report.exit_code
+    return data
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def lock_path_for(ledger_path: Path) -> Path:
+    """``<ledger>.nightly.lock``, next to the ledger."""
+    return ledger_path.with_name(ledger_path.name + ".nightly.lock")
+
+
+@contextlib.contextmanager
+def nightly_lock(ledger_path: Path) -> Iterator[Path]:
+    """Hold the nightly lock of ``ledger_path`` for the duration of the block.
+
+    A non-blocking ``flock``: the kernel releases it when the holder exits or crashes, so no
+    stale lock survives; the file itself stays (removing it would race with a new holder).
+
+    Raises:
+        NightlyBusy: another process holds it.
+        LedgerUnavailable: the lock file cannot be created.
+    """
+    path = lock_path_for(ledger_path)
+    try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LedgerUnavailable(f"cannot create the nightly lock {path}: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LedgerUnavailable(f"cannot lock {path}: {exc}") from exc
+            holder = _read_holder(descriptor)
+            raise NightlyBusy(
+                f"another nightly run{holder} holds {path}; leaving this run without touching"
+                " anything"
+            ) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        os.close(descriptor)
+
+
+def _read_holder(descriptor: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        text = os.pread(descriptor, 32, 0).decode().strip()
+        if text:
+            return f" (pid {int(text)})"
+    return ""
+
+
+# --------------------------------------------------------------------------- the run
+
+
+async def run_nightly(
+    ledger_path: Path,
+    *,
+    devices: Sequence[str] = (),
+    key_path: Path | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> NightlyReport:
+    """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
+
+    The caller holds :func:`nightly_lock`. A device that is down is reported, never fatal.
+
+    Raises:
+        LedgerUnavailable, SchemaTooNew: the ledger cannot be opened.
+    """
+    from starebrain_actions.agent import reconcile_pending
+
+    started = clock()
+    async with Ledger.open(ledger_path) as ledger:
+        busy = await ledger.devices_in_flight()
+        targets = list(dict.fromkeys([*busy, *devices]))
+        result: ReconcilePass | None = None
+        failure: str | None = None
+        if targets:
+            try:
+                result = await reconcile_pending(
+                    ledger,
+                    targets,
+                    key_path=str(key_path) if key_path is not None else None,
+                    progress=progress,
+                )
+            except StarebrainError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:  # the bridge's errors share no base with ours
+                failure = f"{type(exc).__name__}: {exc}"
+        now = ledger.now()
+        summaries = await ledger.summaries(now=now)
+        in_flight = await ledger.in_flight()
+        duplicates: list[DuplicateLine] = []
+        for summary in summaries:
+            if ReviewReason.DUPLICATE in summary.review_reasons:
+                for row in await ledger.duplicates(summary.action.action_id):
+                    duplicates.append(
+                        DuplicateLine(
+                            action_id=summary.action.action_id,
+                            dispatch_id=str(row["dispatch_id"]),
+                            device=str(row["device"]),
+                            provider_object_id=int(row["provider_object_id"]),
+                            seen_at=str(row["seen_at"]),
+                        )
+                    )
+    pending_per_device: dict[str, int] = {}
+    for record in in_flight:
+        pending_per_device[record.device] = pending_per_device.get(record.device, 0) + 1
+    device_lines = _device_lines(targets, result, failure, pending_per_device)
+    return build_report(
+        ledger_path=ledger_path,
+        now=now,
+        duration_s=clock() - started,
+        devices=device_lines,
+        summaries=summaries,
+        duplicates=duplicates,
+    )
+
+
+def _device_lines(
+    targets: Sequence[str],
+    result: ReconcilePass | None,
+    failure: str | None,
+    pending_per_device: Mapping[str, int],
+) -> tuple[DeviceLine, ...]:
+    reports = {report.device: report for report in result.devices} if result else {}
+    lines = []
+    for device in targets:
+        report = reports.get(device)
+        if report is None:
+            lines.append(
+                DeviceLine(
+                    device=device,
+                    reachable=False,
+                    error=failure or "the reconciler did not report on this device",
+                    mode=None,
+                    round_trips=0,
+                    changes=(),
+                    duplicates_recorded=0,
+                    in_flight_after=pending_per_device.get(device, 0),
+                )
+            )
+            continue
+        lines.append(
+            DeviceLine(
+                device=device,
+                reachable=report.reachable,
+                error=report.error,
+                mode=report.mode,
+                round_trips=report.round_trips,
+                changes=tuple(
+                    ChangeLine(
+                        action_id=change.action_id,
+                        dispatch_id=change.dispatch_id,
+                        event=str(change.event.value),
+                        from_status=str(change.from_status.value),
+                        to_status=str(change.to_status.value),
+                    )
+                    for change in report.changes
+                ),
+                duplicates_recorded=report.duplicates_recorded,
+                in_flight_after=pending_per_device.get(device, 0),
+            )
+        )
+    return tuple(lines)
+
+
+def _bucket(elapsed: timedelta) -> str:
+    for key, bound in AGE_BUCKETS:
+        if bound is None or elapsed < bound:
+            return key
+    raise AssertionError("the last bucket has no bound")  # pragma: no cover
+
+
+def _action_line(summary: ActionSummary) -> ActionLine:
+    latest = summary.latest
+    return ActionLine(
+        action_id=summary.action.action_id,
+        status=summary.status.value,
+        reasons=tuple(reason.value for reason in summary.review_reasons),
+        attempts=len(summary.attempts),
+        maximum_attempts=summary.action.policy.maximum_attempts,
+        duplicates=summary.duplicates,
+        device=latest.device if latest else None,
+        latest_dispatch_id=latest.dispatch_id if latest else None,
+        last_error=latest.last_error if latest else None,
+    )
+
+
+def build_report(
+    *,
+    ledger_path: Path,
+    now: datetime,
+    duration_s: float,
+    devices: Sequence[DeviceLine],
+    summaries: Sequence[ActionSummary],
+    duplicates: Sequence[DuplicateLine] = (),
+) -> NightlyReport:
+    """Assemble the report from what the ledger holds after the pass (pure)."""
+    counts = {status.value: 0 for status in Status}
+    by_age = {key: 0 for key, _ in AGE_BUCKETS}
+    unresolved: list[AttemptLine] = []
+    for summary in summaries:
+        counts[summary.status.value] += 1
+        grace = summary.action.policy.grace_window
+        for record in summary.attempts:
+            if record.is_final:
+                continue
+            elapsed = now - record.dispatched_at
+            bucket = _bucket(elapsed)
+            by_age[bucket] += 1
+            unresolved.append(
+                AttemptLine(
+                    action_id=record.action_id,
+                    dispatch_id=record.dispatch_id,
+                    device=record.device,
+                    status=derive_status(record, now, grace).value,
+                    dispatched_at=record.dispatched_at,
+                    age_seconds=max(0, int(elapsed.total_seconds())),
+                    bucket=bucket,
+                    review_reason=record.review_reason.value if record.review_reason else None,
+                    last_error=record.last_error,
+                )
+            )
+    unresolved.sort(key=lambda line: line.dispatched_at)
+    review = [summary for summary in summaries if summary.needs_review]
+    mismatches = [
+        summary
+        for summary in summaries
+        if summary.status is Status.MISMATCH or ReviewReason.MISMATCH in summary.review_reasons
+    ]
+    exhausted = [
+        summary for summary in summaries if ReviewReason.BUDGET_EXHAUSTED in summary.review_reasons
+    ]
+    unreachable = tuple(line.device for line in devices if not line.reachable)
+    attention: list[str] = []
+    if review:
+        attention.append(f"{len(review)} action(s) need review")
+    stranded = [line for line in devices if not line.reachable and line.in_flight_after]
+    for line in stranded:
+        attention.append(
+            f"device {line.device} is unreachable with {line.in_flight_after} attempt(s) in flight"
+        )
+    return NightlyReport(
+        generated_at=now,
+        ledger=str(ledger_path),
+        duration_s=round(duration_s, 3),
+        devices=tuple(devices),
+        status_counts=counts,
+        unresolved_by_age=by_age,
+        unresolved=tuple(unresolved),
+        mismatches=tuple(_action_line(summary) for summary in mismatches),
+        duplicates=tuple(duplicates),
+        duplicates_total=sum(summary.duplicates for summary in summaries),
+        budget_exhausted=tuple(_action_line(summary) for summary in exhausted),
+        unreachable_devices=unreachable,
+        review=tuple(_action_line(summary) for summary in review),
+        attention=tuple(attention),
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` so readers see the old file or the new one, never
+    half of one: a temporary file in the same directory, fsynced, then renamed over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def summary_lines(report: NightlyReport) -> list[str]:
+    """The human summary printed on stdout (no numbers, no bodies)."""
+    lines = [
+        f"starebrain nightly {format_time(report.generated_at)}"
+        f"  ledger {report.ledger}  ({report.duration_s:.1f}s)"
+    ]
+    if not report.devices:
+        lines.append("devices: none with attempts in flight")
+    for device in report.devices:
+        if device.reachable:
+            lines.append(
+                f"device {device.device}: reachable ({device.mode or '?'} mode,"
+                f" {device.round_trips} round trips, {len(device.changes)} change(s),"
+                f" {device.duplicates_recorded} duplicate(s) recorded,"
+                f" {device.in_flight_after} still in flight)"
+            )
+        else:
+            lines.append(
+                f"device {device.device}: UNREACHABLE ({device.error or 'no detail'});"
+                f" {device.in_flight_after} attempt(s) in flight, left untouched"
+            )
+        for change in device.changes:
+            lines.append(
+                f"  {change.action_id} {change.dispatch_id[:8]} {change.event}:"
+                f" {change.from_status} -> {change.to_status}"
+            )
+    lines.append(f"status: {status_counts_text(report.status_counts)}")
+    buckets = ", ".join(
+        f"{_BUCKET_LABELS[key]} {count}" for key, count in report.unresolved_by_age.items()
+    )
+    lines.append(f"unresolved attempts by age: {buckets}")
+    for attempt in report.unresolved:
+        lines.append(
+            f"  {attempt.action_id} {attempt.dispatch_id[:8]} on {attempt.device}:"
+            f" {attempt.status}, {age(timedelta(seconds=attempt.age_seconds))} old"
+        )
+    lines.append(f"mismatches: {len(report.mismatches)}")
+    for item in report.mismatches:
+        lines.append(f"  {item.action_id} ({item.status}) on {item.device or '-'}")
+    lines.append(
+        f"duplicates seen on phones: {len(report.duplicates)} open,"
+        f" {report.duplicates_total} ever recorded"
+    )
+    for duplicate in report.duplicates:
+        lines.append(
+            f"  {duplicate.action_id}: sms _id {duplicate.provider_object_id} on"
+            f" {duplicate.device} repeats attempt {duplicate.dispatch_id[:8]}"
+        )
+    lines.append(f"budget exhausted: {len(report.budget_exhausted)}")
+    for item in report.budget_exhausted:
+        lines.append(f"  {item.action_id}: {item.attempts}/{item.maximum_attempts} attempts")
+    lines.append("unreachable devices: " + (", ".join(report.unreachable_devices) or "none"))
+    lines.append(f"review: {len(report.review)}")
+    for item in report.review:
+        lines.append(f"  {item.action_id} ({item.status}): {', '.join(item.reasons)}")
+    if report.needs_person:
+        lines.append("NEEDS A PERSON: " + "; ".join(report.attention))
+    else:
+        lines.append("nothing needs a person")
+    return lines
+
+
+def _md_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    if not rows:
+        return ["_none_", ""]
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
+    return [*out, ""]
+
+
+def report_markdown(report: NightlyReport) -> str:
+    """The report as a Markdown document, for the archive (no numbers, no bodies)."""
+    verdict = (
+        "**Needs a person:** " + "; ".join(report.attention)
+        if report.needs_person
+        else "Nothing needs a person."
+    )
+    lines = [
+        f"# starebrain nightly report {report.generated_at.date().isoformat()}",
+        "",
+        f"- generated: `{format_time(report.generated_at)}`",
+        f"- ledger: `{report.ledger}`",
+        f"- duration: {report.duration_s:.1f}s",
+        f"- exit status: {report.exit_code}",
+        "",
+        verdict,
+        "",
+        "## Devices",
+        "",
+    ]
+    lines += _md_table(
+        [
+            "device",
+            "reachable",
+            "mode",
+            "round trips",
+            "changes",
+            "duplicates",
+            "in flight",
+            "error",
+        ],
+        [
+            [
+                device.device,
+                "yes" if device.reachable else "**no**",
+                device.mode or "-",
+                str(device.round_trips),
+                str(len(device.changes)),
+                str(device.duplicates_recorded),
+                str(device.in_flight_after),
+                device.error or "-",
+            ]
+            for device in report.devices
+        ],
+    )
+    changes = [(device.device, change) for device in report.devices for change in device.changes]
+    lines += ["## Changes in this pass", ""]
+    lines += _md_table(
+        ["device", "action", "dispatch", "event", "from", "to"],
+        [
+            [device, c.action_id, c.dispatch_id[:8], c.event, c.from_status, c.to_status]
+            for device, c in changes
+        ],
+    )
+    lines += ["## Actions by status", ""]
+    lines += _md_table(
+        ["status", "actions"],
+        [[status, str(count)] for status, count in report.status_counts.items()],
+    )
+    lines += ["## Unresolved attempts by age", ""]
+    lines += _md_table(
+        ["age", "attempts"],
+        [[_BUCKET_LABELS[key], str(count)] for key, count in report.unresolved_by_age.items()],
+    )
+    lines += _md_table(
+        ["action", "dispatch", "device", "status", "dispatched", "age", "review", "last error"],
+        [
+            [
+                a.action_id,
+                a.dispatch_id[:8],
+                a.device,
+                a.status,
+                format_time(a.dispatched_at),
+                age(timedelta(seconds=a.age_seconds)),
+                a.review_reason or "-",
+                a.last_error or "-",
+            ]
+            for a in report.unresolved
+        ],
+    )
+    action_columns = ["action", "status", "reasons", "attempts", "duplicates", "device"]
+
+    def action_rows(items: Sequence[ActionLine]) -> list[list[str]]:
+        return [
+            [
+                item.action_id,
+                item.status,
+                ", ".join(item.reasons) or "-",
+                f"{item.attempts}/{item.maximum_attempts}",
+                str(item.duplicates),
+                item.device or "-",
+            ]
+            for item in items
+        ]
+
+    lines += ["## Mismatches", "", *_md_table(action_columns, action_rows(report.mismatches))]
+    lines += [
+        "## Duplicates seen on phones",
+        "",
+        f"{report.duplicates_total} provider row(s) ever recorded as duplicates; open ones below.",
+        "",
+    ]
+    lines += _md_table(
+        ["action", "dispatch", "device", "sms _id", "seen"],
+        [
+            [d.action_id, d.dispatch_id[:8], d.device, str(d.provider_object_id), d.seen_at]
+            for d in report.duplicates
+        ],
+    )
+    lines += ["## Budget exhausted", ""]
+    lines += _md_table(action_columns, action_rows(report.budget_exhausted))
+    lines += ["## Unreachable devices", ""]
+    lines += [f"- {device}" for device in report.unreachable_devices] or ["_none_"]
+    lines += ["", "## For review", ""]
+    lines += _md_table(action_columns, action_rows(report.review))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- archive
+
+
+@attrs.frozen(kw_only=True)
+class ArchiveResult:
+    """Where the Markdown copy went and whether it was committed."""
+
+    path: Path
+    #: the commit id, when the archive is a git repository and the commit succeeded
+    commit: str | None = None
+    #: why it was not committed, when it should have been
+    error: str | None = None
+    #: True when the directory is inside a git work tree
+    in_git: bool = False
+
+
+def archive_path(directory: Path, report: NightlyReport) -> Path:
+    """``DIR/YYYY-MM-DD.md`` (UTC date); a later run the same day gets ``-2``, ``-3``…, so no
+    report is ever overwritten."""
+    day = report.generated_at.date().isoformat()
+    candidate = directory / f"{day}.md"
+    number = 2
+    while candidate.exists():
+        candidate = directory / f"{day}-{number}.md"
+        number += 1
+    return candidate
+
+
+def archive_report(directory: Path, report: NightlyReport) -> ArchiveResult:
+    """Write the Markdown copy into ``directory``; commit it when that is a git repository."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = archive_path(directory, report)
+    path.write_text(report_markdown(report), encoding="utf-8")
+    git = shutil.which("git")
+    if git is None:
+        return ArchiveResult(path=path)
+    probe = _git(git, directory, "rev-parse", "--is-inside-work-tree")
+    if probe.returncode != 0 or probe.stdout.strip() != "true":
+        return ArchiveResult(path=path)
+    message = f"nightly report {path.stem}: " + (
+        "; ".join(report.attention) if report.needs_person else "nothing needs a person"
+    )
+    for args in (("add", "--", path.name), ("commit", "--quiet", "-m", message, "--", path.name)):
+        done = _git(git, directory, *args)
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()
+            return ArchiveResult(
+                path=path,
+                in_git=True,
+                error=f"git {args[0]} failed: {detail[-1] if detail else done.returncode}",
+            )
+    head = _git(git, directory, "rev-parse", "HEAD")
+    return ArchiveResult(path=path, in_git=True, commit=head.stdout.strip() or None)
+
+
+def _git(git: str, directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        git,
+        "-C",
+        str(directory),
+        "-c",
+        f"user.name={GIT_AUTHOR_NAME}",
+        "-c",
+        f"user.email={GIT_AUTHOR_EMAIL}",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
