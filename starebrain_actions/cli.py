@@ -783,7 +783,7 @@ def nightly(
     )
 
 
-@click.command("nightly_reconcile")
+@click.command("nightly_reconcile", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -832,4 +832,6 @@ from android_bridge.simulator.cli import simulator_command  # noqa: E402
 
 main.add_command(simulator_command)
 
-# ---- demo: the lead registers `starebrain demo` here (run_demo() in starebrain_actions/_demo.py).
+from starebrain_actions._demo import demo_command  # noqa: E402
+
+main.add_command(demo_command)

@@ -1,0 +1,140 @@
+"""End-to-end fixtures: real ledger files in known states, the CLI runner, the installed
+command, and a loopback port nobody listens on."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from starebrain_actions import (
+    Ledger,
+    MatchVerdict,
+    RetryPolicy,
+    SmsIntent,
+    confirm_delivery,
+    fail_delivery,
+    try_accept,
+)
+from starebrain_actions.cli import main
+
+#: What ``seeded_ledger`` holds: action id -> derived status.
+SEEDED = {
+    "ok-1": "SUCCEEDED",
+    "ok-dup": "SUCCEEDED",
+    "bad-text": "MISMATCH",
+    "spent": "FAILED",
+    "waiting": "UNKNOWN",
+    "planned": "PLANNED",
+}
+RECIPIENT = "+15555550100"
+BODY = "Your code is 4821"
+
+RunCli = Callable[..., Result]
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path) -> Path:
+    """Where the test's ledger file lives (not created yet)."""
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback TCP port with nothing listening on it (connections are refused)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def run_cli(ledger_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunCli:
+    """Invoke ``starebrain --db <ledger_path> ARGS...`` in-process with click's runner."""
+    monkeypatch.delenv("STAREBRAIN_DB", raising=False)
+
+    def run(*args: str, db: Path | None = None) -> Result:
+        runner = CliRunner()
+        return runner.invoke(main, ["--db", str(db or ledger_path), *args], catch_exceptions=False)
+
+    return run
+
+
+def starebrain_command() -> list[str]:
+    """The installed ``starebrain`` console script of this interpreter's environment."""
+    script = Path(sys.executable).parent / "starebrain"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+
+
+def run_installed(
+    args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed command in a real process."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("STAREBRAIN_DB", None)
+    return subprocess.run(
+        [*starebrain_command(), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def json_of(result: Result) -> Any:
+    """Parse the runner's stdout as JSON."""
+    return json.loads(result.stdout)
+
+
+async def seed_ledger(path: Path, *, waiting_device: str = "127.0.0.1:1") -> None:
+    """Fill a ledger with one action per interesting state (see ``SEEDED``)."""
+    intent = SmsIntent(recipient=RECIPIENT, body=BODY)
+    one_try = RetryPolicy(maximum_attempts=1, grace_window=timedelta(seconds=60))
+    matched = MatchVerdict(matched=True)
+    mangled = MatchVerdict(matched=False, reason="body differs", details={"body": "Your cod 4821"})
+    old = datetime.now(UTC) - timedelta(hours=3)
+    async with Ledger.open(path) as ledger:
+        for action_id in ("ok-1", "ok-dup"):
+            await ledger.create_action(action_id, intent, one_try)
+            record = await ledger.begin_attempt(action_id, "10.0.0.1:5555")
+            confirm = confirm_delivery(
+                record, provider_object_id=len(action_id), now=ledger.now(), evidence={}
+            )
+            await ledger.apply(confirm)
+            await ledger.apply(try_accept(confirm.after, matched, now=ledger.now()))
+        await ledger.record_duplicate(
+            (await ledger.attempts("ok-dup"))[0].dispatch_id,
+            provider_object_id=99,
+            evidence={"address": RECIPIENT, "body": BODY},
+        )
+        await ledger.create_action("bad-text", intent, one_try)
+        record = await ledger.begin_attempt("bad-text", "10.0.0.1:5555")
+        confirm = confirm_delivery(record, provider_object_id=7, now=ledger.now())
+        await ledger.apply(confirm)
+        await ledger.apply(try_accept(confirm.after, mangled, now=ledger.now()))
+        await ledger.create_action("spent", intent, one_try)
+        record = await ledger.begin_attempt("spent", "10.0.0.1:5555")
+        await ledger.apply(
+            fail_delivery(record, reason="the phone marked the message failed", now=ledger.now())
+        )
+        await ledger.create_action("waiting", intent, one_try, now=old)
+        await ledger.begin_attempt("waiting", waiting_device, now=old)
+        await ledger.create_action("planned", intent, one_try)
+
+
+@pytest.fixture
+async def seeded_ledger(ledger_path: Path) -> Path:
+    """A ledger holding the actions of ``SEEDED`` (the in-flight one on a dead device)."""
+    await seed_ledger(ledger_path)
+    return ledger_path
