@@ -97,7 +97,7 @@ def json_of(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-async def seed_ledger(path: Path, *, waiting_device: str = "127.0.0.1:1") -> None:
+async def seed_ledger(path: Path, *, waiting_device: str) -> None:
     """Fill a ledger with one action per interesting state (see ``SEEDED``)."""
     intent = SmsIntent(recipient=RECIPIENT, body=BODY)
     one_try = RetryPolicy(maximum_attempts=1, grace_window=timedelta(seconds=60))
@@ -134,7 +134,7 @@ async def seed_ledger(path: Path, *, waiting_device: str = "127.0.0.1:1") -> Non
 
 
 @pytest.fixture
-async def seeded_ledger(ledger_path: Path) -> Path:
-    """A ledger holding the actions of ``SEEDED`` (the in-flight one on a dead device)."""
-    await seed_ledger(ledger_path)
+async def seeded_ledger(ledger_path: Path, closed_port: int) -> Path:
+    """A ledger holding the actions of ``SEEDED``; the in-flight one is on ``closed_port``."""
+    await seed_ledger(ledger_path, waiting_device=f"127.0.0.1:{closed_port}")
     return ledger_path

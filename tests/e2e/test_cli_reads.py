@@ -79,11 +79,11 @@ def test_list_text_and_json(run_cli: RunCli) -> None:
     assert SEEDED == {item["action"]["action_id"]: item["status"] for item in data}
 
 
-def test_list_filters(run_cli: RunCli) -> None:
+def test_list_filters(run_cli: RunCli, closed_port: int) -> None:
     """`list --status` (any case), `--device` and `--limit` narrow the list."""
     by_status = json_of(run_cli("list", "--status", "mismatch", "--json"))
     assert ["bad-text"] == [item["action"]["action_id"] for item in by_status]
-    by_device = json_of(run_cli("list", "--device", "127.0.0.1:1", "--json"))
+    by_device = json_of(run_cli("list", "--device", f"127.0.0.1:{closed_port}", "--json"))
     assert ["waiting"] == [item["action"]["action_id"] for item in by_device]
     assert 2 == len(json_of(run_cli("list", "--limit", "2", "--json")))
     assert "no actions match" in run_cli("list", "--device", "10.9.9.9:5555").stdout

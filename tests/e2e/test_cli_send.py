@@ -1,0 +1,187 @@
+"""`starebrain send` against the simulated phone: one SMS per action, and the exit statuses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import Action, ActionSummary, RetryPolicy, SmsIntent, Status
+from starebrain_actions.cli import main, send_exit_code
+from tests.conftest import PhoneFactory
+from tests.e2e.conftest import BODY, RECIPIENT, starebrain_command
+
+SENT = 2
+
+
+async def send(ledger_path: Path, key: Path, serial: str, *args: str) -> Result:
+    """Run `starebrain --db L send --device SERIAL --key KEY ARGS` off the phone's loop."""
+    argv = ["--db", str(ledger_path), "send", "--device", serial, "--key", str(key), *args]
+    return await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
+
+
+def sent_bodies(phone: SimulatedPhone) -> list[str | None]:
+    """Bodies of the rows the phone's sent box holds."""
+    return [row.body for row in phone.store.rows(types=[SENT])]
+
+
+async def test_send_succeeds_once_and_rerun_is_idempotent(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Exit 0 on SUCCEEDED; rerunning the same command reuses the derived id and sends nothing."""
+    args = ("--to", RECIPIENT, "--body", BODY, "--wait", "10")
+    first = await send(ledger_path, adb_key_path, phone.serial, *args)
+    assert 0 == first.exit_code, first.output
+    assert "SUCCEEDED" in first.stdout
+    action_id = first.stdout.split()[2]
+    assert action_id.startswith("sms-") and 20 == len(action_id)
+    again = await send(ledger_path, adb_key_path, phone.serial, *args)
+    assert 0 == again.exit_code, again.output
+    assert action_id == again.stdout.split()[2]
+    assert [BODY] == sent_bodies(phone)
+
+
+async def test_send_json(phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path) -> None:
+    """`send --json` prints the record with its status and exit code, redacted."""
+    result = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", BODY, "--action-id", "A-17", "--json",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    data = json.loads(result.stdout)
+    assert ("A-17", "SUCCEEDED", 0) == (
+        data["action"]["action_id"],
+        data["status"],
+        data["exit_code"],
+    )
+    assert ("CONFIRMED", "ACCEPTED") == (data["latest"]["delivery"], data["latest"]["acceptance"])
+    assert RECIPIENT not in result.stdout and BODY not in result.stdout
+
+
+async def test_send_reply_lost_is_one_sms(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The connection drops after the send: the CLI reconciles by reading, exits 0, one SMS."""
+    phone = await phone_factory(faults=["drop-after-send"])
+    result = await send(ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY)
+    assert 0 == result.exit_code, result.output
+    assert [BODY] == sent_bodies(phone)
+
+
+async def test_send_changed_intent_is_exit_2_and_sends_nothing(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The same --action-id with another body is a fingerprint conflict: exit 2, no SMS."""
+    first = await send(
+        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
+        "--action-id", "A-1",
+    )  # fmt: skip
+    assert 0 == first.exit_code, first.output
+    changed = await send(
+        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", "Your code is 9999",
+        "--action-id", "A-1",
+    )  # fmt: skip
+    assert 2 == changed.exit_code
+    assert "changed intent, nothing sent" in changed.stderr
+    assert [BODY] == sent_bodies(phone)
+
+
+async def test_send_bad_input_is_exit_2(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """A number with no digits, a blank body, a bad device or region: exit 2, nothing sent."""
+    cases = [
+        ("--to", "not-a-number", "--body", BODY),
+        ("--to", RECIPIENT, "--body", "   "),
+        ("--to", RECIPIENT, "--body", BODY, "--region", "USA"),
+        ("--to", RECIPIENT, "--body", BODY, "--action-id", "has space"),
+    ]
+    for args in cases:
+        result = await send(ledger_path, adb_key_path, phone.serial, *args)
+        assert 2 == result.exit_code, (args, result.output)
+    bad_device = await send(ledger_path, adb_key_path, "no-port", "--to", RECIPIENT, "--body", BODY)
+    assert 2 == bad_device.exit_code
+    assert [] == sent_bodies(phone)
+
+
+async def test_send_mismatch_is_exit_5(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The app alters the text and no attempt is left: MISMATCH, exit 5."""
+    phone = await phone_factory(faults=["mangle-body"])
+    result = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1",
+    )  # fmt: skip
+    assert 5 == result.exit_code, result.output
+    assert "MISMATCH" in result.stdout
+
+
+async def test_send_failed_without_budget_is_exit_4(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The radio fails (a rooted phone shows the FAILED row) and no attempt is left: exit 4."""
+    phone = await phone_factory(root=True, faults=["send-fails"])
+    result = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1", "--wait", "10",
+    )  # fmt: skip
+    assert 4 == result.exit_code, result.output
+    assert "FAILED" in result.stdout
+    assert [] == sent_bodies(phone)
+
+
+async def test_send_unresolved_is_exit_3(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The message sits in the outbox when --wait ends: still unresolved, exit 3."""
+    phone = await phone_factory(faults=["stuck-outbox"])
+    result = await send(
+        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY, "--wait", "0.3"
+    )
+    assert 3 == result.exit_code, result.output
+    assert "IN_FLIGHT" in result.stdout
+
+
+async def test_send_unreachable_device_is_exit_1(
+    ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """A phone that refuses the connection: a clear error naming it, exit 1, nothing recorded."""
+    serial = f"127.0.0.1:{closed_port}"
+    result = await send(ledger_path, adb_key_path, serial, "--to", RECIPIENT, "--body", BODY)
+    assert 1 == result.exit_code
+    assert serial in result.stderr
+
+
+async def test_installed_command_sends_once(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The installed `starebrain` console script sends through the phone and exits 0."""
+    env = {key: value for key, value in os.environ.items() if key != "STAREBRAIN_DB"}
+    process = await asyncio.create_subprocess_exec(
+        *starebrain_command(), "--db", str(ledger_path), "send", "--device", phone.serial,
+        "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert 0 == process.returncode, stderr.decode()
+    assert "SUCCEEDED" in stdout.decode()
+    assert [BODY] == sent_bodies(phone)
+
+
+@pytest.mark.parametrize("status", ["IN_FLIGHT", "UNKNOWN", "VERIFYING"])
+def test_unresolved_statuses_map_to_3(status: str) -> None:
+    """Every not-yet-proven status maps to exit 3."""
+    intent = SmsIntent(recipient=RECIPIENT, body=BODY)
+    action = Action(
+        action_id="x", fingerprint=intent.fingerprint, intent=intent, policy=RetryPolicy(),
+        created_at=datetime.now(UTC),
+    )  # fmt: skip
+    summary = ActionSummary(action=action, attempts=(), status=Status(status), review_reasons=())
+    assert 3 == send_exit_code(summary)
