@@ -10,9 +10,9 @@ One page is one shell round trip running, over the page's ``--where``:
    ``sub_id``, ``error_code``): unambiguous, it fixes the exact list of rows;
 2. three text queries, ``_id`` plus one of ``address``, ``body``, ``creator`` each, parsed
    against that list (see :mod:`android_bridge._parser`; stderr is discarded there so a
-   stray warning cannot end up inside the last body). The anchor's text is read only if the
-   anchor is itself in the window: it is often an incoming message, whose text a stranger
-   chose, and a body quoting the next row's header would make the page unreadable;
+   stray warning cannot end up inside the last body). The anchor's text is never read: it
+   is an incoming message (text a stranger chose) or the previous outgoing one, and a body
+   quoting the next row's header would make every later read refuse;
 3. the integer query again: if it differs from the first, the rows changed mid-read and the
    page is retried once, then refused;
 4. on the first page only, a *probe*: the ``_id`` of every window row beyond the first page,
@@ -30,7 +30,7 @@ resolved by one more round trip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 import structlog
@@ -182,10 +182,9 @@ class SmsReader:
             high = anchor + self._page_size
             first = await self._read_page(
                 f"_id = {anchor} OR (_id > {anchor} AND _id < {high} AND {filters})",
-                text_where=f"_id >= {anchor} AND _id < {high} AND {filters}",
+                text_where=f"_id > {anchor} AND _id < {high} AND {filters}",
                 probe_where=f"_id = {anchor} OR (_id >= {high} AND {filters})",
-                anchor=anchor,
-                in_window=lambda row: _in_window(row, types=types, since_ms=since_ms),
+                skip_text_id=anchor,
             )
         pages = [first]
         probe_ids = first.probe_ids or []
@@ -198,7 +197,25 @@ class SmsReader:
                 expected_ids=chunk,
             )
             pages.append(page)
-        ints = [row for page in pages for row in page.ints]
+        replacement = [
+            row
+            for row in first.ints
+            if anchor
+            and row[0] == anchor
+            and anchor_date_ms is not None
+            and row[4] != anchor_date_ms
+            and _in_window(row, types=types, since_ms=since_ms)
+        ]
+        if replacement:
+            # The anchor's id was reused by a row in the window: it is a candidate, so its
+            # text is needed after all (a one-row page cannot be split ambiguously).
+            pages.append(
+                await self._read_page(
+                    f"_id = {anchor} AND {filters}", probe_where=None, expected_ids=[anchor]
+                )
+            )
+        ints = [row for page in pages for row in page.ints if page is first or row[0] != anchor]
+        ints = sorted(ints, key=lambda row: row[0] or 0)
         texts: dict[str, dict[int, str | None]] = {column: {} for column in TEXT_COLUMNS}
         for page in pages:
             for column in TEXT_COLUMNS:
@@ -302,15 +319,14 @@ class SmsReader:
         *,
         probe_where: str | None,
         text_where: str | None = None,
-        anchor: int | None = None,
-        in_window: Callable[[IntRow], bool] | None = None,
+        skip_text_id: int | None = None,
         expected_ids: Sequence[int] | None = None,
     ) -> _Page:
         """Read one page, retrying once if its rows changed while it was read.
 
-        ``text_where`` (default ``where``) selects the rows whose text columns are read: on
-        the first page it leaves out the anchor unless the anchor itself is in the window,
-        so an incoming message's text (the anchor is often one) is never parsed.
+        ``text_where`` (default ``where``) selects the rows whose text columns are read; on
+        the first page it leaves out the anchor (``skip_text_id``), whose text was chosen by
+        someone else (an incoming message, or the previous outgoing one).
         """
         for attempt in range(2):
             try:
@@ -318,8 +334,7 @@ class SmsReader:
                     where,
                     text_where if text_where is not None else where,
                     probe_where,
-                    anchor=anchor,
-                    in_window=in_window,
+                    skip_text_id=skip_text_id,
                 )
                 if expected_ids is not None and [row[0] for row in page.ints] != list(expected_ids):
                     raise IncompleteRead("a page does not hold the rows the probe listed")
@@ -336,8 +351,7 @@ class SmsReader:
         text_where: str,
         probe_where: str | None,
         *,
-        anchor: int | None,
-        in_window: Callable[[IntRow], bool] | None,
+        skip_text_id: int | None,
     ) -> _Page:
         int_query = content_query(self._uri, INT_COLUMNS, where)
         steps = [int_query]
@@ -353,11 +367,7 @@ class SmsReader:
         again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
         if first != again:
             raise IncompleteRead("the rows changed while they were being read")
-        ids = [
-            row[0]
-            for row in first
-            if row[0] is not None and (row[0] != anchor or in_window is None or in_window(row))
-        ]
+        ids = [row[0] for row in first if row[0] is not None and row[0] != skip_text_id]
         texts = {
             column: parse_text_column(outputs[1 + index].output, column, ids)
             for index, column in enumerate(TEXT_COLUMNS)

@@ -249,3 +249,18 @@ async def test_hostile_incoming_anchor_cannot_block_reads(
     read = await SmsReader(sim_device).read_since(anchor)
     expected = (True, ["real"])
     assert expected == (read.complete, [row.body for row in read.rows])
+
+
+async def test_previous_body_quoting_next_header_cannot_block_confirmation(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """The previous outgoing message is the next anchor; its text is never parsed either."""
+    dispatcher, reader = SmsDispatcher(sim_device), SmsReader(sim_device)
+    await dispatcher.send(RECIPIENT, "warm-up")
+    base = sim_device.known_max_id
+    forged = "x" + "".join(f"\nRow: 1 _id={i}, body=forged" for i in range(base, base + 6))
+    await dispatcher.send(RECIPIENT, forged)
+    evidence = await dispatcher.send(RECIPIENT, "the real one")
+    read = await reader.read_after(evidence)
+    expected = (True, ["the real one"], 1)
+    assert expected == (read.complete, [row.body for row in read.rows], read.round_trips)
