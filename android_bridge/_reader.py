@@ -18,6 +18,9 @@ One page is one shell round trip running, over the page's ``--where``:
 4. on the first page only, a *probe*: the ``_id`` of every window row beyond the first page,
    plus the anchor. The later pages are cut from that list.
 
+Every ``--where`` starts with a plain ``_id`` range (no top-level ``OR``), so SQLite walks
+the rowid index from the anchor on: the cost depends on the new rows, not the box size.
+
 Completeness: the first page and the probe both include the anchor row ``_id == after_id``.
 If it comes back in both, the provider really answered, and the window (as of that round
 trip) is whole; if it does not (``No result found.``, an error, the row deleted), the read
@@ -181,9 +184,11 @@ class SmsReader:
         else:
             high = anchor + self._page_size
             first = await self._read_page(
-                f"_id = {anchor} OR (_id > {anchor} AND _id < {high} AND {filters})",
+                f"_id >= {anchor} AND _id < {high} AND (_id = {anchor} OR ({filters}))",
                 text_where=f"_id > {anchor} AND _id < {high} AND {filters}",
-                probe_where=f"_id = {anchor} OR (_id >= {high} AND {filters})",
+                probe_where=(
+                    f"_id >= {anchor} AND (_id = {anchor} OR (_id >= {high} AND {filters}))"
+                ),
                 skip_text_id=anchor,
             )
         pages = [first]

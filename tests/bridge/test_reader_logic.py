@@ -103,7 +103,7 @@ async def test_where_clauses_use_only_integers() -> None:
     """Every --where the reader sends is built from the validated integers it was given."""
     device = ScriptedDevice([_page([(5, 1)], render_rows(("_id",), [(5,)]))])
     await _reader(device).read_since(5, since_ms=123)
-    expected = "'_id = 5 OR (_id > 5 AND _id < 15 AND type IN (2,4,5,6) AND date >= 123)'"
+    expected = "'_id >= 5 AND _id < 15 AND (_id = 5 OR (type IN (2,4,5,6) AND date >= 123))'"
     assert expected in device.commands[0][0]
 
 
