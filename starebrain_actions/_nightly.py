@@ -51,6 +51,10 @@ _BUCKET_LABELS: Final[Mapping[str, str]] = {
     "over_7d": "> 7d",
 }
 
+#: An attempt unresolved this long needs a person even on a reachable device: it holds the
+#: device's lease, so nothing else can be sent through that phone until it is settled.
+STALE_AFTER: Final = timedelta(hours=24)
+
 #: Author of archive commits unless ``GIT_AUTHOR_*`` / ``GIT_COMMITTER_*`` say otherwise.
 GIT_AUTHOR_NAME: Final = "starebrain nightly"
 GIT_AUTHOR_EMAIL: Final = "nightly@localhost"
@@ -173,7 +177,8 @@ class NightlyReport:
 
     @property
     def needs_person(self) -> bool:
-        """True when someone must look: review items, or a dead device holding attempts."""
+        """True when someone must look: review items, a dead device holding attempts, or an
+        attempt unresolved for longer than ``STALE_AFTER``."""
         return bool(self.attention)
 
     @property
@@ -432,6 +437,17 @@ def build_report(
         attention.append(
             f"device {line.device} is unreachable with {line.in_flight_after} attempt(s) in flight"
         )
+    stranded_devices = {line.device for line in stranded}
+    stale = [
+        line
+        for line in unresolved
+        if line.age_seconds >= STALE_AFTER.total_seconds() and line.device not in stranded_devices
+    ]
+    if stale:
+        attention.append(
+            f"{len(stale)} attempt(s) unresolved for more than {age(STALE_AFTER)}"
+            " (each holds its device's lease)"
+        )
     return NightlyReport(
         generated_at=now,
         ledger=str(ledger_path),
@@ -490,7 +506,7 @@ def summary_lines(report: NightlyReport) -> list[str]:
         if device.reachable:
             lines.append(
                 f"device {device.device}: reachable ({device.mode or '?'} mode,"
-                f" {device.round_trips} round trips, {len(device.changes)} change(s),"
+                f" {device.round_trips} round trip(s), {len(device.changes)} change(s),"
                 f" {device.duplicates_recorded} duplicate(s) recorded,"
                 f" {device.in_flight_after} still in flight)"
             )

@@ -7,13 +7,14 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions import Ledger
+from starebrain_actions import Ledger, SmsIntent
 from starebrain_actions.cli import main
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, json_of
 from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
@@ -185,3 +186,23 @@ def test_script_wrapper_runs_the_same_job(seeded_ledger: Path, tmp_path: Path) -
     assert 1 == done.returncode, done.stderr
     assert "NEEDS A PERSON" in done.stdout
     assert 1 == json.loads(report_path.read_text(encoding="utf-8"))["exit_code"]
+
+
+async def test_attempt_unresolved_for_days_needs_a_person(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """An attempt still unproven after more than a day on a reachable phone holds its lease:
+    the report lists it under 1d-7d and exits 1."""
+    old = datetime.now(UTC) - timedelta(days=2)
+    async with Ledger.open(ledger_path) as ledger:
+        intent = SmsIntent(recipient=RECIPIENT, body=BODY)
+        await ledger.create_action("old-1", intent, now=old)
+        await ledger.begin_attempt("old-1", phone.serial, now=old)
+    result = await nightly(ledger_path, adb_key_path, "--json")
+    assert 1 == result.exit_code, result.output
+    report = json.loads(result.stdout)
+    assert 1 == report["unresolved_by_age"]["1d_to_7d"]
+    assert report["devices"][0]["reachable"] is True
+    assert ["1 attempt(s) unresolved for more than 24h (each holds its device's lease)"] == report[
+        "attention"
+    ]
