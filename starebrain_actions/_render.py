@@ -142,8 +142,10 @@ class Output:
         body = [list(row) for row in rows]
         if self.rich:
             table = Table(title=title, show_lines=False, header_style="bold")
-            for column in columns:
-                table.add_column(column, overflow="fold")
+            last = len(columns) - 1
+            for index, column in enumerate(columns):
+                # ids and times stay whole; only the last (free text) column wraps
+                table.add_column(column, no_wrap=index != last, overflow="fold")
             for row in body:
                 table.add_row(*row)
             self._console().print(table)
