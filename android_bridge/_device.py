@@ -312,12 +312,10 @@ class Device:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise UnparseableOutput("device output is not valid UTF-8") from exc
-        if "\r\n" in text and "\r\n" not in script.command:
-            # A PTY turns every \n into \r\n, which would make line endings in bodies
-            # indistinguishable; modern adbd does not use one for shell:<command>.
-            text_lines = text.split("\n")
-            if all(line.endswith("\r") for line in text_lines[:-1] if line):
-                raise UnparseableOutput("device output uses a PTY (\\r\\n line endings)")
+        if f"{script.nonce}:0:begin\r\n" in text:
+            # A PTY turns every \n into \r\n (our own frame lines included), which would make
+            # line endings in bodies indistinguishable; modern adbd uses none for shell:<cmd>.
+            raise UnparseableOutput("device output comes through a PTY (\\r\\n line endings)")
         return script.split(text)
 
     async def facts(self) -> DeviceFacts:
