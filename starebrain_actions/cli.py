@@ -223,6 +223,17 @@ def send_exit_code(summary: ActionSummary) -> int:
     return EXIT_UNRESOLVED
 
 
+def settled(summary: ActionSummary) -> bool:
+    """True when no send can change the action any more: SUCCEEDED, or FAILED/MISMATCH with
+    no new attempt allowed (other than after a backoff)."""
+    if summary.status is Status.SUCCEEDED:
+        return True
+    if summary.status not in (Status.FAILED, Status.MISMATCH):
+        return False
+    decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
+    return not decision.redispatch and decision.reason is not RedispatchReason.BACKOFF
+
+
 @main.command()
 @click.option(
     "--device",
@@ -335,6 +346,18 @@ def _run_send(
     from starebrain_actions.agent import SmsAgent
 
     async def work() -> ActionSummary:
+        # Settle what the ledger alone can settle, so a changed intent is exit 2 and a rerun
+        # of a finished action exits as before even while the phone is down.
+        async with Ledger.open(path) as ledger:
+            try:
+                known: ActionSummary | None = await ledger.summary(action_id)
+            except NotFound:
+                known = None
+        if known is not None:
+            if known.action.fingerprint != intent.fingerprint:
+                raise FingerprintConflict(action_id, known.action.fingerprint, intent.fingerprint)
+            if settled(known):
+                return known
         async with SmsAgent.open(
             db=path, device=device, policy=policy, key_path=key_path, region=region
         ) as agent:

@@ -185,3 +185,21 @@ def test_unresolved_statuses_map_to_3(status: str) -> None:
     )  # fmt: skip
     summary = ActionSummary(action=action, attempts=(), status=Status(status), review_reasons=())
     assert 3 == send_exit_code(summary)
+
+
+async def test_ledger_settles_reruns_while_the_phone_is_down(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """Once an action succeeded, a rerun exits 0 and a changed intent exits 2 from the ledger
+    alone, without reaching for the (now unreachable) phone."""
+    args = ("--to", RECIPIENT, "--body", BODY, "--action-id", "A-5")
+    first = await send(ledger_path, adb_key_path, phone.serial, *args)
+    assert 0 == first.exit_code, first.output
+    down = f"127.0.0.1:{closed_port}"
+    rerun = await send(ledger_path, adb_key_path, down, *args)
+    assert 0 == rerun.exit_code, rerun.output
+    changed = await send(
+        ledger_path, adb_key_path, down, "--to", RECIPIENT, "--body", "other", "--action-id", "A-5"
+    )
+    assert 2 == changed.exit_code, changed.output
+    assert [BODY] == sent_bodies(phone)
