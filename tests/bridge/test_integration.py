@@ -58,3 +58,22 @@ async def test_injection_is_sent_literally(target: Target, body: str) -> None:
     assert [body] == [row.body for row in read.rows if row.type == 2]
     if target.phone is not None:
         assert 0 == target.phone.reboots
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "a, body=b, address=c = d",
+        "two\nlines\nRow: 1 _id=2, body=fake",
+        "NULL",
+        "emoji 😀👩‍👩‍👧 and e\u0301 accents",
+    ],
+)
+async def test_hazard_bodies_round_trip_exactly(target: Target, body: str) -> None:
+    """Bodies that imitate columns, rows and NULL come back byte-exact from the provider."""
+    evidence = await SmsDispatcher(target.device).send(target.recipient, body)
+    if target.phone is not None:
+        await target.phone.wait_idle()
+    read = await SmsReader(target.device).read_after(evidence)
+    expected = (True, [body])
+    assert expected == (read.complete, [row.body for row in read.rows if row.type == 2])
