@@ -13,8 +13,8 @@ Attribution on one device (the device lease means at most one attempt is in flig
   duplicates (the phone really sent it again); a SENT row wins over a FAILED one;
 * otherwise a single row that matches the recipient or the body is the artifact, judged a
   MISMATCH (the app changed it); several such rows are ambiguous: manual review;
-* rows that match neither are someone else's; if only such rows appear and the grace window
-  has passed, attribution is ambiguous: manual review, never FAILED;
+* rows that match neither the recipient nor the body are someone else's (a person using the
+  phone, an old message): they are left out, and recorded as evidence;
 * no candidate: FAILED only if the read proves absence (complete, and every outgoing type
   visible: a rooted device) and the grace window has passed. In shell mode a missing message
   may be queued invisibly, so absence proves nothing and the attempt stays UNKNOWN.
@@ -218,17 +218,15 @@ def plan_device(
                     ambiguous=True,
                     evidence={"partial_matches": [m.provider_object_id for m, _v in partial]},
                 )
-        elif best == 0:
-            past_grace = now >= record.dispatched_at + grace
-            lookup = LookupResult(
-                complete=False,
-                ambiguous=past_grace and read.complete,
-                evidence={"unrelated_rows": [m.provider_object_id for _s, m, _v in scored]},
-            )
         else:
+            unrelated = [m.provider_object_id for _s, m, _v in scored]
             lookup = LookupResult(
                 complete=read.proves_absence,
-                evidence={"read_mode": read.mode, **dict(read.evidence)},
+                evidence={
+                    "read_mode": read.mode,
+                    **dict(read.evidence),
+                    **({"unrelated_rows": unrelated} if unrelated else {}),
+                },
             )
         planned = _core.reconcile(record, lookup, now, grace_window=grace)
         transitions.extend(planned)

@@ -1,0 +1,77 @@
+"""A sender that kills itself (SIGKILL) at a chosen step, for the crash tests.
+
+Run as ``python -m tests.agent._crash_child DB SERIAL KEY STEP``. Steps:
+``before_commit`` (the action exists, the attempt receipt is not yet committed),
+``after_commit`` (the receipt is committed, nothing reached the phone),
+``after_send`` (the send reached the phone; the process dies before the reply),
+``during_reconcile`` (the phone was read; the process dies before applying what it proves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from datetime import timedelta
+from typing import Any
+
+from starebrain_actions import Ledger, RetryPolicy, SmsIntent
+from starebrain_actions._android import AndroidPhone
+from starebrain_actions._ports import DispatchReceipt, PhoneRead
+from starebrain_actions.agent import SmsAgent
+
+TO, BODY = "+1 555 0100", "Your code is 4821"
+POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+
+
+def die() -> None:
+    """Die as a power cut or kill -9 would: no cleanup, no flush."""
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class DyingPhone:
+    """The real Android phone, except that the process dies at the chosen step."""
+
+    def __init__(self, phone: AndroidPhone, step: str) -> None:
+        self._phone = phone
+        self._step = step
+
+    @property
+    def device(self) -> str:
+        return self._phone.device
+
+    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
+        if self._step == "after_commit":
+            die()
+        if self._step == "after_send":
+            print("sending", flush=True)  # the parent kills us while the command hangs
+        return await self._phone.dispatch(intent)
+
+    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
+        read = await self._phone.read_outgoing(after_id=after_id, anchor_date_ms=anchor_date_ms)
+        if self._step == "during_reconcile":
+            die()
+        return read
+
+    def judge(self, message: Any, intent: SmsIntent) -> Any:
+        return self._phone.judge(message, intent)
+
+    async def close(self) -> None:
+        await self._phone.close()
+
+
+async def main(db: str, serial: str, key: str, step: str) -> None:
+    async with Ledger.open(db) as ledger:
+        if step == "before_commit":
+            await ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+            die()
+        phone = await AndroidPhone.connect(serial, key_path=key, command_timeout_s=30)
+        agent = SmsAgent(ledger, DyingPhone(phone, step), policy=POLICY, poll_interval_s=0.05)
+        await agent.send("A-17", TO, BODY, wait=30)
+    print("finished without dying", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:5]))

@@ -1,0 +1,78 @@
+"""Fixtures for agent tests: a ledger file and simulated phones with history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import RetryPolicy
+from starebrain_actions.agent import SmsAgent
+
+PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
+SENT = 2
+
+#: A policy fast enough for tests: proofs of absence after one second.
+FAST = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+
+
+def seed_history(phone: SimulatedPhone) -> int:
+    """Give a phone the history a real one has (a received and a sent message)."""
+    now = phone.now_ms()
+    phone.store.insert_incoming("+15550199", "Are we still on for Friday?", date_ms=now - 90_000)
+    phone.store.insert_outgoing(
+        "+15550199", "Yes, see you there", date_ms=now - 60_000, message_type=SENT
+    )
+    return phone.store.max_id()
+
+
+def sent_rows(phone: SimulatedPhone, to: str, body: str) -> list[int]:
+    """Ids of SENT rows carrying exactly ``body`` to ``to`` (ground truth from the store)."""
+    wanted = to.replace(" ", "")
+    return [
+        row._id
+        for row in phone.store.rows(types=[SENT])
+        if (row.address or "").replace(" ", "") == wanted and row.body == body
+    ]
+
+
+@pytest.fixture
+async def sms_phone(phone_factory: PhoneFactory) -> Callable[..., Awaitable[SimulatedPhone]]:
+    """Start a simulated phone (rooted unless told otherwise) with some history."""
+
+    async def start(**kwargs: Any) -> SimulatedPhone:
+        kwargs.setdefault("root", True)
+        kwargs.setdefault("send_delay_ms", 20)
+        phone = await phone_factory(**kwargs)
+        seed_history(phone)
+        return phone
+
+    return start
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A fresh ledger path."""
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def agent_for(db_path: Path, adb_key_path: Path) -> Callable[..., Any]:
+    """``async with agent_for(phone, **kwargs) as agent``: an SmsAgent on the test ledger."""
+
+    @asynccontextmanager
+    async def open_agent(phone: SimulatedPhone, **kwargs: Any) -> AsyncIterator[SmsAgent]:
+        kwargs.setdefault("policy", FAST)
+        kwargs.setdefault("poll_interval_s", 0.05)
+        kwargs.setdefault("command_timeout_s", 2.0)
+        async with SmsAgent.open(
+            db=kwargs.pop("db", db_path), device=phone.serial, key_path=adb_key_path, **kwargs
+        ) as agent:
+            yield agent
+
+    return open_agent

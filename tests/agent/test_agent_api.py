@@ -1,0 +1,247 @@
+"""The seed's failure cases through the Python API, against the simulated phone."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import (
+    AcceptanceState,
+    DeliveryState,
+    Event,
+    FingerprintConflict,
+    InvalidInput,
+    Ledger,
+    ReviewReason,
+    Status,
+)
+from starebrain_actions._android import PhoneUnavailable
+from starebrain_actions.agent import SmsAgent, reconcile_pending
+
+from .conftest import FAST, sent_rows
+
+TO, BODY = "+1 555 0100", "Your code is 4821"
+
+
+async def test_the_same_approved_action_twice_sends_one_sms(sms_phone: Any, agent_for: Any) -> None:
+    """Sending one action id twice sends one SMS; the second call returns the first's record."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=5)
+        second = await agent.send("A-17", TO, BODY, wait=5)
+    assert Status.SUCCEEDED == first.status
+    assert Status.SUCCEEDED == second.status
+    assert first.record == second.record
+    assert 1 == len(sent_rows(phone, TO, BODY))
+    assert 1 == agent.dispatches
+
+
+async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The connection drops after the send: the attempt stays PENDING, a read confirms it."""
+    phone = await sms_phone(root=False)
+    phone.inject_fault("drop-after-send")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+        ledger = agent.ledger
+        history = [entry.event for entry in await ledger.history("A-17")]
+    assert Status.SUCCEEDED == outcome.status
+    assert [Event.CREATED, Event.NOTE_ERROR, Event.CONFIRM, Event.ACCEPT] == history
+    assert outcome.record is not None
+    assert "outcome unknown" in (outcome.record.last_error or "")
+    assert [outcome.record.provider_object_id] == sent_rows(phone, TO, BODY)
+
+
+async def test_changed_arguments_conflict_and_send_nothing(sms_phone: Any, agent_for: Any) -> None:
+    """Reusing an action id with another body raises FingerprintConflict; nothing is sent."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        await agent.send("A-17", TO, BODY, wait=5)
+        before = len(phone.commands_run)
+        with pytest.raises(FingerprintConflict):
+            await agent.send("A-17", TO, "Your code is 0000", wait=5)
+        with pytest.raises(FingerprintConflict):
+            await agent.send("A-17", "+1 555 0199", BODY, wait=5)
+    assert not any("am start" in command for command in phone.commands_run[before:])
+    assert 1 == len(phone.store.rows(types=[2])) - 1  # the seeded sent row plus ours
+
+
+def _concurrent_sender(db: str, serial: str, key: str, barrier: Any, out: Any) -> None:
+    """Child process: wait at the barrier, then send action A-17."""
+
+    async def run() -> str:
+        async with SmsAgent.open(
+            db=db, device=serial, key_path=key, policy=FAST, poll_interval_s=0.05
+        ) as agent:
+            barrier.wait()
+            outcome = await agent.send("A-17", TO, BODY, wait=10)
+            return f"{outcome.status.value}:{agent.dispatches}"
+
+    out.put(asyncio.run(run()))
+
+
+@pytest.mark.slow
+async def test_two_concurrent_senders_in_separate_processes_send_one_sms(
+    sms_phone: Any, db_path: Path, adb_key_path: Path
+) -> None:
+    """Two processes send the same action at the same moment: one SMS, both see SUCCEEDED."""
+    phone = await sms_phone()
+    context = multiprocessing.get_context("spawn")
+    barrier, out = context.Barrier(2), context.Queue()
+    processes = [
+        context.Process(
+            target=_concurrent_sender,
+            args=(str(db_path), phone.serial, str(adb_key_path), barrier, out),
+        )
+        for _ in range(2)
+    ]
+    for process in processes:
+        process.start()
+    results = []
+    for _ in processes:
+        results.append(await asyncio.to_thread(out.get, True, 60))
+    for process in processes:
+        await asyncio.to_thread(process.join, 60)
+        assert 0 == process.exitcode
+    assert ["SUCCEEDED", "SUCCEEDED"] == sorted(r.split(":")[0] for r in results)
+    assert 1 == sum(int(r.split(":")[1]) for r in results)
+    assert 1 == len(sent_rows(phone, TO, BODY))
+
+
+async def test_a_failed_send_is_retried_and_counted_against_the_budget(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """A type-5 FAILED row proves the send failed (rooted phone): one retry, one SMS."""
+    phone = await sms_phone()
+    phone.inject_fault("send-fails")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    first, second = outcome.summary.attempts
+    assert (DeliveryState.FAILED, DeliveryState.CONFIRMED) == (first.delivery, second.delivery)
+    assert Status.SUCCEEDED == outcome.status
+    assert 1 == len(sent_rows(phone, TO, BODY))
+
+
+async def test_shell_mode_never_proves_absence(sms_phone: Any, agent_for: Any) -> None:
+    """As the shell user a failed row is invisible: the attempt stays UNKNOWN, never retried."""
+    phone = await sms_phone(root=False)
+    phone.inject_fault("send-fails")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=2)
+    assert Status.UNKNOWN == outcome.status
+    assert 1 == agent.dispatches
+    assert 1 == len(outcome.summary.attempts)
+
+
+async def test_a_mangled_body_is_a_mismatch_then_resent(sms_phone: Any, agent_for: Any) -> None:
+    """The app changes the text: attempt 1 is CONFIRMED/REJECTED, attempt 2 succeeds."""
+    phone = await sms_phone()
+    phone.inject_fault("mangle-body")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    first = outcome.summary.attempts[0]
+    assert (DeliveryState.CONFIRMED, AcceptanceState.REJECTED) == (
+        first.delivery,
+        first.acceptance,
+    )
+    assert "body" in str(first.evidence.get("reason"))
+    assert Status.SUCCEEDED == outcome.status
+
+
+async def test_a_duplicate_by_the_app_is_recorded_and_flagged(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The app sends the message twice: one attempt, one duplicate recorded, review flagged."""
+    phone = await sms_phone()
+    phone.inject_fault("duplicate-send")
+    async with agent_for(phone) as agent:
+        await agent.send("A-17", TO, BODY, wait=5)
+        await phone.wait_idle()
+        await agent.reconcile()
+        summary = await agent.ledger.summary("A-17")
+    assert 2 == len(sent_rows(phone, TO, BODY))
+    assert 1 == len(summary.attempts)
+    assert 1 == summary.duplicates
+    assert (ReviewReason.DUPLICATE,) == summary.review_reasons
+
+
+async def test_a_hang_after_send_is_resolved_by_reading(sms_phone: Any, agent_for: Any) -> None:
+    """The command hangs after the phone sent: a timeout, then a read confirms one SMS."""
+    phone = await sms_phone()
+    phone.inject_fault("hang-after-send")
+    async with agent_for(phone, command_timeout_s=1.0) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=6)
+    assert Status.SUCCEEDED == outcome.status
+    assert 1 == len(sent_rows(phone, TO, BODY))
+
+
+async def test_bad_input_is_refused_before_anything_is_written(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An empty body or a recipient without digits raises InvalidInput; no action exists."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        with pytest.raises(InvalidInput):
+            await agent.send("A-1", TO, "   ")
+        with pytest.raises(InvalidInput):
+            await agent.send("A-1", "call me", BODY)
+        assert [] == await agent.ledger.summaries()
+
+
+async def test_an_unreachable_phone_is_refused_at_open(db_path: Path, adb_key_path: Path) -> None:
+    """Opening an agent on a closed port raises PhoneUnavailable and records nothing."""
+    with pytest.raises(PhoneUnavailable):
+        async with SmsAgent.open(db=db_path, device="127.0.0.1:9", key_path=adb_key_path):
+            pass
+
+
+async def test_device_down_during_reconcile_fails_nothing(
+    sms_phone: Any, agent_for: Any, db_path: Path, adb_key_path: Path
+) -> None:
+    """With the phone gone, a reconcile pass reports it unreachable and nothing becomes FAILED."""
+    phone = await sms_phone()
+    async with agent_for(phone, command_timeout_s=0.5) as agent:
+        phone.inject_fault("hang")
+        outcome = await agent.send("A-17", TO, BODY, wait=0.3)
+    assert outcome.status in (Status.IN_FLIGHT, Status.UNKNOWN)
+    await phone.stop()
+    async with Ledger.open(db_path) as ledger:
+        result = await reconcile_pending(ledger, key_path=str(adb_key_path))
+        (report,) = result.devices
+        record = (await ledger.attempts("A-17"))[0]
+    assert (False, 1) == (report.reachable, report.in_flight)
+    assert DeliveryState.PENDING == record.delivery
+    assert "reconcile read failed" in (record.last_error or "")
+
+
+async def test_reconcile_pass_reads_each_device_a_bounded_number_of_times(
+    sms_phone: Any, agent_for: Any, db_path: Path, adb_key_path: Path
+) -> None:
+    """Twenty confirmed attempts and one in flight on a device cost one read in a pass."""
+    phone = await sms_phone(latency_ms=0)
+    async with agent_for(phone) as agent:
+        for n in range(20):
+            await agent.send(f"A-{n}", TO, f"message {n}", wait=5)
+        phone.inject_fault("stuck-outbox")
+        await agent.send("A-stuck", TO, "stuck", wait=0.2)
+    async with Ledger.open(db_path) as ledger:
+        result = await reconcile_pending(ledger, key_path=str(adb_key_path))
+    (report,) = result.devices
+    assert report.reachable
+    assert report.round_trips <= 2
+    assert 1 == report.in_flight
+
+
+def test_module_has_no_hidden_io_at_import() -> None:
+    """Importing the agent does not connect anywhere (no event loop is needed)."""
+    assert "starebrain_actions.agent" in sys.modules or __import__("starebrain_actions.agent")
+
+
+_ = SimulatedPhone

@@ -1,0 +1,178 @@
+"""plan_device: attributing one read's rows to the attempts of one device (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from starebrain_actions import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    ArtifactOutcome,
+    DeliveryState,
+    Event,
+    MatchVerdict,
+    RetryPolicy,
+    ReviewReason,
+    SmsIntent,
+)
+from starebrain_actions._ports import OutgoingMessage, PhoneRead
+from starebrain_actions._reconciler import Watched, plan_device
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+INTENT = SmsIntent(recipient="+15550100", body="Your code is 4821")
+ACTION = Action(
+    action_id="A-17",
+    fingerprint=INTENT.fingerprint,
+    intent=INTENT,
+    policy=RetryPolicy(grace_window=timedelta(seconds=60)),
+    created_at=NOW,
+)
+CLOCK = 1_800_000_000_000
+
+
+def judge(message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
+    """Exact comparison, with the recipient_ok/body_ok details the adapter provides."""
+    recipient_ok = message.recipient == intent.recipient
+    body_ok = message.body == intent.body
+    return MatchVerdict(
+        matched=recipient_ok and body_ok,
+        reason=None if recipient_ok and body_ok else "differs",
+        details={"recipient_ok": recipient_ok, "body_ok": body_ok},
+    )
+
+
+def pending(watermark: int = 10, dispatched: datetime = NOW) -> Watched:
+    """An in-flight attempt with a watermark and a device clock."""
+    record = ActionRecord(
+        action_id="A-17",
+        dispatch_id="d-1",
+        attempt=1,
+        device="dev",
+        dispatched_at=dispatched,
+        watermark_id=watermark,
+        device_clock_ms=CLOCK,
+    )
+    return Watched(record=record, action=ACTION, floor_id=watermark)
+
+
+def row(
+    row_id: int,
+    *,
+    to: str = "+15550100",
+    body: str = "Your code is 4821",
+    outcome: ArtifactOutcome = ArtifactOutcome.SENT,
+    date_ms: int = CLOCK + 100,
+) -> OutgoingMessage:
+    """An outgoing provider row."""
+    types = {ArtifactOutcome.SENT: 2, ArtifactOutcome.FAILED: 5, ArtifactOutcome.QUEUED: 4}
+    return OutgoingMessage(
+        provider_object_id=row_id,
+        outcome=outcome,
+        type=types[outcome],
+        recipient=to,
+        body=body,
+        date_ms=date_ms,
+    )
+
+
+def read(*messages: OutgoingMessage, complete: bool = True, root: bool = True) -> PhoneRead:
+    """A read holding these rows."""
+    return PhoneRead(
+        messages=messages,
+        complete=complete,
+        proves_absence=complete and root,
+        mode="root" if root else "shell",
+        round_trips=1,
+    )
+
+
+def test_the_matching_row_above_the_watermark_confirms_and_accepts() -> None:
+    """A matching SENT row above the watermark is the artifact: CONFIRMED then ACCEPTED."""
+    plan = plan_device([pending()], read(row(11)), set(), judge, NOW)
+    assert [Event.CONFIRM, Event.ACCEPT] == [t.event for t in plan.transitions]
+    assert 11 == plan.transitions[-1].after.provider_object_id
+    assert () == plan.duplicates
+
+
+def test_rows_at_or_below_the_watermark_or_claimed_or_too_old_are_ignored() -> None:
+    """Rows not above the floor, already claimed, or dated before the device clock are not
+    candidates."""
+    rows = read(row(10), row(12), row(13, date_ms=CLOCK - 60_000))
+    plan = plan_device([pending()], rows, {12}, judge, NOW)
+    assert () == plan.transitions
+
+
+def test_extra_matching_rows_are_duplicates() -> None:
+    """Two matching SENT rows: the first confirms, the second is a duplicate."""
+    plan = plan_device([pending()], read(row(11), row(12)), set(), judge, NOW)
+    assert 11 == plan.transitions[0].after.provider_object_id
+    assert [("d-1", 12)] == [(d[0], d[1]) for d in plan.duplicates]
+
+
+def test_a_sent_row_wins_over_a_failed_one() -> None:
+    """If the app failed once and then sent, the SENT row is the artifact."""
+    rows = read(row(11, outcome=ArtifactOutcome.FAILED), row(12))
+    plan = plan_device([pending()], rows, set(), judge, NOW)
+    assert 12 == plan.transitions[0].after.provider_object_id
+
+
+def test_a_single_partial_match_is_a_mismatch() -> None:
+    """One row with the right recipient and another body is the artifact, REJECTED."""
+    plan = plan_device([pending()], read(row(11, body="Your code is 482")), set(), judge, NOW)
+    assert AcceptanceState.REJECTED == plan.transitions[-1].after.acceptance
+    assert ReviewReason.MISMATCH == plan.transitions[-1].after.review_reason
+
+
+def test_several_partial_matches_are_ambiguous() -> None:
+    """Two rows each half-matching: the attempt goes to review, nothing is confirmed."""
+    rows = read(row(11, body="other"), row(12, to="+15550111"))
+    plan = plan_device([pending()], rows, set(), judge, NOW)
+    (flag,) = plan.transitions
+    assert (Event.FLAG_REVIEW, ReviewReason.AMBIGUOUS) == (flag.event, flag.after.review_reason)
+
+
+def test_unrelated_rows_are_noise_and_absence_is_proven_past_grace() -> None:
+    """A row matching neither recipient nor body is left out; a complete rooted read past the
+    grace window then proves the attempt FAILED."""
+    rows = read(row(11, to="+15550199", body="see you"))
+    assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
+    late = NOW + timedelta(seconds=60)
+    (failed,) = plan_device([pending()], rows, set(), judge, late).transitions
+    assert DeliveryState.FAILED == failed.after.delivery
+    assert [11] == failed.evidence["unrelated_rows"]
+
+
+def test_shell_reads_never_prove_absence() -> None:
+    """A complete shell-mode read without the message proves nothing, however late."""
+    late = NOW + timedelta(days=1)
+    assert () == plan_device([pending()], read(root=False), set(), judge, late).transitions
+
+
+def test_a_failed_row_fails_the_attempt() -> None:
+    """A matching type-5 row proves the phone gave up: FAILED at once."""
+    rows = read(row(11, outcome=ArtifactOutcome.FAILED))
+    (failed,) = plan_device([pending()], rows, set(), judge, NOW).transitions
+    assert DeliveryState.FAILED == failed.after.delivery
+
+
+def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
+    """A confirmed attempt watched later: a new matching row above its artifact is a duplicate,
+    an unrelated one is not."""
+    confirmed = ActionRecord(
+        action_id="A-17",
+        dispatch_id="d-1",
+        attempt=1,
+        device="dev",
+        dispatched_at=NOW,
+        delivery=DeliveryState.CONFIRMED,
+        acceptance=AcceptanceState.ACCEPTED,
+        provider_object_id=11,
+        confirmed_at=NOW,
+        accepted_at=NOW,
+    )
+    watched = Watched(record=confirmed, action=ACTION, floor_id=10)
+    rows = read(row(11), row(12), row(13, to="+15550199", body="x"))
+    plan = plan_device([watched], rows, {11}, judge, NOW)
+    assert () == plan.transitions
+    assert [12] == [d[1] for d in plan.duplicates]
