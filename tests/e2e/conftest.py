@@ -8,12 +8,13 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from click.testing import CliRunner, Result
 
 from starebrain_actions import (
@@ -40,6 +41,15 @@ RECIPIENT = "+15555550100"
 BODY = "Your code is 4821"
 
 RunCli = Callable[..., Result]
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """The CLI configures structlog for its process; in-process runs must not leak that
+    configuration (its level filter) into the other tests."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture
