@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import attrs
 import click
 
+from android_bridge.exceptions import BridgeError
 from starebrain_actions import _render
 from starebrain_actions._convert import converter
 from starebrain_actions._core import should_redispatch
@@ -124,12 +125,16 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine, turning the ledger's errors into clear CLI errors."""
     try:
         return asyncio.run(coroutine)
+    except FingerprintConflict:
+        raise  # the caller decides what a conflict means
     except NotFound as exc:
         raise CliError(str(exc)) from exc
     except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
         raise CliError(f"cannot use the ledger: {exc}") from exc
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc
+    except (StarebrainError, BridgeError) as exc:
+        raise CliError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -342,7 +347,6 @@ def _run_send(
     key_path: Path | None,
     region: str | None,
 ) -> ActionSummary:
-    from android_bridge.exceptions import BridgeError
     from starebrain_actions.agent import SmsAgent
 
     async def work() -> ActionSummary:
@@ -368,8 +372,6 @@ def _run_send(
         return _run(work())
     except FingerprintConflict as exc:
         raise CliUsageError(f"changed intent, nothing sent: {exc}") from exc
-    except (StarebrainError, BridgeError) as exc:
-        raise CliError(f"{type(exc).__name__}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------- reads

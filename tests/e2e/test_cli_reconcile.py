@@ -99,3 +99,22 @@ async def test_reconcile_unreachable_device_changes_nothing(
         summary = await ledger.summary("A-19")
     assert "UNKNOWN" == summary.status.value
     assert "PENDING" == summary.attempts[0].delivery.value
+
+
+async def test_reconcile_refuses_a_loose_key(
+    ledger_path: Path, adb_key_path: Path, tmp_path: Path, closed_port: int
+) -> None:
+    """An ADB key readable by others is a clear error naming it (exit 1), not a traceback."""
+    loose = tmp_path / "loose-adbkey"
+    loose.write_bytes(adb_key_path.read_bytes())
+    loose.chmod(0o644)
+    async with Ledger.open(ledger_path) as ledger:
+        await ledger.create_action("A-20", SmsIntent(recipient=RECIPIENT, body=BODY))
+        await ledger.begin_attempt("A-20", f"127.0.0.1:{closed_port}")
+    result = await asyncio.to_thread(
+        CliRunner().invoke,
+        main,
+        ["--db", str(ledger_path), "reconcile", "--key", str(loose)],
+    )
+    assert 1 == result.exit_code, result.output
+    assert "KeyPermissionError" in result.stderr and "chmod 600" in result.stderr
