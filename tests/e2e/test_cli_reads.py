@@ -243,3 +243,17 @@ def test_ledger_untouched_by_reads(seeded_ledger: Path, run_cli: RunCli) -> None
     for args in (["list"], ["status", "ok-1"], ["review"], ["history", "ok-1"]):
         assert 0 == run_cli(*args).exit_code
     assert before == rows()
+
+
+def test_log_level_writes_redacted_events_to_stderr(run_cli: RunCli) -> None:
+    """`--log-level info` logs the ledger's events on stderr, never on stdout, and without
+    the phone number."""
+    result = run_cli(
+        "--log-level", "info", "resolve", "spent", "--as", "not-sent", "--reason", "checked",
+        "--operator", "carol", "--json",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    assert "operator_resolved_not_sent" in result.stderr
+    assert "operator_resolved_not_sent" not in result.stdout
+    json_of(result)  # stdout stays pure JSON
+    assert RECIPIENT not in result.stderr

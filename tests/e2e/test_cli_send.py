@@ -203,3 +203,16 @@ async def test_ledger_settles_reruns_while_the_phone_is_down(
     )
     assert 2 == changed.exit_code, changed.output
     assert [BODY] == sent_bodies(phone)
+
+
+async def test_default_ledger_is_created_under_xdg_data_home(
+    phone: SimulatedPhone, adb_key_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --db or STAREBRAIN_DB, `send` creates $XDG_DATA_HOME/starebrain/ledger.db."""
+    monkeypatch.delenv("STAREBRAIN_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    argv = ["send", "--device", phone.serial, "--key", str(adb_key_path)]
+    argv += ["--to", RECIPIENT, "--body", BODY]
+    result = await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    assert (tmp_path / "xdg" / "starebrain" / "ledger.db").is_file()
