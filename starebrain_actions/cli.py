@@ -550,19 +550,19 @@ def resolve(
 
     async def work() -> ActionSummary:
         async with Ledger.open(path) as ledger:
-            await ledger.resolve(
-                action_id,
-                as_sent=ruling == "sent",
-                reason=reason,
-                operator=name,
-                dispatch_id=dispatch_id,
-            )
+            try:
+                await ledger.resolve(
+                    action_id,
+                    as_sent=ruling == "sent",
+                    reason=reason,
+                    operator=name,
+                    dispatch_id=dispatch_id,
+                )
+            except StaleTransition as exc:
+                raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
             return await ledger.summary(action_id)
 
-    try:
-        summary = _run(work())
-    except StaleTransition as exc:
-        raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
+    summary = _run(work())
     if as_json:
         _render.emit_json(_render.summary_data(summary, show_private=False))
         return
