@@ -32,7 +32,7 @@ from starebrain_actions._core import derive_status
 from starebrain_actions._ledger import Ledger
 from starebrain_actions._model import ActionSummary, ReviewReason, Status
 from starebrain_actions._render import age, status_counts_text
-from starebrain_actions.exceptions import LedgerUnavailable, StarebrainError
+from starebrain_actions.exceptions import LedgerUnavailable
 
 if TYPE_CHECKING:
     from starebrain_actions.agent import ReconcilePass
@@ -279,9 +279,7 @@ async def run_nightly(
                     key_path=str(key_path) if key_path is not None else None,
                     progress=progress,
                 )
-            except StarebrainError as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-            except Exception as exc:  # the bridge's errors share no base with ours
+            except Exception as exc:  # a bad key, a bridge bug: report it, keep the report
                 failure = f"{type(exc).__name__}: {exc}"
         now = ledger.now()
         summaries = await ledger.summaries(now=now)

@@ -206,3 +206,19 @@ async def test_attempt_unresolved_for_days_needs_a_person(
     assert ["1 attempt(s) unresolved for more than 24h (each holds its device's lease)"] == report[
         "attention"
     ]
+
+
+def test_a_pass_that_cannot_start_still_reports(
+    seeded_ledger: Path, run_cli: RunCli, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """When the pass cannot run at all (an ADB key readable by others) the report is still
+    written, each device carries the error, and nothing changes state."""
+    loose = tmp_path / "loose-adbkey"
+    loose.write_bytes(adb_key_path.read_bytes())
+    loose.chmod(0o644)
+    result = run_cli("nightly", "--key", str(loose), "--json")
+    assert 1 == result.exit_code, result.output
+    device = json_of(result)["devices"][0]
+    assert device["reachable"] is False
+    assert device["error"].startswith("KeyPermissionError")
+    assert "UNKNOWN" == json_of(run_cli("status", "waiting", "--json"))["status"]
