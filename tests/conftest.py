@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from adb_shell.auth.keygen import keygen
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
@@ -68,3 +69,12 @@ async def phone_factory(tmp_path: Path, authorized_keys_path: Path) -> AsyncIter
 async def phone(phone_factory: PhoneFactory) -> SimulatedPhone:
     """A started simulated phone in shell mode on a free port, with a fresh store and no delay."""
     return await phone_factory()
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """Code under test may configure structlog for its process (the CLI, the demo); keep that
+    from leaking into other tests."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

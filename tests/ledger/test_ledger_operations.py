@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from starebrain_actions import (
@@ -288,6 +289,7 @@ async def test_naive_now_is_refused(ledger: Ledger) -> None:
 
 async def test_transitions_are_logged_with_personal_data_redacted(ledger: Ledger) -> None:
     """Every transition logs a snake_case event with ids; no phone number or body appears."""
+    structlog.reset_defaults()  # another test's level filter would hide INFO from capture
     with capture_logs() as logs:
         await ledger.create_action("A-17", INTENT)
         record = await ledger.begin_attempt("A-17", "dev")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import types
 from pathlib import Path
 
 import android_bridge
@@ -11,7 +12,11 @@ import android_bridge.simulator as simulator
 
 def test_all_is_sorted_and_complete() -> None:
     """__all__ is sorted and names exactly the public objects the package re-exports."""
-    public = {name for name in vars(simulator) if not name.startswith("_")} - {"annotations"}
+    public = {
+        name
+        for name, value in vars(simulator).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    } - {"annotations"}
     assert sorted(simulator.__all__) == simulator.__all__
     assert set(simulator.__all__) == public
 
