@@ -23,7 +23,9 @@ T = TypeVar("T")
 
 def format_time(value: datetime) -> str:
     """Fixed-width UTC text (``2026-11-29T12:00:00.000000Z``): SQL text order is time order."""
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(value: str) -> datetime:

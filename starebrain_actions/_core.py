@@ -136,7 +136,22 @@ def _transition(
         evidence={**record.evidence, **proof} if proof else record.evidence,
         **changes,
     )
-    return Transition(event=event, before=record, after=after, at=now, actor=actor, evidence=proof)
+    changed = ["version"]
+    changed += [
+        name for name in ("delivery", "acceptance") if getattr(after, name) != getattr(record, name)
+    ]
+    changed += [name for name, value in changes.items() if value != getattr(record, name)]
+    if proof:
+        changed.append("evidence")
+    return Transition(
+        event=event,
+        before=record,
+        after=after,
+        at=now,
+        actor=actor,
+        evidence=proof,
+        changed=tuple(changed),
+    )
 
 
 # --------------------------------------------------------------------------- transitions

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import importlib.resources
 import json
 import os
@@ -839,6 +840,30 @@ def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
     return record_from_row(_row_dict(db, row))
 
 
+def _diff(before: ActionRecord, after: ActionRecord) -> tuple[str, ...]:
+    """The fields that differ (identity fields included, so that they are refused)."""
+    names = [
+        field.name
+        for field in attrs.fields(ActionRecord)
+        if getattr(before, field.name) != getattr(after, field.name)
+    ]
+    return tuple(names) if "version" in names else (*names, "version")
+
+
+@functools.lru_cache(maxsize=64)
+def _update_sql(changed: tuple[str, ...]) -> str:
+    """The compare-and-set UPDATE writing these fields (one statement per shape, cached)."""
+    columns = ["evidence_json" if name == "evidence" else name for name in changed]
+    assignments = ", ".join(f"{column} = :{column}" for column in columns)
+    return (
+        f"UPDATE attempts SET {assignments}, last_event = :last_event,"
+        " last_event_at = :last_event_at, last_actor = :last_actor,"
+        " last_evidence_json = :last_evidence_json"
+        " WHERE dispatch_id = :dispatch_id AND delivery = :expected_delivery"
+        " AND acceptance = :expected_acceptance AND version = :expected_version"
+    )
+
+
 def _column_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
@@ -851,10 +876,7 @@ def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord |
     """Compare-and-set one transition: only the columns it changes, guarded by the states and
     version it expects. A refused statement is rolled back on its own (SQLite's ABORT)."""
     before, after = transition.before, transition.after
-    for name in _IDENTITY_FIELDS:
-        if getattr(before, name) != getattr(after, name):
-            raise InvariantViolation(f"a transition cannot change the attempt's {name}")
-    assignments = []
+    changed = transition.changed or _diff(before, after)
     params: dict[str, Any] = {
         "dispatch_id": before.dispatch_id,
         "last_event": transition.event.value,
@@ -865,20 +887,15 @@ def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord |
         "expected_acceptance": before.acceptance.value,
         "expected_version": before.version,
     }
-    for name in _RECORD_FIELDS:
+    for name in changed:
+        if name in _IDENTITY_FIELDS:
+            raise InvariantViolation(f"a transition cannot change the attempt's {name}")
         value = getattr(after, name)
-        if value == getattr(before, name) and name != "version":
-            continue
-        column = "evidence_json" if name == "evidence" else name
-        assignments.append(f"{column} = :{column}")
-        params[column] = _json(value) if name == "evidence" else _column_value(value)
-    sql = (
-        f"UPDATE attempts SET {', '.join(assignments)}, last_event = :last_event,"
-        " last_event_at = :last_event_at, last_actor = :last_actor,"
-        " last_evidence_json = :last_evidence_json"
-        " WHERE dispatch_id = :dispatch_id AND delivery = :expected_delivery"
-        " AND acceptance = :expected_acceptance AND version = :expected_version"
-    )
+        if name == "evidence":
+            params["evidence_json"] = _json(value)
+        else:
+            params[name] = _column_value(value)
+    sql = _update_sql(changed)
     try:
         cursor = db.execute(sql, params)
     except sqlite3.IntegrityError as exc:

@@ -18,6 +18,22 @@ SENSITIVE_KEYS: frozenset[str] = frozenset(
 )
 #: Phone-number-like runs inside free text (error messages): 7+ digits, not part of a word,
 #: an id, an address or a hash.
+#: Keys whose values are identifiers or states, never personal data: not scanned.
+SAFE_KEYS: frozenset[str] = frozenset(
+    {
+        "event",
+        "timestamp",
+        "level",
+        "action_id",
+        "dispatch_id",
+        "actor",
+        "delivery",
+        "acceptance",
+        "event_type",
+        "fingerprint",
+        "attempt",
+    }
+)
 _PHONE_LIKE = re.compile(r"(?<![\w.:/-])[(+]?\d[\d ().-]{5,}\d(?![\w:/-]|\.\d)")
 _SHOW_SENSITIVE_ENV = "STAREBRAIN_LOG_SENSITIVE"
 
@@ -41,7 +57,7 @@ def redact_sensitive(
         value = event_dict[key]
         if key in SENSITIVE_KEYS and value is not None:
             event_dict[key] = redact_value(value)
-        elif key not in ("event", "timestamp", "level") and isinstance(value, str):
+        elif key not in SAFE_KEYS and isinstance(value, str):
             event_dict[key] = _PHONE_LIKE.sub(lambda match: redact_value(match.group()), value)
     return event_dict
 

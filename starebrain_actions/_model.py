@@ -390,6 +390,10 @@ class Transition:
     actor: str
     #: the evidence for it, JSON-able
     evidence: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the record fields the change writes, filled in by the core's transition functions;
+    #: leave it empty when building a Transition by hand (the ledger then compares
+    #: ``before`` and ``after`` itself)
+    changed: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

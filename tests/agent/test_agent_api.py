@@ -80,7 +80,7 @@ def _concurrent_sender(db: str, serial: str, key: str, barrier: Any, out: Any) -
         async with SmsAgent.open(
             db=db, device=serial, key_path=key, policy=FAST, poll_interval_s=0.05
         ) as agent:
-            barrier.wait()
+            barrier.wait(timeout=60)
             outcome = await agent.send("A-17", TO, BODY, wait=10)
             return f"{outcome.status.value}:{agent.dispatches}"
 
@@ -99,6 +99,7 @@ async def test_two_concurrent_senders_in_separate_processes_send_one_sms(
         context.Process(
             target=_concurrent_sender,
             args=(str(db_path), phone.serial, str(adb_key_path), barrier, out),
+            daemon=True,
         )
         for _ in range(2)
     ]

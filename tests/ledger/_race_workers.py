@@ -21,7 +21,7 @@ def begin_attempt_worker(path: str, action_id: str, device: str, barrier: Any, o
 
     async def run() -> str:
         async with Ledger.open(path) as ledger:
-            barrier.wait()
+            barrier.wait(timeout=60)
             try:
                 await ledger.begin_attempt(action_id, device)
             except AttemptRefused as exc:
@@ -37,7 +37,7 @@ def confirm_worker(path: str, dispatch_id: str, provider_id: int, barrier: Any, 
     async def run() -> str:
         async with Ledger.open(path) as ledger:
             record = await ledger.get_attempt(dispatch_id)
-            barrier.wait()
+            barrier.wait(timeout=60)
             now = datetime.now(UTC)
             try:
                 confirmed = await ledger.apply(

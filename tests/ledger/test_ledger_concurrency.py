@@ -22,7 +22,7 @@ def race(target: object, args_for: list[tuple[object, ...]]) -> list[str]:
     barrier = context.Barrier(len(args_for))
     out = context.Queue()
     processes = [
-        context.Process(target=target, args=(*args, barrier, out))  # type: ignore[arg-type]
+        context.Process(target=target, args=(*args, barrier, out), daemon=True)  # type: ignore[arg-type]
         for args in args_for
     ]
     for process in processes:
