@@ -88,10 +88,15 @@ class AndroidPhone:
         except KeyPermissionError:
             raise
         except BridgeError as exc:
-            raise PhoneUnavailable(f"{serial}: {exc}") from exc
+            raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial
             raise PhoneUnavailable(f"{serial}: {exc}") from exc
         return cls(device, region=region, app=app)
+
+    def remember_highest_id(self, row_id: int) -> None:
+        """Tell the bridge a provider id known to exist (e.g. the ledger's last watermark), so
+        its first send lists only newer ids instead of every id on the phone."""
+        self._device.known_max_id = max(self._device.known_max_id, row_id)
 
     @property
     def device(self) -> str:

@@ -134,6 +134,7 @@ class SmsAgent:
                 connect_timeout_s=connect_timeout_s,
                 command_timeout_s=command_timeout_s,
             )
+            phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:
                 yield cls(
                     ledger, phone, policy=policy, region=region, poll_interval_s=poll_interval_s

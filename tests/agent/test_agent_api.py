@@ -74,17 +74,27 @@ async def test_changed_arguments_conflict_and_send_nothing(sms_phone: Any, agent
 
 
 def _concurrent_sender(db: str, serial: str, key: str, barrier: Any, out: Any) -> None:
-    """Child process: wait at the barrier, then send action A-17."""
+    """Child process: wait at the barrier, then send action A-17; report what happened."""
 
     async def run() -> str:
         async with SmsAgent.open(
-            db=db, device=serial, key_path=key, policy=FAST, poll_interval_s=0.05
+            db=db,
+            device=serial,
+            key_path=key,
+            policy=FAST,
+            poll_interval_s=0.05,
+            connect_timeout_s=15,
         ) as agent:
             barrier.wait(timeout=60)
             outcome = await agent.send("A-17", TO, BODY, wait=10)
             return f"{outcome.status.value}:{agent.dispatches}"
 
-    out.put(asyncio.run(run()))
+    try:
+        out.put(asyncio.run(run()))
+    except BaseException as exc:  # report it, and release the other sender at once
+        barrier.abort()
+        out.put(f"ERROR:{type(exc).__name__}: {exc}")
+        raise
 
 
 @pytest.mark.slow
@@ -110,8 +120,8 @@ async def test_two_concurrent_senders_in_separate_processes_send_one_sms(
         results.append(await asyncio.to_thread(out.get, True, 60))
     for process in processes:
         await asyncio.to_thread(process.join, 60)
-        assert 0 == process.exitcode
-    assert ["SUCCEEDED", "SUCCEEDED"] == sorted(r.split(":")[0] for r in results)
+    assert [0, 0] == [process.exitcode for process in processes], results
+    assert ["SUCCEEDED", "SUCCEEDED"] == sorted(r.split(":")[0] for r in results), results
     assert 1 == sum(int(r.split(":")[1]) for r in results)
     assert 1 == len(sent_rows(phone, TO, BODY))
 
