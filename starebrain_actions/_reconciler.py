@@ -278,8 +278,10 @@ def _status(record: ActionRecord, action: Action, now: datetime) -> Status:
     return _core.derive_status(record, now, action.policy.grace_window)
 
 
-async def _watched(ledger: Ledger, device: str, now: datetime) -> list[Watched]:
-    records = await ledger.recent_attempts(device, now - DUPLICATE_WATCH)
+async def _watched(
+    ledger: Ledger, device: str, now: datetime, duplicate_watch: timedelta = DUPLICATE_WATCH
+) -> list[Watched]:
+    records = await ledger.recent_attempts(device, now - duplicate_watch)
     actions = await ledger.actions(record.action_id for record in records)
     watched = []
     for record in records:
@@ -291,11 +293,20 @@ async def _watched(ledger: Ledger, device: str, now: datetime) -> list[Watched]:
 
 
 async def reconcile_device(
-    ledger: Ledger, phone: Phone, *, now: datetime | None = None
+    ledger: Ledger,
+    phone: Phone,
+    *,
+    now: datetime | None = None,
+    duplicate_watch: timedelta = DUPLICATE_WATCH,
 ) -> DeviceReport:
-    """One pass on one connected phone: one windowed read, one transaction."""
+    """One pass on one connected phone: one windowed read, one transaction.
+
+    The read covers the unresolved attempts and the attempts confirmed within
+    ``duplicate_watch`` (to catch copies the phone sent later); a sender polling its own
+    attempt passes ``timedelta(0)`` so that its reads stay as small as its own window.
+    """
     when = require_aware("now", now) if now is not None else ledger.now()
-    watched = await _watched(ledger, phone.device, when)
+    watched = await _watched(ledger, phone.device, when, duplicate_watch)
     if not watched:
         return DeviceReport(device=phone.device, reachable=True, in_flight=0)
     anchor_id, anchor_date = _anchor(watched)

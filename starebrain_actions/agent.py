@@ -14,7 +14,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 
 import attrs
@@ -173,7 +173,8 @@ class SmsAgent:
                 latest.delivery is DeliveryState.PENDING or summary.status is Status.VERIFYING
             )
             if unresolved and latest is not None and latest.device == self.phone.device:
-                await reconcile_device(self.ledger, self.phone)
+                # only this device's unresolved attempts: a poll reads just their window
+                await reconcile_device(self.ledger, self.phone, duplicate_watch=timedelta(0))
                 summary = await self.ledger.summary(action_id)
                 latest = summary.latest
                 unresolved = latest is not None and (
@@ -241,6 +242,3 @@ class SmsAgent:
             return False
         await asyncio.sleep(min(self.poll_interval_s, left))
         return True
-
-
-_ = datetime

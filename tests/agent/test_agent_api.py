@@ -256,3 +256,22 @@ def test_module_has_no_hidden_io_at_import() -> None:
 
 
 _ = SimulatedPhone
+
+
+async def test_a_polling_sender_reads_only_above_its_own_watermark(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """While waiting on its attempt, the agent's reads start at that attempt's watermark, not
+    at earlier confirmed messages (so a busy phone's history does not grow each poll)."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        for n in range(5):
+            await agent.send(f"A-{n}", TO, f"message {n}", wait=5)
+        phone.inject_fault("stuck-outbox")
+        sent_before = len(phone.commands_run)
+        outcome = await agent.send("A-stuck", TO, "stuck", wait=0.5)
+    assert outcome.record is not None and outcome.record.watermark_id is not None
+    watermark = outcome.record.watermark_id
+    reads = [c for c in phone.commands_run[sent_before:] if "content query" in c and "OR" in c]
+    assert reads
+    assert all(f"_id = {watermark}" in command for command in reads)
