@@ -7,6 +7,7 @@ is unknown; every failure of a read proves nothing.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from android_bridge import (
@@ -29,6 +30,8 @@ from starebrain_actions.exceptions import (
     LookupFailed,
     PhoneError,
 )
+
+_CODE_POINTS = re.compile(r"expected U\+[0-9A-F]+, found U\+[0-9A-F]+")
 
 _OUTCOMES = {
     2: ArtifactOutcome.SENT,
@@ -194,7 +197,8 @@ class AndroidPhone:
             details={
                 "recipient_ok": result.recipient_ok,
                 "body_ok": result.body_ok,
-                "why": list(result.details),
+                # the bridge names the differing code points; history must not quote the body
+                "why": [_CODE_POINTS.sub("characters differ", item) for item in result.details],
             },
         )
 

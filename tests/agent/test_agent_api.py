@@ -275,3 +275,16 @@ async def test_a_polling_sender_reads_only_above_its_own_watermark(
     reads = [c for c in phone.commands_run[sent_before:] if "content query" in c and "OR" in c]
     assert reads
     assert all(f"_id = {watermark}" in command for command in reads)
+
+
+async def test_a_mismatch_is_explained_without_quoting_the_body(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The REJECTED attempt's evidence says where the body differs, never which characters."""
+    phone = await sms_phone()
+    phone.inject_fault("mangle-body")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    why = outcome.summary.attempts[0].evidence["why"]
+    assert any("first difference at character" in item for item in why), why
+    assert not any("U+" in item for item in why)
