@@ -257,11 +257,16 @@ def plan_device(
 
 
 def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
-    """The lowest row a pass must read above, and its ``date`` when known."""
+    """The lowest row a pass must read above, and its ``date`` when known.
+
+    A settled confirmed attempt needs only rows above its own artifact (later copies); an
+    unresolved or unverified one needs rows above its watermark (its artifact among them).
+    """
     best: tuple[int, int | None] | None = None
     for item in watched:
         record = item.record
-        if record.delivery is DeliveryState.CONFIRMED and record.provider_object_id is not None:
+        settled = record.acceptance is not AcceptanceState.PENDING
+        if record.provider_object_id is not None and settled:
             candidate = (record.provider_object_id, record.evidence.get("date_ms"))
         else:
             date = record.evidence.get("watermark_date_ms") if record.watermark_id else None

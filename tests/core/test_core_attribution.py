@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
+
 from starebrain_actions import (
     AcceptanceState,
     Action,
@@ -176,3 +178,54 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
     plan = plan_device([watched], rows, {11}, judge, NOW)
     assert () == plan.transitions
     assert [12] == [d[1] for d in plan.duplicates]
+
+
+def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
+    """An unverified confirmed attempt is read from its watermark (its own row included);
+    a settled one from its artifact; an in-flight one from its watermark."""
+    from starebrain_actions._reconciler import _anchor
+
+    verifying = ActionRecord(
+        action_id="A-17",
+        dispatch_id="d-1",
+        attempt=1,
+        device="dev",
+        dispatched_at=NOW,
+        delivery=DeliveryState.CONFIRMED,
+        provider_object_id=11,
+        confirmed_at=NOW,
+        watermark_id=10,
+        evidence={"watermark_date_ms": 5},
+    )
+    settled = attrs.evolve(
+        verifying,
+        dispatch_id="d-0",
+        acceptance=AcceptanceState.ACCEPTED,
+        accepted_at=NOW,
+        provider_object_id=30,
+        evidence={"date_ms": 7},
+    )
+    assert (10, 5) == _anchor([Watched(record=verifying, action=ACTION, floor_id=10)])
+    assert (30, 7) == _anchor([Watched(record=settled, action=ACTION, floor_id=29)])
+    assert (12, None) == _anchor(
+        [pending(watermark=12), Watched(record=settled, action=ACTION, floor_id=29)]
+    )
+
+
+def test_an_unverified_confirmed_attempt_is_judged_from_its_row() -> None:
+    """A CONFIRMED attempt whose content was never checked is accepted when its row is read."""
+    record = ActionRecord(
+        action_id="A-17",
+        dispatch_id="d-1",
+        attempt=1,
+        device="dev",
+        dispatched_at=NOW,
+        delivery=DeliveryState.CONFIRMED,
+        provider_object_id=11,
+        confirmed_at=NOW,
+    )
+    plan = plan_device(
+        [Watched(record=record, action=ACTION, floor_id=10)], read(row(11)), {11}, judge, NOW
+    )
+    (accepted,) = plan.transitions
+    assert AcceptanceState.ACCEPTED == accepted.after.acceptance
