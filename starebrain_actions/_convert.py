@@ -72,33 +72,29 @@ def structure(data: Any, cls: type[T], what: str) -> T:
         raise CorruptRecord(f"{what} cannot be read: {detail}") from exc
 
 
-_ATTEMPT_COLUMNS = (
+#: The columns ``record_from_row`` reads, in ``ActionRecord``'s order.
+ATTEMPT_COLUMNS = (
     "action_id, dispatch_id, attempt, device, delivery, acceptance, provider_object_id, "
     "watermark_id, device_clock_ms, dispatched_at, confirmed_at, failed_at, accepted_at, "
     "rejected_at, evidence_json, last_error, review_reason, resolved_by, version"
 )
-ATTEMPT_COLUMNS = _ATTEMPT_COLUMNS
 
 
-def record_from_row(row: Mapping[str, Any]) -> ActionRecord:
-    """An ``ActionRecord`` from a row of ``attempts`` selected with ``ATTEMPT_COLUMNS``."""
+def _with_evidence(row: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """The row as a dict whose ``evidence_json`` column is parsed into ``evidence``."""
     data = dict(row)
-    what = f"attempt {data.get('dispatch_id')!r}"
     try:
         data["evidence"] = json.loads(data.pop("evidence_json"))
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"{what}: evidence is not JSON") from exc
-    data = {key: value for key, value in data.items() if value is not None}
+    return data
+
+
+def record_from_row(row: Mapping[str, Any]) -> ActionRecord:
+    """An ``ActionRecord`` from a row of ``attempts`` selected with ``ATTEMPT_COLUMNS``."""
+    what = f"attempt {row['dispatch_id']!r}"
+    data = {key: value for key, value in _with_evidence(row, what).items() if value is not None}
     return structure(data, ActionRecord, what)
-
-
-def record_to_row(record: ActionRecord) -> dict[str, Any]:
-    """The column values of an ``ActionRecord`` (``evidence`` as ``evidence_json``)."""
-    data = converter.unstructure(record)
-    data["evidence_json"] = json.dumps(
-        data.pop("evidence"), ensure_ascii=False, sort_keys=True, separators=(",", ":")
-    )
-    return dict(data)
 
 
 def action_from_row(row: Mapping[str, Any]) -> Action:
@@ -120,10 +116,5 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
 
 def history_from_row(row: Mapping[str, Any]) -> HistoryEntry:
     """A ``HistoryEntry`` from a row of ``history``."""
-    data = dict(row)
-    what = f"history row {data.get('sequence')}"
-    try:
-        data["evidence"] = json.loads(data.pop("evidence_json"))
-    except (KeyError, ValueError) as exc:
-        raise CorruptRecord(f"{what}: evidence is not JSON") from exc
-    return structure(data, HistoryEntry, what)
+    what = f"history row {row['sequence']}"
+    return structure(_with_evidence(row, what), HistoryEntry, what)
