@@ -91,9 +91,6 @@ _LOG_EVENTS: Final[Mapping[Event, str]] = {
 _IDENTITY_FIELDS: Final[frozenset[str]] = frozenset(
     {"action_id", "dispatch_id", "attempt", "device", "dispatched_at"}
 )
-_RECORD_FIELDS: Final[tuple[str, ...]] = tuple(
-    field.name for field in attrs.fields(ActionRecord) if field.name not in _IDENTITY_FIELDS
-)
 
 _INSERT_ATTEMPT = """
 INSERT INTO attempts (
@@ -291,7 +288,7 @@ class Ledger:
             if inserted.rowcount == 1:
                 return candidate, True
             stored = _row_dict(
-                db, db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+                db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
             )
             if stored["fingerprint"] != fingerprint:
                 raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
@@ -569,7 +566,7 @@ class Ledger:
                 sql += " AND device = ?"
                 params = (device,)
             sql += " ORDER BY dispatched_at, dispatch_id"
-            return [record_from_row(_row_dict(db, row)) for row in db.execute(sql, params)]
+            return [record_from_row(_row_dict(row)) for row in db.execute(sql, params)]
 
         return await self._run(work)
 
@@ -619,7 +616,7 @@ class Ledger:
             sql += " ORDER BY created_at DESC, action_id"
             found: list[ActionSummary] = []
             for row in db.execute(sql, params).fetchall():
-                summary = _summarize(db, action_from_row(_row_dict(db, row)), when)
+                summary = _summarize(db, action_from_row(_row_dict(row)), when)
                 if status is not None and summary.status is not status:
                     continue
                 if needs_review is not None and summary.needs_review is not needs_review:
@@ -651,7 +648,7 @@ class Ledger:
                 " FROM history WHERE action_id = ? ORDER BY sequence",
                 (action_id,),
             ).fetchall()
-            return [history_from_row(_row_dict(db, row)) for row in rows]
+            return [history_from_row(_row_dict(row)) for row in rows]
 
         return await self._run(work)
 
@@ -709,7 +706,7 @@ class Ledger:
                 " (acceptance = 'PENDING' OR confirmed_at >= ?))) ORDER BY dispatched_at",
                 (device, when),
             ).fetchall()
-            return [record_from_row(_row_dict(db, row)) for row in rows]
+            return [record_from_row(_row_dict(row)) for row in rows]
 
         return await self._run(work)
 
@@ -810,7 +807,7 @@ def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
     return LedgerError(f"ledger {path}: {text}")
 
 
-def _row_dict(db: sqlite3.Connection, row: Any) -> dict[str, Any]:
+def _row_dict(row: Any) -> dict[str, Any]:
     if isinstance(row, sqlite3.Row):
         return dict(row)
     raise CorruptRecord("internal: rows must be sqlite3.Row")
@@ -820,7 +817,7 @@ def _load_action(db: sqlite3.Connection, action_id: str) -> Action:
     row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
     if row is None:
         raise NotFound(f"no action with id {action_id!r}")
-    return action_from_row(_row_dict(db, row))
+    return action_from_row(_row_dict(row))
 
 
 def _load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]:
@@ -828,7 +825,7 @@ def _load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]
         f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id = ? ORDER BY attempt",
         (action_id,),
     ).fetchall()
-    return [record_from_row(_row_dict(db, row)) for row in rows]
+    return [record_from_row(_row_dict(row)) for row in rows]
 
 
 def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
@@ -837,7 +834,7 @@ def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
     ).fetchone()
     if row is None:
         raise NotFound(f"no attempt with dispatch id {dispatch_id!r}")
-    return record_from_row(_row_dict(db, row))
+    return record_from_row(_row_dict(row))
 
 
 def _diff(before: ActionRecord, after: ActionRecord) -> tuple[str, ...]:
