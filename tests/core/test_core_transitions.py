@@ -24,6 +24,7 @@ from starebrain_actions import (
     MatchVerdict,
     ReviewReason,
     Status,
+    Transition,
     confirm_delivery,
     derive_status,
     fail_delivery,
@@ -58,28 +59,33 @@ def make_record(delivery: DeliveryState = P, acceptance: AcceptanceState = AP) -
     )
 
 
-def fire(record: ActionRecord, event: Event) -> ActionRecord:
-    """Apply ``event`` through the public function that causes it."""
+def plan(record: ActionRecord, event: Event) -> Transition:
+    """The transition the public function that causes ``event`` plans for ``record``."""
     later = NOW + timedelta(seconds=1)
     if event is Event.CONFIRM:
-        return confirm_delivery(record, provider_object_id=812, now=later).after
+        return confirm_delivery(record, provider_object_id=812, now=later)
     if event is Event.FAIL:
-        return fail_delivery(record, reason="absent", now=later).after
+        return fail_delivery(record, reason="absent", now=later)
     if event is Event.ACCEPT:
-        return try_accept(record, MatchVerdict(matched=True), now=later).after
+        return try_accept(record, MatchVerdict(matched=True), now=later)
     if event is Event.REJECT:
-        return try_accept(record, MatchVerdict(matched=False, reason="body"), now=later).after
+        return try_accept(record, MatchVerdict(matched=False, reason="body"), now=later)
     if event is Event.RESOLVE_SENT:
-        return resolve(record, as_sent=True, reason="seen", operator="ana", now=later).after
+        return resolve(record, as_sent=True, reason="seen", operator="ana", now=later)
     if event is Event.RESOLVE_NOT_SENT:
-        return resolve(record, as_sent=False, reason="no", operator="ana", now=later).after
+        return resolve(record, as_sent=False, reason="no", operator="ana", now=later)
     if event is Event.FLAG_REVIEW:
-        return flag_for_review(record, ReviewReason.AMBIGUOUS, now=later).after
+        return flag_for_review(record, ReviewReason.AMBIGUOUS, now=later)
     if event is Event.NOTE_ERROR:
-        return note_error(record, "timeout", now=later).after
+        return note_error(record, "timeout", now=later)
     if event is Event.SUBMITTED:
-        return record_submission(record, watermark_id=1, device_clock_ms=2, now=later).after
+        return record_submission(record, watermark_id=1, device_clock_ms=2, now=later)
     raise AssertionError(event)
+
+
+def fire(record: ActionRecord, event: Event) -> ActionRecord:
+    """Apply ``event`` through the public function that causes it."""
+    return plan(record, event).after
 
 
 STATE_CHANGING = [event for event in Event if event not in {Event.CREATED}]
