@@ -145,7 +145,7 @@ def tally(phone: SimulatedPhone, batch: Sequence[DemoMessage], seeded: int) -> T
     )
 
 
-def _seed(phone: SimulatedPhone) -> int:
+def seed_history(phone: SimulatedPhone) -> int:
     """Give the phone some history, as a real one has; return the highest id."""
     now = phone.now_ms()
     phone.store.insert_incoming("+15550199", "Are we still on for Friday?", date_ms=now - 90_000)
@@ -219,8 +219,8 @@ async def _run(out: Output, folder: Path) -> int:
         _phone(folder / "ledger-phone.db", keys) as ledger_phone,
         _phone(folder / "naive-phone.db", keys) as naive_phone,
     ):
-        seeded = _seed(ledger_phone)
-        _seed(naive_phone)
+        seeded = seed_history(ledger_phone)
+        seed_history(naive_phone)
         out.line(f"Simulated phones on {ledger_phone.serial} and {naive_phone.serial} (rooted).")
         out.line(f"Sending {len(BATCH)} messages, each first send meeting one fault ...")
         (summaries, ledger_dispatches), naive_dispatches = await asyncio.gather(

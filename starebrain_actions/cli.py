@@ -157,6 +157,16 @@ def _json_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def _key_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--key",
+        "key_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+    )(function)
+
+
 def _private_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--show-private",
@@ -280,13 +290,7 @@ def settled(summary: ActionSummary) -> bool:
     default=None,
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
 )
-@click.option(
-    "--key",
-    "key_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-)
+@_key_option
 @_json_option
 @_private_option
 @click.pass_context
@@ -590,13 +594,7 @@ def _login_name() -> str | None:
     help="A device to read (HOST:PORT); repeatable. [default: every device with attempts"
     " in flight]",
 )
-@click.option(
-    "--key",
-    "key_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-)
+@_key_option
 @_json_option
 @click.pass_context
 def reconcile(
@@ -708,13 +706,7 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="Keep a Markdown copy as DIR/YYYY-MM-DD.md (-2, -3... for later runs that"
             " day); committed when DIR is in a git repository.",
         ),
-        click.option(
-            "--key",
-            "key_path",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-        ),
+        _key_option,
         _json_option,
     ]
     for option in reversed(options):

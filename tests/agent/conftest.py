@@ -12,6 +12,7 @@ import pytest
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import RetryPolicy
+from starebrain_actions._demo import seed_history
 from starebrain_actions.agent import SmsAgent
 
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
@@ -19,16 +20,6 @@ SENT = 2
 
 #: A policy fast enough for tests: proofs of absence after one second.
 FAST = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
-
-
-def seed_history(phone: SimulatedPhone) -> int:
-    """Give a phone the history a real one has (a received and a sent message)."""
-    now = phone.now_ms()
-    phone.store.insert_incoming("+15550199", "Are we still on for Friday?", date_ms=now - 90_000)
-    phone.store.insert_outgoing(
-        "+15550199", "Yes, see you there", date_ms=now - 60_000, message_type=SENT
-    )
-    return phone.store.max_id()
 
 
 def sent_rows(phone: SimulatedPhone, to: str, body: str) -> list[int]:

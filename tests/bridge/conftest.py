@@ -38,21 +38,15 @@ def bridge_authorized_keys(tmp_path: Path, bridge_key: Path) -> Path:
 
 
 @pytest.fixture
-async def make_phone(tmp_path: Path, bridge_authorized_keys: Path) -> AsyncIterator[PhoneFactory]:
-    """Start simulated phones (stopped at teardown); keyword arguments go to SimulatedPhone."""
-    phones: list[SimulatedPhone] = []
+def make_phone(phone_factory: PhoneFactory, bridge_authorized_keys: Path) -> PhoneFactory:
+    """Start simulated phones that authorise ``bridge_key`` (the shared ``phone_factory``
+    stops them at teardown); keyword arguments go to SimulatedPhone."""
 
     async def factory(**kwargs: Any) -> SimulatedPhone:
-        kwargs.setdefault("store_path", tmp_path / f"sms{len(phones)}.db")
         kwargs.setdefault("authorized_keys_path", bridge_authorized_keys)
-        phone = SimulatedPhone(**kwargs)
-        await phone.start()
-        phones.append(phone)
-        return phone
+        return await phone_factory(**kwargs)
 
-    yield factory
-    for phone in phones:
-        await phone.stop()
+    return factory
 
 
 @pytest.fixture
