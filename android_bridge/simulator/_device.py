@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
+from android_bridge.simulator._platform import DEFAULT_RELEASE, AndroidRelease, android_release
 from android_bridge.simulator._shell import Output
 
 ACTION_SENDTO: Final = "android.intent.action.SENDTO"
@@ -75,9 +76,18 @@ def timezone_for_region(region: str) -> str:
     return _REGION_TIMEZONES.get(region.upper(), "UTC")
 
 
-def build_properties(*, region: str, root: bool, serial: str) -> dict[str, str]:
+def build_properties(
+    *,
+    region: str,
+    root: bool,
+    serial: str,
+    release: AndroidRelease | None = None,
+    build_type: str = "user",
+) -> dict[str, str]:
     """The system properties ``getprop`` lists."""
+    release = release if release is not None else android_release(DEFAULT_RELEASE)
     country = region.lower()
+    keys = "test-keys" if build_type != "user" else "release-keys"
     return {
         "gsm.operator.iso-country": country,
         "gsm.sim.operator.iso-country": country,
@@ -86,12 +96,14 @@ def build_properties(*, region: str, root: bool, serial: str) -> dict[str, str]:
         "persist.sys.timezone": timezone_for_region(region),
         "ro.build.characteristics": "default",
         "ro.build.fingerprint": (
-            f"starebrain/{PRODUCT_NAME}/{PRODUCT_DEVICE}:14/UQ1A.240205.004/11269751:user/release-keys"
+            f"starebrain/{PRODUCT_NAME}/{PRODUCT_DEVICE}:{release.release}/{release.build_id}"
+            f"/11269751:{build_type}/{keys}"
         ),
-        "ro.build.type": "userdebug" if root else "user",
-        "ro.build.version.release": "14",
-        "ro.build.version.sdk": "34",
-        "ro.debuggable": "1" if root else "0",
+        "ro.build.id": release.build_id,
+        "ro.build.type": build_type,
+        "ro.build.version.release": release.release,
+        "ro.build.version.sdk": str(release.sdk),
+        "ro.debuggable": "0" if build_type == "user" else "1",
         "ro.product.brand": "starebrain",
         "ro.product.device": PRODUCT_DEVICE,
         "ro.product.manufacturer": "Starebrain",

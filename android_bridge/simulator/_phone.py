@@ -25,6 +25,7 @@ from android_bridge.simulator._device import (
     build_properties,
 )
 from android_bridge.simulator._faults import Fault, FaultPlan
+from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, Shell
 from android_bridge.simulator._store import DEFAULT_SUB_ID, MESSAGE_TYPE_OUTBOX, SmsStore
 from android_bridge.simulator._transport import Connection, DropConnection
@@ -68,6 +69,8 @@ class SimulatedPhone:
         host: str = "127.0.0.1",
         port: int = 0,
         root: bool = False,
+        android: int = DEFAULT_RELEASE,
+        build_type: str | None = None,
         allow_new_keys: bool = False,
         latency_ms: int = 0,
         send_delay_ms: int = 0,
@@ -82,8 +85,20 @@ class SimulatedPhone:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
         if background_sends < 0:
             raise ValueError("background_sends must not be negative")
+        #: The Android release modelled (see ``_platform``): what differs between 10 and 15.
+        self.release = android_release(android)
+        if build_type is None:
+            build_type = "userdebug" if root else "user"
+        if build_type not in ("user", "userdebug", "eng"):
+            raise ValueError("build_type must be user, userdebug or eng")
+        if root and build_type == "user":
+            # adbd: "adbd cannot run as root in production builds"
+            raise ValueError("adb root needs a userdebug or eng build")
+        #: ``ro.build.type``: only userdebug and eng builds have ``su`` and ``adb root``.
+        self.build_type = build_type
         self.host = host
         self.port = port
+        #: adbd runs as uid 0 (``adb root``); the SMS provider still restricts what it sees.
         self.root = root
         self.allow_new_keys = allow_new_keys
         self.latency_ms = latency_ms
@@ -277,7 +292,13 @@ class SimulatedPhone:
     # -- the phone -----------------------------------------------------------------------
 
     def _properties(self) -> dict[str, str]:
-        return build_properties(region=self.region, root=self.root, serial=f"SBSIM{self.port:05d}")
+        return build_properties(
+            region=self.region,
+            root=self.root,
+            serial=f"SBSIM{self.port:05d}",
+            release=self.release,
+            build_type=self.build_type,
+        )
 
     def _content_access(self) -> ContentAccess:
         return ContentAccess(root=self.root, visible_sub_ids=(DEFAULT_SUB_ID,))

@@ -13,6 +13,7 @@ import structlog
 
 from android_bridge.simulator._faults import Fault, parse_fault
 from android_bridge.simulator._phone import SimulatedPhone
+from android_bridge.simulator._platform import DEFAULT_RELEASE
 
 
 def default_directory() -> Path:
@@ -83,7 +84,24 @@ _FAULT_HELP = (
 @click.option(
     "--root",
     is_flag=True,
-    help="Act as a rooted emulator: id is root and content queries see every row.",
+    help="adbd runs as root (adb root on a userdebug build). The SMS provider still gives "
+    "root the restricted view (inbox and sent rows only), as on a real phone.",
+)
+@click.option(
+    "--android",
+    "android",
+    type=click.IntRange(min=10, max=15),
+    default=DEFAULT_RELEASE,
+    show_default=True,
+    metavar="N",
+    help="Android release to behave as (10 to 15); what differs between them is modelled.",
+)
+@click.option(
+    "--build-type",
+    type=click.Choice(["user", "userdebug", "eng"]),
+    default=None,
+    help="ro.build.type: userdebug and eng builds have su (su 1000 reads the SMS provider "
+    "as the system uid) and allow adb root. [default: user, userdebug with --root]",
 )
 @click.option(
     "--latency-ms",
@@ -143,6 +161,8 @@ def simulator_command(
     authorized_keys_path: Path | None,
     allow_new_keys: bool,
     root: bool,
+    android: int,
+    build_type: str | None,
     latency_ms: int,
     send_delay_ms: int,
     clock_skew_ms: int,
@@ -179,6 +199,8 @@ def simulator_command(
         host=host,
         port=port,
         root=root,
+        android=android,
+        build_type=build_type,
         allow_new_keys=allow_new_keys,
         latency_ms=latency_ms,
         send_delay_ms=send_delay_ms,

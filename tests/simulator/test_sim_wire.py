@@ -32,7 +32,7 @@ async def test_adb_shell_connects_authenticates_and_runs(
     device = await connect(phone, adb_signer)
     try:
         assert "hello world\n" == await device.shell("echo hello world")
-        assert "34\n" == await device.shell("getprop ro.build.version.sdk")
+        assert "35\n" == await device.shell("getprop ro.build.version.sdk")
         assert ["echo hello world", "getprop ro.build.version.sdk"] == phone.commands_run
     finally:
         await device.close()
