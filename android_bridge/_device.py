@@ -34,6 +34,8 @@ from android_bridge.exceptions import (
     UnparseableOutput,
 )
 
+#: Runs a command as the system uid (``su`` on userdebug/eng builds: system/extras su).
+SYSTEM_PREFIX = "su 1000 "
 #: The payload limit of ADB protocol version 1 devices, used if the device announced none.
 _LEGACY_MAX_PAYLOAD = 4096
 
@@ -112,6 +114,10 @@ class DeviceFacts:
     uid: int
     #: Upper-case ISO 3166 region for national numbers, if the device told us one.
     region: str | None
+    #: True when reads go through ``su 1000`` (the system uid), which the SMS provider does
+    #: not restrict: every type (outbox, failed, queued too) is visible. Root and the shell
+    #: user both get the restricted view (``ProviderUtil.isAccessRestricted``).
+    full_view: bool = False
 
 
 def region_from_props(sim_country: str, locale: str) -> str | None:
@@ -141,8 +147,10 @@ class Device:
         connect_timeout_s: float,
         command_timeout_s: float,
         default_region: str,
+        read_as_system: bool = False,
     ) -> None:
         self.address = address
+        self._read_as_system = read_as_system
         self._host, self._port = parse_address(address)
         self._signer = signer
         self._connect_timeout_s = connect_timeout_s
@@ -168,12 +176,18 @@ class Device:
         connect_timeout_s: float = 5.0,
         command_timeout_s: float = 20.0,
         default_region: str = "US",
+        read_as_system: bool = False,
     ) -> Device:
         """Connect, authenticate with the RSA key and read the device's facts (one round trip).
 
+        ``read_as_system``: read the SMS provider through ``su 1000`` (userdebug and eng
+        builds, e.g. an emulator's "Google APIs" image), which sees every message type; the
+        connection is refused if ``su 1000 id`` does not run as uid 1000.
+
         Raises:
             KeyPermissionError: the private key has loose permissions.
-            DeviceUnreachable: refused, timed out, or authentication was refused.
+            DeviceUnreachable: refused, timed out, authentication was refused, or
+                ``read_as_system`` was asked of a device without a working ``su 1000``.
         """
         signer = load_signer(Path(key_path) if key_path is not None else None)
         device = cls(
@@ -182,13 +196,20 @@ class Device:
             connect_timeout_s=connect_timeout_s,
             command_timeout_s=command_timeout_s,
             default_region=default_region,
+            read_as_system=read_as_system,
         )
         await device._connect()
         try:
-            await device.facts()
+            facts = await device.facts()
         except BridgeError as exc:
             await device.close()
             raise DeviceUnreachable(f"{address}: connected but the shell did not answer") from exc
+        if read_as_system and not facts.full_view:
+            await device.close()
+            raise DeviceUnreachable(
+                f"{address}: `su 1000` does not run as the system uid there (it needs a"
+                " userdebug or eng build); connect without reading as system"
+            )
         return device
 
     @property
@@ -321,16 +342,30 @@ class Device:
     async def facts(self) -> DeviceFacts:
         """Mode (shell/root) and region, read once per handle in one round trip."""
         if self._facts is None:
-            steps = await self.run(
-                ["id", "getprop gsm.sim.operator.iso-country", "getprop persist.sys.locale"]
-            )
+            commands = ["id", "getprop gsm.sim.operator.iso-country", "getprop persist.sys.locale"]
+            if self._read_as_system:
+                commands.append(f"{SYSTEM_PREFIX}id")
+            steps = await self.run(commands)
             match = re.search(r"uid=(\d+)", steps[0].output)
             if match is None:
                 raise UnparseableOutput("`id` did not print a uid")
             uid = int(match.group(1))
             region = region_from_props(steps[1].output, steps[2].output)
-            self._facts = DeviceFacts(mode="root" if uid == 0 else "shell", uid=uid, region=region)
+            full_view = self._read_as_system and bool(
+                re.match(r"uid=1000\(", steps[3].output) and steps[3].exit_status == 0
+            )
+            self._facts = DeviceFacts(
+                mode="root" if uid == 0 else "shell", uid=uid, region=region, full_view=full_view
+            )
         return self._facts
+
+    @property
+    def content_prefix(self) -> str:
+        """What goes before ``content query``: ``su 1000 `` for a full view, else nothing.
+
+        Valid once :meth:`facts` has run (``connect`` runs it).
+        """
+        return SYSTEM_PREFIX if self._facts is not None and self._facts.full_view else ""
 
     async def region(self) -> str:
         """Region for national numbers: SIM country, else locale, else the configured default."""
@@ -338,5 +373,9 @@ class Device:
         return facts.region or self._default_region
 
     async def mode(self) -> Mode:
-        """ "root" when the shell is uid 0 (all SMS types visible), else "shell"."""
+        """ "root" when the shell is uid 0, else "shell" (both read the restricted view)."""
         return (await self.facts()).mode
+
+    async def full_view(self) -> bool:
+        """True when reads see every SMS type (through ``su 1000``)."""
+        return (await self.facts()).full_view

@@ -1,22 +1,33 @@
 """Sending one SMS through the phone's messaging app, in one shell round trip.
 
 The round trip runs, in order: the list of ``_id`` values at or above the highest known one
-(the watermark), ``date +%s%3N`` (the device clock), then
-``am start -a android.intent.action.SENDTO -d smsto:<n> --es sms_body <text> && echo <ok>
-&& input keyevent …``. Everything that reaches the shell is POSIX-quoted.
+(the watermark), ``date +%s%3N`` (the device clock), then the send step::
 
-How the outcome is judged:
+    o=$(am start -W -a android.intent.action.SENDTO [-p PKG] -d smsto:<n> --es sms_body <text> 2>&1)
+    s=$?; printf '%s\n' "$o"; echo "SBAMX<nonce>:$s"
+    echo "$s" | grep -qx 0 && printf '%s\n' "$o" | grep -qx 'Status: ok'
+      && printf '%s\n' "$o" | grep -cvE '<allowed lines>' | grep -qx 0
+      && echo SBGO<nonce> && input keyevent …
+
+Everything that reaches the shell is POSIX-quoted. ``-W`` makes ``am`` return only once the
+compose window is displayed (without it, ``am`` returns before the window has focus and the
+key events land in whatever window had it; ``ActivityManagerShellCommand.runStartActivity``).
+The keys are pressed only when ``am`` exited 0, said ``Status: ok``, and printed nothing but
+the lines of a clean launch (:data:`AM_CLEAN_LINES`): an ``Error:``, an exception, or a
+``Warning: Activity not started, its current task has been brought to the front`` (the new
+extras were *not* delivered; the open compose window may hold an older draft) stops the
+script before any key is pressed. The product never relies on ``am``'s exit status alone: it
+is 0 for an unresolved intent on Android 10 to 14 and 1 on some 15 builds.
+
+How the outcome is judged, from the output of a round trip that came back whole:
 
 * the link failed before the command was written: :class:`DeviceUnreachable` (nothing sent);
-* ``am`` exited non-zero: the key events never ran: :class:`CommandRejected`;
-* ``am`` printed ``Error: …`` (it exits 0 even then), or that it only brought an existing
-  task to the front: the intent, the only thing carrying the body, reached no app, so no SMS
-  with this body can have been sent, whatever the key events then did in the foreground app:
-  :class:`CommandRejected`;
-* ``am`` succeeded but a key event failed: the compose screen holds the body and may or may
-  not have sent it: :class:`OutcomeUnknown`;
+* ``SBGO<nonce>`` is absent: the chain stopped before the first key event, so nothing can have
+  been sent: :class:`CommandRejected` with what ``am`` printed;
+* ``SBGO`` is present but a key event failed: the compose screen holds the body and may or
+  may not have sent it: :class:`OutcomeUnknown`;
 * the link failed, or the output is garbled, after the command was written:
-  :class:`OutcomeUnknown`.
+  :class:`OutcomeUnknown` (the script may have been hung up anywhere, keys included).
 """
 
 from __future__ import annotations
@@ -36,13 +47,23 @@ from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFaile
 
 _log = structlog.get_logger("android_bridge.dispatcher")
 
+#: Printed after ``am``'s output with its exit status: ``SBAMX<nonce>:<status>``.
+AM_EXIT_MARKER = "SBAMX"
+#: Printed right before the first key event: its absence proves no key was pressed.
+GO_MARKER = "SBGO"
 _RECIPIENT_SEPARATORS = re.compile(r"[\s().-]")
 _RECIPIENT = re.compile(r"\+?[0-9]{2,20}")
-#: ``am`` lines saying the intent reached no activity. "its current task has been brought to
-#: the front" means the existing task was shown *without* delivering the new intent.
+#: The only lines ``am start -W`` prints for a clean launch (ActivityManagerShellCommand,
+#: android-10.0.0_r30 to android-15.0.0_r1; ``LaunchState`` from 12 on). Anything else (an
+#: ``Error:``, an exception, a ``Warning: Activity not started…``) stops the send before a key.
+AM_CLEAN_LINES = (
+    r"^(Starting: Intent \{.*\}|Status: ok|LaunchState: [A-Z_]+|Activity: [^ ]+"
+    r"|ThisTime: -?[0-9]+|TotalTime: -?[0-9]+|WaitTime: -?[0-9]+|Complete|)$"
+)
+_AM_CLEAN = re.compile(AM_CLEAN_LINES)
+#: ``am`` lines saying the intent reached no activity or was not delivered.
 _AM_ERROR_LINE = re.compile(
-    r"^(Error|Exception|java\.|Security exception"
-    r"|Warning: Activity not started, its current task has been brought to the front)",
+    r"^(Error|Exception|java\.|Security exception|Warning: Activity not started)",
     re.MULTILINE,
 )
 
@@ -85,18 +106,49 @@ def shell_recipient(recipient: str) -> str:
     return compact
 
 
-def send_command(recipient: str, body: str, app: MessagingApp, ok_marker: str) -> str:
-    """The ``am start … && echo <ok_marker> && input keyevent …`` command line."""
-    parts = ["am start -a android.intent.action.SENDTO"]
+def send_command(recipient: str, body: str, app: MessagingApp, nonce: str) -> str:
+    """The send step: ``am start -W``, its output and status echoed, then the key events only
+    if ``am`` reported a clean launch (see the module docstring)."""
+    parts = ["am start -W -a android.intent.action.SENDTO"]
     if app.package is not None:
         parts.append(f"-p {posix_quote(app.package)}")
     parts.append(f"-d {posix_quote('smsto:' + shell_recipient(recipient))}")
     parts.append(f"--es sms_body {posix_quote(body)}")
-    chain = [" ".join(parts), f"echo {ok_marker}"]
+    am = " ".join(parts)
+    output = "printf '%s\\n' \"$o\""
+    chain = [
+        'echo "$s" | grep -qx 0',
+        f"{output} | grep -qx 'Status: ok'",
+        f"{output} | grep -cvE {posix_quote(AM_CLEAN_LINES)} | grep -qx 0",
+        f"echo {GO_MARKER}{nonce}",
+    ]
     if app.settle_ms:
         chain.append(f"sleep {app.settle_ms / 1000:.3f}")
     chain.extend(f"input keyevent {code}" for code in app.key_events)
-    return " && ".join(chain)
+    return f'o=$({am} 2>&1); s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; ' + " && ".join(
+        chain
+    )
+
+
+def _split_send_output(output: str, nonce: str) -> tuple[str, int, bool, str]:
+    """``am``'s output, its exit status, whether the keys were reached, and what they printed.
+
+    Raises:
+        OutcomeUnknown: the markers are missing, repeated or malformed (garbled output).
+    """
+    exit_line = re.compile(rf"^{AM_EXIT_MARKER}{nonce}:(\d{{1,3}})\n", re.MULTILINE)
+    exits = list(exit_line.finditer(output))
+    go_line = f"{GO_MARKER}{nonce}\n"
+    if len(exits) != 1 or output.count(go_line) > 1:
+        raise OutcomeUnknown("the send output is garbled")
+    found = exits[0]
+    am_output = output[: found.start()]
+    rest = output[found.end() :]
+    if not rest.startswith(go_line):
+        if go_line in rest:
+            raise OutcomeUnknown("the send output is garbled")
+        return am_output, int(found.group(1)), False, rest
+    return am_output, int(found.group(1)), True, rest[len(go_line) :]
 
 
 def parse_clock(output: str) -> int | None:
@@ -132,30 +184,30 @@ class SmsDispatcher:
         """
         if not body.strip():
             raise CommandRejected("an empty or blank body would not be sent by the app")
-        ok_marker = "SBAM" + secrets.token_hex(8)
-        command = send_command(recipient, body, self._app, ok_marker)
+        nonce = secrets.token_hex(8)
+        command = send_command(recipient, body, self._app, nonce)
         known = self._device.known_max_id
         mode = await self._device.mode()
         before = self._device.round_trips
         try:
-            steps = await self._device.run([latest_ids_query(known), "date +%s%3N", command])
+            steps = await self._device.run(
+                [
+                    latest_ids_query(known, prefix=self._device.content_prefix),
+                    "date +%s%3N",
+                    command,
+                ]
+            )
         except ReadFailed as exc:
             raise OutcomeUnknown("the send command was written but its output is garbled") from exc
         round_trips = self._device.round_trips - before
-        send_output = steps[2].output
-        ok_line = ok_marker + "\n"
-        if send_output.count(ok_line) > 1:
-            raise OutcomeUnknown("the send output is garbled")
-        am_output, marker, input_output = send_output.partition(ok_line)
-        if not marker:
-            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="am_failed")
+        am_output, am_status, pressed, input_output = _split_send_output(steps[2].output, nonce)
+        if not pressed:
+            reason = "am_error" if _AM_ERROR_LINE.search(am_output) else "am_not_clean"
+            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
             raise CommandRejected(
-                f"am start failed (exit {steps[2].exit_status}); no key was pressed:"
-                f" {am_output.strip()[:200]}"
+                f"am start did not report a clean launch (exit {am_status}); no key was"
+                f" pressed: {am_output.strip()[:200]}"
             )
-        if _AM_ERROR_LINE.search(am_output):
-            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="am_error")
-            raise CommandRejected(f"am could not deliver the intent: {am_output.strip()[:200]}")
         if steps[2].exit_status != 0:
             raise OutcomeUnknown(
                 f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"

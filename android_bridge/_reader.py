@@ -102,11 +102,14 @@ def _in_window(row: IntRow, *, types: Sequence[int], since_ms: int | None) -> bo
     return since_ms is None or (date is not None and date >= since_ms)
 
 
-def content_query(uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC") -> str:
-    """The ``content query`` command line, every argument POSIX-quoted."""
+def content_query(
+    uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC", *, prefix: str = ""
+) -> str:
+    """The ``content query`` command line, every argument POSIX-quoted (``prefix``: ``su 1000 ``
+    to read with the system uid's full view)."""
     return " ".join(
         [
-            "content query --uri",
+            f"{prefix}content query --uri",
             posix_quote(uri),
             "--projection",
             posix_quote(":".join(projection)),
@@ -118,12 +121,12 @@ def content_query(uri: str, projection: Iterable[str], where: str, sort: str = "
     )
 
 
-def latest_ids_query(known_max_id: int, uri: str = "content://sms") -> str:
+def latest_ids_query(known_max_id: int, uri: str = "content://sms", *, prefix: str = "") -> str:
     """The command listing ``_id`` and ``date`` of every visible row at or above
     ``known_max_id`` (0: of every row)."""
     anchor = _checked_int(known_max_id, "known_max_id")
     where = f"_id >= {anchor}" if anchor else "_id > 0"
-    return content_query(uri, LATEST_COLUMNS, where)
+    return content_query(uri, LATEST_COLUMNS, where, prefix=prefix)
 
 
 @attrs.frozen(kw_only=True)
@@ -148,6 +151,9 @@ class SmsReader:
         self._device = device
         self._uri = uri
         self._page_size = page_size
+
+    def _query(self, projection: Iterable[str], where: str) -> str:
+        return content_query(self._uri, projection, where, prefix=self._device.content_prefix)
 
     async def read_since(
         self,
@@ -283,7 +289,7 @@ class SmsReader:
         max_seen = max([anchor, *ids])
         if ids:
             self._device.known_max_id = max(self._device.known_max_id, max_seen)
-        visible = SHELL_VISIBLE_TYPES if mode == "shell" else ALL_TYPES
+        visible = ALL_TYPES if await self._device.full_view() else SHELL_VISIBLE_TYPES
         _log.info(
             "sms_window_read",
             device=self._device.serial,
@@ -358,15 +364,14 @@ class SmsReader:
         *,
         skip_text_id: int | None,
     ) -> _Page:
-        int_query = content_query(self._uri, INT_COLUMNS, where)
+        int_query = self._query(INT_COLUMNS, where)
         steps = [int_query]
         steps += [
-            content_query(self._uri, ("_id", column), text_where) + " 2>/dev/null"
-            for column in TEXT_COLUMNS
+            self._query(("_id", column), text_where) + " 2>/dev/null" for column in TEXT_COLUMNS
         ]
         steps.append(int_query)
         if probe_where is not None:
-            steps.append(content_query(self._uri, ("_id",), probe_where))
+            steps.append(self._query(("_id",), probe_where))
         outputs = await self._device.run(steps)
         first = parse_int_rows(outputs[0].output, INT_COLUMNS)
         again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
@@ -394,8 +399,8 @@ class SmsReader:
         for column in columns:
             id_list = ",".join(str(_checked_int(i, "_id")) for i in ambiguous[column])
             base = f"_id IN ({id_list}) AND {column}"
-            steps.append(content_query(self._uri, ("_id",), f"{base} IS NULL"))
-            steps.append(content_query(self._uri, ("_id",), f"{base} = 'NULL'"))
+            steps.append(self._query(("_id",), f"{base} IS NULL"))
+            steps.append(self._query(("_id",), f"{base} = 'NULL'"))
         outputs = await self._device.run(steps)
         result: dict[str, set[int]] = {}
         for index, column in enumerate(columns):

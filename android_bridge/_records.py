@@ -66,9 +66,10 @@ class ProviderRead:
     rows: tuple[SmsMessage, ...]
     #: True only when the read *proves* the window is whole: the anchor row came back.
     complete: bool
-    #: "shell" (only types 1 and 2 visible) or "root" (all types visible).
+    #: "shell" or "root": who the shell ran as (both read the restricted view: types 1, 2).
     mode: Mode
-    #: Types the provider could show in this mode; absence is provable for these only.
+    #: Types the provider could show to this reader: 1 and 2 in the restricted view, every
+    #: type when read as the system uid. Absence of a row is never a proof on its own.
     visible_types: tuple[int, ...]
     #: The anchor ``_id`` (the watermark) this read was windowed on.
     after_id: int

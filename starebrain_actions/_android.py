@@ -7,6 +7,7 @@ is unknown; every failure of a read proves nothing.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from starebrain_actions.exceptions import (
     LookupFailed,
     PhoneError,
 )
+
+#: ``1``: every phone opened without an explicit choice reads through ``su 1000``.
+READ_AS_SYSTEM_ENV = "STAREBRAIN_READ_AS_SYSTEM"
 
 _CODE_POINTS = re.compile(r"expected U\+[0-9A-F]+, found U\+[0-9A-F]+")
 
@@ -72,13 +76,19 @@ class AndroidPhone:
         command_timeout_s: float = 20.0,
         default_region: str = "US",
         app: MessagingApp | None = None,
+        read_as_system: bool | None = None,
     ) -> AndroidPhone:
         """Connect and authenticate to ``serial`` (``host:port``).
+
+        ``read_as_system``: read through ``su 1000`` (userdebug/eng builds), which also sees
+        outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM`` is ``1``).
 
         Raises:
             PhoneUnavailable: the device cannot be reached or refused the key.
             KeyPermissionError: the ADB private key is readable by others.
         """
+        if read_as_system is None:
+            read_as_system = os.environ.get(READ_AS_SYSTEM_ENV, "") == "1"
         try:
             device = await Device.connect(
                 serial,
@@ -86,6 +96,7 @@ class AndroidPhone:
                 connect_timeout_s=connect_timeout_s,
                 command_timeout_s=command_timeout_s,
                 default_region=default_region,
+                read_as_system=read_as_system,
             )
             region = await device.region()
         except KeyPermissionError:
@@ -160,7 +171,7 @@ class AndroidPhone:
         return PhoneRead(
             messages=messages,
             complete=read.complete,
-            proves_absence=read.complete and set(OUTGOING_TYPES) <= visible,
+            full_view=set(OUTGOING_TYPES) <= visible,
             mode=read.mode,
             round_trips=read.round_trips,
             evidence={

@@ -455,8 +455,9 @@ def reconcile(
 
     Returns the transitions to apply in order (empty: nothing is proven). Delivery not
     PENDING: nothing. The artifact found and sent: CONFIRMED, then ``try_accept`` with its
-    verdict. The phone marks it failed: FAILED. A complete read without it, past the grace
-    window: FAILED. Ambiguous attribution: flagged for review, never failed.
+    verdict. The phone marks it failed: FAILED. Queued past the grace window: review (STUCK).
+    No artifact: nothing, however complete the read (absence proves nothing: DESIGN
+    invariant 4). Ambiguous attribution: flagged for review, never failed.
 
     Raises:
         InvalidInput: a SENT artifact comes without a match verdict.
@@ -502,14 +503,7 @@ def reconcile(
                 flag_for_review(record, ReviewReason.STUCK, now=now, actor=actor, evidence=row),
             )
         return ()
-    if lookup.complete and now >= record.dispatched_at + grace_window:
-        return (
-            fail_delivery(
-                record,
-                reason="a complete read past the grace window does not show the message",
-                now=now,
-                actor=actor,
-                evidence=dict(lookup.evidence),
-            ),
-        )
+    # A read that does not show the message proves nothing (DESIGN invariant 4): the row may
+    # be queued or failed where the reader cannot see it (every caller but uid 1000/1001 and
+    # the default SMS app reads the restricted view), or the app sent it as RCS chat or MMS.
     return ()

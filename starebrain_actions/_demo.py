@@ -1,6 +1,7 @@
 """``starebrain demo``: why two axes matter, on a simulated phone, in under 30 seconds.
 
-Two identical simulated phones (rooted, as an emulator with ``adb root``) get the same fault
+Two identical simulated phones (userdebug builds, as an emulator's Google APIs image, read
+through ``su 1000`` so that failed and queued rows are visible) get the same fault
 on the first send of each message: a lost reply, a hang, a failed send, a body the app
 mangles, a duplicate the app sends by itself. The ledger agent sends the batch through
 ``SmsAgent`` on one; a naive agent that calls every timeout a failure and retries sends the
@@ -160,7 +161,7 @@ async def _ledger_agent(
 ) -> tuple[list[ActionSummary], int]:
     async with Ledger.open(db) as ledger:
         android = await AndroidPhone.connect(
-            phone.serial, key_path=key, command_timeout_s=_COMMAND_TIMEOUT_S
+            phone.serial, key_path=key, command_timeout_s=_COMMAND_TIMEOUT_S, read_as_system=True
         )
         agent = SmsAgent(ledger, android, policy=_POLICY, poll_interval_s=0.1)
         try:
@@ -171,7 +172,7 @@ async def _ledger_agent(
         finally:
             await android.close()
         await phone.wait_idle()
-        await reconcile_pending(ledger, [phone.serial], key_path=str(key))
+        await reconcile_pending(ledger, [phone.serial], key_path=str(key), read_as_system=True)
         summaries = [await ledger.summary(message.action_id) for message in batch]
         return summaries, agent.dispatches
 
@@ -208,7 +209,11 @@ def _keys(folder: Path) -> tuple[Path, Path]:
 
 def _phone(store: Path, keys: Path) -> SimulatedPhone:
     return SimulatedPhone(
-        store_path=store, authorized_keys_path=keys, root=True, send_delay_ms=50, seed=7
+        store_path=store,
+        authorized_keys_path=keys,
+        build_type="userdebug",
+        send_delay_ms=50,
+        seed=7,
     )
 
 
@@ -221,7 +226,10 @@ async def _run(out: Output, folder: Path) -> int:
     ):
         seeded = seed_history(ledger_phone)
         seed_history(naive_phone)
-        out.line(f"Simulated phones on {ledger_phone.serial} and {naive_phone.serial} (rooted).")
+        out.line(
+            f"Simulated phones on {ledger_phone.serial} and {naive_phone.serial}"
+            " (userdebug builds, read through su 1000)."
+        )
         out.line(f"Sending {len(BATCH)} messages, each first send meeting one fault ...")
         (summaries, ledger_dispatches), naive_dispatches = await asyncio.gather(
             _ledger_agent(ledger_phone, folder / "ledger.db", key, BATCH),

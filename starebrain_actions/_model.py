@@ -243,7 +243,8 @@ class RetryPolicy:
     maximum_interval: timedelta | None = attrs.field(default=None, validator=_non_negative)
     #: no new attempt after created_at + this (None: no deadline)
     schedule_to_close: timedelta | None = attrs.field(default=None, validator=_non_negative)
-    #: how long after dispatch a complete read without the message proves it was not sent
+    #: how long after dispatch an unresolved attempt is IN_FLIGHT before it is UNKNOWN, and a
+    #: queued artifact goes to review (STUCK); absence of the message never proves anything
     grace_window: timedelta = attrs.field(default=timedelta(seconds=60), validator=_non_negative)
 
     def interval_before(self, attempt: int) -> timedelta:

@@ -41,9 +41,9 @@ class PhoneRead:
     messages: tuple[OutgoingMessage, ...]
     #: True when the read is proven whole (the anchor row came back)
     complete: bool
-    #: True when absence from this read proves a message was never sent: complete, and every
-    #: outgoing type (sent, outbox, failed, queued) is visible to this reader
-    proves_absence: bool
+    #: True when every outgoing type (sent, outbox, failed, queued) is visible to this reader
+    #: (the system uid's view); absence from a read still proves nothing (RCS, MMS)
+    full_view: bool
     #: "shell" or "root"
     mode: str
     #: shell round trips spent

@@ -15,9 +15,10 @@ Attribution on one device (the device lease means at most one attempt is in flig
   MISMATCH (the app changed it); several such rows are ambiguous: manual review;
 * rows that match neither the recipient nor the body are someone else's (a person using the
   phone, an old message): they are left out, and recorded as evidence;
-* no candidate: FAILED only if the read proves absence (complete, and every outgoing type
-  visible: a rooted device) and the grace window has passed. In shell mode a missing message
-  may be queued invisibly, so absence proves nothing and the attempt stays UNKNOWN.
+* no candidate: nothing changes. A read that does not show a message proves nothing: the
+  restricted view (every caller but the system and phone uids, root included) hides queued
+  and failed rows, and a message the app sent as RCS chat never lands in the SMS provider. The
+  attempt stays UNKNOWN past the grace window.
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def plan_device(
         else:
             unrelated = [m.provider_object_id for _s, m, _v in scored]
             lookup = LookupResult(
-                complete=read.proves_absence,
+                complete=read.complete,
                 evidence={
                     "read_mode": read.mode,
                     **dict(read.evidence),
@@ -386,13 +387,14 @@ async def reconcile_pending(
     key_path: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     now: datetime | None = None,
+    read_as_system: bool | None = None,
 ) -> ReconcilePass:
     """One reconcile pass over ``devices`` (default: every device with in-flight attempts).
 
     Each device is connected, read once and closed; devices are read concurrently. A device
     that cannot be reached is reported (``reachable=False``) and changes nothing but the
     error recorded on its attempts. ``open_phone(serial)`` returns a connected ``Phone``
-    (default: the Android bridge over ADB, with ``key_path``).
+    (default: the Android bridge over ADB, with ``key_path`` and ``read_as_system``).
     """
     started = require_aware("now", now) if now is not None else ledger.now()
     names = list(
@@ -402,7 +404,9 @@ async def reconcile_pending(
         from starebrain_actions._android import AndroidPhone
 
         async def default_open(serial: str) -> Phone:
-            return await AndroidPhone.connect(serial, key_path=key_path)
+            return await AndroidPhone.connect(
+                serial, key_path=key_path, read_as_system=read_as_system
+            )
 
         open_phone = default_open
     done = 0

@@ -117,8 +117,12 @@ class SmsAgent:
         poll_interval_s: float = 0.25,
         connect_timeout_s: float = 5.0,
         command_timeout_s: float = 20.0,
+        read_as_system: bool | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
+
+        ``read_as_system``: read the phone through ``su 1000`` (userdebug/eng builds), which
+        also shows outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM``).
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -133,6 +137,7 @@ class SmsAgent:
                 key_path=key_path,
                 connect_timeout_s=connect_timeout_s,
                 command_timeout_s=command_timeout_s,
+                read_as_system=read_as_system,
             )
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:

@@ -53,6 +53,9 @@ T = TypeVar("T")
 
 #: Environment variable naming the ledger file (same as ``--db``).
 DB_ENV: Final = "STAREBRAIN_DB"
+#: Read phones through `su 1000` (the same name as `_android.READ_AS_SYSTEM_ENV`, kept here so
+#: that the CLI starts without importing the ADB stack).
+READ_AS_SYSTEM_ENV: Final = "STAREBRAIN_READ_AS_SYSTEM"
 
 #: Exit statuses of ``send``.
 EXIT_SUCCEEDED: Final = 0
@@ -213,10 +216,21 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
     show_default=True,
     help="Least severe log events written to stderr (numbers and bodies are redacted).",
 )
+@click.option(
+    "--read-as-system",
+    is_flag=True,
+    envvar=READ_AS_SYSTEM_ENV,
+    help="Read phones' SMS stores through `su 1000` (userdebug/eng builds such as an "
+    "emulator's Google APIs image), which also shows outbox, failed and queued messages. "
+    f"Also read from ${READ_AS_SYSTEM_ENV}=1.",
+)
 @click.pass_context
-def main(ctx: click.Context, db: Path | None, log_level: str) -> None:
+def main(ctx: click.Context, db: Path | None, log_level: str, read_as_system: bool) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
     configure_logging(level=getattr(logging, log_level.upper()))
+    if read_as_system:
+        # Every phone this process opens reads with the system uid's full view.
+        os.environ[READ_AS_SYSTEM_ENV] = "1"
     ctx.obj = Settings(db=db if db is not None else default_db_path(), db_is_default=db is None)
 
 
@@ -283,7 +297,8 @@ def settled(summary: ActionSummary) -> bool:
     type=click.FloatRange(min=0),
     default=60.0,
     show_default=True,
-    help="Seconds after a dispatch before a complete read without it proves it was not sent.",
+    help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN and a "
+    "message still queued goes to review.",
 )
 @click.option(
     "--region",

@@ -28,6 +28,7 @@ from android_bridge.simulator._faults import Fault, FaultPlan
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, Shell
 from android_bridge.simulator._store import DEFAULT_SUB_ID, MESSAGE_TYPE_OUTBOX, SmsStore
+from android_bridge.simulator._toybox import grep as toybox_grep
 from android_bridge.simulator._transport import Connection, DropConnection
 
 log = structlog.get_logger("android_bridge.simulator")
@@ -284,6 +285,7 @@ class SimulatedPhone:
             "content": content,
             "date": self._system.date,
             "getprop": self._system.getprop,
+            "grep": toybox_grep,
             "id": self._system.id,
             "input": self._messaging.input,
             "whoami": self._system.whoami,

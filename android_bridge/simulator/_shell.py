@@ -447,6 +447,7 @@ class Shell:
         }
         self.status = 0
         self.variables: dict[str, str] = {}
+        self._substitution_status: int | None = None
         self._sink: list[tuple[int, str]] = []
 
     async def run(self, text: str) -> tuple[str, int]:
@@ -484,6 +485,9 @@ class Shell:
     async def _run_simple(self, simple: _Simple, stdin: str, *, piped: bool) -> str:
         argv: list[str] = []
         assignments: dict[str, str] = {}
+        # POSIX: a command with no command name exits with the status of its last command
+        # substitution, or 0 (``o=$(false); echo $?`` prints 1 in mksh).
+        self._substitution_status = None
         for word in simple.words:
             assignment = _assignment_name(word) if not argv else None
             if assignment is not None:
@@ -513,7 +517,8 @@ class Shell:
                 return self._fail(f"{SHELL_NAME}: can't create {target}: Read-only file system\n")
         if not argv:
             self.variables.update(assignments)
-            self.status = 0
+            substituted = self._substitution_status
+            self.status = substituted if substituted is not None else 0
             return ""
         result = await self._execute(argv, stdin)
         piped_out: list[str] = []
@@ -597,6 +602,7 @@ class Shell:
         captured = "".join(text for fd, text in chunks if fd == 1)
         self._sink.extend((fd, text) for fd, text in chunks if fd != 1)
         self.status = status
+        self._substitution_status = status
         return captured.rstrip("\n")
 
 

@@ -25,6 +25,7 @@ class ScriptedDevice:
     """Stands in for Device: one scripted answer (or error) for the dispatch round trip."""
 
     serial = "scripted:5555"
+    content_prefix = ""
 
     def __init__(self, answer: tuple[StepOutput, ...] | BridgeError) -> None:
         self.answer = answer
@@ -64,34 +65,56 @@ async def test_garbled_reply_after_writing_is_unknown(error: BridgeError) -> Non
         await _send(error)
 
 
-async def test_am_failure_without_marker_is_rejected() -> None:
-    """``am`` exiting non-zero means the keys never ran: CommandRejected."""
-    answer = _send_step("Exception occurred while executing 'start':\n", 255)
+CLEAN_AM = "Starting: Intent { }\nStatus: ok\nActivity: com.example/.Compose\nComplete\n"
+
+
+async def test_am_failure_without_go_marker_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain stopped before the keys (no go marker after am's exit line): CommandRejected."""
+    monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
+    answer = _send_step("Exception occurred while executing 'start':\nSBAMX00ff:255\n", 1)
     with pytest.raises(CommandRejected):
         await _send(answer)
 
 
-async def test_failed_key_event_after_am_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compose screen opened but a key event failed: the outcome is unknown."""
+async def test_brought_to_front_never_reaches_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task brought to the front (old draft, extras not delivered) stopped before the keys is
+    rejected, and the reason quotes am."""
     monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
-    answer = _send_step("Starting: Intent { }\nSBAM00ff\nError: Unknown keycode\n", 1)
+    warning = "Warning: Activity not started, its current task has been brought to the front"
+    answer = _send_step(f"Starting: Intent {{ }}\n{warning}\nStatus: ok\nSBAMX00ff:0\n", 1)
+    with pytest.raises(CommandRejected, match="brought to the front"):
+        await _send(answer)
+
+
+async def test_failed_key_event_after_go_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys were reached but a key event failed: the outcome is unknown."""
+    monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
+    answer = _send_step(f"{CLEAN_AM}SBAMX00ff:0\nSBGO00ff\nError: Unknown keycode\n", 1)
     with pytest.raises(OutcomeUnknown):
         await _send(answer)
 
 
-async def test_repeated_marker_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Output carrying the success marker twice is garbled: OutcomeUnknown."""
+@pytest.mark.parametrize(
+    "output",
+    [
+        f"{CLEAN_AM}SBAMX00ff:0\nSBAMX00ff:0\nSBGO00ff\n",
+        f"{CLEAN_AM}SBAMX00ff:0\nSBGO00ff\nSBGO00ff\n",
+        f"{CLEAN_AM}SBGO00ff\n",
+        f"{CLEAN_AM}SBAMX00ff:0\nnoise\nSBGO00ff\n",
+    ],
+)
+async def test_garbled_markers_are_unknown(monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    """Repeated, missing or misplaced markers are garbled output: OutcomeUnknown, never NotSent."""
     monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
-    answer = _send_step("Starting: Intent { }\nSBAM00ff\nSBAM00ff\n", 0)
     with pytest.raises(OutcomeUnknown):
-        await _send(answer)
+        await _send(_send_step(output, 0))
 
 
 async def test_clean_reply_gives_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     """A clean reply yields the watermark, its date and the clock read before the send."""
     monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
-    evidence = await _send(_send_step("Starting: Intent { }\nSBAM00ff\n", 0))
-    expected = (7, 1000, True, 1764420000123, "Starting: Intent { }\n")
+    evidence = await _send(_send_step(f"{CLEAN_AM}SBAMX00ff:0\nSBGO00ff\n", 0))
+    expected = (7, 1000, True, 1764420000123, CLEAN_AM)
     assert expected == (
         evidence.watermark_id,
         evidence.watermark_date_ms,

@@ -18,6 +18,7 @@ class ScriptedDevice:
     """Stands in for Device: answers each round trip with the next scripted step outputs."""
 
     serial = "scripted:5555"
+    content_prefix = ""
 
     def __init__(self, answers: list[list[str]]) -> None:
         self.answers = answers
@@ -27,6 +28,9 @@ class ScriptedDevice:
 
     async def mode(self) -> str:
         return "shell"
+
+    async def full_view(self) -> bool:
+        return False
 
     async def run(self, steps: Sequence[str]) -> tuple[StepOutput, ...]:
         self.round_trips += 1

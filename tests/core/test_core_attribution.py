@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import attrs
+import pytest
 
 from starebrain_actions import (
     AcceptanceState,
@@ -78,13 +79,13 @@ def row(
     )
 
 
-def read(*messages: OutgoingMessage, complete: bool = True, root: bool = True) -> PhoneRead:
-    """A read holding these rows."""
+def read(*messages: OutgoingMessage, complete: bool = True, full_view: bool = True) -> PhoneRead:
+    """A read holding these rows (by default a complete one with the system uid's full view)."""
     return PhoneRead(
         messages=messages,
         complete=complete,
-        proves_absence=complete and root,
-        mode="root" if root else "shell",
+        full_view=full_view,
+        mode="shell",
         round_trips=1,
     )
 
@@ -134,21 +135,22 @@ def test_several_partial_matches_are_ambiguous() -> None:
     assert (Event.FLAG_REVIEW, ReviewReason.AMBIGUOUS) == (flag.event, flag.after.review_reason)
 
 
-def test_unrelated_rows_are_noise_and_absence_is_proven_past_grace() -> None:
-    """A row matching neither recipient nor body is left out; a complete rooted read past the
-    grace window then proves the attempt FAILED."""
+def test_unrelated_rows_are_noise_and_absence_proves_nothing() -> None:
+    """A row matching neither recipient nor body is left out, and a complete full-view read
+    without the message fails nothing, however late: the app may have sent it as RCS chat,
+    which never lands in the SMS provider (DESIGN invariant 4)."""
     rows = read(row(11, to="+15550199", body="see you"))
     assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
-    late = NOW + timedelta(seconds=60)
-    (failed,) = plan_device([pending()], rows, set(), judge, late).transitions
-    assert DeliveryState.FAILED == failed.after.delivery
-    assert [11] == failed.evidence["unrelated_rows"]
-
-
-def test_shell_reads_never_prove_absence() -> None:
-    """A complete shell-mode read without the message proves nothing, however late."""
     late = NOW + timedelta(days=1)
-    assert () == plan_device([pending()], read(root=False), set(), judge, late).transitions
+    assert () == plan_device([pending()], rows, set(), judge, late).transitions
+
+
+@pytest.mark.parametrize("full_view", [True, False])
+def test_no_read_proves_absence(full_view: bool) -> None:
+    """A complete read without the message proves nothing, restricted or full view, however
+    late (ProviderUtil.isAccessRestricted: root reads the restricted view too)."""
+    late = NOW + timedelta(days=1)
+    assert () == plan_device([pending()], read(full_view=full_view), set(), judge, late).transitions
 
 
 def test_a_failed_row_fails_the_attempt() -> None:
