@@ -1,19 +1,23 @@
 """Sending one SMS through the phone's messaging app, in one shell round trip.
 
 The round trip runs, in order: the list of ``_id`` values at or above the highest known one
-(the watermark), ``date +%s%3N`` (the device clock), then the send step::
+(the watermark), ``date +%s%3N`` (the device clock), the highest visible ``content://mms``
+``_id`` (where a message the app converts to MMS will land), then the send step::
 
-    o=$(am start -W -a android.intent.action.SENDTO [-p PKG] -d smsto:<n> --es sms_body <text> 2>&1)
+    o=$(am start -W --activity-clear-task -a android.intent.action.SENDTO [-p PKG]
+          -d smsto:<n> --es sms_body <text> 2>&1)
     s=$?; printf '%s\n' "$o"; echo "SBAMX<nonce>:$s"
     echo "$s" | grep -qx 0 && printf '%s\n' "$o" | grep -qx 'Status: ok'
       && printf '%s\n' "$o" | grep -cvE '<allowed lines>' | grep -qx 0
+      && printf '%s\n' "$o" | grep -cE '^Activity: android/' | grep -qx 0
       && echo SBGO<nonce> && input keyevent …
 
 Everything that reaches the shell is POSIX-quoted. ``-W`` makes ``am`` return only once the
 compose window is displayed (without it, ``am`` returns before the window has focus and the
 key events land in whatever window had it; ``ActivityManagerShellCommand.runStartActivity``).
-The keys are pressed only when ``am`` exited 0, said ``Status: ok``, and printed nothing but
-the lines of a clean launch (:data:`AM_CLEAN_LINES`): an ``Error:``, an exception, or a
+The keys are pressed only when ``am`` exited 0, said ``Status: ok``, printed nothing but the
+lines of a clean launch (:data:`AM_CLEAN_LINES`), and the activity started is not the
+system's chooser (``Activity: android/…ResolverActivity``): an ``Error:``, an exception, or a
 ``Warning: Activity not started, its current task has been brought to the front`` (the new
 extras were *not* delivered; the open compose window may hold an older draft) stops the
 script before any key is pressed. The product never relies on ``am``'s exit status alone: it
@@ -39,6 +43,7 @@ import attrs
 import structlog
 
 from android_bridge._device import Device
+from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence
@@ -60,7 +65,9 @@ AM_CLEAN_LINES = (
     r"^(Starting: Intent \{.*\}|Status: ok|LaunchState: [A-Z_]+|Activity: [^ ]+"
     r"|ThisTime: -?[0-9]+|TotalTime: -?[0-9]+|WaitTime: -?[0-9]+|Complete|)$"
 )
-_AM_CLEAN = re.compile(AM_CLEAN_LINES)
+#: The started activity belongs to the system (``android/…ResolverActivity``: two SMS apps and
+#: no default, a chooser took the intent): the keys would land in it, not in a compose window.
+AM_SYSTEM_ACTIVITY = r"^Activity: android/"
 #: ``am`` lines saying the intent reached no activity or was not delivered.
 _AM_ERROR_LINE = re.compile(
     r"^(Error|Exception|java\.|Security exception|Warning: Activity not started)",
@@ -109,7 +116,10 @@ def shell_recipient(recipient: str) -> str:
 def send_command(recipient: str, body: str, app: MessagingApp, nonce: str) -> str:
     """The send step: ``am start -W``, its output and status echoed, then the key events only
     if ``am`` reported a clean launch (see the module docstring)."""
-    parts = ["am start -W -a android.intent.action.SENDTO"]
+    # --activity-clear-task (with the NEW_TASK flag am adds itself): the app's task is cleared
+    # and the intent delivered to a fresh compose window, never recycled into an open one
+    # that still holds an older draft (ActivityStarter.recycleTask drops the new extras).
+    parts = ["am start -W --activity-clear-task -a android.intent.action.SENDTO"]
     if app.package is not None:
         parts.append(f"-p {posix_quote(app.package)}")
     parts.append(f"-d {posix_quote('smsto:' + shell_recipient(recipient))}")
@@ -120,6 +130,7 @@ def send_command(recipient: str, body: str, app: MessagingApp, nonce: str) -> st
         'echo "$s" | grep -qx 0',
         f"{output} | grep -qx 'Status: ok'",
         f"{output} | grep -cvE {posix_quote(AM_CLEAN_LINES)} | grep -qx 0",
+        f"{output} | grep -cE {posix_quote(AM_SYSTEM_ACTIVITY)} | grep -qx 0",
         f"echo {GO_MARKER}{nonce}",
     ]
     if app.settle_ms:
@@ -194,13 +205,14 @@ class SmsDispatcher:
                 [
                     latest_ids_query(known, prefix=self._device.content_prefix),
                     "date +%s%3N",
+                    latest_mms_query(prefix=self._device.content_prefix),
                     command,
                 ]
             )
         except ReadFailed as exc:
             raise OutcomeUnknown("the send command was written but its output is garbled") from exc
         round_trips = self._device.round_trips - before
-        am_output, am_status, pressed, input_output = _split_send_output(steps[2].output, nonce)
+        am_output, am_status, pressed, input_output = _split_send_output(steps[3].output, nonce)
         if not pressed:
             reason = "am_error" if _AM_ERROR_LINE.search(am_output) else "am_not_clean"
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
@@ -208,12 +220,13 @@ class SmsDispatcher:
                 f"am start did not report a clean launch (exit {am_status}); no key was"
                 f" pressed: {am_output.strip()[:200]}"
             )
-        if steps[2].exit_status != 0:
+        if steps[3].exit_status != 0:
             raise OutcomeUnknown(
                 f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"
             )
         watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
         clock_ms = parse_clock(steps[1].output)
+        mms_watermark_id = parse_latest_mms(steps[2].output)
         _log.info(
             "sms_dispatched",
             device=self._device.serial,
@@ -230,6 +243,7 @@ class SmsDispatcher:
             input_output=input_output,
             mode=mode,
             round_trips=round_trips,
+            mms_watermark_id=mms_watermark_id,
         )
 
     def _watermark(self, output: str, known: int) -> tuple[int, int | None, bool]:

@@ -39,8 +39,15 @@ import attrs
 import structlog
 
 from android_bridge._device import Device
+from android_bridge._mms import parse_pdus, pdu_query, read_details
 from android_bridge._parser import parse_int_rows, parse_text_column
-from android_bridge._records import OUTGOING_TYPES, DispatchEvidence, ProviderRead, SmsMessage
+from android_bridge._records import (
+    OUTGOING_TYPES,
+    DispatchEvidence,
+    MmsMessage,
+    ProviderRead,
+    SmsMessage,
+)
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import IncompleteRead, UnparseableOutput
 
@@ -134,6 +141,8 @@ class _Page:
     ints: list[IntRow]
     texts: dict[str, dict[int, str]]
     probe_ids: list[int] | None
+    #: outputs of extra steps that rode in this page's round trip
+    extra: tuple[str, ...] = ()
 
 
 class SmsReader:
@@ -162,6 +171,8 @@ class SmsReader:
         since_ms: int | None = None,
         types: Sequence[int] = OUTGOING_TYPES,
         anchor_date_ms: int | None = None,
+        mms_after_id: int | None = None,
+        mms_since_ms: int | None = None,
     ) -> ProviderRead:
         """Read rows with ``_id > after_id`` (and ``date >= since_ms``) of the given types.
 
@@ -175,6 +186,12 @@ class SmsReader:
         rows), plus one if a text value reads ``NULL``, plus one per page that changed while
         it was read. ``complete`` is true only if the anchor row came back (see module doc).
 
+        ``mms_after_id``: also read outgoing MMS above this ``content://mms`` ``_id`` (a
+        converted message lands there; see :mod:`android_bridge._mms`): their first query
+        rides in the first page's round trip, and one more round trip reads their addresses
+        and text when there are any (only those dated from ``mms_since_ms`` on, when given).
+        They come back in ``mms_rows``.
+
         Raises:
             DeviceUnreachable / OutcomeUnknown: transport failures (a read has no side effect).
             ProviderError: the provider printed an error.
@@ -185,8 +202,15 @@ class SmsReader:
         filters = window_filter(since_ms=since_ms, types=types)
         mode = await self._device.mode()
         before = self._device.round_trips
+        extra: tuple[str, ...] = ()
+        if mms_after_id is not None:
+            mms_since = mms_since_ms if mms_since_ms is not None else since_ms
+            since_s = max(0, mms_since // 1000) if mms_since is not None else None
+            extra = (pdu_query(mms_after_id, since_s=since_s, prefix=self._device.content_prefix),)
         if anchor == 0:
-            first = await self._read_page(f"_id > 0 AND {filters}", probe_where=None)
+            first = await self._read_page(
+                f"_id > 0 AND {filters}", probe_where=None, extra_steps=extra
+            )
         else:
             high = anchor + self._page_size
             first = await self._read_page(
@@ -196,6 +220,7 @@ class SmsReader:
                     f"_id >= {anchor} AND (_id = {anchor} OR (_id >= {high} AND {filters}))"
                 ),
                 skip_text_id=anchor,
+                extra_steps=extra,
             )
         pages = [first]
         probe_ids = first.probe_ids or []
@@ -286,6 +311,13 @@ class SmsReader:
             reason = "the probe for rows beyond the first page did not return the anchor"
         else:
             complete = True
+        mms_rows: tuple[MmsMessage, ...] = ()
+        if extra:
+            pdus = parse_pdus(first.extra[0])
+            if pdus:
+                mms_rows = await read_details(
+                    self._device, pdus, prefix=self._device.content_prefix
+                )
         max_seen = max([anchor, *ids])
         if ids:
             self._device.known_max_id = max(self._device.known_max_id, max_seen)
@@ -309,6 +341,7 @@ class SmsReader:
             max_seen_id=max_seen,
             round_trips=self._device.round_trips - before,
             incomplete_reason=reason,
+            mms_rows=mms_rows,
         )
 
     async def read_after(
@@ -332,6 +365,7 @@ class SmsReader:
         text_where: str | None = None,
         skip_text_id: int | None = None,
         expected_ids: Sequence[int] | None = None,
+        extra_steps: Sequence[str] = (),
     ) -> _Page:
         """Read one page, retrying once if its rows changed while it was read.
 
@@ -346,6 +380,7 @@ class SmsReader:
                     text_where if text_where is not None else where,
                     probe_where,
                     skip_text_id=skip_text_id,
+                    extra_steps=extra_steps,
                 )
                 if expected_ids is not None and [row[0] for row in page.ints] != list(expected_ids):
                     raise IncompleteRead("a page does not hold the rows the probe listed")
@@ -363,6 +398,7 @@ class SmsReader:
         probe_where: str | None,
         *,
         skip_text_id: int | None,
+        extra_steps: Sequence[str] = (),
     ) -> _Page:
         int_query = self._query(INT_COLUMNS, where)
         steps = [int_query]
@@ -372,7 +408,10 @@ class SmsReader:
         steps.append(int_query)
         if probe_where is not None:
             steps.append(self._query(("_id",), probe_where))
+        steps.extend(extra_steps)
         outputs = await self._device.run(steps)
+        extra = tuple(step.output for step in outputs[len(outputs) - len(extra_steps) :])
+        outputs = outputs[: len(outputs) - len(extra_steps)]
         first = parse_int_rows(outputs[0].output, INT_COLUMNS)
         again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
         if first != again:
@@ -386,7 +425,7 @@ class SmsReader:
         if probe_where is not None:
             probe_rows = parse_int_rows(outputs[-1].output, ("_id",))
             probe_ids = [row[0] for row in probe_rows if row[0] is not None]
-        return _Page(ints=first, texts=texts, probe_ids=probe_ids)
+        return _Page(ints=first, texts=texts, probe_ids=probe_ids, extra=extra)
 
     async def _resolve_nulls(self, ambiguous: dict[str, list[int]]) -> dict[str, set[int]]:
         """For values printed as ``NULL``, ask which are SQL NULL and which the text.

@@ -59,6 +59,30 @@ class SmsMessage:
 
 
 @attrs.frozen(kw_only=True)
+class MmsMessage:
+    """One outgoing MMS of ``content://mms``, with its recipients and text (see ``_mms``)."""
+
+    #: ``pdu`` row id (``_id``): its own id space, apart from SMS ``_id``\ s.
+    id: int
+    #: Conversation thread id.
+    thread_id: int | None
+    #: ``msg_box``: 1 inbox, 2 sent, 3 drafts, 4 outbox, 5 failed.
+    msg_box: int
+    #: Recipients (``addr`` rows of type TO, CC, BCC), as stored.
+    addresses: tuple[str, ...]
+    #: The text/plain parts joined in ``seq`` order, or None when there is none.
+    body: str | None
+    #: ``date`` in ms (the provider stores seconds).
+    date_ms: int | None
+    #: ``date_sent`` in ms, None when unset.
+    date_sent_ms: int | None
+    #: Subscription (SIM) id.
+    sub_id: int | None
+    #: Package that wrote the row (the raw printed value).
+    creator: str | None
+
+
+@attrs.frozen(kw_only=True)
 class ProviderRead:
     """The result of one windowed read of ``content://sms``."""
 
@@ -81,6 +105,8 @@ class ProviderRead:
     round_trips: int
     #: Why the read is not complete, when it is not.
     incomplete_reason: str | None = None
+    #: Outgoing MMS above the MMS watermark, when the read was asked for them.
+    mms_rows: tuple[MmsMessage, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -105,3 +131,5 @@ class DispatchEvidence:
     mode: Mode
     #: Shell round trips the dispatch took.
     round_trips: int
+    #: Highest visible ``content://mms`` ``_id`` just before the send (0: none visible).
+    mms_watermark_id: int = 0

@@ -23,7 +23,7 @@ from android_bridge import (
     message_matches_intent,
 )
 from android_bridge.exceptions import KeyPermissionError
-from starebrain_actions._model import ArtifactOutcome, MatchVerdict, SmsIntent
+from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 from starebrain_actions._ports import DispatchReceipt, OutgoingMessage, PhoneRead
 from starebrain_actions.exceptions import (
     DispatchNotSent,
@@ -42,6 +42,14 @@ _OUTCOMES = {
     4: ArtifactOutcome.QUEUED,
     5: ArtifactOutcome.FAILED,
     6: ArtifactOutcome.QUEUED,
+}
+
+
+#: ``msg_box`` of an outgoing MMS: 2 sent, 4 outbox, 5 failed.
+_MMS_OUTCOMES = {
+    2: ArtifactOutcome.SENT,
+    4: ArtifactOutcome.QUEUED,
+    5: ArtifactOutcome.FAILED,
 }
 
 
@@ -144,14 +152,26 @@ class AndroidPhone:
                 "watermark_date_ms": evidence.watermark_date_ms,
                 "mode": evidence.mode,
                 "round_trips": evidence.round_trips,
+                "mms_watermark_id": evidence.mms_watermark_id,
             },
         )
 
-    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
+    async def read_outgoing(
+        self,
+        *,
+        after_id: int,
+        anchor_date_ms: int | None,
+        mms_after_id: int | None = None,
+        mms_since_ms: int | None = None,
+    ) -> PhoneRead:
         """One windowed read of outgoing rows; see ``Phone.read_outgoing``."""
         try:
             read = await self._reader.read_since(
-                after_id, types=OUTGOING_TYPES, anchor_date_ms=anchor_date_ms
+                after_id,
+                types=OUTGOING_TYPES,
+                anchor_date_ms=anchor_date_ms,
+                mms_after_id=mms_after_id,
+                mms_since_ms=mms_since_ms,
             )
         except BridgeError as exc:
             raise LookupFailed(f"{self.device}: {exc}") from exc
@@ -167,6 +187,19 @@ class AndroidPhone:
             )
             for row in read.rows
             if row.type in _OUTCOMES
+        ) + tuple(
+            OutgoingMessage(
+                provider_object_id=mms.id,
+                outcome=_MMS_OUTCOMES[mms.msg_box],
+                type=mms.msg_box,
+                recipient=mms.addresses[0] if len(mms.addresses) == 1 else None,
+                recipients=mms.addresses,
+                body=mms.body,
+                date_ms=mms.date_ms,
+                kind=ProviderKind.MMS,
+            )
+            for mms in read.mms_rows
+            if mms.msg_box in _MMS_OUTCOMES
         )
         return PhoneRead(
             messages=messages,
@@ -182,7 +215,25 @@ class AndroidPhone:
         )
 
     def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
-        """``message_matches_intent`` in the ledger's vocabulary."""
+        """``message_matches_intent`` in the ledger's vocabulary (an MMS to several
+        recipients never matches a one-recipient intent)."""
+        if message.kind is ProviderKind.MMS and len(message.recipients) != 1:
+            body_only = message_matches_intent(
+                _as_sms(message, intent.recipient),
+                intent.recipient,
+                intent.body,
+                region=intent.region or self._region,
+                loose_whitespace=self._loose_whitespace,
+            )
+            return MatchVerdict(
+                matched=False,
+                reason="recipient_mismatch",
+                details={
+                    "recipient_ok": False,
+                    "body_ok": body_only.body_ok,
+                    "why": [f"the MMS went to {len(message.recipients)} recipients"],
+                },
+            )
         result = message_matches_intent(
             SmsMessage(
                 id=message.provider_object_id,
@@ -216,3 +267,20 @@ class AndroidPhone:
     async def close(self) -> None:
         """Close the ADB connection."""
         await self._device.close()
+
+
+def _as_sms(message: OutgoingMessage, recipient: str) -> SmsMessage:
+    """``message`` as the bridge's matcher takes it, addressed to ``recipient``."""
+    return SmsMessage(
+        id=message.provider_object_id,
+        thread_id=None,
+        address=recipient,
+        body=message.body,
+        type=message.type,
+        status=None,
+        date_ms=message.date_ms,
+        date_sent_ms=None,
+        sub_id=None,
+        error_code=None,
+        creator=None,
+    )

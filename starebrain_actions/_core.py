@@ -21,6 +21,7 @@ from starebrain_actions._model import (
     Event,
     LookupResult,
     MatchVerdict,
+    ProviderKind,
     RedispatchDecision,
     RedispatchReason,
     ReviewReason,
@@ -164,12 +165,15 @@ def confirm_delivery(
     now: datetime,
     actor: str = "reconciler",
     evidence: Mapping[str, Any] | None = None,
+    provider_kind: ProviderKind = ProviderKind.SMS,
 ) -> Transition:
-    """PENDING -> CONFIRMED: a read of the phone found the message with this provider ``_id``.
+    """PENDING -> CONFIRMED: a read of the phone found the message, row ``provider_object_id``
+    of the provider table ``provider_kind`` names (``content://sms`` unless told otherwise).
 
     Raises:
         InvariantViolation: delivery is not PENDING.
-        InvalidInput: ``provider_object_id`` is not a non-negative integer.
+        InvalidInput: ``provider_object_id`` is not a non-negative integer, or
+            ``provider_kind`` is not a ``ProviderKind``.
     """
     if (
         not isinstance(provider_object_id, int)
@@ -179,13 +183,21 @@ def confirm_delivery(
         raise InvalidInput(
             f"provider_object_id must be an integer >= 0; got {provider_object_id!r}"
         )
+    if not isinstance(provider_kind, ProviderKind):
+        raise InvalidInput(f"provider_kind must be a ProviderKind; got {provider_kind!r}")
     return _transition(
         record,
         Event.CONFIRM,
         now=now,
         actor=actor,
-        evidence={"provider_object_id": provider_object_id, **(evidence or {})},
+        # the row's identity last: caller evidence cannot contradict what is stored
+        evidence={
+            **(evidence or {}),
+            "provider_object_id": provider_object_id,
+            "provider_kind": provider_kind.value,
+        },
         provider_object_id=provider_object_id,
+        provider_kind=provider_kind,
         confirmed_at=require_aware("now", now),
     )
 
@@ -258,8 +270,10 @@ def resolve(
     """An operator's ruling, the only way out of a final state; recorded with its reason.
 
     ``as_sent`` makes the attempt CONFIRMED and ACCEPTED (the message went out and is the
-    action's effect); otherwise FAILED (nothing of ours went out). Either clears review and
-    names the operator on the record; restating the current state acknowledges it.
+    action's effect), keeping the provider row it was confirmed by, if any (an operator's word
+    names no row: ``provider_object_id`` and ``provider_kind`` stay None); otherwise FAILED
+    (nothing of ours went out), and the row is let go. Either clears review and names the
+    operator on the record; restating the current state acknowledges it.
 
     Raises:
         InvalidInput: no reason or operator given.
@@ -291,6 +305,7 @@ def resolve(
         actor=f"operator:{operator}",
         evidence=evidence,
         provider_object_id=None,
+        provider_kind=None,
         confirmed_at=None,
         accepted_at=None,
         rejected_at=None,
@@ -401,9 +416,10 @@ def should_redispatch(
 ) -> RedispatchDecision:
     """May a new attempt of ``action`` start now?
 
-    Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes. Anything else: no.
-    And no, whatever the states, once the budget is spent, the deadline has passed, or an
-    attempt waits for review (a retry would be ambiguous).
+    Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes, unless the attempt
+    before was rejected in the same way (a systematic cause: the retry would repeat it).
+    Anything else: no. And no, whatever the states, once the budget is spent, the deadline
+    has passed, or an attempt waits for review (a retry would be ambiguous).
     """
     now = require_aware("now", now)
     ordered = sorted(attempts, key=lambda record: record.attempt)
@@ -427,6 +443,8 @@ def should_redispatch(
             if latest.delivery is _F
             else RedispatchReason.ACCEPTANCE_REJECTED
         )
+        if _repeats_mismatch(ordered):
+            return RedispatchDecision(redispatch=False, reason=RedispatchReason.REPEATED_MISMATCH)
     if len(ordered) >= action.policy.maximum_attempts:
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.BUDGET_EXHAUSTED)
     deadline = action.deadline
@@ -441,6 +459,29 @@ def should_redispatch(
                 redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at
             )
     return RedispatchDecision(redispatch=True, reason=reason)
+
+
+def _mismatch_signature(record: ActionRecord) -> tuple[object, ...]:
+    evidence = record.evidence
+    return (
+        evidence.get("reason"),
+        evidence.get("recipient_ok"),
+        evidence.get("body_ok"),
+        repr(evidence.get("why")),
+    )
+
+
+def _repeats_mismatch(ordered: Sequence[ActionRecord]) -> bool:
+    """The last two attempts were both rejected, and in the same way: the cause is systematic
+    (the app alters every text the same way), so a third copy would repeat it."""
+    if len(ordered) < 2:
+        return False
+    previous, latest = ordered[-2], ordered[-1]
+    return (
+        previous.acceptance is _AR
+        and latest.acceptance is _AR
+        and _mismatch_signature(previous) == _mismatch_signature(latest)
+    )
 
 
 def reconcile(
@@ -475,13 +516,18 @@ def reconcile(
             ),
         )
     if artifact is not None:
-        row = {"provider_object_id": artifact.provider_object_id, **artifact.evidence}
+        row = {
+            **artifact.evidence,
+            "provider_object_id": artifact.provider_object_id,
+            "provider_kind": artifact.kind.value,
+        }
         if artifact.outcome is ArtifactOutcome.SENT:
             if artifact.verdict is None:
                 raise InvalidInput("a SENT artifact needs a match verdict to be judged")
             confirmed = confirm_delivery(
                 record,
                 provider_object_id=artifact.provider_object_id,
+                provider_kind=artifact.kind,
                 now=now,
                 actor=actor,
                 evidence=dict(artifact.evidence),

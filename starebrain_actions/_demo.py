@@ -26,7 +26,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions._android import AndroidPhone
 from starebrain_actions._ledger import Ledger
 from starebrain_actions._logging import configure_logging
-from starebrain_actions._model import ActionSummary, RetryPolicy
+from starebrain_actions._model import ActionSummary, ProviderKind, RetryPolicy
 from starebrain_actions._reconciler import reconcile_pending
 from starebrain_actions._render import Output
 from starebrain_actions.agent import SmsAgent
@@ -71,8 +71,8 @@ BATCH: tuple[DemoMessage, ...] = (
         action_id="otp-1004",
         to="+1 555 0103",
         body="Your code is 5517",
-        fault="hang",
-        what="the command hangs, nothing sent",
+        fault="wrong-recipient",
+        what="the app sends it to another number",
     ),
     DemoMessage(
         action_id="otp-1005",
@@ -293,6 +293,8 @@ def _show_sent_box(
     owner: dict[int, str] = {}
     for summary in summaries:
         for record in summary.attempts:
+            if record.provider_kind is ProviderKind.MMS:
+                continue  # the sent box shown is content://sms; MMS ids are another space
             provider_id = record.provider_object_id or record.evidence.get("provider_object_id")
             if isinstance(provider_id, int):
                 label = summary.action.action_id

@@ -41,14 +41,17 @@ from starebrain_actions._model import (
     ActionRecord,
     ActionSummary,
     DeliveryState,
+    DuplicateSighting,
     Event,
     HistoryEntry,
+    ProviderKind,
     RedispatchReason,
     RetryPolicy,
     ReviewReason,
     SmsIntent,
     Status,
     Transition,
+    provider_row_name,
     require_aware,
 )
 from starebrain_actions.exceptions import (
@@ -99,6 +102,16 @@ INSERT INTO attempts (
 VALUES (:dispatch_id, :action_id, :attempt, :device, 'PENDING', 'PENDING', :dispatched_at,
     '{}', 0, 'created', :dispatched_at, :actor, :evidence_json)
 """
+
+
+#: A duplicate as ``apply_pass`` takes it: a ``DuplicateSighting``, or the older tuple
+#: ``(dispatch_id, provider_object_id, evidence)`` (an SMS row), optionally followed by the
+#: row's ``ProviderKind``.
+DuplicateInput = (
+    DuplicateSighting
+    | tuple[str, int, Mapping[str, Any]]
+    | tuple[str, int, Mapping[str, Any], ProviderKind]
+)
 
 
 _ENCODER: Final = json.JSONEncoder(
@@ -467,70 +480,85 @@ class Ledger:
         evidence: Mapping[str, Any] | None = None,
         now: datetime | None = None,
         actor: str = "reconciler",
+        provider_kind: ProviderKind = ProviderKind.SMS,
     ) -> bool:
-        """Record a provider row that repeats an already-confirmed attempt, and flag it.
+        """Record a provider row (``provider_object_id`` in the table ``provider_kind`` names)
+        that repeats an already-confirmed attempt, and flag the attempt for review.
 
         Returns False when that row was already recorded as a duplicate.
 
         Raises:
             NotFound: no such attempt.
             InvariantViolation: the attempt is not confirmed.
+            InvalidInput: ``provider_kind`` is not a ``ProviderKind``.
             LedgerError: the row already confirms an attempt.
         """
         when = require_aware("now", now) if now is not None else self.now()
+        sighting = DuplicateSighting(
+            dispatch_id=dispatch_id,
+            provider_object_id=provider_object_id,
+            kind=provider_kind,
+            evidence=dict(evidence or {}),
+        )
 
         def work(db: sqlite3.Connection) -> tuple[bool, Transition | None]:
-            return _insert_duplicate(db, dispatch_id, provider_object_id, evidence, when, actor)
+            return _insert_duplicate(db, sighting, when, actor)
 
         added, transition = await self._write(work)
         if added:
-            _log_duplicate(dispatch_id, provider_object_id, transition)
+            _log_duplicate(sighting, transition)
         return added
 
     async def apply_pass(
         self,
         transitions: Sequence[Transition],
-        duplicates: Sequence[tuple[str, int, Mapping[str, Any]]] = (),
+        duplicates: Sequence[DuplicateInput] = (),
         *,
         now: datetime | None = None,
         actor: str = "reconciler",
     ) -> tuple[list[ActionRecord | LedgerError], int]:
         """Apply a reconcile pass in one transaction: the transitions (as ``apply_many``),
-        then the duplicates seen, as ``(dispatch_id, provider_object_id, evidence)``.
+        then the duplicates seen, each a ``DuplicateSighting`` or a tuple
+        ``(dispatch_id, provider_object_id, evidence[, kind])`` (no kind: an SMS row).
 
         Returns the per-transition results and how many duplicates were new. A duplicate
         that cannot be recorded (its attempt not confirmed, the row claimed) is skipped and
         logged, never fatal to the pass.
+
+        Raises:
+            InvalidInput: a duplicate is malformed (checked before anything is written).
         """
         when = require_aware("now", now) if now is not None else self.now()
+        sightings = [_sighting(item) for item in duplicates]
 
         def work(
             db: sqlite3.Connection,
-        ) -> tuple[list[ActionRecord | LedgerError], list[tuple[str, int, Transition | None]]]:
+        ) -> tuple[
+            list[ActionRecord | LedgerError], list[tuple[DuplicateSighting, Transition | None]]
+        ]:
             results = [_apply_one(db, transition) for transition in transitions]
-            added: list[tuple[str, int, Transition | None]] = []
-            for dispatch_id, provider_object_id, evidence in duplicates:
+            added: list[tuple[DuplicateSighting, Transition | None]] = []
+            for sighting in sightings:
                 try:
-                    new, flag = _insert_duplicate(
-                        db, dispatch_id, provider_object_id, evidence, when, actor
-                    )
+                    new, flag = _insert_duplicate(db, sighting, when, actor)
                 except (LedgerError, InvariantViolation) as exc:
                     _log.warning(
                         "duplicate_skipped",
-                        dispatch_id=dispatch_id,
-                        provider_object_id=provider_object_id,
+                        dispatch_id=sighting.dispatch_id,
+                        provider_object_id=sighting.provider_object_id,
+                        provider_kind=sighting.kind.value,
                         error=str(exc),
                     )
                     continue
                 if new:
-                    added.append((dispatch_id, provider_object_id, flag))
+                    added.append((sighting, flag))
             return results, added
 
         results, added = await self._write(work)
         for transition, result in zip(transitions, results, strict=True):
             _log_transition(transition, result)
-        for dispatch_id, provider_object_id, flag in added:
-            _log_duplicate(dispatch_id, provider_object_id, flag)
+        for sighting, flag in added:
+            _log_duplicate(sighting, flag)
         return results, len(added)
 
     # ------------------------------------------------------------------ queries
@@ -653,22 +681,26 @@ class Ledger:
         return await self._run(work)
 
     async def duplicates(self, action_id: str) -> list[dict[str, Any]]:
-        """Provider rows recorded as duplicates of the action's attempts."""
+        """Provider rows recorded as duplicates of the action's attempts: ``device``,
+        ``provider_kind`` (``"sms"`` or ``"mms"``), ``provider_object_id``, ``dispatch_id``,
+        ``seen_at`` and ``evidence``, oldest first."""
 
         def work(db: sqlite3.Connection) -> list[dict[str, Any]]:
             rows = db.execute(
-                "SELECT d.device, d.provider_object_id, d.dispatch_id, d.seen_at,"
-                " d.evidence_json FROM duplicates d JOIN attempts a USING (dispatch_id)"
-                " WHERE a.action_id = ? ORDER BY d.seen_at",
+                "SELECT d.device, d.provider_kind, d.provider_object_id, d.dispatch_id,"
+                " d.seen_at, d.evidence_json FROM duplicates d JOIN attempts a"
+                " USING (dispatch_id) WHERE a.action_id = ?"
+                " ORDER BY d.seen_at, d.provider_kind, d.provider_object_id",
                 (action_id,),
             ).fetchall()
             return [
                 {
                     "device": row[0],
-                    "provider_object_id": row[1],
-                    "dispatch_id": row[2],
-                    "seen_at": row[3],
-                    "evidence": json.loads(row[4]),
+                    "provider_kind": row[1],
+                    "provider_object_id": row[2],
+                    "dispatch_id": row[3],
+                    "seen_at": row[4],
+                    "evidence": json.loads(row[5]),
                 }
                 for row in rows
             ]
@@ -676,19 +708,21 @@ class Ledger:
         return await self._run(work)
 
     async def device_floor(self, device: str, before: datetime) -> int:
-        """The highest provider ``_id`` the ledger has seen on ``device`` from attempts
-        dispatched before ``before`` (their watermarks and artifacts); 0 if none.
+        """The highest ``content://sms`` ``_id`` the ledger has seen on ``device`` from
+        attempts dispatched before ``before`` (their watermarks and SMS artifacts); 0 if none.
 
-        Rows of an attempt dispatched at ``before`` must lie above it: a lower bound for an
-        attempt whose own watermark was never recorded (a crash right after the send).
+        SMS rows of an attempt dispatched at ``before`` must lie above it: a lower bound for an
+        attempt whose own watermark was never recorded (a crash right after the send). MMS
+        ``_id``s are another numbering and never raise it.
         """
         when = format_time(require_aware("before", before))
 
         def work(db: sqlite3.Connection) -> int:
             row = db.execute(
-                "SELECT max(max(coalesce(watermark_id, 0), coalesce(provider_object_id, 0)))"
+                "SELECT max(max(coalesce(watermark_id, 0),"
+                " CASE WHEN provider_kind = ? THEN provider_object_id ELSE 0 END))"
                 " FROM attempts WHERE device = ? AND dispatched_at < ?",
-                (device, when),
+                (ProviderKind.SMS.value, device, when),
             ).fetchone()
             return int(row[0] or 0)
 
@@ -726,14 +760,23 @@ class Ledger:
         return await self._run(work)
 
     async def claimed_provider_ids(self, device: str, above_id: int) -> set[int]:
-        """Provider ``_id``s above ``above_id`` on ``device`` already tied to an attempt."""
+        """``content://sms`` ``_id``s above ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate)."""
+        return await self._claimed_ids(device, ProviderKind.SMS, above_id)
 
+    async def claimed_mms_ids(self, device: str, above_id: int) -> set[int]:
+        """``content://mms`` ``_id``s above ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate)."""
+        return await self._claimed_ids(device, ProviderKind.MMS, above_id)
+
+    async def _claimed_ids(self, device: str, kind: ProviderKind, above_id: int) -> set[int]:
         def work(db: sqlite3.Connection) -> set[int]:
             rows = db.execute(
-                "SELECT provider_object_id FROM attempts WHERE device = ? AND"
-                " provider_object_id > ? UNION SELECT provider_object_id FROM duplicates"
-                " WHERE device = ? AND provider_object_id > ?",
-                (device, above_id, device, above_id),
+                "SELECT provider_object_id FROM attempts WHERE device = :device AND"
+                " provider_kind = :kind AND provider_object_id > :above"
+                " UNION SELECT provider_object_id FROM duplicates WHERE device = :device AND"
+                " provider_kind = :kind AND provider_object_id > :above",
+                {"device": device, "kind": kind.value, "above": above_id},
             )
             return {int(row[0]) for row in rows}
 
@@ -912,35 +955,54 @@ def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord |
     )
 
 
+def _sighting(item: DuplicateInput) -> DuplicateSighting:
+    """A duplicate given to ``apply_pass`` as a record; a tuple without a kind is an SMS row.
+
+    Raises:
+        InvalidInput: neither a ``DuplicateSighting`` nor a 3- or 4-tuple, or a bad kind.
+    """
+    if isinstance(item, DuplicateSighting):
+        return item
+    if not isinstance(item, tuple) or len(item) not in (3, 4):
+        raise InvalidInput(
+            "a duplicate is a DuplicateSighting or (dispatch_id, provider_object_id, evidence"
+            f"[, kind]); got {item!r}"
+        )
+    dispatch_id, provider_object_id, evidence = item[0], item[1], item[2]
+    kind = item[3] if len(item) == 4 else ProviderKind.SMS
+    return DuplicateSighting(
+        dispatch_id=dispatch_id,
+        provider_object_id=provider_object_id,
+        kind=kind,
+        evidence=dict(evidence or {}),
+    )
+
+
 def _insert_duplicate(
-    db: sqlite3.Connection,
-    dispatch_id: str,
-    provider_object_id: int,
-    evidence: Mapping[str, Any] | None,
-    when: datetime,
-    actor: str,
+    db: sqlite3.Connection, sighting: DuplicateSighting, when: datetime, actor: str
 ) -> tuple[bool, Transition | None]:
-    record = _load_attempt(db, dispatch_id)
+    record = _load_attempt(db, sighting.dispatch_id)
     if record.delivery is not DeliveryState.CONFIRMED:
         raise InvariantViolation(
-            f"attempt {dispatch_id} is not confirmed: a duplicate needs an original"
+            f"attempt {sighting.dispatch_id} is not confirmed: a duplicate needs an original"
         )
     try:
         cursor = db.execute(
-            "INSERT OR IGNORE INTO duplicates"
-            " (device, provider_object_id, dispatch_id, seen_at, evidence_json)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO duplicates (device, provider_kind, provider_object_id,"
+            " dispatch_id, seen_at, evidence_json) VALUES (?, ?, ?, ?, ?, ?)",
             (
                 record.device,
-                provider_object_id,
-                dispatch_id,
+                sighting.kind.value,
+                sighting.provider_object_id,
+                sighting.dispatch_id,
                 format_time(when),
-                _json(evidence or {}),
+                _json(sighting.evidence),
             ),
         )
     except sqlite3.IntegrityError as exc:
         raise LedgerError(
-            f"provider row {provider_object_id} on {record.device} cannot be a duplicate: {exc}"
+            f"provider row {provider_row_name(sighting.kind, sighting.provider_object_id)}"
+            f" on {record.device} cannot be a duplicate: {exc}"
         ) from exc
     if cursor.rowcount == 0:
         return False, None
@@ -951,7 +1013,10 @@ def _insert_duplicate(
         ReviewReason.DUPLICATE,
         now=when,
         actor=actor,
-        evidence={"duplicate_provider_object_id": provider_object_id},
+        evidence={
+            "duplicate_provider_object_id": sighting.provider_object_id,
+            "duplicate_provider_kind": sighting.kind.value,
+        },
     )
     outcome = _apply_one(db, transition)
     if isinstance(outcome, LedgerError):
@@ -959,12 +1024,13 @@ def _insert_duplicate(
     return True, transition
 
 
-def _log_duplicate(dispatch_id: str, provider_object_id: int, flag: Transition | None) -> None:
+def _log_duplicate(sighting: DuplicateSighting, flag: Transition | None) -> None:
     _log.warning(
         "duplicate_recorded",
         action_id=flag.before.action_id if flag else None,
-        dispatch_id=dispatch_id,
-        provider_object_id=provider_object_id,
+        dispatch_id=sighting.dispatch_id,
+        provider_object_id=sighting.provider_object_id,
+        provider_kind=sighting.kind.value,
     )
 
 

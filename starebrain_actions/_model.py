@@ -73,6 +73,17 @@ class Event(enum.StrEnum):
     NOTE_ERROR = "note_error"  #: an error worth keeping that proves nothing
 
 
+class ProviderKind(enum.StrEnum):
+    """Which Telephony provider table holds a message; each numbers its rows on its own.
+
+    An MMS ``_id`` 12 and an SMS ``_id`` 12 are different messages, so a provider row is named
+    by (device, kind, ``_id``). The values are the text stored in the ledger.
+    """
+
+    SMS = "sms"  #: ``content://sms``: what the phone writes for a plain text message
+    MMS = "mms"  #: ``content://mms``: where a messaging app puts a message it converted to MMS
+
+
 class ArtifactOutcome(enum.StrEnum):
     """What the provider row attributed to an attempt says about it."""
 
@@ -94,6 +105,8 @@ class RedispatchReason(enum.StrEnum):
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
     DEADLINE_PASSED = "DEADLINE_PASSED"
     BACKOFF = "BACKOFF"
+    #: the last two attempts were rejected in the same way: a systematic cause
+    REPEATED_MISMATCH = "REPEATED_MISMATCH"
 
 
 # --------------------------------------------------------------------------- validators
@@ -119,6 +132,36 @@ def require_aware(name: str, value: datetime) -> datetime:
 def _non_negative(_i: object, attribute: attrs.Attribute[Any], value: timedelta | None) -> None:
     if value is not None and value < timedelta(0):
         raise InvalidInput(f"{attribute.name} must not be negative; got {value}")
+
+
+def provider_row_name(kind: ProviderKind, provider_object_id: int) -> str:
+    """A provider row as people read it: ``sms _id 812``, ``mms _id 12``."""
+    return f"{kind.value} _id {provider_object_id}"
+
+
+def check_provider_kind(_i: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Reject anything but a ``ProviderKind`` (a bare string is not one)."""
+    if not isinstance(value, ProviderKind):
+        raise InvalidInput(
+            f"{attribute.name} must be a ProviderKind ({', '.join(k.value for k in ProviderKind)});"
+            f" got {value!r}"
+        )
+
+
+def _default_provider_kind(record: ActionRecord) -> ProviderKind | None:
+    """A record that names a provider row without its table names an SMS row (as before MMS)."""
+    return None if record.provider_object_id is None else ProviderKind.SMS
+
+
+def _kind_matches_row(record: ActionRecord, _a: attrs.Attribute[Any], value: object) -> None:
+    """``provider_kind`` is None exactly when ``provider_object_id`` is."""
+    if value is not None:
+        check_provider_kind(record, _a, value)
+    if (value is None) != (record.provider_object_id is None):
+        raise InvalidInput(
+            f"provider_kind ({value!r}) and provider_object_id ({record.provider_object_id!r})"
+            " must both be set or both be None"
+        )
 
 
 # --------------------------------------------------------------------------- intent
@@ -299,9 +342,17 @@ class ActionRecord:
     delivery: DeliveryState = DeliveryState.PENDING
     #: does the found message match the intent?
     acceptance: AcceptanceState = AcceptanceState.PENDING
-    #: the SMS provider ``_id`` of the confirmed message (None until confirmed)
+    #: the provider ``_id`` of the confirmed message, in the table ``provider_kind`` names
+    #: (None until confirmed, and after an operator's ruling that names no row)
     provider_object_id: int | None = None
-    #: highest provider ``_id`` on the device just before the send (None until recorded)
+    #: which provider table ``provider_object_id`` is an ``_id`` of; None exactly when it is
+    #: None (when only the ``_id`` is given, SMS)
+    provider_kind: ProviderKind | None = attrs.field(
+        default=attrs.Factory(_default_provider_kind, takes_self=True),
+        validator=_kind_matches_row,
+    )
+    #: highest ``content://sms`` ``_id`` on the device just before the send (None until
+    #: recorded)
     watermark_id: int | None = None
     #: the device clock (ms since the epoch) just before the send
     device_clock_ms: int | None = None
@@ -351,12 +402,28 @@ class MatchVerdict:
 class Artifact:
     """The provider row attributed to one attempt by a lookup."""
 
-    #: the SMS provider ``_id``
+    #: the row's ``_id`` in the provider table ``kind`` names
     provider_object_id: int
+    #: which provider table the row was read from (their ``_id``s are separate spaces)
+    kind: ProviderKind = attrs.field(default=ProviderKind.SMS, validator=check_provider_kind)
     #: what the row's type says
     outcome: ArtifactOutcome
     #: the match against the intent; required when ``outcome`` is SENT
     verdict: MatchVerdict | None = None
+    #: a redacted summary of the row, JSON-able
+    evidence: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class DuplicateSighting:
+    """A provider row that repeats an already-confirmed attempt: the phone sent it again."""
+
+    #: the confirmed attempt the row repeats
+    dispatch_id: str
+    #: the row's ``_id`` in the provider table ``kind`` names
+    provider_object_id: int
+    #: which provider table the row was read from
+    kind: ProviderKind = attrs.field(default=ProviderKind.SMS, validator=check_provider_kind)
     #: a redacted summary of the row, JSON-able
     evidence: Mapping[str, Any] = attrs.field(factory=dict)
 

@@ -146,6 +146,13 @@ class DuplicateLine:
     device: str
     provider_object_id: int
     seen_at: str
+    #: "sms" or "mms": which of the phone's stores holds the row (their ids are separate)
+    provider_kind: str = "sms"
+
+    @property
+    def row_text(self) -> str:
+        """``sms _id 12`` or ``mms _id 12``."""
+        return f"{self.provider_kind} _id {self.provider_object_id}"
 
 
 @attrs.frozen(kw_only=True)
@@ -255,8 +262,12 @@ async def run_nightly(
     key_path: Path | None = None,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
+    read_as_system: bool | None = None,
 ) -> NightlyReport:
     """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
+
+    ``read_as_system``: read the phones through ``su 1000`` (default:
+    ``$STAREBRAIN_READ_AS_SYSTEM``).
 
     The caller holds :func:`nightly_lock`. A device that is down is reported, never fatal.
 
@@ -278,6 +289,7 @@ async def run_nightly(
                     targets,
                     key_path=str(key_path) if key_path is not None else None,
                     progress=progress,
+                    read_as_system=read_as_system,
                 )
             except Exception as exc:  # a bad key, a bridge bug: report it, keep the report
                 failure = f"{type(exc).__name__}: {exc}"
@@ -295,6 +307,7 @@ async def run_nightly(
                             device=str(row["device"]),
                             provider_object_id=int(row["provider_object_id"]),
                             seen_at=str(row["seen_at"]),
+                            provider_kind=str(row["provider_kind"]),
                         )
                     )
     pending_per_device: dict[str, int] = {}
@@ -537,7 +550,7 @@ def summary_lines(report: NightlyReport) -> list[str]:
     )
     for duplicate in report.duplicates:
         lines.append(
-            f"  {duplicate.action_id}: sms _id {duplicate.provider_object_id} on"
+            f"  {duplicate.action_id}: {duplicate.row_text} on"
             f" {duplicate.device} repeats attempt {duplicate.dispatch_id[:8]}"
         )
     lines.append(f"budget exhausted: {len(report.budget_exhausted)}")
@@ -669,9 +682,9 @@ def report_markdown(report: NightlyReport) -> str:
         "",
     ]
     lines += _md_table(
-        ["action", "dispatch", "device", "sms _id", "seen"],
+        ["action", "dispatch", "device", "provider row", "seen"],
         [
-            [d.action_id, d.dispatch_id[:8], d.device, str(d.provider_object_id), d.seen_at]
+            [d.action_id, d.dispatch_id[:8], d.device, d.row_text, d.seen_at]
             for d in report.duplicates
         ],
     )

@@ -12,14 +12,15 @@ from typing import Any, Protocol
 
 import attrs
 
-from starebrain_actions._model import ArtifactOutcome, MatchVerdict, SmsIntent
+from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 
 
 @attrs.frozen(kw_only=True)
 class OutgoingMessage:
-    """One outgoing row of the phone's SMS store."""
+    """One outgoing message of the phone's SMS store, or of its MMS store (a text the app
+    converted to MMS)."""
 
-    #: the provider row id (``_id``), unique per device
+    #: the provider row id (``_id``), unique per device and kind
     provider_object_id: int
     #: what the row's type says about delivery
     outcome: ArtifactOutcome
@@ -31,6 +32,10 @@ class OutgoingMessage:
     body: str | None
     #: when the row was written, device clock, ms since the epoch
     date_ms: int | None
+    #: which store holds it: ``content://sms`` or ``content://mms`` (their ids are separate)
+    kind: ProviderKind = ProviderKind.SMS
+    #: every recipient of an MMS (``recipient`` is set only when there is exactly one)
+    recipients: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -81,8 +86,16 @@ class Phone(Protocol):
         """
         ...
 
-    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
-        """Read outgoing rows above ``after_id`` (a row known to exist).
+    async def read_outgoing(
+        self,
+        *,
+        after_id: int,
+        anchor_date_ms: int | None,
+        mms_after_id: int | None = None,
+        mms_since_ms: int | None = None,
+    ) -> PhoneRead:
+        """Read outgoing rows above ``after_id`` (a row known to exist), and outgoing MMS
+        above ``mms_after_id`` dated from ``mms_since_ms`` on when it is given.
 
         Raises:
             LookupFailed: the read failed; it proves nothing.

@@ -43,6 +43,7 @@ from starebrain_actions._model import (
     Event,
     LookupResult,
     MatchVerdict,
+    ProviderKind,
     SmsIntent,
     Status,
     Transition,
@@ -117,13 +118,20 @@ class Watched:
     #: rows of this attempt lie above this provider id
     floor_id: int
 
+    @property
+    def mms_floor_id(self) -> int | None:
+        """An MMS of this attempt lies above this ``content://mms`` id (None: the dispatch
+        recorded no MMS watermark, so MMS rows are not looked at for it)."""
+        value = self.record.evidence.get("mms_watermark_id")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 @attrs.frozen(kw_only=True)
 class DevicePlan:
     """What a read proves on one device: transitions and duplicates to record."""
 
     transitions: tuple[Transition, ...] = ()
-    duplicates: tuple[tuple[str, int, Mapping[str, Any]], ...] = ()
+    duplicates: tuple[tuple[str, int, Mapping[str, Any], ProviderKind], ...] = ()
 
 
 def _score(verdict: MatchVerdict) -> int:
@@ -134,20 +142,35 @@ def _score(verdict: MatchVerdict) -> int:
 
 
 def _row_evidence(message: OutgoingMessage, read: PhoneRead) -> dict[str, Any]:
-    return {
+    evidence: dict[str, Any] = {
         "provider_type": message.type,
         "date_ms": message.date_ms,
         "read_mode": read.mode,
     }
+    if message.kind is ProviderKind.MMS:
+        evidence["provider_kind"] = message.kind.value
+    return evidence
+
+
+def _key(message: OutgoingMessage) -> tuple[ProviderKind, int]:
+    return (message.kind, message.provider_object_id)
 
 
 def _artifact(message: OutgoingMessage, verdict: MatchVerdict, read: PhoneRead) -> Artifact:
     return Artifact(
         provider_object_id=message.provider_object_id,
+        kind=message.kind,
         outcome=message.outcome,
         verdict=verdict,
         evidence=_row_evidence(message, read),
     )
+
+
+def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
+    if message.kind is ProviderKind.MMS:
+        floor = item.mms_floor_id
+        return floor is not None and message.provider_object_id > floor
+    return message.provider_object_id > item.floor_id
 
 
 def plan_device(
@@ -156,17 +179,21 @@ def plan_device(
     claimed: Iterable[int],
     judge: Judge,
     now: datetime,
+    *,
+    claimed_mms: Iterable[int] = (),
 ) -> DevicePlan:
     """Attribute the rows of one read to the watched attempts of one device (pure).
 
-    ``claimed`` are provider ids already tied to an attempt or a duplicate in the ledger.
+    ``claimed`` are SMS provider ids, ``claimed_mms`` MMS ids, already tied to an attempt or
+    a duplicate in the ledger.
     """
     now = require_aware("now", now)
-    taken = set(claimed)
+    taken: set[tuple[ProviderKind, int]] = {(ProviderKind.SMS, row_id) for row_id in claimed}
+    taken |= {(ProviderKind.MMS, row_id) for row_id in claimed_mms}
     transitions: list[Transition] = []
-    duplicates: list[tuple[str, int, Mapping[str, Any]]] = []
-    confirmed: list[tuple[ActionRecord, Action, int]] = []
-    by_id = {message.provider_object_id: message for message in read.messages}
+    duplicates: list[tuple[str, int, Mapping[str, Any], ProviderKind]] = []
+    confirmed: list[tuple[ActionRecord, Action, tuple[ProviderKind, int]]] = []
+    by_key = {_key(message): message for message in read.messages}
 
     for item in sorted(watched, key=lambda w: w.record.dispatched_at):
         record, action = item.record, item.action
@@ -175,10 +202,11 @@ def plan_device(
             provider_id = record.provider_object_id
             if provider_id is None:  # resolved as sent by an operator: no row to watch
                 continue
-            if record.acceptance is AcceptanceState.PENDING and provider_id in by_id:
-                verdict = judge(by_id[provider_id], action.intent)
+            key = (record.provider_kind or ProviderKind.SMS, provider_id)
+            if record.acceptance is AcceptanceState.PENDING and key in by_key:
+                verdict = judge(by_key[key], action.intent)
                 transitions.append(_core.try_accept(record, verdict, now=now))
-            confirmed.append((record, action, provider_id))
+            confirmed.append((record, action, key))
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
@@ -186,8 +214,8 @@ def plan_device(
         candidates = [
             message
             for message in read.messages
-            if message.provider_object_id > item.floor_id
-            and message.provider_object_id not in taken
+            if _above_floor(message, item)
+            and _key(message) not in taken
             and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
         ]
         scored = [
@@ -233,26 +261,38 @@ def plan_device(
         transitions.extend(planned)
         final = planned[-1].after if planned else record
         if final.delivery is DeliveryState.CONFIRMED and final.provider_object_id is not None:
-            taken.add(final.provider_object_id)
-            confirmed.append((final, action, final.provider_object_id))
+            key = (final.provider_kind or ProviderKind.SMS, final.provider_object_id)
+            taken.add(key)
+            confirmed.append((final, action, key))
             for message in extra:
-                taken.add(message.provider_object_id)
+                taken.add(_key(message))
                 duplicates.append(
-                    (final.dispatch_id, message.provider_object_id, _row_evidence(message, read))
+                    (
+                        final.dispatch_id,
+                        message.provider_object_id,
+                        _row_evidence(message, read),
+                        message.kind,
+                    )
                 )
 
     # later copies of an already-confirmed message: the phone sent it more than once
-    for record, action, provider_id in confirmed:
+    for record, action, (kind, provider_id) in confirmed:
         for message in read.messages:
             if (
-                message.provider_object_id > provider_id
-                and message.provider_object_id not in taken
+                message.kind is kind
+                and message.provider_object_id > provider_id
+                and _key(message) not in taken
                 and message.outcome is ArtifactOutcome.SENT
                 and judge(message, action.intent).matched
             ):
-                taken.add(message.provider_object_id)
+                taken.add(_key(message))
                 duplicates.append(
-                    (record.dispatch_id, message.provider_object_id, _row_evidence(message, read))
+                    (
+                        record.dispatch_id,
+                        message.provider_object_id,
+                        _row_evidence(message, read),
+                        message.kind,
+                    )
                 )
     return DevicePlan(transitions=tuple(transitions), duplicates=tuple(duplicates))
 
@@ -267,7 +307,11 @@ def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     for item in watched:
         record = item.record
         settled = record.acceptance is not AcceptanceState.PENDING
-        if record.provider_object_id is not None and settled:
+        if record.provider_kind is ProviderKind.MMS:
+            # confirmed by an MMS: its id is no SMS anchor; watch SMS above the watermark
+            date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
+            candidate = (item.floor_id, date)
+        elif record.provider_object_id is not None and settled:
             candidate = (record.provider_object_id, record.evidence.get("date_ms"))
         else:
             date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
@@ -278,6 +322,27 @@ def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
         return 0, None
     anchor_id, anchor_date = best
     return anchor_id, anchor_date if isinstance(anchor_date, int) else None
+
+
+def _mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
+    """The MMS id to read above, and the earliest date to read from, for the attempts that
+    may still be confirmed by an MMS (None: none of them recorded an MMS watermark)."""
+    floors = []
+    dates = []
+    for item in watched:
+        record = item.record
+        open_ = record.delivery is DeliveryState.PENDING or (
+            record.acceptance is AcceptanceState.PENDING
+            and record.provider_kind is ProviderKind.MMS
+        )
+        if not open_ or item.mms_floor_id is None:
+            continue
+        floors.append(item.mms_floor_id)
+        if record.device_clock_ms is not None:
+            dates.append(max(0, record.device_clock_ms - CLOCK_TOLERANCE_MS))
+    if not floors:
+        return None, None
+    return min(floors), (min(dates) if len(dates) == len(floors) else None)
 
 
 def _status(record: ActionRecord, action: Action, now: datetime) -> Status:
@@ -316,12 +381,21 @@ async def reconcile_device(
     if not watched:
         return DeviceReport(device=phone.device, reachable=True, in_flight=0)
     anchor_id, anchor_date = _anchor(watched)
+    mms_after_id, mms_since_ms = _mms_window(watched)
     try:
-        read = await phone.read_outgoing(after_id=anchor_id, anchor_date_ms=anchor_date)
+        read = await phone.read_outgoing(
+            after_id=anchor_id,
+            anchor_date_ms=anchor_date,
+            mms_after_id=mms_after_id,
+            mms_since_ms=mms_since_ms,
+        )
     except PhoneError as exc:
         return await _unreachable(ledger, phone.device, watched, str(exc), when)
     claimed = await ledger.claimed_provider_ids(phone.device, anchor_id)
-    plan = plan_device(watched, read, claimed, phone.judge, when)
+    claimed_mms = (
+        await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
+    )
+    plan = plan_device(watched, read, claimed, phone.judge, when, claimed_mms=claimed_mms)
     results, added = await ledger.apply_pass(plan.transitions, plan.duplicates, now=when)
     actions = {w.record.action_id: w.action for w in watched}
     changes = []

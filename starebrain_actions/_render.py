@@ -25,7 +25,9 @@ from starebrain_actions._model import (
     ActionRecord,
     ActionSummary,
     HistoryEntry,
+    ProviderKind,
     Status,
+    provider_row_name,
 )
 
 #: Stand-in for the hidden middle of a phone number (a fixed width: it reveals no length).
@@ -185,6 +187,19 @@ def age(delta: timedelta) -> str:
     return f"{seconds // 86400}d"
 
 
+def provider_row_text(provider_object_id: int | None, kind: ProviderKind | str | None) -> str:
+    """A provider row for a table cell: an SMS row as its bare ``_id`` (``812``, as always),
+    any other with its table named (``mms _id 12``: MMS ``_id``s are another numbering),
+    ``-`` for none. ``kind`` may be the stored text (``"mms"``), as ``Ledger.duplicates``
+    gives it; None with an ``_id`` is an SMS row."""
+    if provider_object_id is None:
+        return "-"
+    provider_kind = ProviderKind.SMS if kind is None else ProviderKind(kind)
+    if provider_kind is ProviderKind.SMS:
+        return str(provider_object_id)
+    return provider_row_name(provider_kind, provider_object_id)
+
+
 def recipient_text(summary: ActionSummary, *, show_private: bool) -> str:
     """The action's recipient, redacted unless shown on purpose."""
     recipient = summary.action.intent.recipient
@@ -237,7 +252,8 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
 
 
 def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
-    """Print attempts as a table: both axes, the provider row and the last error."""
+    """Print attempts as a table: both axes, the provider row (``mms _id 12`` for an MMS row)
+    and the last error."""
     out.table(
         [
             "#",
@@ -257,7 +273,7 @@ def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
                 record.device,
                 record.delivery.value,
                 record.acceptance.value,
-                "-" if record.provider_object_id is None else str(record.provider_object_id),
+                provider_row_text(record.provider_object_id, record.provider_kind),
                 when(record.dispatched_at),
                 record.review_reason.value if record.review_reason else "-",
                 record.last_error or "-",

@@ -99,6 +99,8 @@ class Settings:
     db: Path
     #: True when ``db`` is the built-in default (its directory may be created)
     db_is_default: bool
+    #: read phones through ``su 1000`` (``--read-as-system``)
+    read_as_system: bool = False
 
 
 # --------------------------------------------------------------------------- helpers
@@ -160,6 +162,17 @@ def _json_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def _read_as_system_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--read-as-system",
+        is_flag=True,
+        envvar=READ_AS_SYSTEM_ENV,
+        help="Read phones' SMS stores through `su 1000` (userdebug/eng builds such as an "
+        "emulator's Google APIs image), which also shows outbox, failed and queued messages. "
+        f"Also read from ${READ_AS_SYSTEM_ENV}=1.",
+    )(function)
+
+
 def _key_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--key",
@@ -216,22 +229,16 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
     show_default=True,
     help="Least severe log events written to stderr (numbers and bodies are redacted).",
 )
-@click.option(
-    "--read-as-system",
-    is_flag=True,
-    envvar=READ_AS_SYSTEM_ENV,
-    help="Read phones' SMS stores through `su 1000` (userdebug/eng builds such as an "
-    "emulator's Google APIs image), which also shows outbox, failed and queued messages. "
-    f"Also read from ${READ_AS_SYSTEM_ENV}=1.",
-)
+@_read_as_system_option
 @click.pass_context
 def main(ctx: click.Context, db: Path | None, log_level: str, read_as_system: bool) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
     configure_logging(level=getattr(logging, log_level.upper()))
-    if read_as_system:
-        # Every phone this process opens reads with the system uid's full view.
-        os.environ[READ_AS_SYSTEM_ENV] = "1"
-    ctx.obj = Settings(db=db if db is not None else default_db_path(), db_is_default=db is None)
+    ctx.obj = Settings(
+        db=db if db is not None else default_db_path(),
+        db_is_default=db is None,
+        read_as_system=read_as_system,
+    )
 
 
 # --------------------------------------------------------------------------- send
@@ -341,7 +348,17 @@ def send(
     derived = action_id is None
     chosen_id = action_id if action_id is not None else derive_action_id(intent)
     path = _ledger_path(_settings(ctx), create=True)
-    summary = _run_send(path, device, chosen_id, intent, policy, wait, key_path, region)
+    summary = _run_send(
+        path,
+        device,
+        chosen_id,
+        intent,
+        policy,
+        wait,
+        key_path,
+        region,
+        read_as_system=_settings(ctx).read_as_system,
+    )
     code = send_exit_code(summary)
     out = _render.Output()
     if as_json:
@@ -365,6 +382,8 @@ def _run_send(
     wait: float,
     key_path: Path | None,
     region: str | None,
+    *,
+    read_as_system: bool = False,
 ) -> ActionSummary:
     from starebrain_actions.agent import SmsAgent
 
@@ -382,7 +401,12 @@ def _run_send(
             if settled(known):
                 return known
         async with SmsAgent.open(
-            db=path, device=device, policy=policy, key_path=key_path, region=region
+            db=path,
+            device=device,
+            policy=policy,
+            key_path=key_path,
+            region=region,
+            read_as_system=read_as_system,
         ) as agent:
             outcome = await agent.send(action_id, intent.recipient, intent.body, wait=wait)
             return outcome.summary
@@ -420,11 +444,11 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
     _render.render_summary(out, summary, show_private=show_private)
     if duplicates:
         out.table(
-            ["device", "sms _id", "repeats dispatch", "seen"],
+            ["device", "provider row", "repeats dispatch", "seen"],
             (
                 [
                     str(row["device"]),
-                    str(row["provider_object_id"]),
+                    _render.provider_row_text(row["provider_object_id"], row["provider_kind"]),
                     str(row["dispatch_id"]),
                     str(row["seen_at"]),
                 ]
@@ -636,6 +660,7 @@ def reconcile(
                     targets,
                     key_path=str(key_path) if key_path is not None else None,
                     progress=progress,
+                    read_as_system=_settings(ctx).read_as_system,
                 )
 
     result = _run(work())
@@ -750,7 +775,14 @@ def run_nightly_command(
         raise CliUsageError(f"no ledger at {path}; check --db or ${DB_ENV}")
     try:
         with _nightly.nightly_lock(path):
-            report = asyncio.run(_nightly.run_nightly(path, devices=devices, key_path=key_path))
+            report = asyncio.run(
+                _nightly.run_nightly(
+                    path,
+                    devices=devices,
+                    key_path=key_path,
+                    read_as_system=settings.read_as_system,
+                )
+            )
     except _nightly.NightlyBusy as exc:
         click.echo(f"starebrain nightly: {exc}")
         return _nightly.EXIT_OK
@@ -832,11 +864,13 @@ def nightly(
     help="Least severe log events written to stderr.",
 )
 @_nightly_options
+@_read_as_system_option
 @click.pass_context
 def nightly_main(
     ctx: click.Context,
     db: Path | None,
     log_level: str,
+    read_as_system: bool,
     devices: tuple[str, ...],
     report_path: Path | None,
     archive_dir: Path | None,
@@ -846,7 +880,11 @@ def nightly_main(
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
     code and exit statuses as ``starebrain nightly``."""
     configure_logging(level=getattr(logging, log_level.upper()))
-    settings = Settings(db=db if db is not None else default_db_path(), db_is_default=db is None)
+    settings = Settings(
+        db=db if db is not None else default_db_path(),
+        db_is_default=db is None,
+        read_as_system=read_as_system,
+    )
     ctx.exit(
         run_nightly_command(
             settings=settings,

@@ -5,8 +5,25 @@ Test and demo code only: production bridge code never imports this package.
 
 from __future__ import annotations
 
+from android_bridge.simulator._apps import (
+    APP_PROFILES,
+    MessagingAppProfile,
+    Transmission,
+    app_profile,
+)
 from android_bridge.simulator._faults import Fault, parse_fault
 from android_bridge.simulator._phone import SimulatedPhone
-from android_bridge.simulator._store import SmsRow, SmsStore
+from android_bridge.simulator._store import MmsMessage, SmsRow, SmsStore
 
-__all__ = ["Fault", "SimulatedPhone", "SmsRow", "SmsStore", "parse_fault"]
+__all__ = [
+    "APP_PROFILES",
+    "Fault",
+    "MessagingAppProfile",
+    "MmsMessage",
+    "SimulatedPhone",
+    "SmsRow",
+    "SmsStore",
+    "Transmission",
+    "app_profile",
+    "parse_fault",
+]

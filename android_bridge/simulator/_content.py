@@ -1,19 +1,18 @@
-"""``content``: Android's content-provider shell tool, answering for the SMS provider.
+"""``content``: Android's content-provider shell tool, answering for the SMS and MMS providers.
 
 Follows AOSP ``cmds/content/.../Content.java`` (argument parsing, the usage text and
-``[ERROR]`` line, ``Row: n col=value, ...`` output with raw strings, ``No result found.``,
-and ``Error while accessing provider:<authority>`` plus a stack trace on stderr, always
-exiting 0) and the telephony ``SmsProvider`` (URI boxes, the ``date DESC`` default order, the
-restricted view a non-SMS-app caller such as the shell user gets, and the strict SQL grammar
-that refuses subqueries).
+``[ERROR]`` line, ``Row: n col=value, ...`` output with raw strings and ``getLong`` integers,
+``No result found.`` for a null cursor *and* for an empty one, and ``Error while accessing
+provider:<authority>`` plus the exception's stack trace on stderr, always exiting 0). The
+caller is the uid the tool runs as (``resolveCallingPackage``: root, com.android.shell, or
+no package for any other uid); what the providers show that caller is ``_telephony``.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 from urllib.parse import unquote
 
@@ -21,6 +20,15 @@ import attrs
 
 from android_bridge.simulator._shell import Output
 from android_bridge.simulator._store import SmsStore
+from android_bridge.simulator._telephony import (
+    SHELL_UID,
+    ContentAccess,
+    ExceptionRoute,
+    ProviderException,
+)
+from android_bridge.simulator._telephony import query as provider_query
+
+__all__ = ["USAGE", "ContentAccess", "ContentCommand"]
 
 USAGE: Final = (
     "usage: adb shell content [subcommand] [options]\n"
@@ -86,12 +94,23 @@ USAGE: Final = (
     "\n"
 )
 
-#: Frames below ``Content$Command.execute`` for an exception thrown by the provider.
-_PROVIDER_FRAMES: Final = (
+#: Frames of an exception the provider wrote with ``Parcel.writeException`` (a
+#: ``SecurityException``): ``DatabaseUtils.readExceptionFromParcel`` hands it to ``Parcel``.
+_PARCEL_FRAMES: Final = (
     "android.os.Parcel.createExceptionOrNull(Parcel.java:3069)",
     "android.os.Parcel.createException(Parcel.java:3053)",
     "android.os.Parcel.readException(Parcel.java:3036)",
     "android.database.DatabaseUtils.readExceptionFromParcel(DatabaseUtils.java:190)",
+)
+#: ``DatabaseUtils.readExceptionFromParcel`` rethrows the exceptions it has codes for itself
+#: (``writeExceptionToParcel`` code 2 IllegalArgumentException, 9 SQLiteException). Line
+#: numbers are representative: they move between releases.
+_DATABASE_UTILS_LINES: Final = {
+    "java.lang.IllegalArgumentException": 172,
+    "android.database.sqlite.SQLiteException": 186,
+}
+#: The frames every provider exception has below the one that rethrows it.
+_QUERY_FRAMES: Final = (
     "android.database.DatabaseUtils.readExceptionFromParcel(DatabaseUtils.java:142)",
     "android.content.ContentProviderProxy.query(ContentProviderNative.java:481)",
     "com.android.commands.content.Content$QueryCommand.onExecute(Content.java:676)",
@@ -103,21 +122,8 @@ _COMMAND_FRAMES: Final = (
     "com.android.internal.os.RuntimeInit.main(RuntimeInit.java:371)",
 )
 
-_BOX_TYPES: Final = {
-    "inbox": 1,
-    "sent": 2,
-    "draft": 3,
-    "outbox": 4,
-    "failed": 5,
-    "queued": 6,
-}
-#: Keywords ``SQLiteQueryBuilder``'s strict grammar refuses (they start subqueries or clauses).
-_REFUSED_TOKENS: Final = frozenset(
-    {"SELECT", "FROM", "WHERE", "GROUP", "HAVING", "WINDOW", "VALUES", "ORDER", "LIMIT"}
-)
-_TOKEN = re.compile(
-    r"'(?:[^']|'')*'|\"((?:[^\"]|\"\")*)\"|`([^`]*)`|\[([^\]]*)\]|([A-Za-z_][A-Za-z0-9_]*)"
-)
+#: Authorities served, with the provider class named in permission errors.
+_PROVIDERS: Final = {"sms": "SmsProvider", "mms": "MmsProvider"}
 
 
 class _UsageError(Exception):
@@ -125,18 +131,36 @@ class _UsageError(Exception):
 
 
 class _JavaException(Exception):
-    """A Java exception to print as ``printStackTrace`` would."""
+    """A Java exception to print as ``printStackTrace`` would.
 
-    def __init__(self, java_class: str, message: str, *, from_provider: bool = True) -> None:
+    ``route`` says where it was thrown in ``content``'s process: rethrown from the
+    provider's reply (by ``DatabaseUtils`` or by ``Parcel``), or None when ``content`` itself
+    threw it (no provider frames).
+    """
+
+    def __init__(self, java_class: str, message: str, *, route: ExceptionRoute | None) -> None:
         super().__init__(f"{java_class}: {message}")
         self.java_class = java_class
         self.message = message
-        self.from_provider = from_provider
+        self.route = route
+
+    @classmethod
+    def from_provider(cls, error: ProviderException) -> _JavaException:
+        """The exception as ``content`` sees it after binder."""
+        return cls(error.java_class, error.message, route=error.route)
 
     def trace(self) -> str:
-        frames = (_PROVIDER_FRAMES if self.from_provider else ()) + _COMMAND_FRAMES
+        frames: tuple[str, ...] = ()
+        if self.route == "parcel":
+            frames = _PARCEL_FRAMES + _QUERY_FRAMES
+        elif self.route == "database_utils":
+            line = _DATABASE_UTILS_LINES.get(self.java_class, 186)
+            own = (
+                f"android.database.DatabaseUtils.readExceptionFromParcel(DatabaseUtils.java:{line})"
+            )
+            frames = (own, *_QUERY_FRAMES)
         lines = [f"{self.java_class}: {self.message}"]
-        lines.extend(f"\tat {frame}" for frame in frames)
+        lines.extend(f"\tat {frame}" for frame in frames + _COMMAND_FRAMES)
         return "\n".join(lines) + "\n"
 
 
@@ -147,16 +171,6 @@ class _Query:
     projection: list[str] | None
     where: str | None
     sort: str | None
-
-
-@attrs.frozen(kw_only=True)
-class ContentAccess:
-    """Who is asking, which decides what the SMS provider shows."""
-
-    #: True for root (full view, no strict grammar); False for the shell user.
-    root: bool
-    #: Subscriptions whose rows the restricted view shows.
-    visible_sub_ids: tuple[int, ...]
 
 
 class ContentCommand:
@@ -204,61 +218,58 @@ class ContentCommand:
                 " Did you specify --uri argument?\n"
             )
         authority, _ = _parse_uri(uri)
-        if authority != "sms":
+        if authority not in _PROVIDERS:
             return _provider_error(authority, _not_found(authority))
         if operation == "gettype":
-            return Output.out("Result: vnd.android-dir/sms\n")
-        if self._access().root:
-            # The provider ignores writes from anything but the default SMS app.
+            return Output.out(f"Result: vnd.android-dir/{authority}\n")
+        access = self._access()
+        if access.uid != SHELL_UID:
+            # Writes are not modelled beyond this: the providers ignore them here.
             return Output()
         error = _JavaException(
             "java.lang.SecurityException",
-            f"Permission Denial: writing com.android.providers.telephony.SmsProvider uri {uri}"
-            f" from pid={self._caller_pid()}, uid=2000 requires android.permission.WRITE_SMS,"
-            " or grantUriPermission()",
+            f"Permission Denial: writing com.android.providers.telephony."
+            f"{_PROVIDERS[authority]} uri {uri} from pid={self._caller_pid()}, uid=2000"
+            " requires android.permission.WRITE_SMS, or grantUriPermission()",
+            route="parcel",
         )
         return _provider_error(authority, error)
 
     def _run_query(self, query: _Query) -> Output:
         authority, segments = _parse_uri(query.uri)
-        if authority != "sms":
-            return _provider_error(authority, _not_found(authority))
-        if query.user != 0:
+        if authority not in _PROVIDERS or query.user != 0:
             return _provider_error(authority, _not_found(authority))
         access = self._access()
         if self._take_provider_error():
             error = _JavaException(
                 "java.lang.SecurityException",
-                "Permission Denial: reading com.android.providers.telephony.SmsProvider uri "
-                f"{query.uri} from pid={self._caller_pid()}, uid={0 if access.root else 2000}"
-                " requires android.permission.READ_SMS, or grantUriPermission()",
+                f"Permission Denial: reading com.android.providers.telephony."
+                f"{_PROVIDERS[authority]} uri {query.uri} from pid={self._caller_pid()},"
+                f" uid={access.uid} requires android.permission.READ_SMS, or grantUriPermission()",
+                route="parcel",
             )
             return _provider_error(authority, error)
-        box_filter = _box_filter(segments)
-        if box_filter is None:
-            # SmsProvider logs "Invalid request" and returns a null cursor.
-            return Output.out("No result found.\n")
         try:
-            if not access.root:
-                _enforce_strict_grammar(query.where)
-                _enforce_strict_grammar(query.sort)
-            sql = _build_sql(query, box_filter, access)
-            names, rows = self._store.read_only_query(sql)
-        except _JavaException as error:
-            return _provider_error(authority, error)
-        except sqlite3.Error as exc:
-            shown = _display_sql(query, box_filter, "sms" if access.root else "sms_restricted")
-            sql_error = _JavaException(
-                "android.database.sqlite.SQLiteException",
-                f"{exc} (code 1 SQLITE_ERROR[1]): , while compiling: {shown}",
+            cursor = provider_query(
+                self._store,
+                access,
+                query.uri,
+                authority,
+                segments,
+                query.projection,
+                query.where,
+                query.sort,
             )
-            return _provider_error(authority, sql_error)
-        if not rows:
+        except ProviderException as error:
+            return _provider_error(authority, _JavaException.from_provider(error))
+        if cursor is None or not cursor.rows:
+            # A null cursor and an empty one print the same line.
             return Output.out("No result found.\n")
         lines = []
-        for index, row in enumerate(rows):
+        for index, row in enumerate(cursor.rows):
             cells = ", ".join(
-                f"{name}={_format_value(value)}" for name, value in zip(names, row, strict=True)
+                f"{name}={_format_value(value)}"
+                for name, value in zip(cursor.columns, row, strict=True)
             )
             lines.append(f"Row: {index} {cells}\n")
         return Output.out("".join(lines))
@@ -333,61 +344,6 @@ def _parse_uri(uri: str) -> tuple[str | None, list[str]]:
     return authority, segments
 
 
-def _box_filter(segments: Sequence[str]) -> str | None:
-    """The provider's own WHERE for a URI path, "" for all rows, None for an unknown path."""
-    if not segments:
-        return ""
-    if len(segments) == 1:
-        if segments[0] in _BOX_TYPES:
-            return f"type={_BOX_TYPES[segments[0]]}"
-        if segments[0] == "undelivered":
-            return "(type=4 OR type=5 OR type=6)"
-        if segments[0].isdigit():
-            return f"(_id = {segments[0]})"
-        return None
-    if len(segments) == 2 and segments[0] in _BOX_TYPES and segments[1].isdigit():
-        return f"(_id = {segments[1]})"
-    return None
-
-
-def _enforce_strict_grammar(clause: str | None) -> None:
-    if not clause:
-        return
-    for match in _TOKEN.finditer(clause):
-        if match.group(0).startswith("'"):
-            continue
-        token = next(group for group in match.groups() if group is not None)
-        if token.upper() in _REFUSED_TOKENS:
-            raise _JavaException("java.lang.IllegalArgumentException", f"Invalid token {token}")
-
-
-def _build_sql(query: _Query, box_filter: str, access: ContentAccess) -> str:
-    if access.root:
-        prefix, table = "", "sms"
-    else:
-        subs = ", ".join(str(sub_id) for sub_id in access.visible_sub_ids) or "NULL"
-        prefix = (
-            "WITH sms_restricted AS (SELECT * FROM sms WHERE type IN (1, 2)"
-            f" AND sub_id IN ({subs})) "
-        )
-        table = "sms_restricted"
-    return prefix + _display_sql(query, box_filter, table)
-
-
-def _display_sql(query: _Query, box_filter: str, table: str) -> str:
-    columns = ", ".join(query.projection) if query.projection else "*"
-    sql = f"SELECT {columns} FROM {table}"
-    conditions = [
-        f"({box_filter})" if box_filter else "",
-        f"({query.where})" if query.where else "",
-    ]
-    present = [condition for condition in conditions if condition]
-    if present:
-        sql += " WHERE " + " AND ".join(present)
-    sql += f" ORDER BY {query.sort or 'date DESC'}"
-    return sql
-
-
 def _format_value(value: object) -> str:
     """Print a cell as ``Content.java`` does: raw strings, ``NULL``, ``BLOB``, Java numbers."""
     if value is None:
@@ -427,7 +383,7 @@ def _not_found(authority: str | None) -> _JavaException:
     return _JavaException(
         "java.lang.IllegalStateException",
         f"Could not find provider: {_java_str(authority)}",
-        from_provider=False,
+        route=None,
     )
 
 

@@ -1,37 +1,77 @@
-"""The phone's own commands (``am``, ``input``, ``getprop``, ``date``, ``id``) and SMS app.
+"""The phone's own commands (``am``, ``input``, ``getprop``, ``date``, ``id``) and its windows.
 
-``am start -a android.intent.action.SENDTO -d smsto:N --es sms_body TEXT`` opens a compose
-screen with the text field focused; ``input keyevent 22`` moves focus to the send button and
-``input keyevent 66`` presses it (pressed in the text field, ENTER types a newline, as on a
-real phone). The send itself is the phone's job (:class:`SendRequest` goes to a callback).
+``am start -a android.intent.action.SENDTO -d smsto:N --es sms_body TEXT`` resolves to the
+messaging app (an :class:`~android_bridge.simulator._apps.MessagingAppProfile`) and starts
+its compose window, as ``ActivityManagerShellCommand.runStartActivity`` and
+``ActivityStarter`` do (frameworks/base android-10.0.0_r1 to android-15.0.0_r1):
+
+- Without ``-W`` ``am`` returns as soon as the start is queued: the new window takes input
+  focus only ``focus_delay_ms`` later, and a key event sent before that goes to the window
+  that had focus (the launcher ignores it; an older compose window may *send* with it).
+- With ``-W`` ``am`` waits until the window is displayed and prints ``Status``,
+  ``LaunchState``, ``Activity``, ``TotalTime``, ``WaitTime`` and ``Complete``.
+- A ``SENDTO`` equal (``Intent.filterEquals``) to the one that opened the app's task lands
+  in that task: the task comes to the front (``Warning: Activity not started, its current
+  task has been brought to the front``) or, when already in front, nothing happens
+  (``Warning: Activity not started, intent has been delivered to currently running top-most
+  instance.``); either way the new intent and its extras are dropped ("client don't use that
+  intent!", ``ActivityStarter.recycleTask``), so the window keeps its old draft. With
+  ``FLAG_ACTIVITY_CLEAR_TASK`` (``--activity-clear-task``; ``am`` adds
+  ``FLAG_ACTIVITY_NEW_TASK`` itself) the task is cleared and the new intent delivered.
+- A locked or sleeping screen takes the key events; the activity starts behind the keyguard.
+- Two SMS apps and no default for ``SENDTO`` bring up ``ResolverActivity``; an explicit
+  ``-p``/``-n`` bypasses it.
+
+In the compose window ``input keyevent 22`` moves focus to the send button and ``66`` presses
+it (in the text field, ENTER types a newline). The send itself is the phone's job
+(:class:`SendRequest` goes to a callback).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, tzinfo
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
+from android_bridge.simulator._apps import (
+    GOOGLE_MESSAGES,
+    MessagingAppProfile,
+    second_app_for,
+    split_component,
+)
+from android_bridge.simulator._faults import Fault
 from android_bridge.simulator._platform import DEFAULT_RELEASE, AndroidRelease, android_release
 from android_bridge.simulator._shell import Output
 
 ACTION_SENDTO: Final = "android.intent.action.SENDTO"
 ACTION_VIEW: Final = "android.intent.action.VIEW"
-_SMS_SCHEMES: Final = ("smsto", "sms")
-MESSAGING_COMPONENT_PREFIX: Final = "com.google.android.apps.messaging/"
+#: Schemes of the messaging app's SENDTO/VIEW filter (AOSP Messaging ``AndroidManifest.xml``).
+_SMS_SCHEMES: Final = ("smsto", "sms", "mmsto", "mms")
 _REDACTED_SCHEMES: Final = ("tel", "sip", "sms", "smsto", "mailto", "nfc")
+#: The framework's app chooser (frameworks/base ``core/java/com/android/internal/app``).
+RESOLVER_ACTIVITY: Final = "android/com.android.internal.app.ResolverActivity"
+#: Default time from ``am start`` to the new window taking input focus. On a phone this is
+#: hundreds of milliseconds; here it only has to outlast a chained ``input keyevent``.
+DEFAULT_FOCUS_DELAY_MS: Final = 150
+#: The text of the draft left behind by the ``stale-draft`` fault.
+STALE_DRAFT_TEXT: Final = "(an earlier draft nobody sent)"
 
 KEYCODE_HOME: Final = 3
 KEYCODE_BACK: Final = 4
 KEYCODE_DPAD_RIGHT: Final = 22
+KEYCODE_DPAD_CENTER: Final = 23
+KEYCODE_POWER: Final = 26
 KEYCODE_TAB: Final = 61
 KEYCODE_ENTER: Final = 66
+KEYCODE_WAKEUP: Final = 224
+KEYCODE_SLEEP: Final = 223
 _KEYCODE_NAMES: Final = {
     "KEYCODE_HOME": KEYCODE_HOME,
     "KEYCODE_BACK": KEYCODE_BACK,
@@ -41,11 +81,29 @@ _KEYCODE_NAMES: Final = {
     "KEYCODE_DPAD_LEFT": 21,
     "KEYCODE_DPAD_UP": 19,
     "KEYCODE_DPAD_DOWN": 20,
-    "KEYCODE_DPAD_CENTER": 23,
-    "KEYCODE_WAKEUP": 224,
+    "KEYCODE_DPAD_CENTER": KEYCODE_DPAD_CENTER,
+    "KEYCODE_WAKEUP": KEYCODE_WAKEUP,
+    "KEYCODE_SLEEP": KEYCODE_SLEEP,
     "KEYCODE_MENU": 82,
-    "KEYCODE_POWER": 26,
+    "KEYCODE_POWER": KEYCODE_POWER,
 }
+
+#: ``Intent`` flags (frameworks/base ``Intent.java``).
+FLAG_ACTIVITY_NEW_TASK: Final = 0x10000000
+FLAG_ACTIVITY_CLEAR_TASK: Final = 0x00008000
+FLAG_ACTIVITY_CLEAR_TOP: Final = 0x04000000
+FLAG_ACTIVITY_MULTIPLE_TASK: Final = 0x08000000
+FLAG_ACTIVITY_SINGLE_TOP: Final = 0x20000000
+
+#: ``ActivityManager`` start results that ``runStartActivity`` reports.
+START_SUCCESS: Final = 0
+START_TASK_TO_FRONT: Final = 2
+START_DELIVERED_TO_TOP: Final = 3
+START_INTENT_NOT_RESOLVED: Final = -91
+START_CLASS_NOT_FOUND: Final = -92
+
+Screen = Literal["on", "off", "locked"]
+SCREEN_STATES: Final = ("on", "off", "locked")
 
 _REGION_TIMEZONES: Final = {
     "US": "America/New_York",
@@ -116,32 +174,76 @@ def build_properties(
     }
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False)
 class Compose:
-    """The messaging app's compose screen."""
+    """A messaging app's compose window."""
 
-    #: Recipient from the ``smsto:`` URI.
-    address: str
+    #: The app the window belongs to.
+    app: MessagingAppProfile
+    #: Recipients from the ``smsto:`` URI (comma or semicolon separated).
+    addresses: tuple[str, ...]
     #: Text in the message field.
     body: str
+    #: Subject line (empty: none); only apps that read a ``subject`` extra fill it.
+    subject: str = ""
     #: "text" (the message field) or "send" (the send button).
     focus: str = "text"
-    #: Close the screen once sent (``--ez exit_on_sent true``).
+    #: Close the window once sent (``--ez exit_on_sent true``, where the app supports it).
     exit_on_sent: bool = False
+    #: ``time.monotonic()`` from which the window has input focus (when on top).
+    focus_at: float = 0.0
+
+    @property
+    def address(self) -> str:
+        """The recipients as one comma-separated string."""
+        return ",".join(self.addresses)
+
+
+@attrs.define(kw_only=True, eq=False)
+class _Chooser:
+    """``ResolverActivity``: "Open with" for an intent two apps handle."""
+
+    focus_at: float = 0.0
+
+
+@attrs.define(kw_only=True, eq=False)
+class _Launcher:
+    """The home screen: key events sent to it do nothing that matters here."""
+
+    focus_at: float = 0.0
+
+
+_Window = Compose | _Chooser | _Launcher
 
 
 @attrs.frozen(kw_only=True)
 class SendRequest:
     """What the user asked the messaging app to send."""
 
-    #: Recipient as typed in the intent.
-    address: str
-    #: Message text.
+    #: The app that sends.
+    app: MessagingAppProfile
+    #: Recipients as typed in the intent.
+    addresses: tuple[str, ...]
+    #: Message text, as it stood in the compose window.
     body: str
+    #: Subject line (empty: none).
+    subject: str = ""
+
+    @property
+    def address(self) -> str:
+        """The recipients as one comma-separated string."""
+        return ",".join(self.addresses)
 
 
 class _IntentError(Exception):
     """An ``IllegalArgumentException`` while parsing intent arguments."""
+
+
+#: What ``Intent.filterEquals`` compares: action, data, type, identifier, package, component
+#: and categories (not extras, not flags).
+_FilterKey = tuple[
+    str | None, str | None, str | None, str | None, str | None, str | None, frozenset[str]
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -149,11 +251,26 @@ class _Intent:
     action: str | None = None
     data: str | None = None
     mime_type: str | None = None
+    identifier: str | None = None
     categories: tuple[str, ...] = ()
     component: str | None = None
     package: str | None = None
     flags: int = 0
     extras: Mapping[str, object] = attrs.field(factory=dict)
+
+    def filter_key(self) -> _FilterKey:
+        component = None
+        if self.component is not None:
+            component = "/".join(split_component(self.component))
+        return (
+            self.action,
+            self.data,
+            self.mime_type,
+            self.identifier,
+            self.package,
+            component,
+            frozenset(self.categories),
+        )
 
     def __str__(self) -> str:
         parts = []
@@ -165,12 +282,16 @@ class _Intent:
             parts.append(f"dat={_safe_uri(self.data)}")
         if self.mime_type:
             parts.append(f"typ={self.mime_type}")
+        if self.identifier:
+            parts.append(f"id={self.identifier}")
         if self.flags:
-            parts.append(f"flg=0x{self.flags:x}")
+            parts.append(f"flg=0x{self.flags & 0xFFFFFFFF:x}")
         if self.package:
             parts.append(f"pkg={self.package}")
         if self.component:
-            parts.append(f"cmp={self.component}")
+            package, cls = split_component(self.component)
+            short = cls[len(package) :] if cls.startswith(package + ".") else cls
+            parts.append(f"cmp={package}/{short}")
         if self.extras:
             parts.append("(has extras)")
         return "Intent { " + " ".join(parts) + " }"
@@ -189,10 +310,10 @@ _VALUE_OPTIONS: Final = frozenset(
         "-a",
         "-d",
         "-t",
-        "-c",
+        "-i",
+        "--identifier",
         "-n",
         "-p",
-        "-f",
         "--user",
         "-R",
         "-P",
@@ -204,11 +325,11 @@ _VALUE_OPTIONS: Final = frozenset(
         "--task",
         "--attach-agent",
         "--attach-agent-bind",
-        "-i",
-        "--identifier",
+        "--receiver-permission",
     }
 )
-_FLAG_OPTIONS: Final = frozenset(
+#: Options of ``am start`` itself (``ActivityManagerShellCommand.makeIntent``'s handler).
+_AM_FLAG_OPTIONS: Final = frozenset(
     {
         "-W",
         "-S",
@@ -220,24 +341,42 @@ _FLAG_OPTIONS: Final = frozenset(
         "--lock-task",
         "--allow-background-activity-starts",
         "--dismiss-keyguard",
-        "--grant-read-uri-permission",
-        "--grant-write-uri-permission",
-        "--grant-persistable-uri-permission",
-        "--grant-prefix-uri-permission",
-        "--exclude-stopped-packages",
-        "--include-stopped-packages",
-        "--debug-log-resolution",
-        "--activity-clear-top",
-        "--activity-clear-task",
-        "--activity-new-task",
-        "--activity-single-top",
-        "--activity-no-history",
-        "--activity-reorder-to-front",
-        "--receiver-foreground",
-        "--selector",
         "--splashscreen-show-icon",
+        "--suspend",
+        "--async",
     }
 )
+#: Flag options of ``Intent.parseCommandArgs`` and the bits they add. There is no
+#: ``--activity-new-task``: it is an unknown option (``am start`` adds NEW_TASK itself).
+_INTENT_FLAG_OPTIONS: Final = {
+    "--grant-read-uri-permission": 0x00000001,
+    "--grant-write-uri-permission": 0x00000002,
+    "--grant-persistable-uri-permission": 0x00000040,
+    "--grant-prefix-uri-permission": 0x00000080,
+    "--exclude-stopped-packages": 0x00000010,
+    "--include-stopped-packages": 0x00000020,
+    "--debug-log-resolution": 0x00000008,
+    "--activity-brought-to-front": 0x00400000,
+    "--activity-clear-top": FLAG_ACTIVITY_CLEAR_TOP,
+    "--activity-clear-when-task-reset": 0x00080000,
+    "--activity-exclude-from-recents": 0x00800000,
+    "--activity-launched-from-history": 0x00100000,
+    "--activity-multiple-task": FLAG_ACTIVITY_MULTIPLE_TASK,
+    "--activity-no-animation": 0x00010000,
+    "--activity-no-history": 0x40000000,
+    "--activity-no-user-action": 0x00040000,
+    "--activity-previous-is-top": 0x01000000,
+    "--activity-reorder-to-front": 0x00020000,
+    "--activity-reset-task-if-needed": 0x00200000,
+    "--activity-single-top": FLAG_ACTIVITY_SINGLE_TOP,
+    "--activity-clear-task": FLAG_ACTIVITY_CLEAR_TASK,
+    "--activity-task-on-home": 0x00004000,
+    "--activity-match-external": 0x00000800,
+    "--receiver-registered-only": 0x40000000,
+    "--receiver-replace-pending": 0x20000000,
+    "--receiver-foreground": 0x10000000,
+    "--receiver-no-abort": 0x08000000,
+}
 _EXTRA_OPTIONS: Final = frozenset(
     {
         "-e",
@@ -261,11 +400,42 @@ _EXTRA_OPTIONS: Final = frozenset(
 )
 
 
-def _parse_intent(args: list[str]) -> _Intent:
+@attrs.frozen(kw_only=True)
+class _StartOptions:
+    wait: bool = False
+    stop_first: bool = False
+
+
+def _java_decode(text: str) -> int:
+    """``Integer.decode``: decimal, ``0x``/``0X``/``#`` hex, leading ``0`` octal, a sign.
+
+    Raises:
+        _IntentError: not a number (Java's ``NumberFormatException`` message).
+    """
+    match = re.fullmatch(r"([+-]?)(0[xX][0-9a-fA-F]+|#[0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if not match:
+        raise _IntentError(f'For input string: "{text}"')
+    sign, digits = match.groups()
+    if digits[:2] in ("0x", "0X"):
+        value = int(digits[2:], 16)
+    elif digits.startswith("#"):
+        value = int(digits[1:], 16)
+    elif digits.startswith("0") and len(digits) > 1:
+        value = int(digits[1:], 8)
+    else:
+        value = int(digits)
+    value = -value if sign == "-" else value
+    if not -(2**31) <= value < 2**31:
+        raise _IntentError(f'For input string: "{text}"')
+    return value
+
+
+def _parse_intent(args: list[str]) -> tuple[_Intent, _StartOptions]:
     fields: dict[str, str] = {}
     categories: list[str] = []
     extras: dict[str, object] = {}
     flags = 0
+    wait = stop_first = False
     tokens = iter(args)
 
     def required(option: str) -> str:
@@ -283,41 +453,63 @@ def _parse_intent(args: list[str]) -> _Intent:
         elif arg == "-c":
             categories.append(required(arg))
         elif arg == "-f":
-            value = required(arg)
-            try:
-                flags = int(value, 0)
-            except ValueError:
-                raise _IntentError(f'For input string: "{value}"') from None
+            # Intent.parseCommandArgs: setFlags(Integer.decode(...)) replaces earlier flags.
+            flags = _java_decode(required(arg))
+        elif arg in _INTENT_FLAG_OPTIONS:
+            flags |= _INTENT_FLAG_OPTIONS[arg]
         elif arg in _VALUE_OPTIONS:
-            fields[arg] = required(arg)
-        elif arg in _FLAG_OPTIONS:
-            continue
+            fields["-i" if arg == "--identifier" else arg] = required(arg)
+        elif arg in _AM_FLAG_OPTIONS:
+            wait = wait or arg == "-W"
+            stop_first = stop_first or arg == "-S"
         elif arg.startswith("-"):
             raise _IntentError(f"Unknown option: {arg}")
-        elif "/" in arg and ":" not in arg:
+        elif ":" in arg:
+            fields["-d"] = arg
+        elif "/" in arg:
             fields["-n"] = arg
         else:
-            fields["-d"] = arg
-    return _Intent(
+            fields["-p"] = arg
+    if "-n" in fields and "/" not in fields["-n"]:
+        raise _IntentError(f"Bad component name: {fields['-n']}")
+    intent = _Intent(
         action=fields.get("-a"),
         data=fields.get("-d"),
         mime_type=fields.get("-t"),
+        identifier=fields.get("-i"),
         categories=tuple(categories),
         component=fields.get("-n"),
         package=fields.get("-p"),
         flags=flags,
         extras=extras,
     )
+    if not any(
+        (
+            intent.action,
+            intent.data,
+            intent.mime_type,
+            intent.component,
+            intent.package,
+            intent.categories,
+            intent.extras,
+            intent.identifier,
+        )
+    ):
+        raise _IntentError("No intent supplied")
+    return intent, _StartOptions(wait=wait, stop_first=stop_first)
 
 
 def _extra_value(option: str, raw: str) -> object:
     if option == "--ez":
         lowered = raw.lower()
-        if lowered in ("true", "t", "1"):
+        if lowered in ("true", "t"):
             return True
-        if lowered in ("false", "f", "0"):
+        if lowered in ("false", "f"):
             return False
-        raise _IntentError(f"Invalid boolean value: {raw}")
+        try:
+            return _java_decode(lowered) != 0
+        except _IntentError:
+            raise _IntentError(f"Invalid boolean value: {lowered}") from None
     if option in ("--ei", "--el"):
         try:
             return int(raw)
@@ -364,58 +556,360 @@ _AM_FRAMES: Final = (
 )
 
 
-class Messaging:
-    """The messaging app and the keyboard: compose state and the send key."""
+@attrs.frozen(kw_only=True)
+class _Launch:
+    """What ``ActivityStarter`` did with one start request."""
 
-    def __init__(self, send: Callable[[SendRequest], Awaitable[None]]) -> None:
+    result: int
+    #: The window the user will see (None: nothing was started).
+    window: _Window | None = None
+    #: ``WaitResult.launchState`` as ``launchStateToString`` prints it.
+    launch_state: str = "UNKNOWN (0)"
+    #: ``Activity:`` printed by ``-W`` (short component form).
+    activity: str | None = None
+
+
+class Messaging:
+    """The activity manager, the window stack, the keyguard and the messaging apps' windows.
+
+    Attributes other code may set at any time: ``app`` (the default SMS app),
+    ``second_sms_app`` (another SMS app installed, no default chosen for ``SENDTO``),
+    ``screen`` (``on``, ``off`` or ``locked``), ``focus_delay_ms`` and
+    ``am_error_exit`` (None: the release's default).
+    """
+
+    def __init__(
+        self,
+        send: Callable[[SendRequest], Awaitable[None]],
+        *,
+        app: MessagingAppProfile = GOOGLE_MESSAGES,
+        release: AndroidRelease | None = None,
+        focus_delay_ms: int = DEFAULT_FOCUS_DELAY_MS,
+        am_error_exit: int | None = None,
+        take_faults: Callable[[], frozenset[Fault]] = frozenset,
+        user_unlocked: Callable[[], bool] = lambda: True,
+    ) -> None:
+        if focus_delay_ms < 0:
+            raise ValueError("focus_delay_ms must not be negative")
         self._send = send
-        #: The open compose screen, or None.
-        self.compose: Compose | None = None
+        self.app = app
+        self.release = release if release is not None else android_release(DEFAULT_RELEASE)
+        self.focus_delay_ms = focus_delay_ms
+        self.am_error_exit = am_error_exit
+        self.second_sms_app = False
+        self.screen: Screen = "on"
+        self._take_faults = take_faults
+        self._user_unlocked = user_unlocked
+        self._launcher = _Launcher()
+        #: Windows bottom to top; the launcher is always there.
+        self.windows: list[_Window] = [self._launcher]
+        #: ``Intent.filterEquals`` key of the intent that opened each app's task, by package.
+        self._task_roots: dict[str, _FilterKey] = {}
+        #: Packages whose process runs (a start is then WARM, not COLD).
+        self._running: set[str] = set()
+
+    # -- state seen by tests -------------------------------------------------------------
+
+    @property
+    def compose(self) -> Compose | None:
+        """The topmost compose window (focused or not), or None."""
+        for window in reversed(self.windows):
+            if isinstance(window, Compose):
+                return window
+        return None
+
+    def focused(self) -> _Window | None:
+        """The window that takes key events now; None while the keyguard has them."""
+        if self.screen != "on":
+            return None
+        now = time.monotonic()
+        for window in reversed(self.windows):
+            if window.focus_at <= now:
+                return window
+        return self._launcher
+
+    @property
+    def am_exit_for_errors(self) -> int:
+        """Exit status of ``am start`` for a start that failed (``Error: …``)."""
+        if self.am_error_exit is not None:
+            return self.am_error_exit
+        return self.release.am_unresolved_exit
+
+    def open_compose(
+        self,
+        addresses: tuple[str, ...],
+        body: str,
+        *,
+        subject: str = "",
+        foreground: bool = True,
+        package: str | None = None,
+    ) -> Compose:
+        """Put a compose window of the default app on screen, as a ``SENDTO`` to ``addresses``
+        (with ``-p package`` when given) opened it earlier and nobody sent it."""
+        data = "smsto:" + ",".join(addresses)
+        intent = _Intent(action=ACTION_SENDTO, data=data, package=package)
+        self._remove_app_windows(self.app.package)
+        window = Compose(app=self.app, addresses=addresses, body=body, subject=subject)
+        if foreground:
+            self.windows.append(window)
+        else:
+            self.windows.insert(self.windows.index(self._launcher), window)
+        self._task_roots[self.app.package] = intent.filter_key()
+        self._running.add(self.app.package)
+        return window
+
+    def reset(self) -> None:
+        """A reboot: every window and process is gone."""
+        self.windows = [self._launcher]
+        self._launcher.focus_at = 0.0
+        self._task_roots.clear()
+        self._running.clear()
+
+    # -- am ------------------------------------------------------------------------------
 
     async def am(self, argv: list[str], stdin: str) -> Output:
-        """``am``: only ``start`` (and ``force-stop``) are meaningful here."""
+        """``am``: ``start`` (``start-activity``) and ``force-stop`` are modelled."""
         if len(argv) < 2:
             return Output.err("Activity manager (activity) commands:\n  help\n", 255)
         command = argv[1]
         if command == "force-stop":
-            if len(argv) > 2 and argv[-1] == "com.google.android.apps.messaging":
-                self.compose = None
+            packages = [arg for arg in argv[2:] if not arg.startswith("-")]
+            if packages:
+                self._force_stop(packages[-1])
             return Output()
         if command not in ("start", "start-activity"):
             return Output.err(f"Unknown command: {command}\n", 255)
         try:
-            intent = _parse_intent(argv[2:])
+            intent, options = _parse_intent(argv[2:])
         except _IntentError as exc:
             return _exception_output(
                 command, "java.lang.IllegalArgumentException", str(exc), _AM_FRAMES
             )
-        starting = f"Starting: {intent}\n"
-        scheme = (intent.data or "").partition(":")[0].lower()
-        resolves = (
-            intent.action in (ACTION_SENDTO, ACTION_VIEW)
-            and scheme in _SMS_SCHEMES
-            and (intent.component or MESSAGING_COMPONENT_PREFIX).startswith(
-                MESSAGING_COMPONENT_PREFIX
-            )
-            and intent.package in (None, "com.google.android.apps.messaging")
-        )
-        if not resolves:
-            return Output(
+        return await self._start_activity(intent, options)
+
+    async def _start_activity(self, intent: _Intent, options: _StartOptions) -> Output:
+        """``runStartActivity``: "Starting:", the start, its warning or error, ``-W``'s wait."""
+        chunks: list[tuple[int, str]] = []
+        faults = self._take_faults()
+        if Fault.SCREEN_OFF in faults:
+            self.screen = "off"
+        target = self._resolve(intent, chooser=Fault.CHOOSER in faults)
+        if options.stop_first:
+            # -S looks the package up first: no match or several is an error before "Starting:".
+            if target == "chooser":
+                return Output(
+                    ((2, f"Error: Intent matches multiple activities; can't stop: {intent}\n"),),
+                    1,
+                )
+            if target is None:
+                return Output(((2, f"Error: Intent does not match any activities: {intent}\n"),), 1)
+            if isinstance(target, MessagingAppProfile):
+                chunks.append((1, f"Stopping: {target.package}\n"))
+                self._force_stop(target.package)
+                await asyncio.sleep(0.25)
+        chunks.append((1, f"Starting: {intent}\n"))
+        out_fd = 1 if options.wait else 2
+        started = time.monotonic()
+        delay_ms = self.focus_delay_ms * (10 if Fault.SLOW_LAUNCH in faults else 1)
+        if target is None or target == "class":
+            if target == "class":
+                assert intent.component is not None
+                package, cls = split_component(intent.component)
+                chunks.append((out_fd, "Error type 3\n"))
+                chunks.append(
+                    (out_fd, f"Error: Activity class {{{package}/{cls}}} does not exist.\n")
+                )
+            else:
+                chunks.append(
+                    (out_fd, f"Error: Activity not started, unable to resolve {intent}\n")
+                )
+            return Output(tuple(chunks), self.am_exit_for_errors)
+        if target == "chooser":
+            launch = self._launch_chooser(delay_ms)
+        else:
+            assert isinstance(target, MessagingAppProfile)
+            if Fault.STALE_DRAFT in faults:
+                self._leave_stale_draft(target, intent)
+            launch = self._launch_app(target, intent, delay_ms)
+        if launch.result == START_TASK_TO_FRONT:
+            chunks.append(
                 (
-                    (1, starting),
-                    (2, f"Error: Activity not started, unable to resolve {intent}\n"),
-                ),
-                0,
+                    out_fd,
+                    "Warning: Activity not started, its current task has been brought to the"
+                    " front\n",
+                )
             )
-        assert intent.data is not None
-        address = unquote(intent.data.partition(":")[2]).split("?", 1)[0]
-        body = intent.extras.get("sms_body", intent.extras.get("android.intent.extra.TEXT", ""))
-        self.compose = Compose(
-            address=address,
-            body=body if isinstance(body, str) else str(body),
-            exit_on_sent=intent.extras.get("exit_on_sent") is True,
+        elif launch.result == START_DELIVERED_TO_TOP:
+            chunks.append(
+                (
+                    out_fd,
+                    "Warning: Activity not started, intent has been delivered to currently running"
+                    " top-most instance.\n",
+                )
+            )
+        if options.wait:
+            chunks.extend((1, line) for line in await self._wait_lines(launch, started))
+        return Output(tuple(chunks), 0)
+
+    async def _wait_lines(self, launch: _Launch, started: float) -> list[str]:
+        """``-W``: wait until the window is displayed, then the ``WaitResult`` lines.
+
+        A window behind the keyguard is never displayed: the launch is reported without a
+        time and with ``LaunchState: UNKNOWN (0)`` (``stopWaitingForActivityVisible``).
+        """
+        total: int | None = None
+        state = launch.launch_state
+        if launch.result == START_DELIVERED_TO_TOP:
+            total = 0
+        elif self.screen != "on":
+            state = "UNKNOWN (0)"
+        elif launch.window is not None:
+            remaining = launch.window.focus_at - time.monotonic()
+            if remaining > 0:
+                await asyncio.sleep(remaining)
+            total = max(0, round((launch.window.focus_at - started) * 1000))
+        wait_ms = round((time.monotonic() - started) * 1000)
+        lines = ["Status: ok\n", f"LaunchState: {state}\n"]
+        if launch.activity is not None:
+            lines.append(f"Activity: {launch.activity}\n")
+        if total is not None:
+            lines.append(f"TotalTime: {total}\n")
+        lines += [f"WaitTime: {wait_ms}\n", "Complete\n"]
+        return lines
+
+    def _resolve(
+        self, intent: _Intent, *, chooser: bool
+    ) -> MessagingAppProfile | Literal["chooser", "class"] | None:
+        """Which activity the intent starts: an app, the chooser, a missing class, or none.
+
+        Until the user first unlocks, only direct-boot-aware components resolve; the
+        messaging apps' SENDTO activities are not (AOSP Messaging declares no
+        ``directBootAware``), so the intent resolves to nothing.
+        """
+        apps = [self.app]
+        if self.second_sms_app:
+            apps.append(second_app_for(self.app))
+        if intent.component is not None:
+            wanted = split_component(intent.component)
+            for app in apps:
+                # An explicit component starts whatever its filter says (no action check).
+                if app.sendto_component == wanted and self._user_unlocked():
+                    return app
+            return "class"
+        scheme = (intent.data or "").partition(":")[0].lower()
+        if intent.action not in (ACTION_SENDTO, ACTION_VIEW) or scheme not in _SMS_SCHEMES:
+            return None
+        if not self._user_unlocked():
+            return None
+        candidates = [app for app in apps if intent.package in (None, app.package)]
+        if not candidates:
+            return None
+        if intent.package is None and (len(candidates) > 1 or chooser):
+            return "chooser"
+        return candidates[0]
+
+    def _launch_chooser(self, delay_ms: int) -> _Launch:
+        window = _Chooser(focus_at=time.monotonic() + delay_ms / 1000)
+        self.windows.append(window)
+        return _Launch(
+            result=START_SUCCESS, window=window, launch_state="WARM", activity=RESOLVER_ACTIVITY
         )
-        return Output.out(starting)
+
+    def _launch_app(self, app: MessagingAppProfile, intent: _Intent, delay_ms: int) -> _Launch:
+        """``ActivityStarter`` for a SENDTO to ``app``: reuse its task or start the window."""
+        flags = intent.flags | FLAG_ACTIVITY_NEW_TASK
+        key = intent.filter_key()
+        focus_at = time.monotonic() + delay_ms / 1000
+        existing = [w for w in self.windows if isinstance(w, Compose) and w.app is app]
+        reuse = (
+            app.sendto_reuses_task
+            and existing
+            and not flags & FLAG_ACTIVITY_MULTIPLE_TASK
+            and not flags & FLAG_ACTIVITY_CLEAR_TASK
+            and not flags & FLAG_ACTIVITY_CLEAR_TOP
+        )
+        if reuse and self._task_roots.get(app.package) == key:
+            top = existing[-1]
+            if self.windows[-1] is top:
+                # Already in front: nothing moves and nothing is delivered.
+                return _Launch(
+                    result=START_DELIVERED_TO_TOP, window=top, activity=app.compose_activity
+                )
+            for window in existing:
+                self.windows.remove(window)
+            self.windows.extend(existing)
+            top.focus_at = focus_at
+            return _Launch(
+                result=START_TASK_TO_FRONT,
+                window=top,
+                launch_state="HOT",
+                activity=app.compose_activity,
+            )
+        state = "WARM" if app.package in self._running else "COLD"
+        self._running.add(app.package)
+        window = self._compose_from(app, intent, focus_at)
+        if reuse:
+            # Another conversation: a new activity on top of the app's task.
+            for old in existing:
+                self.windows.remove(old)
+            self.windows.extend(existing)
+        else:
+            # A new or cleared task (AOSP Messaging clears it on every SENDTO).
+            self._remove_app_windows(app.package)
+            self._task_roots[app.package] = key
+        self.windows.append(window)
+        return _Launch(
+            result=START_SUCCESS, window=window, launch_state=state, activity=app.compose_activity
+        )
+
+    def _compose_from(self, app: MessagingAppProfile, intent: _Intent, focus_at: float) -> Compose:
+        """The compose window the app builds from the intent (``LaunchConversationActivity``)."""
+        specific = unquote((intent.data or "").partition(":")[2])
+        recipients, _, query = specific.partition("?")
+        addresses = tuple(
+            part.strip() for part in recipients.replace(";", ",").split(",") if part.strip()
+        )
+        body = intent.extras.get("sms_body")
+        if not body:
+            for parameter in query.split("&"):
+                if parameter.startswith("body="):
+                    body = parameter[len("body=") :]
+        if not body:
+            body = intent.extras.get("android.intent.extra.TEXT", "")
+        subject = intent.extras.get("subject", "") if app.subject_extra else ""
+        return Compose(
+            app=app,
+            addresses=addresses,
+            body=body if isinstance(body, str) else str(body),
+            subject=subject if isinstance(subject, str) else str(subject),
+            exit_on_sent=app.exit_on_sent and intent.extras.get("exit_on_sent") is True,
+            focus_at=focus_at,
+        )
+
+    def _leave_stale_draft(self, app: MessagingAppProfile, intent: _Intent) -> None:
+        """The ``stale-draft`` fault: this very intent opened a compose window earlier, which
+        sits in the background with a draft nobody sent."""
+        if not app.sendto_reuses_task:
+            return
+        window = self._compose_from(app, intent, 0.0)
+        window.body = STALE_DRAFT_TEXT
+        self._remove_app_windows(app.package)
+        self.windows.insert(self.windows.index(self._launcher), window)
+        self._task_roots[app.package] = intent.filter_key()
+        self._running.add(app.package)
+
+    def _remove_app_windows(self, package: str) -> None:
+        self.windows = [
+            w for w in self.windows if not (isinstance(w, Compose) and w.app.package == package)
+        ]
+        self._task_roots.pop(package, None)
+
+    def _force_stop(self, package: str) -> None:
+        """``am force-stop``: the app's activities are finished and its process killed."""
+        self._remove_app_windows(package)
+        self._running.discard(package)
+
+    # -- input ---------------------------------------------------------------------------
 
     async def input(self, argv: list[str], stdin: str) -> Output:
         """``input [source] keyevent|text|tap|swipe ...``."""
@@ -440,32 +934,66 @@ class Messaging:
         if command == "text":
             if not rest:
                 return Output.err(_INPUT_USAGE, 1)
-            if self.compose is not None and self.compose.focus == "text":
-                self.compose.body += " ".join(rest).replace("%s", " ")
+            window = self.focused()
+            if isinstance(window, Compose) and window.focus == "text":
+                window.body += " ".join(rest).replace("%s", " ")
             return Output()
         if command in ("tap", "swipe", "draganddrop", "roll", "motionevent", "press"):
             return Output()
         return Output.err(f"Error: Unknown command: {command}\n{_INPUT_USAGE}", 1)
 
     async def _key(self, code: int) -> None:
-        compose = self.compose
-        if compose is None:
+        """One key event, delivered to the window that has focus at this moment."""
+        if code in (KEYCODE_WAKEUP, KEYCODE_POWER, KEYCODE_SLEEP):
+            self._power_key(code)
+            return
+        window = self.focused()
+        if window is None:
+            # The keyguard takes it.
+            return
+        if code == KEYCODE_HOME:
+            self.windows.remove(self._launcher)
+            self.windows.append(self._launcher)
+            self._launcher.focus_at = time.monotonic()
+            return
+        if isinstance(window, _Launcher):
+            return
+        if isinstance(window, _Chooser):
+            if code == KEYCODE_BACK:
+                self.windows.remove(window)
             return
         if code in (KEYCODE_DPAD_RIGHT, KEYCODE_TAB):
-            compose.focus = "send"
-        elif code in (KEYCODE_BACK, KEYCODE_HOME):
-            self.compose = None
-        elif code == KEYCODE_ENTER:
-            if compose.focus == "text":
-                compose.body += "\n"
-            elif compose.body.strip():
-                request = SendRequest(address=compose.address, body=compose.body)
-                # The draft is gone the moment the app takes it.
-                if compose.exit_on_sent:
-                    self.compose = None
-                else:
-                    self.compose = Compose(address=compose.address, body="", focus="text")
+            window.focus = "send"
+        elif code == KEYCODE_BACK:
+            self.windows.remove(window)
+            if not any(isinstance(w, Compose) and w.app is window.app for w in self.windows):
+                self._task_roots.pop(window.app.package, None)
+        elif code in (KEYCODE_ENTER, KEYCODE_DPAD_CENTER):
+            if window.focus == "text" and not window.app.enter_sends:
+                if code == KEYCODE_ENTER:
+                    window.body += "\n"
+            elif window.body.strip() and window.addresses:
+                request = SendRequest(
+                    app=window.app,
+                    addresses=window.addresses,
+                    body=window.body,
+                    subject=window.subject,
+                )
+                # The draft is gone the moment the app takes it; the window stays open.
+                window.body = ""
+                window.subject = ""
+                window.focus = "text"
+                if window.exit_on_sent:
+                    self.windows.remove(window)
                 await self._send(request)
+
+    def _power_key(self, code: int) -> None:
+        """WAKEUP shows the keyguard of a sleeping phone; POWER toggles sleep; SLEEP sleeps.
+        The keyguard is secure (a PIN): no key event dismisses it."""
+        if code == KEYCODE_SLEEP or (code == KEYCODE_POWER and self.screen != "off"):
+            self.screen = "off"
+        elif self.screen == "off":
+            self.screen = "locked"
 
 
 _INPUT_USAGE: Final = (

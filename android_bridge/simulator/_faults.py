@@ -30,8 +30,28 @@ class Fault(enum.StrEnum):
     HANG = "hang"
     #: The message is sent, then the command never answers: a timeout after a real send.
     HANG_AFTER_SEND = "hang-after-send"
-    #: At the next send the phone reboots: every connection is reset.
+    #: At the next send the phone reboots: every connection is reset, the user is locked
+    #: until unlocked, and ``adb tcpip`` mode is lost (see ``SimulatedPhone.reboot``).
     REBOOT = "reboot"
+    #: The next send goes out as RCS chat: nothing is written to ``content://sms``.
+    RCS_SEND = "rcs-send"
+    #: The next send is converted to MMS: it lands in ``content://mms``, not ``content://sms``.
+    MMS_CONVERT = "mms-convert"
+    #: The app strips accents from the next send ("Use simple characters").
+    SIMPLE_CHARACTERS = "simple-characters"
+    #: The screen turns off just before the next ``am start``: the activity starts behind the
+    #: keyguard and key events go to the keyguard (counts ``am start`` runs).
+    SCREEN_OFF = "screen-off"
+    #: The next implicit ``SENDTO`` brings up the app chooser, as when a second SMS app is
+    #: installed with no default set (counts ``am start`` runs).
+    CHOOSER = "chooser"
+    #: The next ``SENDTO`` finds the app's compose window for that recipient already open in
+    #: the background with an earlier, unsent draft: the task is brought to the front and the
+    #: new extras are dropped (apps whose SENDTO reuses the task; counts ``am start`` runs).
+    STALE_DRAFT = "stale-draft"
+    #: The next launched window takes ten times the focus delay to take focus (counts
+    #: ``am start`` runs).
+    SLOW_LAUNCH = "slow-launch"
 
 
 #: Faults consumed by a send (the send key reaching the messaging app).
@@ -46,7 +66,15 @@ SEND_FAULTS: Final = frozenset(
         Fault.WRONG_RECIPIENT,
         Fault.HANG_AFTER_SEND,
         Fault.REBOOT,
+        Fault.RCS_SEND,
+        Fault.MMS_CONVERT,
+        Fault.SIMPLE_CHARACTERS,
     }
+)
+
+#: Faults consumed by an ``am start`` run.
+AM_FAULTS: Final = frozenset(
+    {Fault.SCREEN_OFF, Fault.CHOOSER, Fault.STALE_DRAFT, Fault.SLOW_LAUNCH}
 )
 
 
@@ -101,6 +129,10 @@ class FaultPlan:
     def take_send_faults(self) -> frozenset[Fault]:
         """Consume one use of every armed send fault; return those that apply to this send."""
         return frozenset(fault for fault in SEND_FAULTS if self.take(fault))
+
+    def take_am_faults(self) -> frozenset[Fault]:
+        """Consume one use of every armed ``am start`` fault; return those that apply."""
+        return frozenset(fault for fault in AM_FAULTS if self.take(fault))
 
     def remaining(self) -> dict[Fault, int]:
         """Counts still armed (faults at zero omitted)."""

@@ -6,30 +6,52 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Literal, Self
 
+import attrs
 import structlog
 
+from android_bridge.simulator._apps import (
+    DEFAULT_APP,
+    Channel,
+    MessagingAppProfile,
+    RcsDirectory,
+    Transmission,
+    app_profile,
+    simple_characters,
+)
 from android_bridge.simulator._auth import AuthorizedKeys
 from android_bridge.simulator._content import ContentAccess, ContentCommand
 from android_bridge.simulator._device import (
+    DEFAULT_FOCUS_DELAY_MS,
     PRODUCT_DEVICE,
     PRODUCT_MODEL,
     PRODUCT_NAME,
+    SCREEN_STATES,
+    Compose,
     Messaging,
+    Screen,
     SendRequest,
     SystemCommands,
     build_properties,
 )
 from android_bridge.simulator._faults import Fault, FaultPlan
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
-from android_bridge.simulator._shell import CommandFn, Shell
-from android_bridge.simulator._store import DEFAULT_SUB_ID, MESSAGE_TYPE_OUTBOX, SmsStore
+from android_bridge.simulator._shell import CommandFn, OutputFn, Shell
+from android_bridge.simulator._store import (
+    DEFAULT_SUB_ID,
+    MESSAGE_TYPE_OUTBOX,
+    MMS_BOX_OUTBOX,
+    SmsStore,
+)
+from android_bridge.simulator._su import Identity, SuCommand
+from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
-from android_bridge.simulator._transport import Connection, DropConnection
+from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, DropConnection
 
 log = structlog.get_logger("android_bridge.simulator")
 
@@ -81,6 +103,16 @@ class SimulatedPhone:
         region: str = "US",
         reboot_completes_sends: bool = True,
         seed: int | None = None,
+        app: str | MessagingAppProfile = DEFAULT_APP,
+        rcs_recipients: Iterable[str] | Literal["all"] = (),
+        screen: Screen = "on",
+        second_sms_app: bool = False,
+        focus_delay_ms: int = DEFAULT_FOCUS_DELAY_MS,
+        am_unresolved_exit: int | None = None,
+        unlock_after_boot_ms: int | None = None,
+        tcpip_survives_reboot: bool = False,
+        disable_adb_auth_timeout: bool = False,
+        sim_sub_ids: Sequence[int] = (DEFAULT_SUB_ID,),
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -108,8 +140,36 @@ class SimulatedPhone:
         self.background_sends = background_sends
         self.region = region.upper()
         self.reboot_completes_sends = reboot_completes_sends
+        if not sim_sub_ids or any(sub_id < 1 for sub_id in sim_sub_ids):
+            raise ValueError("sim_sub_ids needs at least one subscription id, each 1 or more")
+        #: The subscriptions the phone knows for its user (one per SIM: ``(1, 2)`` for dual
+        #: SIM); Android 14+ providers show rows of these and of ``sub_id`` -1 only.
+        self.sim_sub_ids = tuple(dict.fromkeys(sim_sub_ids))
         self.store_path = Path(store_path)
-        self.authorized_keys = AuthorizedKeys(Path(authorized_keys_path))
+        if unlock_after_boot_ms is not None and unlock_after_boot_ms < 0:
+            raise ValueError("unlock_after_boot_ms must not be negative")
+        #: Added to the device clock by ``advance_time`` (ms).
+        self._clock_offset_ms = 0
+        expiry = None if disable_adb_auth_timeout else self.release.adb_auth_expiry
+        self.authorized_keys = AuthorizedKeys(
+            Path(authorized_keys_path),
+            clock=self.now_ms,
+            allowed_connection_ms=None if expiry is None else int(expiry.total_seconds() * 1000),
+        )
+        #: False from a reboot until the user's first unlock (``unlock_user``): the
+        #: credential-encrypted storage, and with it the SMS database, is locked.
+        self.user_unlocked = True
+        #: After a reboot the user unlocks after this many ms; None: only ``unlock_user()``.
+        self.unlock_after_boot_ms = unlock_after_boot_ms
+        #: ADB over TCP survives a reboot (an emulator); a phone loses ``adb tcpip`` mode.
+        self.tcpip_survives_reboot = tcpip_survives_reboot
+        #: Whether adbd listens on TCP (False after a reboot until ``enable_tcpip``).
+        self.tcpip_enabled = True
+        #: Recipients reachable by RCS chat (``phone.rcs.add(number)`` adds one).
+        self.rcs = RcsDirectory(rcs_recipients)
+        #: Every message that really left the phone, on any channel, in order.
+        self.transmissions: list[Transmission] = []
+        self._unlock_task: asyncio.Task[None] | None = None
         self.faults = FaultPlan()
         self.faults.extend(faults)
         #: Every shell command line received, in order.
@@ -119,11 +179,23 @@ class SimulatedPhone:
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
-        self._pending_sends: dict[int, asyncio.Task[None]] = {}
+        self._pending_sends: dict[tuple[Channel, int], asyncio.Task[None]] = {}
         self._background_task: asyncio.Task[None] | None = None
-        self._messaging = Messaging(self._send)
+        self._messaging = Messaging(
+            self._send,
+            app=app_profile(app),
+            release=self.release,
+            focus_delay_ms=focus_delay_ms,
+            am_error_exit=am_unresolved_exit,
+            take_faults=self.faults.take_am_faults,
+            user_unlocked=lambda: self.user_unlocked,
+        )
+        self.screen = screen
+        self.second_sms_app = second_sms_app
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
         self.reboots = 0
+        #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
+        self._drops_after_command: list[tuple[str, int]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -145,18 +217,26 @@ class SimulatedPhone:
 
     @property
     def banner(self) -> str:
-        """The CNXN banner: what adbd tells a client about this device."""
+        """The CNXN banner: what adbd tells a client about this device.
+
+        adbd's ``get_connection_string`` (``adb.cpp``): ``device::`` then
+        ``ro.product.name``, ``ro.product.model``, ``ro.product.device`` and
+        ``features=<supported_features()>``, joined by ``;``. The features are those the
+        simulator serves (see ``DEVICE_FEATURES``).
+        """
         return (
             f"device::ro.product.name={PRODUCT_NAME};ro.product.model={PRODUCT_MODEL};"
-            f"ro.product.device={PRODUCT_DEVICE};features="
+            f"ro.product.device={PRODUCT_DEVICE};features={','.join(DEVICE_FEATURES)}"
         )
 
     async def start(self) -> None:
         """Open the store and start listening."""
-        if self._server is not None:
+        if self._store is not None:
             return
         self._store = SmsStore(self.store_path)
+        self.authorized_keys.start_keystore()
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.tcpip_enabled = True
         sockets = self._server.sockets
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
@@ -177,6 +257,9 @@ class SimulatedPhone:
             for task in stragglers:
                 task.cancel()
         tasks = list(self._pending_sends.values())
+        if self._unlock_task is not None:
+            tasks.append(self._unlock_task)
+            self._unlock_task = None
         if self._background_task is not None:
             tasks.append(self._background_task)
             self._background_task = None
@@ -216,6 +299,22 @@ class SimulatedPhone:
         """
         self.faults.add(fault, count)
 
+    def drop_after_command(self, name: str, *, nth: int = 1) -> None:
+        """Drop the ADB connection right after the ``nth`` next command called ``name`` returns.
+
+        The command has done what it does (``am`` has opened the compose screen); the phone
+        then resets the connection, and the script is hung up there: no later command of it
+        runs, as when a phone leaves the network mid-script (see ``_transport``). ``name`` is
+        the command's name without ``/system/bin/`` (``am``, ``input``, ``echo``...). Several
+        drops may be armed at once.
+
+        Raises:
+            ValueError: an empty name or ``nth`` below 1.
+        """
+        if not name or nth < 1:
+            raise ValueError("drop_after_command needs a command name and nth >= 1")
+        self._drops_after_command.append((name, nth))
+
     async def wait_idle(self) -> None:
         """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished.
 
@@ -225,23 +324,139 @@ class SimulatedPhone:
             await asyncio.gather(*self._pending_sends.values(), return_exceptions=True)
 
     async def reboot(self) -> None:
-        """Reboot now: reset every connection; pending sends finish or fail as configured."""
+        """Reboot now, as a phone does.
+
+        - Every connection is reset; pending sends finish or fail as configured.
+        - Every window and app process is gone; the keyguard is up (``screen`` "locked").
+        - ``user_unlocked`` is False until the user's first unlock (``unlock_user``, or
+          ``unlock_after_boot_ms``): before it, apps that are not direct-boot aware do not
+          resolve and the SMS database is locked.
+        - ``adb tcpip`` mode is lost: it lives in the non-persistent property
+          ``service.adb.tcp.port``, which adbd reads at start (``persist.adb.tcp.port`` is the
+          persistent one; adbd ``daemon/main.cpp``, system/core android-10.0.0_r1,
+          packages/modules/adb android-11 to 15), so connections are refused until
+          ``enable_tcpip()``, unless ``tcpip_survives_reboot`` (an emulator, whose adbd
+          listens on TCP at every boot).
+        - ADB keys stay; their last-use times survive (``adb_temp_keys.xml``).
+        """
         self.reboots += 1
         log.info("simulator_reboot", completes_sends=self.reboot_completes_sends)
-        self._messaging.compose = None
+        self._messaging.reset()
+        self._messaging.screen = "locked"
+        self.user_unlocked = False
+        if not self.tcpip_survives_reboot and self._server is not None:
+            server, self._server = self._server, None
+            # Not wait_closed(): the reboot may run inside one of the connections it ends.
+            server.close()
+            self.tcpip_enabled = False
         for connection in list(self._connections):
             connection.abort(reset=True)
         if not self.reboot_completes_sends:
-            for row_id, task in list(self._pending_sends.items()):
+            for key, task in list(self._pending_sends.items()):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-                self._pending_sends.pop(row_id, None)
-                self.store.mark_failed(row_id)
+                self._pending_sends.pop(key, None)
+                channel, provider_id = key
+                if channel == "mms":
+                    self.store.mark_mms_failed(provider_id)
+                else:
+                    self.store.mark_failed(provider_id)
+        self.authorized_keys.start_keystore()
+        if self._unlock_task is not None:
+            self._unlock_task.cancel()
+            self._unlock_task = None
+        if self.unlock_after_boot_ms is not None:
+            self._unlock_task = asyncio.create_task(self._unlock_later(self.unlock_after_boot_ms))
+
+    async def _unlock_later(self, delay_ms: int) -> None:
+        await asyncio.sleep(delay_ms / 1000)
+        self._unlock_task = None
+        self.unlock_user()
+
+    def unlock_user(self) -> None:
+        """The user enters the PIN: the user is unlocked and the keyguard goes away."""
+        self.user_unlocked = True
+        self._messaging.screen = "on"
+
+    async def enable_tcpip(self) -> None:
+        """``adb tcpip``: adbd listens on the phone's TCP port again (after a reboot)."""
+        if self._server is not None or self._store is None:
+            return
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.tcpip_enabled = True
+
+    def advance_time(self, delta: timedelta) -> None:
+        """Move the device clock forward by ``delta`` (no real waiting): ``date``, new rows
+        and the ADB key store see the later time."""
+        if delta < timedelta(0):
+            raise ValueError("time only moves forward")
+        self._clock_offset_ms += int(delta.total_seconds() * 1000)
+
+    # -- the messaging app and the screen (test controls) --------------------------------
+
+    @property
+    def app(self) -> MessagingAppProfile:
+        """The default SMS app (see ``_apps``); assign a profile or its name to change it."""
+        return self._messaging.app
+
+    @app.setter
+    def app(self, value: str | MessagingAppProfile) -> None:
+        self._messaging.app = app_profile(value)
+
+    @property
+    def screen(self) -> Screen:
+        """``on`` (unlocked), ``locked`` (keyguard up) or ``off`` (asleep, keyguard behind).
+
+        While not ``on`` every key event goes to the keyguard; activities start behind it.
+        """
+        return self._messaging.screen
+
+    @screen.setter
+    def screen(self, value: Screen) -> None:
+        if value not in SCREEN_STATES:
+            raise ValueError(f"screen must be one of {', '.join(SCREEN_STATES)}")
+        self._messaging.screen = value
+
+    @property
+    def second_sms_app(self) -> bool:
+        """A second SMS app is installed and no default is set for ``SENDTO``: an implicit
+        ``SENDTO`` brings up the chooser (``ResolverActivity``)."""
+        return self._messaging.second_sms_app
+
+    @second_sms_app.setter
+    def second_sms_app(self, value: bool) -> None:
+        self._messaging.second_sms_app = value
+
+    @property
+    def compose(self) -> Compose | None:
+        """The topmost compose window (recipients, draft, focus), or None."""
+        return self._messaging.compose
+
+    def open_compose(
+        self,
+        address: str,
+        draft: str,
+        *,
+        subject: str = "",
+        foreground: bool = True,
+        package: str | None = None,
+    ) -> Compose:
+        """Leave the default app's compose window open for ``address`` holding ``draft``, as a
+        ``SENDTO smsto:<address>`` (``-p package`` when given) opened it and nobody sent it.
+
+        In the foreground a new equal ``SENDTO`` is "delivered to the top-most instance";
+        behind the launcher (``foreground=False``) its task "has been brought to the front".
+        Either way the new extras are dropped for an app whose SENDTO reuses its task.
+        """
+        addresses = tuple(part for part in address.replace(";", ",").split(",") if part)
+        return self._messaging.open_compose(
+            addresses, draft, subject=subject, foreground=foreground, package=package
+        )
 
     def now_ms(self) -> int:
-        """The device clock in milliseconds (host clock plus the configured skew)."""
-        return time.time_ns() // 1_000_000 + self.clock_skew_ms
+        """The device clock in ms: host clock plus the configured skew and ``advance_time``."""
+        return time.time_ns() // 1_000_000 + self.clock_skew_ms + self._clock_offset_ms
 
     @property
     def connections(self) -> int:
@@ -257,39 +472,66 @@ class SimulatedPhone:
         if task is not None:
             self._connection_tasks.add(task)
         try:
-            await connection.serve()
+            with self.authorized_keys.session():
+                await connection.serve()
         except asyncio.CancelledError:
             connection.abort()
         finally:
             if task is not None:
                 self._connection_tasks.discard(task)
 
-    async def run_shell(self, command: str, connection: Connection) -> bytes:
-        """Run one ``shell:`` command line and return its merged output."""
+    async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
+        """Run one command line, streaming its output to ``output``; return its exit status."""
         self.commands_run.append(command)
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
         if self.faults.take(Fault.HANG):
             log.info("simulator_fault_hang")
             await asyncio.Event().wait()
-        shell = Shell(self._commands())
-        output, _ = await shell.run(command)
-        return output.encode("utf-8")
+        shell = Shell(self._commands(), on_output=output, after_command=self._after_command)
+        _, status = await shell.run_chunks(command)
+        return status
 
-    def _commands(self) -> dict[str, CommandFn]:
+    async def _after_command(self, argv: list[str], status: int) -> None:
+        """Fire an armed ``drop_after_command`` when its command has just returned."""
+        name = argv[0].removeprefix("/system/bin/") if argv else ""
+        if not any(armed == name for armed, _ in self._drops_after_command):
+            return
+        counted = [
+            (armed, remaining - 1 if armed == name else remaining)
+            for armed, remaining in self._drops_after_command
+        ]
+        self._drops_after_command = [drop for drop in counted if drop[1] > 0]
+        if len(counted) != len(self._drops_after_command):
+            log.info("simulator_drop_after_command", command=name)
+            raise DropConnection(f"drop after {name}")
+
+    def _commands(
+        self, uid: int | None = None, identity: Identity | None = None
+    ) -> dict[str, CommandFn]:
+        """The phone's commands as a process of ``uid`` sees them (default: the adb shell,
+        uid 2000, or 0 after ``adb root``); ``identity`` is set for a process ``su`` started."""
+        caller = (ROOT_UID if self.root else SHELL_UID) if uid is None else uid
         content = ContentCommand(
-            self.store, self._content_access, self._take_provider_error, lambda: 4242
+            self.store,
+            lambda: self._content_access(caller),
+            self._take_provider_error,
+            lambda: 4242,
         )
-        return {
+        commands: dict[str, CommandFn] = {
             "am": self._messaging.am,
             "content": content,
             "date": self._system.date,
             "getprop": self._system.getprop,
             "grep": toybox_grep,
-            "id": self._system.id,
+            "id": self._system.id if identity is None else identity.id,
             "input": self._messaging.input,
-            "whoami": self._system.whoami,
+            "whoami": self._system.whoami if identity is None else identity.whoami,
         }
+        if self.build_type != "user":
+            # /system/xbin/su exists on userdebug and eng builds only (system/extras su).
+            commands["su"] = SuCommand(caller, self._commands)
+        return commands
 
     # -- the phone -----------------------------------------------------------------------
 
@@ -302,31 +544,81 @@ class SimulatedPhone:
             build_type=self.build_type,
         )
 
-    def _content_access(self) -> ContentAccess:
-        return ContentAccess(root=self.root, visible_sub_ids=(DEFAULT_SUB_ID,))
+    def _content_access(self, uid: int) -> ContentAccess:
+        return ContentAccess(
+            uid=uid,
+            release=self.release,
+            sim_sub_ids=self.sim_sub_ids,
+            user_unlocked=self.user_unlocked,
+        )
 
     def _take_provider_error(self) -> bool:
         return self.faults.take(Fault.PROVIDER_ERROR)
 
     async def _send(self, request: SendRequest) -> None:
-        """The messaging app sends ``request``: OUTBOX row now, SENT/FAILED after the delay."""
+        """The messaging app sends ``request``, as its profile and the armed faults say.
+
+        The app picks the channel (``MessagingAppProfile.channel_for``): RCS chat writes
+        nothing to the provider; MMS writes a ``content://mms`` message (outbox, then sent or
+        failed); SMS writes one ``content://sms`` row per recipient (OUTBOX, then SENT or
+        FAILED after ``send_delay_ms``). The text is the app's (``alter_text``). Every
+        message that really leaves the phone is appended to ``transmissions``.
+        """
         faults = self.faults.take_send_faults()
         if faults:
             log.info("simulator_send_faults", faults=sorted(fault.value for fault in faults))
         if Fault.DROP_BEFORE_SEND in faults:
             raise DropConnection("drop-before-send")
-        address = request.address
-        body = request.body
+        app = request.app
+        addresses = request.addresses
         if Fault.WRONG_RECIPIENT in faults:
-            address = wrong_recipient(address)
+            addresses = (wrong_recipient(addresses[0]), *addresses[1:])
+        channel: Channel
+        if Fault.RCS_SEND in faults:
+            channel = "rcs"
+        elif Fault.MMS_CONVERT in faults:
+            channel = "mms"
+        else:
+            channel = app.channel_for(addresses, request.body, request.subject, self.rcs)
+        body = app.alter_text(request.body, channel)
+        if Fault.SIMPLE_CHARACTERS in faults:
+            body = simple_characters(body)
         if Fault.MANGLE_BODY in faults:
             body = autocorrect(body)
+        failed = Fault.SEND_FAILS in faults
+        stuck = Fault.STUCK_OUTBOX in faults
         copies = 2 if Fault.DUPLICATE_SEND in faults else 1
         for _ in range(copies):
-            row_id = self.store.insert_outgoing(address, body, date_ms=self.now_ms())
-            if Fault.STUCK_OUTBOX in faults:
+            if channel == "rcs":
+                if not failed and not stuck:
+                    self._record(_Outgoing("rcs", None, addresses, body, app.package))
                 continue
-            await self._complete_later(row_id, failed=Fault.SEND_FAILS in faults)
+            if channel == "mms":
+                pdu_id = self.store.insert_outgoing_mms(
+                    addresses,
+                    body,
+                    date_ms=self.now_ms(),
+                    subject=request.subject or None,
+                    creator=app.package,
+                )
+                outgoing = [_Outgoing("mms", pdu_id, addresses, body, app.package)]
+            else:
+                outgoing = [
+                    _Outgoing(
+                        "sms",
+                        self.store.insert_outgoing(
+                            address, body, date_ms=self.now_ms(), creator=app.package
+                        ),
+                        (address,),
+                        body,
+                        app.package,
+                    )
+                    for address in addresses
+                ]
+            if stuck:
+                continue
+            for message in outgoing:
+                await self._complete_later(message, failed=failed)
         if Fault.REBOOT in faults:
             await self.reboot()
             raise DropConnection("reboot")
@@ -336,28 +628,54 @@ class SimulatedPhone:
             # Sent, but the reply never comes; the client's timeout is all it will see.
             await asyncio.Event().wait()
 
-    async def _complete_later(self, row_id: int, *, failed: bool) -> None:
+    async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:
         if self.send_delay_ms == 0:
-            self._complete(row_id, failed=failed)
+            self._complete(message, failed=failed)
             return
+        assert message.provider_id is not None
+        key: tuple[Channel, int] = (message.channel, message.provider_id)
 
         async def finish() -> None:
             try:
                 await asyncio.sleep(self.send_delay_ms / 1000)
-                self._complete(row_id, failed=failed)
+                self._complete(message, failed=failed)
             finally:
-                self._pending_sends.pop(row_id, None)
+                self._pending_sends.pop(key, None)
 
-        self._pending_sends[row_id] = asyncio.create_task(finish())
+        self._pending_sends[key] = asyncio.create_task(finish())
 
-    def _complete(self, row_id: int, *, failed: bool) -> None:
-        row = self.store.row(row_id)
-        if row is None or row.type != MESSAGE_TYPE_OUTBOX:
-            return
-        if failed:
-            self.store.mark_failed(row_id)
+    def _complete(self, message: _Outgoing, *, failed: bool) -> None:
+        """The radio's verdict on one SMS or MMS still in the outbox."""
+        assert message.provider_id is not None
+        if message.channel == "mms":
+            boxes = {mms.id: mms.msg_box for mms in self.store.mms_messages()}
+            if boxes.get(message.provider_id) != MMS_BOX_OUTBOX:
+                return
+            if failed:
+                self.store.mark_mms_failed(message.provider_id)
+                return
+            self.store.mark_mms_sent(message.provider_id, date_sent_ms=self.now_ms())
         else:
-            self.store.mark_sent(row_id, date_sent_ms=self.now_ms())
+            row = self.store.row(message.provider_id)
+            if row is None or row.type != MESSAGE_TYPE_OUTBOX:
+                return
+            if failed:
+                self.store.mark_failed(message.provider_id)
+                return
+            self.store.mark_sent(message.provider_id, date_sent_ms=self.now_ms())
+        self._record(message)
+
+    def _record(self, message: _Outgoing) -> None:
+        self.transmissions.append(
+            Transmission(
+                channel=message.channel,
+                addresses=message.addresses,
+                body=message.body,
+                provider_id=message.provider_id,
+                time_ms=self.now_ms(),
+                app=message.app,
+            )
+        )
 
     async def _background_loop(self) -> None:
         """A human using the phone: sends (and now and then receives) messages at random."""
@@ -368,8 +686,24 @@ class SimulatedPhone:
             if self._random.random() < 0.25:
                 self.store.insert_incoming(address, body, date_ms=self.now_ms())
                 continue
-            row_id = self.store.insert_outgoing(address, body, date_ms=self.now_ms())
-            await self._complete_later(row_id, failed=False)
+            creator = self.app.package
+            row_id = self.store.insert_outgoing(
+                address, body, date_ms=self.now_ms(), creator=creator
+            )
+            await self._complete_later(
+                _Outgoing("sms", row_id, (address,), body, creator), failed=False
+            )
+
+
+@attrs.frozen
+class _Outgoing:
+    """One message on its way out: its channel, provider row, recipients, text and app."""
+
+    channel: Channel
+    provider_id: int | None
+    addresses: tuple[str, ...]
+    body: str
+    app: str
 
 
 def wrong_recipient(address: str) -> str:

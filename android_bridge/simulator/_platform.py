@@ -34,14 +34,19 @@ class AndroidRelease:
     #: (``ProviderUtil.getSelectionBySubIds``, TelephonyProvider android-14.0.0_r1; absent up
     #: to android-13.0.0_r30).
     sub_id_filter: bool
-    #: Exit status of ``am start`` for an intent nothing resolves. ``am`` prints
-    #: ``Error: Activity not started, unable to resolve Intent`` and exits 0 on Android 10 and,
-    #: by a report, still on an API 34 emulator; some Android 15 builds exit 1. The phone
-    #: takes either with ``am_unresolved_exit=``; this is the default for the release.
+    #: Exit status of ``am start`` when the start fails (``Error: Activity not started,
+    #: unable to resolve Intent``, ``Error type 3`` …). ``runStartActivity``
+    #: (frameworks/base ``ActivityManagerShellCommand.java``) falls through to ``return 0`` at
+    #: android-10.0.0_r30, and by a report still on an API 34 emulator; in the Android 15
+    #: source each error case returns 1. The phone takes either with
+    #: ``am_unresolved_exit=``; this is the default for the release.
     am_unresolved_exit: int
-    #: adbd forgets an authorised key unused this long (Android 11+:
-    #: ``persist.adb.authorized_keys.expiration``-style 7-day timeout in adbd's
-    #: ``adbd_auth``/``AdbDebuggingManager``); None: keys never expire (Android 10).
+    #: An "Always allow" ADB key unused this long is deleted from ``adb_keys``
+    #: (``Settings.Global.ADB_ALLOWED_CONNECTION_TIME``, default
+    #: ``DEFAULT_ADB_ALLOWED_CONNECTION_TIME`` = 604800000 ms, applied by
+    #: ``AdbDebuggingManager.AdbKeyStore.filterOutOldKeys``, frameworks/base). The key store
+    #: is already in Android 10's ``com.android.server.adb.AdbDebuggingManager`` (the Q-era
+    #: version, before Wireless debugging), so 10 expires keys too. None: never.
     adb_auth_expiry: timedelta | None
     #: ``cmd role get-role-holders android.app.role.SMS`` answers (RoleManager shell command,
     #: Android 11+); on 10 the default SMS app is ``settings get secure
@@ -53,6 +58,36 @@ class AndroidRelease:
         """``ro.build.version.release``."""
         return str(self.version)
 
+    @property
+    def sms_query_checker(self) -> bool:
+        """``SmsProvider.query`` runs ``SqlQueryChecker`` for restricted callers.
+
+        TelephonyProvider android-10.0.0_r30 and every later tag; android-10.0.0_r1 to r29 had
+        no checker. Android 10 is modelled at r30, so this holds for every release.
+        """
+        return self.version >= 10
+
+    @property
+    def mms_query_checker(self) -> bool:
+        """``MmsProvider.query`` runs ``SqlQueryChecker`` for restricted callers (uncaught).
+
+        From TelephonyProvider android-13.0.0_r1 (commit "check for SELECT statements in
+        query"); no android-10, 11 or 12 tag of the mirror has it.
+        """
+        return self.version >= 13
+
+    @property
+    def select_check_ignores_case(self) -> bool:
+        """``SqlQueryChecker.checkToken`` uses ``equalsIgnoreCase`` (android-14.0.0_r1 on);
+        before, ``"select".equals(token.toLowerCase())``."""
+        return self.version >= 14
+
+    @property
+    def mms_addr_part_sub_id(self) -> bool:
+        """``addr`` and ``part`` have a ``sub_id`` column (``MmsSmsDatabaseHelper`` database
+        version 68, TelephonyProvider android-14.0.0_r1; version 67 up to android-13)."""
+        return self.version >= 14
+
 
 _RELEASES: Final = {
     10: AndroidRelease(
@@ -62,7 +97,7 @@ _RELEASES: Final = {
         build_id="QQ3A.200805.001",
         sub_id_filter=False,
         am_unresolved_exit=0,
-        adb_auth_expiry=None,
+        adb_auth_expiry=timedelta(days=7),
         role_shell_command=False,
     ),
     11: AndroidRelease(

@@ -1,11 +1,15 @@
 """A small POSIX shell, enough of Android's ``/system/bin/sh`` (mksh) for what ADB clients send.
 
 Supported: words with single quotes, double quotes and backslash escapes; ``$?``, ``$NAME``,
-``${NAME}``, ``$(...)`` and backquotes; ``;``, newlines, ``&&``, ``||``, ``|``; redirections
-``N>&M``, ``>/dev/null``, ``2>/dev/null``, ``</dev/null``; ``#`` comments. Builtins: ``echo``
-(mksh's: backslash escapes interpreted), ``printf``, ``true``, ``false``, ``:``, ``sleep``,
-``exit``. Other commands come from the phone; anything unknown prints
-``/system/bin/sh: NAME: inaccessible or not found`` with status 127, as mksh does.
+``${NAME}``, ``$(...)`` and backquotes; field splitting on the default IFS (space, tab,
+newline); ``;``, newlines, ``&&``, ``||``, ``|`` (every element in a subshell, as mksh runs
+them); redirections ``N>&M``, ``>/dev/null``, ``2>/dev/null``, ``</dev/null``; ``#``
+comments. Builtins: ``echo`` (mksh's ``c_print``: backslash escapes interpreted by default),
+``printf`` (toybox's escapes), ``true``, ``false``, ``:``, ``sleep``, ``exit``. Other
+commands come from the phone; anything unknown prints ``/system/bin/sh: NAME: inaccessible
+or not found`` with status 127, as mksh does. Not modelled: globbing, functions, compound
+commands, here-documents. ``tests/simulator/test_sim_mksh_diff.py`` holds this shell to real
+mksh on generated command lines.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ class Output:
 
 
 CommandFn = Callable[[list[str], str], Awaitable[Output]]
+#: Receives output as it is written: (fd, text), fd 1 stdout, 2 stderr.
+OutputFn = Callable[[int, str], Awaitable[None]]
+#: Called after each command with its argv and exit status.
+AfterCommandFn = Callable[[list[str], int], Awaitable[None]]
 
 
 class ShellSyntaxError(Exception):
@@ -97,6 +105,9 @@ class _Op:
 _Token = _Word | _Redir | _Op
 
 _NAME_START = re.compile(r"[A-Za-z_]")
+#: The default ``IFS``: what unquoted expansions are split on.
+_IFS: Final = " \t\n"
+_IFS_SPLIT: Final = re.compile(r"[ \t\n]+")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_]*")
 
 
@@ -251,8 +262,15 @@ class _Lexer:
             while True:
                 if end >= len(self.text):
                     raise ShellSyntaxError("no closing quote")
+                # Inside backquotes a backslash quotes only $, ` and \ (and " within double
+                # quotes); before anything else it stays, for the inner shell to read.
+                escapable = '$`\\"' if quoted else "$`\\"
                 if self.text[end] == "\\" and end + 1 < len(self.text):
-                    script.append(self.text[end + 1])
+                    following = self.text[end + 1]
+                    if following in escapable:
+                        script.append(following)
+                    else:
+                        script.append("\\" + following)
                     end += 2
                     continue
                 if self.text[end] == "`":
@@ -432,10 +450,27 @@ def parse(text: str) -> list[_AndOr]:
 
 
 class Shell:
-    """Runs command lines against a table of commands, merging stderr into stdout."""
+    """Runs command lines against a table of commands.
 
-    def __init__(self, commands: Mapping[str, CommandFn]) -> None:
+    Output is kept as ordered (fd, text) chunks; with ``on_output`` it is handed over as each
+    command finishes (as a real shell's output reaches adbd while the script still runs)
+    instead of being returned at the end. ``after_command`` is awaited after every command
+    with its argv and status; whatever it raises (the phone's ``DropConnection``) stops the
+    script there, so a later command never starts. Between two commands the shell yields
+    to the event loop: a hang-up that arrived meanwhile (the stream task is cancelled)
+    stops the script at that point too.
+    """
+
+    def __init__(
+        self,
+        commands: Mapping[str, CommandFn],
+        *,
+        on_output: OutputFn | None = None,
+        after_command: AfterCommandFn | None = None,
+    ) -> None:
         self._commands = dict(commands)
+        self._on_output = on_output
+        self._after_command = after_command
         self._builtins: dict[str, CommandFn] = {
             "echo": _echo,
             "printf": _printf,
@@ -462,13 +497,32 @@ class Shell:
             lists = parse(text)
         except ShellSyntaxError as exc:
             self.status = 1
-            return [(2, f"{SHELL_NAME}: {exc}\n")], self.status
+            self._sink.append((2, f"{SHELL_NAME}: {exc}\n"))
+            await self._flush()
+            return self._sink, self.status
         try:
             for and_or in lists:
                 await self._run_and_or(and_or)
         except _ExitScript as stop:
             self.status = stop.status
+        await self._flush()
         return self._sink, self.status
+
+    async def _flush(self) -> None:
+        """Hand the output so far to ``on_output`` (when streaming)."""
+        if self._on_output is None:
+            return
+        chunks, self._sink = self._sink, []
+        for fd, text in chunks:
+            if text:
+                await self._on_output(fd, text)
+
+    async def _finished(self, argv: list[str]) -> None:
+        """A command has returned: stream its output, let a hang-up in, run the hook."""
+        await self._flush()
+        await asyncio.sleep(0)
+        if self._after_command is not None:
+            await self._after_command(argv, self.status)
 
     async def _run_and_or(self, and_or: _AndOr) -> None:
         await self._run_pipeline(and_or.first)
@@ -477,10 +531,25 @@ class Shell:
                 await self._run_pipeline(pipeline)
 
     async def _run_pipeline(self, pipeline: _Pipeline) -> None:
+        if len(pipeline.commands) == 1:
+            await self._run_simple(pipeline.commands[0], "", piped=False)
+            return
+        # mksh runs every element of a real pipeline in a subshell, all at once: each sees
+        # the variables and ``$?`` from before the pipeline, changes none of them, and an
+        # ``exit`` ends only its own element. The last element's status is the pipeline's.
+        variables = dict(self.variables)
+        status_before = self.status
         stdin = ""
         for position, simple in enumerate(pipeline.commands):
             piped = position < len(pipeline.commands) - 1
-            stdin = await self._run_simple(simple, stdin, piped=piped)
+            self.variables = dict(variables)
+            self.status = status_before
+            try:
+                stdin = await self._run_simple(simple, stdin, piped=piped)
+            except _ExitScript as stop:
+                self.status = stop.status
+                stdin = ""
+        self.variables = variables
 
     async def _run_simple(self, simple: _Simple, stdin: str, *, piped: bool) -> str:
         argv: list[str] = []
@@ -529,6 +598,7 @@ class Shell:
             elif isinstance(destination, int):
                 self._sink.append((destination, text))
         self.status = result.status & 0xFF
+        await self._finished(argv)
         return "".join(piped_out)
 
     def _fail(self, message: str) -> str:
@@ -563,14 +633,16 @@ class Shell:
                 current.append(value)
                 started = started or part.quoted or bool(value)
                 continue
-            pieces = value.split()
-            if not pieces:
+            # Field splitting on the default IFS: space, tab and newline only (CR, VT, FF
+            # and Unicode spaces are ordinary characters to mksh).
+            pieces = _IFS_SPLIT.split(value.strip(_IFS))
+            if pieces == [""]:
                 if value and started:
                     fields.append("".join(current))
                     current = []
                     started = False
                 continue
-            if value[0].isspace() and started:
+            if value[0] in _IFS and started:
                 fields.append("".join(current))
                 current = []
             current.append(pieces[0])
@@ -578,7 +650,7 @@ class Shell:
                 fields.append("".join(current))
                 current = [piece]
             started = True
-            if value[-1].isspace():
+            if value[-1] in _IFS:
                 fields.append("".join(current))
                 current = []
                 started = False
@@ -595,13 +667,14 @@ class Shell:
             if part.name == "#":
                 return "0"
             return self.variables.get(part.name, "")
-        inner = Shell(self._commands)
+        inner = Shell(self._commands, after_command=self._after_command)
         inner.status = self.status
         inner.variables = dict(self.variables)
         chunks, status = await inner.run_chunks(part.script)
         captured = "".join(text for fd, text in chunks if fd == 1)
         self._sink.extend((fd, text) for fd, text in chunks if fd != 1)
-        self.status = status
+        # ``$?`` keeps the previous command's status until this command completes
+        # (mksh: ``echo $(false) $?`` prints 0); only a command with no name takes it.
         self._substitution_status = status
         return captured.rstrip("\n")
 
@@ -623,47 +696,166 @@ def _assignment_name(word: _Word) -> tuple[str, _Word] | None:
 
 # -- builtins ------------------------------------------------------------------------------
 
-_ECHO_ESCAPES: Final = {
+#: Letters toybox's ``unescape`` knows (``lib/lib.c``), for ``printf``.
+_TOYBOX_ESCAPES: Final = {
+    "\\": "\\",
     "a": "\a",
     "b": "\b",
+    "e": "\x1b",
     "f": "\f",
     "n": "\n",
     "r": "\r",
     "t": "\t",
     "v": "\v",
-    "\\": "\\",
-    "e": "\x1b",
 }
 
 
-def _unescape(text: str) -> tuple[str, bool]:
-    """Interpret mksh ``print`` escapes; return the text and whether ``\\c`` stopped it."""
+def _octet(value: int) -> str:
+    """One raw octet as text (a surrogate escape when it is not ASCII)."""
+    value &= 0xFF
+    return chr(value) if value < 0x80 else chr(0xDC00 + value)
+
+
+def _toybox_escape(text: str, index: int, *, posix: bool) -> tuple[str, int] | None:
+    """toybox ``printf``'s ``handle_slash`` for the escape after a backslash at ``index - 1``.
+
+    Returns the text it stands for and where reading goes on, or None for ``\\c`` (print
+    nothing more). ``\\x`` takes one or two hex digits (none: the backslash is printed as is),
+    ``\\NNN`` one to three octal digits (``%b``, the POSIX form, skips a leading 0 first);
+    any other unknown escape prints the backslash and leaves the character
+    (toys/posix/printf.c, toybox 0.8.x in Android 10 to 15).
+    """
+    if index >= len(text):
+        return "\\", index
+    if text[index] == "c":
+        return None
+    position = index
+    base = 0
+    if text[position] == "x":
+        base, length = 16, 2
+        position += 1
+    else:
+        if posix and text[position] == "0":
+            position += 1
+        if position < len(text) and text[position] in "01234567":
+            base, length = 8, 3
+    if base == 0:
+        letter = text[position] if position < len(text) else ""
+        mapped = _TOYBOX_ESCAPES.get(letter)
+        return (mapped, position + 1) if mapped is not None else ("\\", index)
+    value = 0
+    digits = 0
+    while digits < length and position < len(text):
+        digit = text[position].lower()
+        allowed = "0123456789abcdef"[:base]
+        if digit not in allowed:
+            break
+        value = value * base + allowed.index(digit)
+        position += 1
+        digits += 1
+    if base == 16 and digits == 0:
+        return "\\", index
+    return _octet(value), position
+
+
+def _unescape(text: str, *, posix: bool = True) -> tuple[str, bool]:
+    """Interpret toybox ``printf`` escapes; return the text and whether ``\\c`` stopped it."""
     out: list[str] = []
     index = 0
     while index < len(text):
         char = text[index]
-        if char != "\\" or index + 1 >= len(text):
+        if char != "\\":
             out.append(char)
             index += 1
             continue
-        following = text[index + 1]
-        if following == "c":
+        escaped = _toybox_escape(text, index + 1, posix=posix)
+        if escaped is None:
             return "".join(out), True
-        if following in _ECHO_ESCAPES:
-            out.append(_ECHO_ESCAPES[following])
-            index += 2
-        elif following == "0":
-            digits = re.match(r"[0-7]{0,3}", text[index + 2 :])
-            octal = digits.group(0) if digits else ""
-            out.append(chr(int(octal or "0", 8)))
-            index += 2 + len(octal)
-        else:
-            out.append(char)
-            index += 1
+        out.append(escaped[0])
+        index = escaped[1]
     return "".join(out), False
 
 
+#: ``unbksl`` letters and the octet each stands for (mksh ``misc.c``).
+_PRINT_ESCAPES: Final = {
+    "a": 0x07,
+    "b": 0x08,
+    "E": 0x1B,
+    "e": 0x1B,
+    "f": 0x0C,
+    "n": 0x0A,
+    "r": 0x0D,
+    "t": 0x09,
+    "v": 0x0B,
+    "\\": 0x5C,
+}
+_HEX_DIGITS: Final = re.compile(r"[0-9A-Fa-f]*")
+_OCTAL_DIGITS: Final = re.compile(r"[0-7]{0,3}")
+
+
+def _ucs_octets(code: int) -> bytes:
+    """mksh's ``utf_wctomb``: one to three octets, 16-bit (anything above U+FFFD is U+FFFD)."""
+    code = min(code, 0xFFFD)
+    if code < 0x80:
+        return bytes([code])
+    if code < 0x800:
+        return bytes([0xC0 | code >> 6, 0x80 | code & 0x3F])
+    return bytes([0xE0 | code >> 12, 0x80 | code >> 6 & 0x3F, 0x80 | code & 0x3F])
+
+
+def _print_escapes(text: str) -> tuple[bytes, bool]:
+    """Interpret mksh ``print``/``echo`` escapes in ``text``; return the octets and whether a
+    ``\\c`` asked to drop the newline.
+
+    Follows mksh ``funcs.c`` ``c_print`` with ``misc.c`` ``unbksl(false, …)`` (external/mksh,
+    Android 10 to 15): ``\\a \\b \\e \\E \\f \\n \\r \\t \\v \\\\``; ``\\0`` and up to three
+    octal digits, ``\\x`` and up to two hex digits (a raw octet); ``\\u``/``\\U`` and up to
+    four/eight hex digits (a character, as UTF-8 of at most U+FFFD); an octal value above 0xFF
+    counts as the character ``value - 0x100``. ``\\c`` only drops the final newline ("AT&T
+    brain damage"): the rest is still printed. Any other escape stays as written, backslash
+    included. Raw octets that are not UTF-8 come back as surrogate escapes.
+    """
+    out = bytearray()
+    newline = True
+    index = 0
+    while index < len(text):
+        char = text[index]
+        index += 1
+        if char != "\\" or index >= len(text):
+            out += char.encode("utf-8", "surrogateescape")
+            continue
+        escape = text[index]
+        index += 1
+        value: int | None = None
+        if escape in _PRINT_ESCAPES:
+            value = _PRINT_ESCAPES[escape]
+        elif escape == "0":
+            digits = _OCTAL_DIGITS.match(text, index)
+            octal = digits.group(0) if digits else ""
+            index += len(octal)
+            value = int(octal or "0", 8)
+        elif escape in "xuU":
+            limit = {"x": 2, "u": 4, "U": 8}[escape]
+            found = _HEX_DIGITS.match(text, index)
+            digits_text = (found.group(0) if found else "")[:limit]
+            if digits_text:
+                index += len(digits_text)
+                value = int(digits_text, 16) + (0 if escape == "x" else 0x100)
+        elif escape == "c":
+            newline = False
+            continue
+        if value is None:
+            out += ("\\" + escape).encode("utf-8", "surrogateescape")
+        elif value > 0xFF:
+            out += _ucs_octets(value - 0x100)
+        else:
+            out.append(value)
+    return bytes(out), newline
+
+
 async def _echo(argv: list[str], stdin: str) -> Output:
+    """mksh's ``echo``: options ``-n``, ``-e``, ``-E`` (only in words made of nothing else),
+    escapes interpreted by default (not called as ``sh`` in POSIX mode on Android)."""
     args = argv[1:]
     newline = True
     interpret = True
@@ -678,9 +870,9 @@ async def _echo(argv: list[str], stdin: str) -> Output:
         args = args[1:]
     text = " ".join(args)
     if interpret:
-        text, stopped = _unescape(text)
-        if stopped:
-            newline = False
+        octets, keep_newline = _print_escapes(text)
+        text = octets.decode("utf-8", "surrogateescape")
+        newline = newline and keep_newline
     return Output.out(text + ("\n" if newline else ""))
 
 
@@ -696,9 +888,11 @@ async def _printf(argv: list[str], stdin: str) -> Output:
         while index < len(template):
             char = template[index]
             if char == "\\":
-                text, _ = _unescape(template[index : index + 2])
-                out.append(text)
-                index += 2
+                escaped = _toybox_escape(template, index + 1, posix=False)
+                if escaped is None:
+                    return Output.out("".join(out))
+                out.append(escaped[0])
+                index = escaped[1]
                 continue
             if char != "%":
                 out.append(char)
@@ -727,7 +921,10 @@ async def _printf(argv: list[str], stdin: str) -> Output:
             elif conversion == "c":
                 out.append(value[:1])
             elif conversion == "b":
-                out.append(_unescape(value)[0])
+                text, stopped = _unescape(value, posix=True)
+                out.append(text)
+                if stopped:
+                    return Output.out("".join(out))
             else:
                 out.append(("%" + flags + "s") % value)
         if not args or not consumed:

@@ -1,13 +1,20 @@
-"""The phone's SMS database: one SQLite file with Android's ``sms`` table.
+"""The phone's message database: one SQLite file with Android's ``sms`` and MMS tables.
 
 The file is the ground truth a test inspects with plain :mod:`sqlite3`. The schema copies
-the telephony provider's (``MmsSmsDatabaseHelper``): same columns, order and defaults.
+the telephony provider's (``MmsSmsDatabaseHelper``, TelephonyProvider android-15.0.0_r1):
+the ``sms`` table, the MMS tables ``pdu``, ``addr`` and ``part``, and the two views restricted
+callers read through, ``sms_restricted`` (types 1 and 2) and ``pdu_restricted`` (boxes 1 and
+2, no ``m_type`` 130 notifications); same columns, order and defaults. ``addr.sub_id`` and
+``part.sub_id`` exist from android-14.0.0_r1 on (database version 68); the provider hides them
+from queries on older releases (see ``_telephony``). MMS dates are in seconds, SMS dates in
+milliseconds, as on a phone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -57,6 +64,87 @@ SMS_COLUMNS: Final = (
     "seen",
 )
 
+PDU_COLUMNS: Final = (
+    "_id",
+    "thread_id",
+    "date",
+    "date_sent",
+    "msg_box",
+    "read",
+    "m_id",
+    "sub",
+    "sub_cs",
+    "ct_t",
+    "ct_l",
+    "exp",
+    "m_cls",
+    "m_type",
+    "v",
+    "m_size",
+    "pri",
+    "rr",
+    "rpt_a",
+    "resp_st",
+    "st",
+    "tr_id",
+    "retr_st",
+    "retr_txt",
+    "retr_txt_cs",
+    "read_status",
+    "ct_cls",
+    "resp_txt",
+    "d_tm",
+    "d_rpt",
+    "locked",
+    "sub_id",
+    "seen",
+    "creator",
+    "text_only",
+)
+#: ``addr`` columns; ``sub_id`` only from android-14.0.0_r1 (database version 68).
+ADDR_COLUMNS: Final = ("_id", "msg_id", "contact_id", "address", "type", "charset", "sub_id")
+#: ``part`` columns; ``sub_id`` only from android-14.0.0_r1 (database version 68).
+PART_COLUMNS: Final = (
+    "_id",
+    "mid",
+    "seq",
+    "ct",
+    "name",
+    "chset",
+    "cd",
+    "fn",
+    "cid",
+    "cl",
+    "ctt_s",
+    "ctt_t",
+    "_data",
+    "text",
+    "sub_id",
+)
+
+#: ``Telephony.BaseMmsColumns.MESSAGE_BOX_*``.
+MMS_BOX_INBOX: Final = 1
+MMS_BOX_SENT: Final = 2
+MMS_BOX_DRAFTS: Final = 3
+MMS_BOX_OUTBOX: Final = 4
+MMS_BOX_FAILED: Final = 5
+#: ``PduHeaders.MESSAGE_TYPE_*`` (``m_type``).
+MMS_TYPE_SEND_REQ: Final = 128
+MMS_TYPE_NOTIFICATION_IND: Final = 130
+MMS_TYPE_RETRIEVE_CONF: Final = 132
+#: ``PduHeaders`` address field types (``addr.type``).
+ADDR_TYPE_BCC: Final = 129
+ADDR_TYPE_CC: Final = 130
+ADDR_TYPE_FROM: Final = 137
+ADDR_TYPE_TO: Final = 151
+#: The FROM address ``PduPersister`` writes for an outgoing message; the MMSC fills in the
+#: real sender.
+OUTGOING_FROM_ADDRESS: Final = "insert-address-token"
+#: ``CharacterSets.UTF_8`` (MIBenum 106).
+CHARSET_UTF8: Final = 106
+#: ``PduHeaders.RESPONSE_STATUS_OK``.
+MMS_RESPONSE_STATUS_OK: Final = 128
+
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS sms (
     _id INTEGER PRIMARY KEY,
@@ -83,6 +171,72 @@ CREATE TABLE IF NOT EXISTS canonical_addresses (
     _id INTEGER PRIMARY KEY AUTOINCREMENT,
     address TEXT UNIQUE
 );
+CREATE TABLE IF NOT EXISTS pdu (
+    _id INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id INTEGER,
+    date INTEGER,
+    date_sent INTEGER DEFAULT 0,
+    msg_box INTEGER,
+    read INTEGER DEFAULT 0,
+    m_id TEXT,
+    sub TEXT,
+    sub_cs INTEGER,
+    ct_t TEXT,
+    ct_l TEXT,
+    exp INTEGER,
+    m_cls TEXT,
+    m_type INTEGER,
+    v INTEGER,
+    m_size INTEGER,
+    pri INTEGER,
+    rr INTEGER,
+    rpt_a INTEGER,
+    resp_st INTEGER,
+    st INTEGER,
+    tr_id TEXT,
+    retr_st INTEGER,
+    retr_txt TEXT,
+    retr_txt_cs INTEGER,
+    read_status INTEGER,
+    ct_cls INTEGER,
+    resp_txt TEXT,
+    d_tm INTEGER,
+    d_rpt INTEGER,
+    locked INTEGER DEFAULT 0,
+    sub_id INTEGER DEFAULT -1,
+    seen INTEGER DEFAULT 0,
+    creator TEXT,
+    text_only INTEGER DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS addr (
+    _id INTEGER PRIMARY KEY,
+    msg_id INTEGER,
+    contact_id INTEGER,
+    address TEXT,
+    type INTEGER,
+    charset INTEGER,
+    sub_id INTEGER DEFAULT -1
+);
+CREATE TABLE IF NOT EXISTS part (
+    _id INTEGER PRIMARY KEY AUTOINCREMENT,
+    mid INTEGER,
+    seq INTEGER DEFAULT 0,
+    ct TEXT,
+    name TEXT,
+    chset INTEGER,
+    cd TEXT,
+    fn TEXT,
+    cid TEXT,
+    cl TEXT,
+    ctt_s INTEGER,
+    ctt_t TEXT,
+    _data TEXT,
+    text TEXT,
+    sub_id INTEGER DEFAULT -1
+);
+CREATE VIEW IF NOT EXISTS sms_restricted AS SELECT * FROM sms WHERE type=1 OR type=2;
+CREATE VIEW IF NOT EXISTS pdu_restricted AS SELECT * FROM pdu WHERE (msg_box=1 OR msg_box=2)
+    AND (m_type!=130);
 """
 
 
@@ -132,6 +286,36 @@ class SmsRow:
     def id(self) -> int:
         """The provider ``_id``."""
         return self._id
+
+
+@attrs.frozen(kw_only=True)
+class MmsMessage:
+    """One MMS as the store holds it: its ``pdu`` row with its addresses and text."""
+
+    #: The ``pdu`` ``_id`` (what ``content://mms/<id>`` names).
+    id: int
+    #: Conversation id.
+    thread_id: int | None
+    #: 1 inbox, 2 sent, 3 drafts, 4 outbox, 5 failed.
+    msg_box: int
+    #: ``PduHeaders`` message type: 128 send-req (outgoing), 132 retrieve-conf (received).
+    m_type: int | None
+    #: The TO addresses (``addr`` type 151), in insertion order.
+    addresses: tuple[str, ...]
+    #: The FROM address (``addr`` type 137); ``insert-address-token`` for an outgoing message.
+    sender: str | None
+    #: The text parts (``part`` ``ct`` text/plain), joined in ``seq`` order.
+    body: str
+    #: Subject (``sub``), if any.
+    subject: str | None
+    #: Device clock when written, in **seconds** (MMS dates are seconds).
+    date: int | None
+    #: When sent, in seconds (0 until then).
+    date_sent: int | None
+    #: Subscription (SIM) id.
+    sub_id: int | None
+    #: Package that wrote the message.
+    creator: str | None
 
 
 class SmsStore:
@@ -300,6 +484,229 @@ class SmsStore:
     def mark_failed(self, row_id: int) -> None:
         """Move an outgoing row to FAILED with a generic radio error."""
         self.update(row_id, {"type": MESSAGE_TYPE_FAILED, "error_code": ERROR_GENERIC_FAILURE})
+
+    # -- MMS -------------------------------------------------------------------------------
+
+    def insert_pdu(self, **columns: object) -> int:
+        """Insert a ``pdu`` row with any of its columns (others take the defaults); return ``_id``.
+
+        Raises:
+            ValueError: a column name that the ``pdu`` table does not have.
+        """
+        return self._insert_into("pdu", PDU_COLUMNS, columns)
+
+    def insert_addr(self, msg_id: int, address: str, addr_type: int, **columns: object) -> int:
+        """Insert an ``addr`` row of message ``msg_id``; return its ``_id``.
+
+        Raises:
+            ValueError: a column name that the ``addr`` table does not have.
+        """
+        values = {"msg_id": msg_id, "address": address, "type": addr_type}
+        values.update(columns)
+        return self._insert_into("addr", ADDR_COLUMNS, values)
+
+    def insert_part(self, msg_id: int, **columns: object) -> int:
+        """Insert a ``part`` row of message ``msg_id``; return its ``_id``.
+
+        Raises:
+            ValueError: a column name that the ``part`` table does not have.
+        """
+        values: dict[str, object] = {"mid": msg_id}
+        values.update(columns)
+        return self._insert_into("part", PART_COLUMNS, values)
+
+    def insert_outgoing_mms(
+        self,
+        addresses: Sequence[str],
+        body: str,
+        *,
+        date_ms: int,
+        subject: str | None = None,
+        msg_box: int = MMS_BOX_OUTBOX,
+        sub_id: int = DEFAULT_SUB_ID,
+        creator: str = MESSAGING_PACKAGE,
+    ) -> int:
+        """Write an outgoing MMS as a messaging app persists a send-req; return the ``pdu`` _id.
+
+        The rows ``PduPersister.persist`` and ``MmsProvider.insert`` produce (TelephonyProvider
+        android-15.0.0_r1): a ``pdu`` row (``m_type`` 128, ``date`` in seconds, ``read`` 1 as
+        for every non-inbox message, ``text_only`` 1), one ``addr`` row per recipient (type 151
+        TO), the FROM row (type 137, ``insert-address-token``), and one ``text/plain`` part
+        holding the body inline. ``addr``/``part`` rows carry the message's ``sub_id`` (the
+        provider stamps the default SMS subscription on them from android-14.0.0_r1; the
+        column is hidden on older releases).
+
+        Raises:
+            ValueError: no recipient.
+        """
+        if not addresses:
+            raise ValueError("an MMS needs at least one recipient")
+        thread_key = addresses[0] if len(addresses) == 1 else " ".join(sorted(addresses))
+        with self._transaction():
+            pdu_id = self.insert_pdu(
+                thread_id=self.thread_id_for(thread_key),
+                date=date_ms // 1000,
+                date_sent=0,
+                msg_box=msg_box,
+                read=1,
+                sub=subject,
+                sub_cs=CHARSET_UTF8 if subject is not None else None,
+                ct_t="application/vnd.wap.multipart.related",
+                exp=604800,
+                m_cls="personal",
+                m_type=MMS_TYPE_SEND_REQ,
+                v=18,
+                m_size=len(body.encode("utf-8")),
+                pri=129,
+                rr=129,
+                tr_id=f"T{date_ms:x}",
+                d_rpt=129,
+                locked=0,
+                sub_id=sub_id,
+                seen=1,
+                creator=creator,
+                text_only=1,
+            )
+            for address in addresses:
+                self.insert_addr(pdu_id, address, ADDR_TYPE_TO, charset=CHARSET_UTF8, sub_id=sub_id)
+            self.insert_addr(
+                pdu_id, OUTGOING_FROM_ADDRESS, ADDR_TYPE_FROM, charset=CHARSET_UTF8, sub_id=sub_id
+            )
+            self.insert_part(
+                pdu_id,
+                seq=0,
+                ct="text/plain",
+                chset=CHARSET_UTF8,
+                cid="<text_0>",
+                cl="text_0.txt",
+                text=body,
+                sub_id=sub_id,
+            )
+        return pdu_id
+
+    def insert_incoming_mms(
+        self,
+        sender: str,
+        body: str,
+        *,
+        date_ms: int,
+        recipients: Sequence[str] = (),
+        subject: str | None = None,
+        sub_id: int = DEFAULT_SUB_ID,
+    ) -> int:
+        """Write a received MMS (inbox, ``m_type`` 132 retrieve-conf); return the ``pdu`` _id."""
+        with self._transaction():
+            pdu_id = self.insert_pdu(
+                thread_id=self.thread_id_for(sender),
+                date=date_ms // 1000,
+                date_sent=date_ms // 1000 - 2,
+                msg_box=MMS_BOX_INBOX,
+                read=0,
+                m_id=f"M{date_ms:x}",
+                sub=subject,
+                sub_cs=CHARSET_UTF8 if subject is not None else None,
+                ct_t="application/vnd.wap.multipart.related",
+                m_cls="personal",
+                m_type=MMS_TYPE_RETRIEVE_CONF,
+                v=18,
+                m_size=len(body.encode("utf-8")),
+                pri=129,
+                rr=129,
+                tr_id=f"T{date_ms:x}",
+                d_rpt=129,
+                locked=0,
+                sub_id=sub_id,
+                seen=0,
+                creator="com.android.phone",
+                text_only=1,
+            )
+            self.insert_addr(pdu_id, sender, ADDR_TYPE_FROM, charset=CHARSET_UTF8, sub_id=sub_id)
+            for address in recipients:
+                self.insert_addr(pdu_id, address, ADDR_TYPE_TO, charset=CHARSET_UTF8, sub_id=sub_id)
+            self.insert_part(
+                pdu_id,
+                seq=0,
+                ct="text/plain",
+                chset=CHARSET_UTF8,
+                cid="<text_0>",
+                cl="text_0.txt",
+                text=body,
+                sub_id=sub_id,
+            )
+        return pdu_id
+
+    def mark_mms_sent(self, pdu_id: int, *, date_sent_ms: int) -> None:
+        """Move an outgoing MMS to the sent box, as the MMS service does on an OK send-conf."""
+        self._db.execute(
+            "UPDATE pdu SET msg_box = ?, date_sent = ?, resp_st = ?, m_id = ? WHERE _id = ?",
+            (
+                MMS_BOX_SENT,
+                date_sent_ms // 1000,
+                MMS_RESPONSE_STATUS_OK,
+                f"M{date_sent_ms:x}",
+                pdu_id,
+            ),
+        )
+
+    def mark_mms_failed(self, pdu_id: int) -> None:
+        """Move an outgoing MMS to the failed box (5), as the MMS service does when a send fails."""
+        self._db.execute("UPDATE pdu SET msg_box = ? WHERE _id = ?", (MMS_BOX_FAILED, pdu_id))
+
+    def mms_messages(self) -> list[MmsMessage]:
+        """Every MMS with its addresses and text, ordered by ``_id`` (ground truth for tests)."""
+        pdus = self._db.execute(
+            "SELECT _id, thread_id, msg_box, m_type, sub, date, date_sent, sub_id, creator"
+            " FROM pdu ORDER BY _id"
+        ).fetchall()
+        messages = []
+        for pdu_id, thread_id, msg_box, m_type, subject, date, date_sent, sub_id, creator in pdus:
+            addrs = self._db.execute(
+                "SELECT address, type FROM addr WHERE msg_id = ? ORDER BY _id", (pdu_id,)
+            ).fetchall()
+            texts = self._db.execute(
+                "SELECT text FROM part WHERE mid = ? AND ct = 'text/plain' ORDER BY seq, _id",
+                (pdu_id,),
+            ).fetchall()
+            senders = [address for address, kind in addrs if kind == ADDR_TYPE_FROM]
+            messages.append(
+                MmsMessage(
+                    id=pdu_id,
+                    thread_id=thread_id,
+                    msg_box=msg_box,
+                    m_type=m_type,
+                    addresses=tuple(address for address, kind in addrs if kind == ADDR_TYPE_TO),
+                    sender=senders[0] if senders else None,
+                    body="".join(text or "" for (text,) in texts),
+                    subject=subject,
+                    date=date,
+                    date_sent=date_sent,
+                    sub_id=sub_id,
+                    creator=creator,
+                )
+            )
+        return messages
+
+    def _insert_into(self, table: str, known: Sequence[str], columns: Mapping[str, object]) -> int:
+        unknown = set(columns) - set(known)
+        if unknown:
+            raise ValueError(f"unknown {table} columns: {sorted(unknown)}")
+        names = list(columns)
+        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})"
+        cursor = self._db.execute(sql, tuple(columns[name] for name in names))
+        row_id = cursor.lastrowid
+        assert row_id is not None
+        return row_id
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction: a reader never sees half a message."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
 
 def _to_row(values: Sequence[object]) -> SmsRow:

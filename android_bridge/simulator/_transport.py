@@ -1,8 +1,28 @@
 """One ADB connection as adbd serves it: CNXN, AUTH, then streams (OPEN/OKAY/WRTE/CLSE).
 
-Only the legacy ``shell:`` (and ``exec:``) services exist: the command line runs, its merged
-stdout and stderr go back in WRTE packets (each acknowledged by an OKAY before the next, as
-adbd's flow control requires), then CLSE. A malformed packet closes this connection only.
+Services, as adbd's ``ShellService`` parses them (``shell[,arg1,arg2,...]:command``;
+system/core ``adb/daemon/services.cpp`` android-10.0.0_r1, packages/modules/adb
+``daemon/services.cpp`` android-11 to 15):
+
+- ``shell:<command>`` and ``exec:<command>`` (no shell protocol): stdout and stderr merged
+  into one byte stream, no exit status. adbd runs the command in a PTY set to raw mode
+  (``cfmakeraw``: no ``\r\n`` translation, no echo) precisely so that closing the stream
+  hangs the script up: "If we aren't using the shell protocol we must allocate a PTY to
+  properly close the subprocess. PTYs automatically send SIGHUP to the slave-side process when
+  the master side of the PTY closes" (``StartSubprocess``/``Subprocess::Subprocess`` in
+  ``shell_service.cpp``, same text from android-10.0.0_r1 to 15).
+- ``shell,v2[,raw|pty][,TERM=…]:<command>`` (the shell protocol, ``shell_protocol.h``): the
+  stream carries packets ``[id: u8][length: u32 LE][data]``: 0 stdin, 1 stdout, 2 stderr,
+  3 exit (one byte), 4 close stdin, 5 window size. stdout and stderr stay apart and the exit
+  status arrives before CLSE. When the stream dies adbd sends SIGHUP to the shell
+  (``PassDataStreams``: "protocol FD died, sending SIGHUP") and closes its pipes.
+
+Either way the script stops where it stands when the connection or stream goes: the command
+running at that moment has done whatever it did, and no later command starts (the phone's
+stream task is cancelled at the next step boundary; see ``Shell``). Output travels as the
+script runs, in WRTE packets each acknowledged by an OKAY before the next, as adbd's flow
+control requires, then CLSE. An interactive shell (no command) is not modelled: the OPEN is
+refused. A malformed packet closes this connection only.
 """
 
 from __future__ import annotations
@@ -19,11 +39,43 @@ import structlog
 
 from android_bridge.simulator import _wire
 from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey
+from android_bridge.simulator._shell import OutputFn
 
 log = structlog.get_logger("android_bridge.simulator")
 
 #: How long to wait for a client's OKAY before giving up on a stream.
 _ACK_TIMEOUT_S: Final = 60.0
+
+#: Shell protocol packet ids (``shell_protocol.h``, ``ShellProtocol::Id``).
+SHELL_ID_STDIN: Final = 0
+SHELL_ID_STDOUT: Final = 1
+SHELL_ID_STDERR: Final = 2
+SHELL_ID_EXIT: Final = 3
+SHELL_ID_CLOSE_STDIN: Final = 4
+SHELL_ID_WINDOW_SIZE_CHANGE: Final = 5
+_SHELL_PACKET_HEADER: Final = struct.Struct("<BI")
+
+#: The shell service argument that selects the shell protocol (``kShellServiceArgShellProtocol``).
+SHELL_ARG_PROTOCOL: Final = "v2"
+
+#: The features this daemon announces in its CNXN banner. adbd announces its
+#: ``supported_features()`` (``transport.cpp``): ``shell_v2`` at every release from Android 7
+#: on, so at every tag from android-10.0.0_r1 to 15, next to ``cmd``, ``stat_v2``, ``ls_v2``,
+#: ``fixed_push_mkdir``, ``apex``, ``abb``, ``fixed_push_symlink_timestamp``, ``abb_exec``,
+#: ``remount_shell`` and, in later releases, ``track_app``, ``sendrecv_v2*`` and
+#: ``delayed_ack``. Only ``shell_v2`` is announced here, because only it is served: every other
+#: feature makes a client use a service or a packet form this daemon does not have (``sync:``
+#: v2 for push/pull/ls, ``abb:``/``abb_exec:`` and ``cmd`` for install, remount,
+#: ``track-app``, OPEN with a delayed-ack window), and none of them is needed to connect, run
+#: ``shell:``/``shell,v2:`` commands or read the SMS provider. A client seeing ``shell_v2``
+#: uses ``shell,v2:`` (Google's ``adb shell`` then returns the command's exit status);
+#: adb-shell ignores features and keeps using ``shell:``.
+DEVICE_FEATURES: Final = ("shell_v2",)
+
+
+def shell_packet(packet_id: int, data: bytes) -> bytes:
+    """One shell protocol packet: id byte, little-endian u32 length, data."""
+    return _SHELL_PACKET_HEADER.pack(packet_id, len(data)) + data
 
 
 class DropConnection(Exception):
@@ -48,15 +100,20 @@ class StreamHost(Protocol):
         """The phone's ``adb_keys``."""
         ...
 
-    async def run_shell(self, command: str, connection: Connection) -> bytes:
-        """Run one shell command line; return its output (may raise DropConnection)."""
+    async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
+        """Run one shell command line, streaming (fd, text) to ``output``; return its status.
+
+        May raise DropConnection (the whole connection is reset, nothing more is sent).
+        """
         ...
 
 
 class _Stream:
-    def __init__(self, local_id: int, remote_id: int) -> None:
+    def __init__(self, local_id: int, remote_id: int, *, shell_protocol: bool) -> None:
         self.local_id = local_id
         self.remote_id = remote_id
+        #: ``shell,v2:``: output framed in shell protocol packets, exit status sent.
+        self.shell_protocol = shell_protocol
         self.acked = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
@@ -171,7 +228,8 @@ class Connection:
         elif command == _wire.A_WRTE:
             stream = self._streams.get(header.arg1)
             if stream is not None and stream.remote_id == header.arg0:
-                # The shell ignores stdin, but every WRTE is acknowledged.
+                # The simulated commands read no stdin (nor, with the shell protocol, window
+                # sizes or close-stdin packets), but every WRTE is acknowledged.
                 await self._send(_wire.A_OKAY, stream.local_id, stream.remote_id)
         elif command == _wire.A_CLSE:
             stream = self._streams.pop(header.arg1, None)
@@ -239,30 +297,47 @@ class Connection:
             return
         destination = payload.rstrip(b"\0").decode("utf-8", "replace")
         service, _, command = destination.partition(":")
-        if service not in ("shell", "exec") or not command:
+        name, *arguments = service.split(",")
+        if name not in ("shell", "exec") or not command:
             await self._send(_wire.A_CLSE, 0, remote_id)
             return
+        # adbd ignores shell arguments it does not know ("not an error to allow for future
+        # expansion"); ``exec:`` takes none and never speaks the shell protocol.
+        shell_protocol = name == "shell" and SHELL_ARG_PROTOCOL in arguments
         local_id = self._next_local_id
         self._next_local_id = self._next_local_id + 1 if self._next_local_id < 0xFFFFFFFF else 1
-        stream = _Stream(local_id, remote_id)
+        stream = _Stream(local_id, remote_id, shell_protocol=shell_protocol)
         self._streams[local_id] = stream
         await self._send(_wire.A_OKAY, local_id, remote_id)
         stream.task = asyncio.create_task(self._run_stream(stream, command))
 
+    async def _write(self, stream: _Stream, data: bytes) -> None:
+        """Send ``data`` in WRTE packets of at most max payload, each acknowledged."""
+        for start in range(0, len(data), self._max_payload):
+            if stream.closed:
+                return
+            stream.acked.clear()
+            await self._send(
+                _wire.A_WRTE,
+                stream.local_id,
+                stream.remote_id,
+                data[start : start + self._max_payload],
+            )
+            await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
+
     async def _run_stream(self, stream: _Stream, command: str) -> None:
+        async def output(fd: int, text: str) -> None:
+            # Raw octets a command wrote (mksh ``echo '\x80'``) travel as surrogate escapes.
+            data = text.encode("utf-8", "surrogateescape")
+            if stream.shell_protocol:
+                packet_id = SHELL_ID_STDOUT if fd == 1 else SHELL_ID_STDERR
+                data = shell_packet(packet_id, data)
+            await self._write(stream, data)
+
         try:
-            output = await self._host.run_shell(command, self)
-            for start in range(0, len(output), self._max_payload):
-                if stream.closed:
-                    return
-                stream.acked.clear()
-                await self._send(
-                    _wire.A_WRTE,
-                    stream.local_id,
-                    stream.remote_id,
-                    output[start : start + self._max_payload],
-                )
-                await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
+            status = await self._host.run_shell(command, self, output)
+            if stream.shell_protocol:
+                await self._write(stream, shell_packet(SHELL_ID_EXIT, bytes([status & 0xFF])))
             if not stream.closed:
                 stream.closed = True
                 self._streams.pop(stream.local_id, None)

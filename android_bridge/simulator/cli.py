@@ -7,10 +7,19 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import cast
 
+import attrs
 import click
 import structlog
 
+from android_bridge.simulator._apps import (
+    APP_PROFILES,
+    DEFAULT_APP,
+    MessagingAppProfile,
+    app_profile,
+)
+from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS, SCREEN_STATES, Screen
 from android_bridge.simulator._faults import Fault, parse_fault
 from android_bridge.simulator._phone import SimulatedPhone
 from android_bridge.simulator._platform import DEFAULT_RELEASE
@@ -43,11 +52,23 @@ def _check_region(ctx: click.Context, param: click.Parameter, value: str) -> str
     return value.upper()
 
 
+def _parse_sub_ids(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    parts = [part.strip() for part in value.split(",")]
+    if not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise click.BadParameter(
+            f"expected subscription ids of 1 or more separated by commas, got {value!r}",
+            ctx=ctx,
+            param=param,
+        )
+    return tuple(int(part) for part in parts)
+
+
 _FAULT_HELP = (
     "Inject a fault, COUNT times (default 1); repeatable. One of: "
     + ", ".join(fault.value for fault in Fault)
-    + ". Send faults apply to the next sends; provider-error to the next content queries;"
-    " hang to the next shell commands."
+    + ". Send faults apply to the next sends; screen-off, chooser, stale-draft and slow-launch"
+    " to the next am start runs; provider-error to the next content queries; hang to the next"
+    " shell commands."
 )
 
 
@@ -152,6 +173,87 @@ _FAULT_HELP = (
     is_flag=True,
     help="On a reboot fault, messages still in the OUTBOX end FAILED instead of being sent.",
 )
+@click.option(
+    "--app",
+    type=click.Choice(sorted(APP_PROFILES)),
+    default=DEFAULT_APP,
+    show_default=True,
+    help="The default SMS app's behaviours: aosp (AOSP Messaging), google (Google Messages), "
+    "samsung (Samsung Messages). See docs/simulator.md.",
+)
+@click.option(
+    "--simple-characters",
+    is_flag=True,
+    help="The app strips accents from SMS text (Google Messages' 'Use simple characters').",
+)
+@click.option(
+    "--mms-after-segments",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="A text needing more than N SMS goes as MMS (0: never). [default: the app's]",
+)
+@click.option(
+    "--rcs-recipient",
+    "rcs_recipients",
+    multiple=True,
+    metavar="NUMBER|all",
+    help="A recipient reachable by RCS chat (repeatable; 'all' for everyone): apps with RCS "
+    "send them chat messages, which never reach content://sms.",
+)
+@click.option(
+    "--screen",
+    type=click.Choice(SCREEN_STATES),
+    default="on",
+    show_default=True,
+    help="on (unlocked), locked (keyguard up) or off (asleep): while not on, the keyguard "
+    "takes every key event.",
+)
+@click.option(
+    "--second-sms-app",
+    is_flag=True,
+    help="A second SMS app is installed with no default set: an implicit SENDTO brings up "
+    "the app chooser.",
+)
+@click.option(
+    "--focus-delay-ms",
+    type=click.IntRange(min=0),
+    default=DEFAULT_FOCUS_DELAY_MS,
+    show_default=True,
+    help="Time from am start to the new window taking key events (am -W waits for it).",
+)
+@click.option(
+    "--am-unresolved-exit",
+    type=click.IntRange(0, 255),
+    default=None,
+    help="Exit status of am start when the start fails. [default: 0 on Android 10-14, 1 on 15]",
+)
+@click.option(
+    "--unlock-after-boot-ms",
+    type=click.IntRange(min=0),
+    default=None,
+    help="After a reboot the user unlocks after this long. [default: only when told]",
+)
+@click.option(
+    "--tcpip-survives-reboot",
+    is_flag=True,
+    help="ADB over TCP stays on across a reboot, as on an emulator (a phone loses adb tcpip).",
+)
+@click.option(
+    "--disable-adb-auth-timeout",
+    is_flag=True,
+    help="Keys never expire (the developer option); otherwise an allowed key unused for 7 days "
+    "is forgotten.",
+)
+@click.option(
+    "--sim-sub-ids",
+    default="1",
+    show_default=True,
+    metavar="ID[,ID...]",
+    callback=_parse_sub_ids,
+    help="Subscription ids of the phone's SIMs (1,2 for dual SIM). Android 14+ providers show "
+    "rows of these and of sub_id -1 only.",
+)
 @click.option("--seed", type=int, default=None, help="Seed for --background-sends.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every packet-level event.")
 def simulator_command(
@@ -170,6 +272,18 @@ def simulator_command(
     background_sends: float,
     region: str,
     reboot_loses_sends: bool,
+    app: str,
+    simple_characters: bool,
+    mms_after_segments: int | None,
+    rcs_recipients: tuple[str, ...],
+    screen: str,
+    second_sms_app: bool,
+    focus_delay_ms: int,
+    am_unresolved_exit: int | None,
+    unlock_after_boot_ms: int | None,
+    tcpip_survives_reboot: bool,
+    disable_adb_auth_timeout: bool,
+    sim_sub_ids: tuple[int, ...],
     seed: int | None,
     verbose: bool,
 ) -> None:
@@ -209,6 +323,16 @@ def simulator_command(
         background_sends=background_sends,
         region=region,
         reboot_completes_sends=not reboot_loses_sends,
+        app=_app_profile(app, simple_characters, mms_after_segments),
+        rcs_recipients="all" if "all" in rcs_recipients else rcs_recipients,
+        screen=cast(Screen, screen),
+        second_sms_app=second_sms_app,
+        focus_delay_ms=focus_delay_ms,
+        am_unresolved_exit=am_unresolved_exit,
+        unlock_after_boot_ms=unlock_after_boot_ms,
+        tcpip_survives_reboot=tcpip_survives_reboot,
+        disable_adb_auth_timeout=disable_adb_auth_timeout,
+        sim_sub_ids=sim_sub_ids,
         seed=seed,
     )
     try:
@@ -217,6 +341,18 @@ def simulator_command(
         raise click.ClickException(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         ) from exc
+
+
+def _app_profile(
+    name: str, simple_characters: bool, mms_after_segments: int | None
+) -> MessagingAppProfile:
+    """The named profile with the command line's switches applied."""
+    profile = app_profile(name)
+    if simple_characters:
+        profile = attrs.evolve(profile, simple_characters=True)
+    if mms_after_segments is not None:
+        profile = attrs.evolve(profile, mms_after_segments=mms_after_segments or None)
+    return profile
 
 
 async def _serve(phone: SimulatedPhone) -> None:

@@ -49,8 +49,8 @@ class DyingPhone:
             print("sending", flush=True)  # the parent kills us while the command hangs
         return await self._phone.dispatch(intent)
 
-    async def read_outgoing(self, *, after_id: int, anchor_date_ms: int | None) -> PhoneRead:
-        read = await self._phone.read_outgoing(after_id=after_id, anchor_date_ms=anchor_date_ms)
+    async def read_outgoing(self, **window: Any) -> PhoneRead:
+        read = await self._phone.read_outgoing(**window)
         if self._step == "during_reconcile":
             die()
         return read

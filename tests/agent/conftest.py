@@ -34,10 +34,13 @@ def sent_rows(phone: SimulatedPhone, to: str, body: str) -> list[int]:
 
 @pytest.fixture
 async def sms_phone(phone_factory: PhoneFactory) -> Callable[..., Awaitable[SimulatedPhone]]:
-    """Start a simulated phone (rooted unless told otherwise) with some history."""
+    """Start a simulated phone with some history: a userdebug build, which the agents of
+    ``agent_for`` read through su 1000 (every type visible), unless ``root=`` is given (a
+    user build, restricted view, for ``root=False``)."""
 
     async def start(**kwargs: Any) -> SimulatedPhone:
-        kwargs.setdefault("root", True)
+        if "root" not in kwargs:
+            kwargs.setdefault("build_type", "userdebug")
         kwargs.setdefault("send_delay_ms", 20)
         phone = await phone_factory(**kwargs)
         seed_history(phone)
@@ -61,6 +64,7 @@ def agent_for(db_path: Path, adb_key_path: Path) -> Callable[..., Any]:
         kwargs.setdefault("policy", FAST)
         kwargs.setdefault("poll_interval_s", 0.05)
         kwargs.setdefault("command_timeout_s", 2.0)
+        kwargs.setdefault("read_as_system", phone.build_type != "user")
         async with SmsAgent.open(
             db=kwargs.pop("db", db_path), device=phone.serial, key_path=adb_key_path, **kwargs
         ) as agent:

@@ -46,6 +46,7 @@ def _send_step(output: str, status: int) -> tuple[StepOutput, ...]:
     return (
         StepOutput(output=WATERMARK, exit_status=0),
         StepOutput(output=CLOCK, exit_status=0),
+        StepOutput(output="Row: 0 _id=3\n", exit_status=0),
         StepOutput(output=output, exit_status=status),
     )
 
@@ -114,11 +115,12 @@ async def test_clean_reply_gives_evidence(monkeypatch: pytest.MonkeyPatch) -> No
     """A clean reply yields the watermark, its date and the clock read before the send."""
     monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
     evidence = await _send(_send_step(f"{CLEAN_AM}SBAMX00ff:0\nSBGO00ff\n", 0))
-    expected = (7, 1000, True, 1764420000123, CLEAN_AM)
+    expected = (7, 1000, True, 1764420000123, 3, CLEAN_AM)
     assert expected == (
         evidence.watermark_id,
         evidence.watermark_date_ms,
         evidence.watermark_proven,
         evidence.device_clock_ms,
+        evidence.mms_watermark_id,
         evidence.am_output,
     )

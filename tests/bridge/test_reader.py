@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from android_bridge import (
     Device,
+    DeviceUnreachable,
     MessagingApp,
     ProviderError,
     SmsDispatcher,
@@ -36,13 +37,14 @@ async def _connect(phone: SimulatedPhone, key: Path) -> Device:
 
 
 def test_random_bodies_come_back_byte_exact_or_refused() -> None:
-    """Any body (Unicode, emoji, hazards, up to 2,000 chars) reads back exactly, or is refused."""
+    """Any body (Unicode, emoji, hazards, up to 2,000 chars) reads back exactly, or is refused
+    (AOSP Messaging, which sends the text as typed and never converts it to MMS)."""
     with tempfile.TemporaryDirectory() as tmp, asyncio.Runner() as runner:
         root = Path(tmp)
         key = ensure_key(root / "adbkey")
         keys = root / "adb_keys"
         keys.write_text(Path(str(key) + ".pub").read_text().strip() + "\n")
-        phone = SimulatedPhone(store_path=root / "sms.db", authorized_keys_path=keys)
+        phone = SimulatedPhone(store_path=root / "sms.db", authorized_keys_path=keys, app="aosp")
         runner.run(phone.start())
         device = runner.run(_connect(phone, key))
         dispatcher, reader = SmsDispatcher(device), SmsReader(device)
@@ -156,19 +158,48 @@ async def test_shell_mode_cannot_see_outbox_or_failed(
     assert ("shell", (2,), ()) == (read.mode, read.visible_types, read.rows)
 
 
-async def test_root_mode_sees_every_type(make_phone: PhoneFactory, bridge_key: Path) -> None:
-    """On a rooted phone OUTBOX and FAILED rows are visible and reported."""
+async def test_root_reads_the_restricted_view_too(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """After adb root, OUTBOX and FAILED rows stay invisible: uid 0 is not exempt
+    (ProviderUtil.isAccessRestricted, TelephonyProvider android-10.0.0_r1 to 15.0.0_r1)."""
     phone = await make_phone(root=True)
     anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
     phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
     phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
     async with await _connect(phone, bridge_key) as device:
         read = await SmsReader(device).read_since(anchor)
-    assert ("root", (2, 4, 5, 6), [4, 5]) == (
-        read.mode,
+    assert ("root", (2,), ()) == (read.mode, read.visible_types, read.rows)
+
+
+@pytest.mark.parametrize("root", [False, True])
+async def test_reading_as_system_sees_every_type(
+    make_phone: PhoneFactory, bridge_key: Path, root: bool
+) -> None:
+    """Through su 1000 on a userdebug build, OUTBOX and FAILED rows are visible and reported
+    (ProviderUtil.isAccessRestricted exempts uid 1000; system/extras su.cpp)."""
+    phone = await make_phone(root=root, build_type="userdebug")
+    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
+    phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
+    async with await Device.connect(
+        phone.serial, key_path=bridge_key, read_as_system=True
+    ) as device:
+        read = await SmsReader(device).read_since(anchor)
+    assert ((2, 4, 5, 6), [4, 5], True) == (
         read.visible_types,
         [row.type for row in read.rows],
+        read.complete,
     )
+
+
+async def test_reading_as_system_is_refused_on_a_user_build(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """A user build has no su: asking to read as system fails at connect, with the reason."""
+    phone = await make_phone()
+    with pytest.raises(DeviceUnreachable, match="su 1000"):
+        await Device.connect(phone.serial, key_path=bridge_key, read_as_system=True)
 
 
 async def test_time_window_excludes_older_rows(

@@ -20,10 +20,18 @@ RECIPIENT = "+12025550143"
 
 
 async def _send_and_read(
-    make_phone: PhoneFactory, key: Path, fault: str | None, *, root: bool = False
+    make_phone: PhoneFactory,
+    key: Path,
+    fault: str | None,
+    *,
+    root: bool = False,
+    read_as_system: bool = False,
 ) -> list[tuple[int, str | None, str]]:
-    phone = await make_phone(root=root)
-    async with await Device.connect(phone.serial, key_path=key, command_timeout_s=5) as device:
+    build = "userdebug" if root or read_as_system else "user"
+    phone = await make_phone(root=root, build_type=build)
+    async with await Device.connect(
+        phone.serial, key_path=key, command_timeout_s=5, read_as_system=read_as_system
+    ) as device:
         dispatcher = SmsDispatcher(device)
         await dispatcher.send(RECIPIENT, "first")
         await phone.wait_idle()
@@ -68,14 +76,15 @@ async def test_wrong_recipient_is_a_recipient_mismatch(
 
 
 @pytest.mark.parametrize(("fault", "row_type"), [("send-fails", 5), ("stuck-outbox", 4)])
-async def test_failed_and_outbox_rows_only_visible_as_root(
+async def test_failed_and_outbox_rows_only_visible_to_the_system_uid(
     make_phone: PhoneFactory, bridge_key: Path, fault: str, row_type: int
 ) -> None:
-    """As shell the FAILED/OUTBOX row is invisible (absence only); as root it is reported."""
+    """As shell and as root the FAILED/OUTBOX row is invisible; read through su 1000 it is
+    reported (ProviderUtil.isAccessRestricted, TelephonyProvider android-14.0.0_r1)."""
     shell_rows = await _send_and_read(make_phone, bridge_key, fault)
     root_rows = await _send_and_read(make_phone, bridge_key, fault, root=True)
-    expected: tuple[list[tuple[int, str | None, str]], list[int]] = ([], [row_type])
-    assert expected == (shell_rows, [row[0] for row in root_rows])
+    system_rows = await _send_and_read(make_phone, bridge_key, fault, read_as_system=True)
+    assert ([], [], [row_type]) == (shell_rows, root_rows, [row[0] for row in system_rows])
 
 
 async def test_reads_under_background_traffic_are_exact_or_refused(

@@ -276,3 +276,31 @@ def test_allowlisted_extras_enter_the_fingerprint() -> None:
     plain = SmsIntent(recipient="+15550100", body="x")
     tagged = attrs.evolve(plain, extras={"campaign": "spring"})
     assert plain.fingerprint != tagged.fingerprint
+
+
+def _rejected(number: int, **evidence: object) -> ActionRecord:
+    return attrs.evolve(
+        attempt(number, C, AR, ReviewReason.MISMATCH),
+        evidence={"matched": False, "recipient_ok": True, "body_ok": False, **evidence},
+    )
+
+
+def test_the_same_mismatch_twice_stops_the_retries() -> None:
+    """Two attempts rejected in the same way (the app alters every text alike): no third
+    copy, whatever budget is left."""
+    same = [_rejected(1, reason="body_mismatch"), _rejected(2, reason="body_mismatch")]
+    decision = should_redispatch(action(RetryPolicy(maximum_attempts=5)), same, NOW)
+    assert (False, RedispatchReason.REPEATED_MISMATCH) == (decision.redispatch, decision.reason)
+
+
+def test_a_different_mismatch_is_retried() -> None:
+    """A second rejection that differs from the first (a one-off fault) still earns a retry."""
+    differ = [
+        _rejected(1, reason="body_mismatch"),
+        attrs.evolve(
+            _rejected(2, reason="recipient_mismatch"),
+            evidence={"matched": False, "recipient_ok": False, "body_ok": True},
+        ),
+    ]
+    decision = should_redispatch(action(RetryPolicy(maximum_attempts=5)), differ, NOW)
+    assert (True, RedispatchReason.ACCEPTANCE_REJECTED) == (decision.redispatch, decision.reason)

@@ -22,6 +22,7 @@ from starebrain_actions import (
     InvalidInput,
     InvariantViolation,
     MatchVerdict,
+    ProviderKind,
     ReviewReason,
     Status,
     Transition,
@@ -41,8 +42,13 @@ P, C, F = DeliveryState.PENDING, DeliveryState.CONFIRMED, DeliveryState.FAILED
 AP, AA, AR = AcceptanceState.PENDING, AcceptanceState.ACCEPTED, AcceptanceState.REJECTED
 
 
-def make_record(delivery: DeliveryState = P, acceptance: AcceptanceState = AP) -> ActionRecord:
-    """A record in the given states with the timestamps the states require."""
+def make_record(
+    delivery: DeliveryState = P,
+    acceptance: AcceptanceState = AP,
+    kind: ProviderKind = ProviderKind.SMS,
+) -> ActionRecord:
+    """A record in the given states with the timestamps the states require (a confirmed one
+    confirmed by row 812 of the provider table ``kind`` names)."""
     return ActionRecord(
         action_id="A-17",
         dispatch_id="d-1",
@@ -51,6 +57,7 @@ def make_record(delivery: DeliveryState = P, acceptance: AcceptanceState = AP) -
         delivery=delivery,
         acceptance=acceptance,
         provider_object_id=812 if delivery is C else None,
+        provider_kind=kind if delivery is C else None,
         dispatched_at=NOW,
         confirmed_at=NOW if delivery is C else None,
         failed_at=NOW if delivery is F else None,
@@ -59,11 +66,12 @@ def make_record(delivery: DeliveryState = P, acceptance: AcceptanceState = AP) -
     )
 
 
-def plan(record: ActionRecord, event: Event) -> Transition:
-    """The transition the public function that causes ``event`` plans for ``record``."""
+def plan(record: ActionRecord, event: Event, kind: ProviderKind = ProviderKind.SMS) -> Transition:
+    """The transition the public function that causes ``event`` plans for ``record`` (a
+    confirmation names row 812 of the provider table ``kind`` names)."""
     later = NOW + timedelta(seconds=1)
     if event is Event.CONFIRM:
-        return confirm_delivery(record, provider_object_id=812, now=later)
+        return confirm_delivery(record, provider_object_id=812, now=later, provider_kind=kind)
     if event is Event.FAIL:
         return fail_delivery(record, reason="absent", now=later)
     if event is Event.ACCEPT:
@@ -178,13 +186,17 @@ def test_pending_becomes_unknown_past_the_grace_window() -> None:
 
 
 def test_confirmation_records_the_artifact_and_time() -> None:
-    """confirm_delivery stores the provider _id and confirmed_at; the before record is kept."""
+    """confirm_delivery stores the provider _id (an SMS row by default) and confirmed_at; the
+    before record is kept."""
     transition = confirm_delivery(make_record(), provider_object_id=812, now=NOW, actor="me")
-    assert 812 == transition.after.provider_object_id
+    assert (812, ProviderKind.SMS) == (
+        transition.after.provider_object_id,
+        transition.after.provider_kind,
+    )
     assert NOW == transition.after.confirmed_at
     assert P == transition.before.delivery
     assert "me" == transition.actor
-    assert {"provider_object_id": 812} == dict(transition.evidence)
+    assert {"provider_object_id": 812, "provider_kind": "sms"} == dict(transition.evidence)
 
 
 @pytest.mark.parametrize("bad", [-1, True, "812", None])

@@ -126,15 +126,32 @@ async def test_send_mismatch_is_exit_5(
 async def test_send_failed_without_budget_is_exit_4(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """The radio fails (a rooted phone shows the FAILED row) and no attempt is left: exit 4."""
-    phone = await phone_factory(root=True, faults=["send-fails"])
-    result = await send(
-        ledger_path, adb_key_path, phone.serial,
-        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1", "--wait", "10",
-    )  # fmt: skip
+    """The radio fails, a read through su 1000 (--read-as-system, userdebug build) shows the
+    FAILED row, and no attempt is left: exit 4."""
+    phone = await phone_factory(build_type="userdebug", faults=["send-fails"])
+    argv = [
+        "--db", str(ledger_path), "--read-as-system", "send", "--device", phone.serial,
+        "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY,
+        "--max-attempts", "1", "--wait", "10",
+    ]  # fmt: skip
+    result = await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
     assert 4 == result.exit_code, result.output
     assert "FAILED" in result.stdout
     assert [] == sent_bodies(phone)
+
+
+async def test_send_failed_on_a_rooted_phone_stays_unresolved(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """adb root does not show the FAILED row (ProviderUtil.isAccessRestricted restricts uid 0
+    too): the attempt stays unresolved, exit 3, and nothing is sent again."""
+    phone = await phone_factory(root=True, faults=["send-fails"])
+    result = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "3", "--wait", "1",
+    )  # fmt: skip
+    assert 3 == result.exit_code, result.output
+    assert ([], 1) == (sent_bodies(phone), len(phone.store.rows(types=[5])))
 
 
 async def test_send_unresolved_is_exit_3(

@@ -32,13 +32,27 @@ async def connect(
     return device
 
 
-def send_command(address: str, body: str, *, exit_on_sent: bool = True) -> str:
-    """The command line that opens a compose screen and presses send."""
-    exit_flag = " --ez exit_on_sent true" if exit_on_sent else ""
+def send_command(address: str, body: str, *, wait: bool = True, clear_task: bool = True) -> str:
+    """The command line that opens a compose window and presses send.
+
+    ``-W`` makes ``am`` return only once the window is displayed (without it the keys may
+    reach the window that had focus before); ``--activity-clear-task`` makes the intent's
+    extras reach a fresh window even when the app's task is still open with an older draft.
+    """
+    options = (" -W" if wait else "") + (" --activity-clear-task" if clear_task else "")
     return (
-        f"am start -a android.intent.action.SENDTO -d {shlex.quote('smsto:' + address)}"
-        f" --es sms_body {shlex.quote(body)}{exit_flag}; input keyevent 22; input keyevent 66;"
-        ' echo "__SB_EXIT:$?"'
+        f"am start{options} -a android.intent.action.SENDTO"
+        f" -d {shlex.quote('smsto:' + address)} --es sms_body {shlex.quote(body)};"
+        ' input keyevent 22; input keyevent 66; echo "__SB_EXIT:$?"'
+    )
+
+
+def without_wait_lines(output: str) -> str:
+    """``am start -W`` output without its timing lines (``TotalTime``, ``WaitTime``)."""
+    return "".join(
+        line
+        for line in output.splitlines(keepends=True)
+        if not line.startswith(("TotalTime: ", "WaitTime: "))
     )
 
 

@@ -1,16 +1,21 @@
-"""Decoding Android's RSAPublicKey struct and verifying adb's pre-hashed signatures."""
+"""Android's RSAPublicKey struct, adb's pre-hashed signatures, and keys that expire unused."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import struct
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
+from adb_shell.exceptions import TcpTimeoutException
 
 from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey, decode_public_key
+from tests.conftest import PhoneFactory
+from tests.simulator.sim_helpers import connect
 
 
 def _public_line(adb_key_path: Path) -> str:
@@ -61,3 +66,81 @@ def test_adding_a_known_key_does_not_duplicate_it(tmp_path: Path, adb_key_path: 
     keys.add(_public_line(adb_key_path))
     keys.add(_public_line(adb_key_path))
     assert [_public_line(adb_key_path)] == (tmp_path / "adb_keys").read_text().splitlines()
+
+
+@pytest.mark.parametrize("android", [10, 11, 12, 13, 14, 15])
+async def test_key_unused_for_seven_days_is_forgotten(
+    phone_factory: PhoneFactory,
+    adb_signer: PythonRSASigner,
+    authorized_keys_path: Path,
+    android: int,
+) -> None:
+    """An allowed key unused for more than ADB_ALLOWED_CONNECTION_TIME (7 days) is deleted from
+    adb_keys and the client is asked again (AdbDebuggingManager.AdbKeyStore.filterOutOldKeys,
+    frameworks/base android-10 to 15)."""
+    phone = await phone_factory(android=android)
+    phone.advance_time(timedelta(days=6, hours=23))
+    device = await connect(phone, adb_signer)
+    await device.close()
+    await asyncio.sleep(0.1)  # the phone sees the disconnect
+    phone.advance_time(timedelta(days=7, milliseconds=1))
+    with pytest.raises(TcpTimeoutException):
+        await connect(phone, adb_signer, auth_timeout_s=0.2)
+    assert "" == authorized_keys_path.read_text(encoding="utf-8")
+
+
+async def test_disabled_auth_timeout_keeps_keys(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """ "Disable adb authorization timeout" (ADB_ALLOWED_CONNECTION_TIME 0) keeps a key forever
+    (AdbDebuggingManager.AdbKeyStore, frameworks/base android-15)."""
+    phone = await phone_factory(disable_adb_auth_timeout=True)
+    phone.advance_time(timedelta(days=365))
+    device = await connect(phone, adb_signer)
+    assert "ok\n" == await device.shell("echo ok")
+    await device.close()
+
+
+async def test_a_connected_key_does_not_expire(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """A key with an open connection is in use and is not deleted, however long it stays
+    (AdbDebuggingManager MESSAGE_ADB_UPDATE_KEYSTORE, frameworks/base android-15)."""
+    phone = await phone_factory()
+    held = await connect(phone, adb_signer)
+    phone.advance_time(timedelta(days=8))
+    second = await connect(phone, adb_signer)
+    assert "ok\n" == await second.shell("echo ok")
+    await second.close()
+    await held.close()
+
+
+async def test_the_clock_of_a_key_restarts_at_disconnect(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """A key's last use is when its connection ends (AdbDebuggingManager MESSAGE_ADB_DISCONNECT,
+    frameworks/base android-15)."""
+    phone = await phone_factory()
+    held = await connect(phone, adb_signer)
+    phone.advance_time(timedelta(days=8))
+    await held.close()
+    await asyncio.sleep(0.1)  # the phone sees the disconnect
+    phone.advance_time(timedelta(days=6))
+    again = await connect(phone, adb_signer)
+    assert "ok\n" == await again.shell("echo ok")
+    await again.close()
+
+
+def test_expiry_keeps_other_lines(tmp_path: Path, adb_key_path: Path) -> None:
+    """Deleting an expired key rewrites adb_keys without it and leaves the other lines
+    (AdbKeyStore.filterOutOldKeys, frameworks/base android-15)."""
+    now = [0]
+    path = tmp_path / "adb_keys"
+    path.write_text("# comment\n" + _public_line(adb_key_path) + "\n")
+    keys = AuthorizedKeys(path, clock=lambda: now[0], allowed_connection_ms=1000)
+    keys.start_keystore()
+    now[0] = 1000
+    assert [] == keys.expire()
+    now[0] = 1001
+    assert 1 == len(keys.expire())
+    assert "# comment\n" == path.read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import time
 
 import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
@@ -56,6 +57,13 @@ def run(line: str) -> tuple[str, int]:
         ("exit 3; echo never", ""),
         ("echo '$(not run)' \"\\`nor this\\`\"", "$(not run) `nor this`\n"),
         ("# just a comment", ""),
+        ("echo 'a\\cb'; echo c", "abc\n"),
+        ("echo '\\x41\\u00e9\\0101'", "A\u00e9A\n"),
+        ("echo $(false) $?", "0\n"),
+        ('x=1 | true; echo "[$x]"', "[]\n"),
+        ("exit 4 | true; echo $?", "0\n"),
+        ("for_ifs=$(printf 'a\\rb c'); printf '<%s>' $for_ifs", "<a\rb><c>"),
+        ("printf 'x\\x41\\101\\cz'; echo", "xAA\n"),
     ],
 )
 def test_shell_dialect(line: str, expected: str) -> None:
@@ -138,7 +146,7 @@ async def test_injection_attempt_is_stored_literally(
     """A quoted body full of shell syntax reaches the store unchanged and is logged verbatim."""
     body = "$(reboot); `id` && echo pwned | tee x; 'quoted' \"double\" \\back"
     line = (
-        "am start -a android.intent.action.SENDTO -d smsto:+15550100 --es sms_body "
+        "am start -W -a android.intent.action.SENDTO -d smsto:+15550100 --es sms_body "
         f"{shlex.quote(body)}; input keyevent 22; input keyevent 66"
     )
     device = await connect(phone, adb_signer)
@@ -154,7 +162,7 @@ async def test_unquoted_substitution_really_runs(
     """An unquoted $(...) is expanded by the phone's shell, so a quoting bug shows in the store."""
     device = await connect(phone, adb_signer)
     await device.shell(
-        "am start -a android.intent.action.SENDTO -d smsto:+15550100 --es sms_body"
+        "am start -W -a android.intent.action.SENDTO -d smsto:+15550100 --es sms_body"
         " $(echo expanded); input keyevent 22; input keyevent 66"
     )
     await device.close()
@@ -186,3 +194,24 @@ async def test_input_without_arguments_prints_usage(
     await device.close()
     assert output.startswith("Usage: input [<source>] [-d DISPLAY_ID] <command> [<arg>...]\n")
     assert output.endswith("rc=1\n")
+
+
+async def test_toybox_date_prints_the_device_clock_in_milliseconds(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """``date +%s%3N`` is the device clock in ms: ``%N`` is nine digits of nanoseconds and
+    ``%3N`` their first three (``puts_time``, toys/posix/date.c, toybox in Android 10 to 15)."""
+    phone = await phone_factory(clock_skew_ms=-3_600_000)
+    device = await connect(phone, adb_signer)
+    before = time.time_ns() // 1_000_000 - 3_600_000
+    output = await device.shell("date +%s%3N; date +%s; date +%N; date +%3N; date -u +%Y%m%d%H%M%S")
+    after = time.time_ns() // 1_000_000 - 3_600_000
+    await device.close()
+    millis, seconds, nanos, first_three, utc = output.splitlines()
+    assert re.fullmatch(r"\d{13}", millis)
+    assert before <= int(millis) <= after
+    assert int(millis) // 1000 <= int(seconds) <= after // 1000
+    assert re.fullmatch(r"\d{9}", nanos)
+    assert re.fullmatch(r"\d{3}", first_three)
+    hours = {time.strftime("%Y%m%d%H", time.gmtime(ms / 1000)) for ms in (before, after)}
+    assert utc[:10] in hours

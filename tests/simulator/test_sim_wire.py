@@ -13,6 +13,7 @@ from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 from adb_shell.exceptions import TcpTimeoutException
 
 from android_bridge.simulator import SimulatedPhone
+from android_bridge.simulator._transport import shell_packet
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import AUTH, CLSE, CNXN, OKAY, OPEN, WRTE, RawClient, connect
 
@@ -259,3 +260,137 @@ async def test_stop_closes_every_connection(
     with pytest.raises(OSError):
         await asyncio.open_connection(phone.host, phone.port)
     client.close()
+
+
+def shell_packets(data: bytes) -> list[tuple[int, bytes]]:
+    """Split a shell protocol byte stream into (id, data) packets."""
+    packets = []
+    while data:
+        packet_id, length = struct.unpack_from("<BI", data)
+        packets.append((packet_id, data[5 : 5 + length]))
+        data = data[5 + length :]
+    return packets
+
+
+async def run_service(client: RawClient, destination: str, local_id: int = 1) -> bytes:
+    """OPEN ``destination``, acknowledge every WRTE, and return all bytes before CLSE."""
+    await client.send(OPEN, local_id, 0, destination.encode() + b"\0")
+    kind, remote_id, _, _, _ = await client.read()
+    assert OKAY == kind
+    data = b""
+    while True:
+        kind, _, _, payload, _ = await client.read()
+        if kind == CLSE:
+            await client.send(CLSE, local_id, remote_id)
+            return data
+        data += payload
+        await client.send(OKAY, local_id, remote_id)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_banner_announces_the_shell_protocol(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """The CNXN banner names the product and announces ``shell_v2``, the one adbd feature the
+    phone serves (``get_connection_string``, ``supported_features``, android-10.0.0_r1 to 15)."""
+    phone = await phone_factory(android=android)
+    client = await RawClient.open(phone)
+    try:
+        banner = await client.handshake(adb_signer, 0x01000001)
+    finally:
+        client.close()
+    assert (
+        b"device::ro.product.name=sb_sim;ro.product.model=Starebrain Simulated Phone;"
+        b"ro.product.device=sbsim;features=shell_v2"
+    ) == banner
+
+
+async def test_shell_v2_keeps_stdout_and_stderr_apart_and_sends_the_exit_status(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """``shell,v2:`` frames stdout (1) and stderr (2) apart and ends with an exit packet (3)
+    before CLSE (``shell_protocol.h``, ``Subprocess::WaitForExit``)."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        data = await run_service(client, "shell,v2,raw:echo out; nosuch; echo done; exit 3")
+    finally:
+        client.close()
+    assert [
+        (1, b"out\n"),
+        (2, b"/system/bin/sh: nosuch: inaccessible or not found\n"),
+        (1, b"done\n"),
+        (3, b"\x03"),
+    ] == shell_packets(data)
+
+
+async def test_legacy_shell_merges_stderr_and_sends_no_status(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """``shell:`` has one byte stream, stderr mixed in, and no exit status (``shell_service.cpp``
+    "Raw No | No No")."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        data = await run_service(client, "shell:echo out; nosuch; exit 3")
+    finally:
+        client.close()
+    assert b"out\n/system/bin/sh: nosuch: inaccessible or not found\n" == data
+
+
+async def test_shell_v2_reports_a_syntax_error_as_status_one(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A line the shell cannot parse prints to stderr and exits 1 through ``shell,v2:``."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        data = await run_service(client, "shell,v2:echo 'open")
+    finally:
+        client.close()
+    assert [(2, b"/system/bin/sh: no closing quote\n"), (3, b"\x01")] == shell_packets(data)
+
+
+async def test_shell_v2_input_packets_are_acknowledged(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Window-size and close-stdin packets from the client are acknowledged and change nothing
+    in what the command prints (``Subprocess::PassInput``)."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 4, 0, b"shell,v2,raw:sleep 0.2; echo ok\0")
+        _, remote_id, _, _, _ = await client.read()
+        stdin = struct.pack("<BI", 5, 11) + b"24x80,0x0\0\0" + struct.pack("<BI", 4, 0)
+        await client.send(WRTE, 4, remote_id, stdin)
+        assert (OKAY, remote_id, 4) == (await client.read())[:3]
+        data = b""
+        while True:
+            kind, _, _, payload, _ = await client.read()
+            if kind == CLSE:
+                break
+            data += payload
+            await client.send(OKAY, 4, remote_id)
+    finally:
+        client.close()
+    assert [(1, b"ok\n"), (3, b"\x00")] == shell_packets(data)
+
+
+def test_shell_packets_are_id_length_data() -> None:
+    """A shell protocol packet is one id byte, a little-endian u32 length, then the data
+    (``shell_protocol.h``: "Header is 1 byte ID + 4 bytes length")."""
+    assert struct.pack("<BI", 2, 3) + b"err" == shell_packet(2, b"err")
+
+
+async def test_raw_octets_from_echo_reach_the_client_unchanged(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Octets that are not UTF-8 (mksh ``echo '\\x80'``, ``misc.c`` ``unbksl``) arrive as the
+    bytes themselves, not re-encoded."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        data = await run_service(client, "shell:echo '\\x80\\xff\\u00e9'")
+    finally:
+        client.close()
+    assert b"\x80\xff\xc3\xa9\n" == data

@@ -1,0 +1,175 @@
+"""The product on a phone that behaves as AOSP does: what real phones show, hide and do.
+
+Each test counts what really left the phone (``phone.transmissions``: SMS, MMS and RCS
+chat alike) and what its own stores hold, never only what the ledger says. Where the product
+cannot prove an outcome it must make no claim: the attempt stays UNKNOWN and nothing is sent
+again for it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import pytest
+
+from starebrain_actions import (
+    AcceptanceState,
+    DeliveryState,
+    ProviderKind,
+    RetryPolicy,
+    ReviewReason,
+    Status,
+)
+from starebrain_actions.agent import reconcile_pending
+
+TO, BODY = "+1 555 0100", "Your code is 4821"
+#: Grace 0: every unresolved attempt is UNKNOWN at once, the hardest case for "never resend".
+NO_GRACE = RetryPolicy(maximum_attempts=3, grace_window=timedelta(0))
+
+
+def sent_to(phone: Any, body: str) -> list[str]:
+    """Channels of every message that left the phone carrying ``body``."""
+    return [t.channel for t in phone.transmissions if t.body == body]
+
+
+async def settle(agent: Any, db_path: Any, adb_key_path: Any, phone: Any, passes: int = 3) -> None:
+    """Several reconcile passes, as cron would run them later."""
+    await phone.wait_idle()
+    for _ in range(passes):
+        await reconcile_pending(agent.ledger, [phone.serial], key_path=str(adb_key_path))
+
+
+@pytest.mark.parametrize("android", [10, 14, 15])
+async def test_an_rcs_recipient_gets_one_message_and_the_attempt_stays_unknown(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, android: int
+) -> None:
+    """Google Messages sends to an RCS-reachable recipient as chat, which never lands in
+    content://sms: one message out, the attempt UNKNOWN, and no second copy however many
+    passes run (DESIGN, "What never lands in content://sms")."""
+    phone = await sms_phone(app="google", rcs_recipients=[TO], android=android)
+    async with agent_for(phone, policy=NO_GRACE) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=1)
+        await settle(agent, db_path, adb_key_path, phone)
+        again = await agent.send("A-17", TO, BODY, wait=0.5)
+    stored = [row for row in phone.store.rows(types=[2]) if row.body == BODY]
+    assert (["rcs"], [], 1) == (sent_to(phone, BODY), stored, agent.dispatches)
+    assert (Status.UNKNOWN, Status.UNKNOWN) == (outcome.status, again.status)
+
+
+@pytest.mark.parametrize("read_as_system", [False, True])
+async def test_a_text_converted_to_mms_is_confirmed_from_content_mms(
+    sms_phone: Any, agent_for: Any, read_as_system: bool
+) -> None:
+    """A long text the app turns into MMS is found in content://mms (its own id space), with
+    its recipient and parts, and accepted: one message, SUCCEEDED (MmsProvider, TelephonyProvider
+    android-15.0.0_r1)."""
+    body = "Your itinerary: " + " ".join(["gate B, seat 14C, boarding 10:30."] * 14)
+    phone = await sms_phone(app="google")
+    async with agent_for(phone, read_as_system=read_as_system) as agent:
+        outcome = await agent.send("A-17", TO, body, wait=5)
+    record = outcome.record
+    assert record is not None
+    assert ["mms"] == sent_to(phone, body)
+    assert (Status.SUCCEEDED, ProviderKind.MMS) == (outcome.status, record.provider_kind)
+    assert [record.provider_object_id] == [m.id for m in phone.store.mms_messages()]
+
+
+async def test_a_stale_draft_in_an_open_compose_window_is_never_sent(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An open compose window for the same number holds an older draft: the send clears the
+    app's task (--activity-clear-task), so our text goes out and the draft does not
+    (ActivityStarter.recycleTask would otherwise drop the new extras)."""
+    phone = await sms_phone(app="google")
+    phone.open_compose(TO.replace(" ", ""), "an old draft nobody meant to send")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    assert Status.SUCCEEDED == outcome.status
+    assert [BODY] == [t.body for t in phone.transmissions]
+
+
+async def test_a_chooser_is_never_pressed(sms_phone: Any, agent_for: Any) -> None:
+    """Two SMS apps and no default: am starts the system's chooser, the script stops before any
+    key (a proof nothing was sent), and the budget ends with no message at all."""
+    phone = await sms_phone(second_sms_app=True)
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
+    assert all(r.delivery is DeliveryState.FAILED for r in outcome.summary.attempts)
+    assert "no key was pressed" in str(outcome.summary.attempts[0].evidence)
+
+
+@pytest.mark.parametrize("screen", ["off", "locked"])
+async def test_a_locked_or_sleeping_screen_sends_nothing(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, screen: str
+) -> None:
+    """Behind the keyguard the compose window is never drawn (am -W reports no clean launch),
+    so the script stops before any key: nothing leaves the phone, and each attempt is proven
+    FAILED by the keys never pressed, never by a missing row."""
+    phone = await sms_phone(screen=screen)
+    async with agent_for(phone, policy=NO_GRACE) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=1)
+        await settle(agent, db_path, adb_key_path, phone)
+    attempts = outcome.summary.attempts
+    assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
+    assert all("no key was pressed" in str(r.evidence) for r in attempts)
+
+
+async def test_a_connection_dropped_after_am_leaves_the_attempt_unknown(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any
+) -> None:
+    """The link drops after am and before the send key: the script is hung up there (adbd
+    shell_service), nothing is sent, and the product claims nothing and sends nothing again."""
+    phone = await sms_phone()
+    phone.drop_after_command("am")
+    async with agent_for(phone, policy=NO_GRACE) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=1)
+        await settle(agent, db_path, adb_key_path, phone)
+    assert ([], 1, Status.UNKNOWN) == (phone.transmissions, agent.dispatches, outcome.status)
+
+
+async def test_a_message_stuck_in_the_outbox_of_a_rooted_phone_is_never_sent_twice(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any
+) -> None:
+    """adb root reads the restricted view (ProviderUtil.isAccessRestricted), so the queued row
+    is invisible: the attempt is never failed by its absence and no second copy goes out."""
+    phone = await sms_phone(root=True, faults=["stuck-outbox"])
+    async with agent_for(phone, policy=NO_GRACE) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=1)
+        await settle(agent, db_path, adb_key_path, phone)
+        again = await agent.send("A-17", TO, BODY, wait=0.5)
+    assert (1, 1) == (len(phone.store.rows(types=[4])), agent.dispatches)
+    assert (Status.UNKNOWN, Status.UNKNOWN) == (outcome.status, again.status)
+
+
+async def test_a_stuck_outbox_row_seen_through_the_system_uid_goes_to_review(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any
+) -> None:
+    """Read through su 1000 the queued row is visible: it is the artifact, still PENDING, and
+    past the grace window it goes to review (STUCK); nothing is sent again."""
+    phone = await sms_phone(faults=["stuck-outbox"])
+    async with agent_for(phone, policy=NO_GRACE) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=1)
+    record = outcome.record
+    assert record is not None
+    assert (DeliveryState.PENDING, ReviewReason.STUCK) == (record.delivery, record.review_reason)
+    assert 1 == len(phone.transmissions) + len(phone.store.rows(types=[4]))
+
+
+async def test_an_app_that_alters_every_text_is_stopped_after_the_same_mismatch_twice(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """With "simple characters" on, the app strips accents from every text: the first copy is
+    a MISMATCH and is resent, the second is rejected the same way, and the retries stop there
+    for a person, budget or not."""
+    body = "Café à 10h, bises"
+    phone = await sms_phone(app="google")
+    phone.app = attrs.evolve(phone.app, simple_characters=True)
+    async with agent_for(phone, policy=RetryPolicy(maximum_attempts=5)) as agent:
+        outcome = await agent.send("A-17", TO, body, wait=5)
+    attempts = outcome.summary.attempts
+    assert 2 == len(phone.transmissions) == len(attempts)
+    assert all(r.acceptance is AcceptanceState.REJECTED for r in attempts)
+    assert (Status.MISMATCH, True) == (outcome.status, outcome.summary.needs_review)
