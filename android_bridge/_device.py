@@ -334,8 +334,10 @@ class Device:
         except UnicodeDecodeError as exc:
             raise UnparseableOutput("device output is not valid UTF-8") from exc
         if f"{script.nonce}:0:begin\r\n" in text:
-            # A PTY turns every \n into \r\n (our own frame lines included), which would make
-            # line endings in bodies indistinguishable; modern adbd uses none for shell:<cmd>.
+            # adbd runs shell:<cmd> in a PTY set to raw mode (no output translation;
+            # services.cpp / shell_service.cpp), so \n arrives as \n. A PTY in cooked mode
+            # (very old adbd) turns every \n into \r\n, frame lines included, which would make
+            # line endings in bodies indistinguishable: refuse it.
             raise UnparseableOutput("device output comes through a PTY (\\r\\n line endings)")
         return script.split(text)
 

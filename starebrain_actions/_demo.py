@@ -336,7 +336,7 @@ def _show_comparison(
             f"{naive.app_duplicates} (unnoticed)",
         ],
         [
-            "wrong text sent by the app",
+            "wrong message sent by the app",
             f"{ledger.wrong} (MISMATCH, resent)",
             f"{naive.wrong} (unnoticed)",
         ],
