@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from android_bridge._device import Device, DeviceFacts
 from android_bridge._dispatcher import MessagingApp, SmsDispatcher
+from android_bridge._fence import FENCE_ROOT, Epoch, FenceReport, FenceState, ensure_epoch
+from android_bridge._fence import void as void_fences
 from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
 from android_bridge._matching import (
     MatchResult,
@@ -36,6 +38,7 @@ from android_bridge.exceptions import (
 )
 
 __all__ = [
+    "FENCE_ROOT",
     "KEY_PATH_ENV",
     "OUTGOING_TYPES",
     "BridgeError",
@@ -44,6 +47,9 @@ __all__ = [
     "DeviceFacts",
     "DeviceUnreachable",
     "DispatchEvidence",
+    "Epoch",
+    "FenceReport",
+    "FenceState",
     "IncompleteRead",
     "KeyPermissionError",
     "MatchResult",
@@ -60,6 +66,7 @@ __all__ = [
     "SmsReader",
     "UnparseableOutput",
     "default_key_path",
+    "ensure_epoch",
     "ensure_key",
     "message_matches_intent",
     "normalize_body",
@@ -67,4 +74,5 @@ __all__ = [
     "parse_int_rows",
     "parse_text_column",
     "posix_quote",
+    "void_fences",
 ]

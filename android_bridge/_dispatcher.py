@@ -43,6 +43,7 @@ import attrs
 import structlog
 
 from android_bridge._device import Device
+from android_bridge._fence import claim_prefix, stage_command
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
@@ -56,6 +57,8 @@ _log = structlog.get_logger("android_bridge.dispatcher")
 AM_EXIT_MARKER = "SBAMX"
 #: Printed right before the first key event: its absence proves no key was pressed.
 GO_MARKER = "SBGO"
+#: Printed once the send script claimed its fence name: ``SBCLAIM<nonce>``.
+CLAIM_MARKER = "SBCLAIM"
 _RECIPIENT_SEPARATORS = re.compile(r"[\s().-]")
 _RECIPIENT = re.compile(r"\+?[0-9]{2,20}")
 #: The only lines ``am start -W`` prints for a clean launch (ActivityManagerShellCommand,
@@ -113,9 +116,21 @@ def shell_recipient(recipient: str) -> str:
     return compact
 
 
-def send_command(recipient: str, body: str, app: MessagingApp, nonce: str) -> str:
+def send_command(
+    recipient: str,
+    body: str,
+    app: MessagingApp,
+    nonce: str,
+    *,
+    fence: tuple[str, str] | None = None,
+) -> str:
     """The send step: ``am start -W``, its output and status echoed, then the key events only
-    if ``am`` reported a clean launch (see the module docstring)."""
+    if ``am`` reported a clean launch (see the module docstring).
+
+    ``fence`` (``(dispatch_id, epoch)``): claim the attempt's fence name on the phone first
+    and run nothing unless the claim succeeded; leave the ``am`` and ``keys`` stage markers
+    (see :mod:`android_bridge._fence`).
+    """
     # --activity-clear-task (with the NEW_TASK flag am adds itself): the app's task is cleared
     # and the intent delivered to a fresh compose window, never recycled into an open one
     # that still holds an older draft (ActivityStarter.recycleTask drops the new extras).
@@ -131,14 +146,19 @@ def send_command(recipient: str, body: str, app: MessagingApp, nonce: str) -> st
         f"{output} | grep -qx 'Status: ok'",
         f"{output} | grep -cvE {posix_quote(AM_CLEAN_LINES)} | grep -qx 0",
         f"{output} | grep -cE {posix_quote(AM_SYSTEM_ACTIVITY)} | grep -qx 0",
-        f"echo {GO_MARKER}{nonce}",
     ]
+    if fence is not None:
+        chain.append(stage_command(fence[0], "am"))
+    chain.append(f"echo {GO_MARKER}{nonce}")
     if app.settle_ms:
         chain.append(f"sleep {app.settle_ms / 1000:.3f}")
     chain.extend(f"input keyevent {code}" for code in app.key_events)
-    return f'o=$({am} 2>&1); s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; ' + " && ".join(
-        chain
-    )
+    if fence is not None:
+        chain.append(stage_command(fence[0], "keys"))
+    start = f"o=$({am} 2>&1)"
+    if fence is not None:
+        start = f"{claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce)} && {start}"
+    return f'{start}; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; ' + " && ".join(chain)
 
 
 def _split_send_output(output: str, nonce: str) -> tuple[str, int, bool, str]:
@@ -181,11 +201,15 @@ class SmsDispatcher:
         self._device = device
         self._app = app if app is not None else MessagingApp()
 
-    async def send(self, recipient: str, body: str) -> DispatchEvidence:
+    async def send(
+        self, recipient: str, body: str, *, fence: tuple[str, str] | None = None
+    ) -> DispatchEvidence:
         """Send ``body`` to ``recipient``; return watermark, clock and ``am`` output.
 
         One round trip. The watermark and the clock are read before ``am`` in that same
-        round trip.
+        round trip. With ``fence=(dispatch_id, epoch)`` the script claims the attempt's fence
+        name on the phone before anything else (:mod:`android_bridge._fence`); a failed
+        claim (the attempt was voided, or the fence folder was cleared) sends nothing.
 
         Raises:
             CommandRejected: bad recipient, blank body, or ``am`` failed (nothing was sent).
@@ -196,7 +220,7 @@ class SmsDispatcher:
         if not body.strip():
             raise CommandRejected("an empty or blank body would not be sent by the app")
         nonce = secrets.token_hex(8)
-        command = send_command(recipient, body, self._app, nonce)
+        command = send_command(recipient, body, self._app, nonce, fence=fence)
         known = self._device.known_max_id
         mode = await self._device.mode()
         before = self._device.round_trips
@@ -212,7 +236,23 @@ class SmsDispatcher:
         except ReadFailed as exc:
             raise OutcomeUnknown("the send command was written but its output is garbled") from exc
         round_trips = self._device.round_trips - before
-        am_output, am_status, pressed, input_output = _split_send_output(steps[3].output, nonce)
+        claim_line = f"{CLAIM_MARKER}{nonce}\n"
+        send_output = steps[3].output
+        claimed = send_output.startswith(claim_line)
+        if fence is not None and not claimed:
+            if claim_line in send_output:
+                raise OutcomeUnknown("the send output is garbled")
+            _, _, pressed_anyway, _ = _split_send_output(send_output, nonce)
+            if pressed_anyway:  # cannot happen: the keys are chained on the claim
+                raise OutcomeUnknown("keys were reached without a fence claim")
+            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="fence")
+            raise CommandRejected(
+                "the attempt's fence on the phone could not be claimed (it was voided, or the"
+                " fence folder was cleared); no key was pressed"
+            )
+        if claimed:
+            send_output = send_output[len(claim_line) :]
+        am_output, am_status, pressed, input_output = _split_send_output(send_output, nonce)
         if not pressed:
             reason = "am_error" if _AM_ERROR_LINE.search(am_output) else "am_not_clean"
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
@@ -244,6 +284,7 @@ class SmsDispatcher:
             mode=mode,
             round_trips=round_trips,
             mms_watermark_id=mms_watermark_id,
+            fence_claimed=fence is not None,
         )
 
     def _watermark(self, output: str, known: int) -> tuple[int, int | None, bool]:

@@ -133,3 +133,5 @@ class DispatchEvidence:
     round_trips: int
     #: Highest visible ``content://mms`` ``_id`` just before the send (0: none visible).
     mms_watermark_id: int = 0
+    #: True when the send script claimed the attempt's fence on the phone before ``am``.
+    fence_claimed: bool = False

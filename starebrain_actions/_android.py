@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from android_bridge import (
@@ -20,11 +21,13 @@ from android_bridge import (
     SmsDispatcher,
     SmsMessage,
     SmsReader,
+    ensure_epoch,
     message_matches_intent,
+    void_fences,
 )
 from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
-from starebrain_actions._ports import DispatchReceipt, OutgoingMessage, PhoneRead
+from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
 from starebrain_actions.exceptions import (
     DispatchNotSent,
     DispatchOutcomeUnknown,
@@ -73,6 +76,7 @@ class AndroidPhone:
         self._dispatcher = SmsDispatcher(device, app=app)
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
+        self._epoch: str | None = None
 
     @classmethod
     async def connect(
@@ -135,10 +139,12 @@ class AndroidPhone:
         """Shell round trips made so far on this connection."""
         return self._device.round_trips
 
-    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
+    async def dispatch(
+        self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
+    ) -> DispatchReceipt:
         """Send once; see ``Phone.dispatch``."""
         try:
-            evidence = await self._dispatcher.send(intent.recipient, intent.body)
+            evidence = await self._dispatcher.send(intent.recipient, intent.body, fence=fence)
         except NotSent as exc:
             raise DispatchNotSent(str(exc)) from exc
         except BridgeError as exc:
@@ -153,7 +159,30 @@ class AndroidPhone:
                 "mode": evidence.mode,
                 "round_trips": evidence.round_trips,
                 "mms_watermark_id": evidence.mms_watermark_id,
+                **({"fence": "claimed"} if evidence.fence_claimed else {}),
             },
+        )
+
+    async def fence_epoch(self) -> str:
+        """The phone's fence epoch, asked once per connection; see ``Phone.fence_epoch``."""
+        if self._epoch is None:
+            try:
+                self._epoch = (await ensure_epoch(self._device)).epoch
+            except BridgeError as exc:
+                raise LookupFailed(f"{self.device}: fence epoch: {exc}") from exc
+        return self._epoch
+
+    async def void(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
+        """Void the fences of these attempts, or learn their scripts ran; see ``Phone.void``."""
+        try:
+            reports = await void_fences(self._device, attempts)
+        except BridgeError as exc:
+            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
+        return tuple(
+            FenceCheck(
+                dispatch_id=report.dispatch_id, state=report.state.value, stages=report.stages
+            )
+            for report in reports
         )
 
     async def read_outgoing(

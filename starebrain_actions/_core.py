@@ -386,6 +386,68 @@ def note_error(
     )
 
 
+def can_void(record: ActionRecord) -> bool:
+    """May a pass try to void this attempt's fence on the phone? Only an unresolved attempt
+    created with a fence epoch, whose script is not already known to have claimed it."""
+    return (
+        record.delivery is _P
+        and isinstance(record.evidence.get("fence_epoch"), str)
+        and record.evidence.get("fence") not in ("claimed", "lost")
+    )
+
+
+def settle_by_fence(
+    record: ActionRecord,
+    state: str,
+    stages: Sequence[tuple[str, int]],
+    *,
+    now: datetime,
+    actor: str = "reconciler",
+) -> Transition | None:
+    """What the attempt's fence on the phone proves (``state`` from the phone's answer).
+
+    ``voided``: the pass holds the fence name, so the send script never claimed it and no
+    late copy can: FAILED, the proof of invariant 4 made on the phone. ``claimed``: the
+    script started; its stages are kept as evidence and the attempt stays PENDING (the
+    message may be queued, failed or sent out of sight). ``lost``: the fence folder was
+    cleared; nothing is proven, noted once.
+
+    Raises:
+        InvalidInput: an unknown state.
+    """
+    if record.delivery is not _P:
+        return None
+    path_evidence = {"fence_epoch": record.evidence.get("fence_epoch")}
+    if state == "voided":
+        return fail_delivery(
+            record,
+            reason="voided on the phone before its send script could run: nothing was or can"
+            " still be sent",
+            now=now,
+            actor=actor,
+            evidence={"fence": "voided", **path_evidence},
+        )
+    if state == "claimed":
+        shown = [f"{name}@{ms}" for name, ms in stages]
+        reached = ", ".join(name for name, _ms in stages) or "the claim only"
+        return note_error(
+            record,
+            f"the send script ran on the phone (reached: {reached}); outcome unknown",
+            now=now,
+            actor=actor,
+            evidence={"fence": "claimed", "fence_stages": shown},
+        )
+    if state == "lost":
+        return note_error(
+            record,
+            "the phone's fence folder was cleared: no proof either way",
+            now=now,
+            actor=actor,
+            evidence={"fence": "lost"},
+        )
+    raise InvalidInput(f"unknown fence state {state!r}")
+
+
 # --------------------------------------------------------------------------- derived status
 
 

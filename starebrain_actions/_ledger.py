@@ -100,7 +100,7 @@ INSERT INTO attempts (
     dispatch_id, action_id, attempt, device, delivery, acceptance, dispatched_at,
     evidence_json, version, last_event, last_event_at, last_actor, last_evidence_json)
 VALUES (:dispatch_id, :action_id, :attempt, :device, 'PENDING', 'PENDING', :dispatched_at,
-    '{}', 0, 'created', :dispatched_at, :actor, :evidence_json)
+    :record_evidence_json, 0, 'created', :dispatched_at, :actor, :evidence_json)
 """
 
 
@@ -337,8 +337,12 @@ class Ledger:
         *,
         now: datetime | None = None,
         actor: str = "agent",
+        evidence: Mapping[str, Any] | None = None,
     ) -> ActionRecord:
         """Commit the receipt of a new attempt, taking the device's lease, before any send.
+
+        ``evidence`` (JSON-able) is kept on the attempt from the start, e.g. the phone's fence
+        epoch that lets a later pass prove the attempt never ran.
 
         Atomic: refuses when ``should_redispatch`` says no, when the budget is spent, or when
         another in-flight attempt holds the device.
@@ -376,6 +380,7 @@ class Ledger:
                 attempt=len(attempts) + 1,
                 device=device,
                 dispatched_at=when,
+                evidence=dict(evidence or {}),
             )
             params = {
                 "dispatch_id": record.dispatch_id,
@@ -384,7 +389,10 @@ class Ledger:
                 "device": device,
                 "dispatched_at": format_time(when),
                 "actor": actor,
-                "evidence_json": _json({"attempt": record.attempt, "device": device}),
+                "evidence_json": _json(
+                    {"attempt": record.attempt, "device": device, **dict(evidence or {})}
+                ),
+                "record_evidence_json": _json(dict(evidence or {})),
             }
             try:
                 db.execute(_INSERT_ATTEMPT, params)

@@ -7,7 +7,7 @@ what ADB is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -69,6 +69,18 @@ class DispatchReceipt:
     evidence: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+@attrs.frozen(kw_only=True)
+class FenceCheck:
+    """What the fence on the phone showed for one attempt (see ``android_bridge._fence``)."""
+
+    dispatch_id: str
+    #: "voided" (nothing was or can be sent), "claimed" (the send script started), or
+    #: "lost" (the fence folder was cleared: no proof either way)
+    state: str
+    #: stage markers the script left, ``(stage, phone clock ms)``
+    stages: tuple[tuple[str, int], ...] = ()
+
+
 class Phone(Protocol):
     """A phone that can send one SMS and read back what it sent."""
 
@@ -77,12 +89,32 @@ class Phone(Protocol):
         """The device's name in the ledger (ADB serial or host:port)."""
         ...
 
-    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
-        """Send the intent once.
+    async def dispatch(
+        self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
+    ) -> DispatchReceipt:
+        """Send the intent once; with ``fence=(dispatch_id, epoch)`` the send first claims the
+        attempt's fence on the phone and sends nothing if it cannot.
 
         Raises:
             DispatchNotSent: provably nothing was sent.
             DispatchOutcomeUnknown: it may have been sent.
+        """
+        ...
+
+    async def fence_epoch(self) -> str:
+        """The phone's fence epoch (created if there is none), to note on a new attempt.
+
+        Raises:
+            LookupFailed: the phone could not be asked.
+        """
+        ...
+
+    async def void(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
+        """Claim the fence of each ``(dispatch_id, epoch)`` before its send script can, or
+        learn that the script did. Never sends.
+
+        Raises:
+            LookupFailed: the phone could not be asked; nothing is proven.
         """
         ...
 

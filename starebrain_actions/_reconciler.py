@@ -54,6 +54,10 @@ from starebrain_actions.exceptions import LedgerError, PhoneError
 
 _log = get_logger("starebrain.reconciler")
 
+#: How old an unresolved attempt must be before a pass voids its fence. The fence makes a
+#: void safe at any age (the send script and the pass cannot both claim it); waiting a little
+#: only spares a sender whose command is on its way a wasted attempt.
+VOID_AFTER = timedelta(seconds=10)
 #: How far before the device clock at dispatch a row may be dated and still be a candidate.
 CLOCK_TOLERANCE_MS = 5_000
 #: How long after confirmation extra copies of a message are watched for as duplicates.
@@ -324,6 +328,42 @@ def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     return anchor_id, anchor_date if isinstance(anchor_date, int) else None
 
 
+async def _fence_transitions(
+    phone: Phone,
+    watched: Sequence[Watched],
+    planned: Sequence[Transition],
+    now: datetime,
+    void_after: timedelta,
+) -> list[Transition]:
+    """Void the fences of the unresolved attempts this read did not settle; what each proves."""
+    settled = {transition.before.dispatch_id for transition in planned}
+    candidates = [
+        item.record
+        for item in watched
+        if _core.can_void(item.record)
+        and item.record.dispatch_id not in settled
+        and now - item.record.dispatched_at >= void_after
+    ]
+    if not candidates:
+        return []
+    pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in candidates]
+    try:
+        checks = await phone.void(pairs)
+    except PhoneError as exc:
+        _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+        return []
+    by_id = {record.dispatch_id: record for record in candidates}
+    transitions = []
+    for check in checks:
+        record = by_id.get(check.dispatch_id)
+        if record is None:
+            continue
+        transition = _core.settle_by_fence(record, check.state, check.stages, now=now)
+        if transition is not None:
+            transitions.append(transition)
+    return transitions
+
+
 def _mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
     """The MMS id to read above, and the earliest date to read from, for the attempts that
     may still be confirmed by an MMS (None: none of them recorded an MMS watermark)."""
@@ -369,8 +409,14 @@ async def reconcile_device(
     *,
     now: datetime | None = None,
     duplicate_watch: timedelta = DUPLICATE_WATCH,
+    void_after: timedelta | None = VOID_AFTER,
 ) -> DeviceReport:
     """One pass on one connected phone: one windowed read, one transaction.
+
+    Unresolved attempts the read does not settle, dispatched at least ``void_after`` ago
+    and created with a fence, are voided on the phone (one more round trip for all of
+    them): an attempt whose send script never ran becomes FAILED, safe to retry; one whose
+    script ran keeps its stages as evidence. ``None``: no fence is touched.
 
     The read covers the unresolved attempts and the attempts confirmed within
     ``duplicate_watch`` (to catch copies the phone sent later); a sender polling its own
@@ -396,10 +442,13 @@ async def reconcile_device(
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
     )
     plan = plan_device(watched, read, claimed, phone.judge, when, claimed_mms=claimed_mms)
-    results, added = await ledger.apply_pass(plan.transitions, plan.duplicates, now=when)
+    transitions = list(plan.transitions)
+    if void_after is not None:
+        transitions += await _fence_transitions(phone, watched, transitions, when, void_after)
+    results, added = await ledger.apply_pass(transitions, plan.duplicates, now=when)
     actions = {w.record.action_id: w.action for w in watched}
     changes = []
-    for transition, result in zip(plan.transitions, results, strict=True):
+    for transition, result in zip(transitions, results, strict=True):
         if isinstance(result, LedgerError):
             continue
         action = actions[transition.before.action_id]

@@ -45,6 +45,8 @@ from starebrain_actions.exceptions import (
     DeviceBusy,
     DispatchNotSent,
     DispatchOutcomeUnknown,
+    PhoneError,
+    StaleTransition,
 )
 
 __all__ = [
@@ -179,7 +181,14 @@ class SmsAgent:
             )
             if unresolved and latest is not None and latest.device == self.phone.device:
                 # only this device's unresolved attempts: a poll reads just their window
-                await reconcile_device(self.ledger, self.phone, duplicate_watch=timedelta(0))
+                # a read, then (if it settles nothing) the fence: an attempt whose script
+                # never ran is voided at once and retried, whoever started it
+                await reconcile_device(
+                    self.ledger,
+                    self.phone,
+                    duplicate_watch=timedelta(0),
+                    void_after=timedelta(0),
+                )
                 summary = await self.ledger.summary(action_id)
                 latest = summary.latest
                 unresolved = latest is not None and (
@@ -198,9 +207,10 @@ class SmsAgent:
                         await asyncio.sleep(delay)
                         continue
                 return SendOutcome(summary=summary)
+            fence_evidence = await self._fence_evidence()
             try:
                 record = await self.ledger.begin_attempt(
-                    action_id, self.phone.device, actor=self.actor
+                    action_id, self.phone.device, actor=self.actor, evidence=fence_evidence
                 )
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead
@@ -212,11 +222,25 @@ class SmsAgent:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
             await self._dispatch(record, intent)
 
-    async def _dispatch(self, record: ActionRecord, intent: SmsIntent) -> None:
-        """Send once; record what the result proves. Never raises a phone error."""
-        self.dispatches += 1
+    async def _fence_evidence(self) -> dict[str, str]:
+        """The phone's fence epoch, noted on the attempt before it is sent, so that a later
+        pass can prove on the phone that its script never ran. A phone that cannot say
+        gives an attempt without a fence (it can then only be confirmed, never voided)."""
         try:
-            receipt = await self.phone.dispatch(intent)
+            return {"fence_epoch": await self.phone.fence_epoch()}
+        except PhoneError as exc:
+            _log.warning("fence_epoch_unavailable", device=self.phone.device, error=str(exc))
+            return {}
+
+    async def _dispatch(self, record: ActionRecord, intent: SmsIntent) -> None:
+        """Send once; record what the result proves. Never raises a phone error, and a lost
+        compare-and-set (another process settled the attempt meanwhile) is not an error: the
+        next read of the ledger carries on from what it holds."""
+        self.dispatches += 1
+        epoch = record.evidence.get("fence_epoch")
+        fence = (record.dispatch_id, epoch) if isinstance(epoch, str) else None
+        try:
+            receipt = await self.phone.dispatch(intent, fence=fence)
         except DispatchNotSent as exc:
             transition = _core.fail_delivery(
                 record,
@@ -238,7 +262,10 @@ class SmsAgent:
                 actor=self.actor,
                 evidence=receipt.evidence,
             )
-        await self.ledger.apply(transition)
+        try:
+            await self.ledger.apply(transition)
+        except StaleTransition:
+            _log.info("dispatch_result_superseded", dispatch_id=record.dispatch_id)
 
     async def _pause(self, give_up: float, clock: Callable[[], float]) -> bool:
         """Sleep one poll interval if time is left; False when the wait is over."""

@@ -42,12 +42,18 @@ class DyingPhone:
     def device(self) -> str:
         return self._phone.device
 
-    async def dispatch(self, intent: SmsIntent) -> DispatchReceipt:
+    async def dispatch(self, intent: SmsIntent, **fence: Any) -> DispatchReceipt:
         if self._step == "after_commit":
             die()
         if self._step == "after_send":
             print("sending", flush=True)  # the parent kills us while the command hangs
-        return await self._phone.dispatch(intent)
+        return await self._phone.dispatch(intent, **fence)
+
+    async def fence_epoch(self) -> str:
+        return await self._phone.fence_epoch()
+
+    async def void(self, attempts: Any) -> Any:
+        return await self._phone.void(attempts)
 
     async def read_outgoing(self, **window: Any) -> PhoneRead:
         read = await self._phone.read_outgoing(**window)
