@@ -7,13 +7,7 @@ from android_bridge._dispatcher import MessagingApp, SmsDispatcher
 from android_bridge._fence import FENCE_ROOT, Epoch, FenceReport, FenceState, ensure_epoch
 from android_bridge._fence import void as void_fences
 from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
-from android_bridge._matching import (
-    MatchResult,
-    NormalizedRecipient,
-    message_matches_intent,
-    normalize_body,
-    normalize_recipient,
-)
+from android_bridge._matching import MatchResult, message_matches_intent, normalize_body
 from android_bridge._parser import parse_int_rows, parse_text_column
 from android_bridge._reader import SmsReader
 from android_bridge._records import (
@@ -36,6 +30,7 @@ from android_bridge.exceptions import (
     ReadFailed,
     UnparseableOutput,
 )
+from sms_recipients import NormalizedRecipient, normalize_recipient
 
 __all__ = [
     "FENCE_ROOT",

@@ -43,13 +43,14 @@ import attrs
 import structlog
 
 from android_bridge._device import Device
-from android_bridge._fence import claim_prefix, stage_command
+from android_bridge._fence import claim_prefix, go_command, stage_command
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
+from sms_recipients import normalize_recipient
 
 _log = structlog.get_logger("android_bridge.dispatcher")
 
@@ -59,8 +60,6 @@ AM_EXIT_MARKER = "SBAMX"
 GO_MARKER = "SBGO"
 #: Printed once the send script claimed its fence name: ``SBCLAIM<nonce>``.
 CLAIM_MARKER = "SBCLAIM"
-_RECIPIENT_SEPARATORS = re.compile(r"[\s().-]")
-_RECIPIENT = re.compile(r"\+?[0-9]{2,20}")
 #: The only lines ``am start -W`` prints for a clean launch (ActivityManagerShellCommand,
 #: android-10.0.0_r30 to android-15.0.0_r1; ``LaunchState`` from 12 on). Anything else (an
 #: ``Error:``, an exception, a ``Warning: Activity not started…``) stops the send before a key.
@@ -100,20 +99,23 @@ class MessagingApp:
             raise ValueError("settle_ms must be within 0..60000")
 
 
-def shell_recipient(recipient: str) -> str:
-    """The recipient as it goes into ``smsto:``: digits with an optional leading ``+``.
+def shell_recipient(recipient: str, region: str | None = None) -> str:
+    """The recipient as it goes into ``smsto:``: E.164 (``+12025550143``) for a valid number,
+    the ASCII digits of a short code.
 
-    Visual separators (spaces, dashes, dots, parentheses) are dropped.
+    The one rule intents and the matcher use too (:func:`normalize_recipient`), so the phone
+    is never sent a recipient the matcher would refuse. ``region`` reads national numbers;
+    without it only international numbers and short codes are accepted.
 
     Raises:
-        CommandRejected: anything else (letters, ``#``, ``?``…) that the URI would misread.
+        CommandRejected: anything else (letters, ``#``, ``?``, an invalid number…), with why.
     """
-    compact = _RECIPIENT_SEPARATORS.sub("", recipient)
-    if compact.startswith("00"):
-        compact = "+" + compact[2:]
-    if not _RECIPIENT.fullmatch(compact):
-        raise CommandRejected("recipient must be a phone number or short code")
-    return compact
+    normalized = normalize_recipient(recipient, region)
+    if normalized.kind == "invalid":
+        raise CommandRejected(
+            f"recipient must be a phone number or short code: {normalized.reason}"
+        )
+    return normalized.value
 
 
 def send_command(
@@ -149,6 +151,7 @@ def send_command(
     ]
     if fence is not None:
         chain.append(stage_command(fence[0], "am"))
+        chain.append(go_command(fence[0]))
     chain.append(f"echo {GO_MARKER}{nonce}")
     if app.settle_ms:
         chain.append(f"sleep {app.settle_ms / 1000:.3f}")

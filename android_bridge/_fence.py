@@ -6,15 +6,21 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
 
 * ``/data/local/tmp`` belongs to the shell user (``0771 shell:shell``, created by ``init.rc``)
   and survives reboots. The fence lives in :data:`FENCE_ROOT` below it.
-* The send script **claims** ``$FENCE_ROOT/<dispatch_id>`` first, with toybox ``mkdir``
-  (no ``-p``: it fails, exit 1, when the name exists), and runs everything else only after
-  that succeeded. It then leaves stage markers in it: ``am-<ms>`` once ``am`` reported a
-  clean launch, ``keys-<ms>`` once the send keys were pressed (the phone's clock, ms).
-* To **void** an attempt, the reconciler claims the same name first, as a symlink
-  (``ln -s void``; ``symlink(2)`` fails with ``EEXIST`` whatever holds the name). If that
-  succeeds, the script had not claimed it, and any late or replayed copy fails its own claim
-  and stops before ``am``: nothing was or can still be sent. If the name is a directory, the
-  script started, and its stage markers say how far it got.
+* Every name is a **symlink** whose target says who made it: ``symlink(2)`` creates the name
+  and its content in one step, and fails with ``EEXIST`` whatever already holds the name
+  (a symlink to a target that is not a directory is never followed into by ``ln``). So two
+  parties racing for one name cannot both win, and the winner can always be told apart
+  (``readlink``). (A directory would not do: ``ln -s X DIR`` creates ``DIR/X`` and succeeds.)
+* The send script **claims** ``$FENCE_ROOT/<dispatch_id>`` first (``ln -s script``) and runs
+  everything else only if that succeeded. Once ``am`` reported a clean launch it records
+  ``<dispatch_id>.am`` (target: the phone's clock in ms), then claims ``<dispatch_id>.go``
+  (``ln -s script``) right before the first key, and records ``<dispatch_id>.keys`` once the
+  keys were pressed. The keys run only if the ``go`` claim succeeded.
+* To **void** an attempt, the reconciler claims the same names first (``ln -s void``): the
+  attempt's name, or, if the script already holds that, its ``go``. Either success means no
+  key was or can ever be pressed for it: nothing was or can still be sent. If the script
+  holds ``go``, the keys may have been pressed: the stage markers say how far it got, and the
+  attempt stays unresolved.
 * An **epoch** directory ``$FENCE_ROOT/.epoch-<hex>``, noted in the ledger when the attempt is
   created, must exist for the script to claim and for the reconciler to void: if the folder
   was cleared (``rm -rf /data/local/tmp/*``, a factory reset), a missing claim proves nothing,
@@ -37,7 +43,7 @@ from android_bridge.exceptions import CommandRejected, UnparseableOutput
 FENCE_ROOT = "/data/local/tmp/starebrain"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _EPOCH = re.compile(r"[0-9a-f]{8,32}")
-_STAGE = re.compile(r"(am|keys)-(\d{1,19})")
+_MS = re.compile(r"\d{1,19}")
 
 
 def check_name(dispatch_id: str) -> str:
@@ -73,13 +79,18 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     path = fence_path(dispatch_id)
     return (
         f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)} >/dev/null 2>&1"
-        f" && mkdir {path} 2>/dev/null && echo {ok_marker}"
+        f" && ln -s script {path} 2>/dev/null && echo {ok_marker}"
     )
 
 
 def stage_command(dispatch_id: str, stage: str) -> str:
-    """``mkdir`` of a stage marker named after the phone's clock."""
-    return f'mkdir {fence_path(dispatch_id)}/{stage}-"$(date +%s%3N)"'
+    """A stage marker: a symlink whose target is the phone's clock in ms."""
+    return f'ln -s "$(date +%s%3N)" {fence_path(dispatch_id)}.{stage}'
+
+
+def go_command(dispatch_id: str) -> str:
+    """The script's claim of the right to press the keys (fails if the attempt was voided)."""
+    return f"ln -s script {fence_path(dispatch_id)}.go 2>/dev/null"
 
 
 class FenceState(enum.StrEnum):
@@ -103,6 +114,9 @@ class FenceReport:
     stages: tuple[tuple[str, int], ...] = ()
     #: True when this very call created the void (False: an earlier one did, or none).
     voided_now: bool = False
+    #: For VOIDED: "claim" (the script never claimed the attempt) or "go" (it claimed it,
+    #: but never the right to press the keys).
+    voided_at: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -147,51 +161,66 @@ async def ensure_epoch(device: Device) -> Epoch:
 def _void_step(dispatch_id: str, epoch: str) -> str:
     path = fence_path(dispatch_id)
     marker = f"{FENCE_ROOT}/.epoch-{check_epoch(epoch)}"
+    epoch_ok = f"ls -d {marker} >/dev/null 2>&1"
     return (
-        f'ls -d {marker} >/dev/null 2>&1 && ln -s void {path} 2>/dev/null; echo "V:$?";'
+        f'{epoch_ok} && ln -s void {path} 2>/dev/null; echo "V:$?";'
         f' readlink {path} 2>/dev/null; echo "L:$?";'
-        f' ls -1 {path} 2>/dev/null; echo "D:$?";'
-        f' ls -d {marker} >/dev/null 2>&1; echo "E:$?"'
+        f" {epoch_ok} && readlink {path} 2>/dev/null | grep -qx script"
+        f' && ln -s void {path}.go 2>/dev/null; echo "G:$?";'
+        f' readlink {path}.go 2>/dev/null; echo "R:$?";'
+        f' readlink {path}.am 2>/dev/null; echo "A:$?";'
+        f' readlink {path}.keys 2>/dev/null; echo "K:$?";'
+        f' {epoch_ok}; echo "E:$?"'
     )
 
 
+_SECTIONS = ("V", "L", "G", "R", "A", "K", "E")
+
+
 def _parse_void(dispatch_id: str, output: str) -> FenceReport:
-    lines = output.splitlines()
     codes: dict[str, int] = {}
-    listed: list[str] = []
-    link: list[str] = []
-    section = "V"
-    for line in lines:
-        match = re.fullmatch(r"([VLDE]):(\d{1,3})", line)
-        if match:
-            codes[match.group(1)] = int(match.group(2))
-            section = {"V": "L", "L": "D", "D": "E", "E": "-"}[match.group(1)]
+    texts: dict[str, list[str]] = {key: [] for key in _SECTIONS}
+    pending = list(_SECTIONS)
+    for line in output.splitlines():
+        match = re.fullmatch(r"([VLGRAKE]):(\d{1,3})", line)
+        if match and pending and match.group(1) == pending[0]:
+            codes[pending.pop(0)] = int(match.group(2))
             continue
-        if section == "L":
-            link.append(line)
-        elif section == "D":
-            listed.append(line)
-    if set(codes) != {"V", "L", "D", "E"}:
+        if pending:
+            texts[pending[0]].append(line)
+    if pending:
         raise UnparseableOutput("the fence answer is incomplete")
+    stages = tuple(
+        (stage, int(texts[key][0]))
+        for stage, key in (("am", "A"), ("keys", "K"))
+        if codes[key] == 0 and len(texts[key]) == 1 and _MS.fullmatch(texts[key][0])
+    )
     if codes["V"] == 0:
-        return FenceReport(dispatch_id=dispatch_id, state=FenceState.VOIDED, voided_now=True)
-    if codes["L"] == 0 and link == ["void"]:
-        return FenceReport(dispatch_id=dispatch_id, state=FenceState.VOIDED)
-    if codes["D"] == 0 and codes["L"] != 0:
-        stages = sorted(
-            (match.group(1), int(match.group(2)))
-            for name in listed
-            for match in [_STAGE.fullmatch(name)]
-            if match
-        )
         return FenceReport(
-            dispatch_id=dispatch_id,
-            state=FenceState.CLAIMED,
-            stages=tuple(sorted(stages, key=lambda stage: stage[1])),
+            dispatch_id=dispatch_id, state=FenceState.VOIDED, voided_now=True, voided_at="claim"
         )
-    if codes["E"] != 0:
+    link = texts["L"] if codes["L"] == 0 else None
+    if link == ["void"]:
+        return FenceReport(dispatch_id=dispatch_id, state=FenceState.VOIDED, voided_at="claim")
+    if link == ["script"]:
+        if codes["G"] == 0:
+            return FenceReport(
+                dispatch_id=dispatch_id,
+                state=FenceState.VOIDED,
+                stages=stages,
+                voided_now=True,
+                voided_at="go",
+            )
+        go = texts["R"] if codes["R"] == 0 else None
+        if go == ["void"]:
+            return FenceReport(
+                dispatch_id=dispatch_id, state=FenceState.VOIDED, stages=stages, voided_at="go"
+            )
+        if go == ["script"]:
+            return FenceReport(dispatch_id=dispatch_id, state=FenceState.CLAIMED, stages=stages)
+    if link is None and codes["E"] != 0:
         return FenceReport(dispatch_id=dispatch_id, state=FenceState.LOST)
-    raise UnparseableOutput("the fence name is neither ours nor the script's")
+    raise UnparseableOutput("the fence names hold something neither side wrote")
 
 
 async def void(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[FenceReport, ...]:
@@ -213,5 +242,10 @@ async def void(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[Fen
 
 
 def cleanup_command(dispatch_ids: Sequence[str]) -> str:
-    """``rm -rf`` of the fence names of resolved attempts."""
-    return "rm -rf " + " ".join(fence_path(dispatch_id) for dispatch_id in dispatch_ids)
+    """``rm -f`` of the fence names of resolved attempts."""
+    names = [
+        f"{fence_path(dispatch_id)}{suffix}"
+        for dispatch_id in dispatch_ids
+        for suffix in ("", ".am", ".go", ".keys")
+    ]
+    return "rm -f " + " ".join(names)

@@ -1,61 +1,22 @@
 """Does a provider row carry the intended SMS? Recipient and body compared as a person would.
 
-Recipients are compared in E.164 after parsing with ``phonenumbers`` (national numbers in the
-device's region); short codes and other numbers that do not parse as valid phone numbers are
-compared as bare digit strings. Bodies are compared after Unicode NFC and turning ``\\r\\n``
-and ``\\r`` into ``\\n``; nothing fuzzier unless asked (``loose_whitespace``: trailing
-whitespace on each line and at the end is ignored, and runs of spaces/tabs count as one).
+Recipients go through :func:`normalize_recipient`, the one rule intents and the sender use
+too: E.164 for a valid number (national numbers read in the device's region), the digits for
+a short code, and "invalid" for anything else. An invalid recipient on either side never
+matches. Bodies are compared after Unicode NFC and turning ``\\r\\n`` and ``\\r`` into
+``\\n``; nothing fuzzier unless asked (``loose_whitespace``: trailing whitespace on each line
+and at the end is ignored, and runs of spaces/tabs count as one).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Literal
 
 import attrs
-import phonenumbers
 
 from android_bridge._records import SmsMessage
-
-RecipientKind = Literal["e164", "digits", "invalid"]
-
-_DIGITS_ONLY = re.compile(r"[\s().\-/]")
-
-
-@attrs.frozen(kw_only=True)
-class NormalizedRecipient:
-    """A recipient reduced to the form used for comparison."""
-
-    #: "e164" (a valid number), "digits" (short code or unparseable digits), "invalid".
-    kind: RecipientKind
-    #: The comparison key: ``+15550100``-style E.164, bare digits, or "" when invalid.
-    value: str
-
-
-def normalize_recipient(number: str, region: str) -> NormalizedRecipient:
-    """Normalise ``number``: E.164 when ``phonenumbers`` says it is a possible number in
-    ``region`` (or carries its own ``+``/``00`` country code), bare digits for short codes."""
-    text = number.strip()
-    compact = _DIGITS_ONLY.sub("", text)
-    if compact.startswith("00") and compact[2:].isdigit():
-        compact = "+" + compact[2:]
-    if not re.fullmatch(r"\+?[0-9]+", compact):
-        return NormalizedRecipient(kind="invalid", value="")
-    try:
-        parsed = phonenumbers.parse(compact, region.upper())
-    except phonenumbers.NumberParseException:
-        parsed = None
-    if parsed is not None and phonenumbers.is_possible_number(parsed):
-        is_short = phonenumbers.is_possible_short_number(parsed) and not compact.startswith("+")
-        if not is_short or phonenumbers.is_valid_number(parsed):
-            return NormalizedRecipient(
-                kind="e164",
-                value=phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164),
-            )
-    if compact.startswith("+"):
-        return NormalizedRecipient(kind="invalid", value="")
-    return NormalizedRecipient(kind="digits", value=compact)
+from sms_recipients import normalize_recipient
 
 
 def normalize_body(body: str, *, loose_whitespace: bool = False) -> str:
@@ -100,12 +61,13 @@ def message_matches_intent(
     recipient: str,
     body: str,
     *,
-    region: str,
+    region: str | None,
     loose_whitespace: bool = False,
 ) -> MatchResult:
     """Compare a provider row with the intended recipient and body.
 
-    ``region`` is the device's region (for national numbers on either side).
+    ``region`` is the device's region (for national numbers on either side; None reads
+    international numbers and short codes only).
     ``loose_whitespace`` is the one documented loosening (see :func:`normalize_body`).
     """
     details: list[str] = []
@@ -116,6 +78,8 @@ def message_matches_intent(
         recipient_ok = False
         side = "intended" if intended.kind == "invalid" else "stored"
         details.append(f"{side} recipient is not a phone number or short code")
+        why = intended.reason if intended.kind == "invalid" else found.reason
+        details.append(f"{side} recipient: {why}")
     elif intended.kind != found.kind:
         recipient_ok = False
         details.append(f"recipient kinds differ: intended {intended.kind}, stored {found.kind}")

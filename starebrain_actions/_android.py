@@ -180,7 +180,10 @@ class AndroidPhone:
             raise LookupFailed(f"{self.device}: fence: {exc}") from exc
         return tuple(
             FenceCheck(
-                dispatch_id=report.dispatch_id, state=report.state.value, stages=report.stages
+                dispatch_id=report.dispatch_id,
+                state=report.state.value,
+                stages=report.stages,
+                voided_at=report.voided_at,
             )
             for report in reports
         )

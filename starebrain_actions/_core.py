@@ -403,11 +403,12 @@ def settle_by_fence(
     *,
     now: datetime,
     actor: str = "reconciler",
+    voided_at: str | None = None,
 ) -> Transition | None:
     """What the attempt's fence on the phone proves (``state`` from the phone's answer).
 
-    ``voided``: the pass holds the fence name, so the send script never claimed it and no
-    late copy can: FAILED, the proof of invariant 4 made on the phone. ``claimed``: the
+    ``voided``: the pass holds the fence name (or the script's ``go``), so no key was or can
+    ever be pressed for it: FAILED, the proof of invariant 4 made on the phone. ``claimed``: the
     script started; its stages are kept as evidence and the attempt stays PENDING (the
     message may be queued, failed or sent out of sight). ``lost``: the fence folder was
     cleared; nothing is proven, noted once.
@@ -419,13 +420,22 @@ def settle_by_fence(
         return None
     path_evidence = {"fence_epoch": record.evidence.get("fence_epoch")}
     if state == "voided":
+        where = (
+            "after its send script started, before any key could be pressed"
+            if voided_at == "go"
+            else "before its send script could run"
+        )
         return fail_delivery(
             record,
-            reason="voided on the phone before its send script could run: nothing was or can"
-            " still be sent",
+            reason=f"voided on the phone {where}: nothing was or can still be sent",
             now=now,
             actor=actor,
-            evidence={"fence": "voided", **path_evidence},
+            evidence={
+                "fence": "voided",
+                "fence_voided_at": voided_at or "claim",
+                "fence_stages": [f"{name}@{ms}" for name, ms in stages],
+                **path_evidence,
+            },
         )
     if state == "claimed":
         shown = [f"{name}@{ms}" for name, ms in stages]
@@ -553,6 +563,7 @@ def reconcile(
     *,
     grace_window: timedelta,
     actor: str = "reconciler",
+    unverified_after: timedelta | None = None,
 ) -> tuple[Transition, ...]:
     """Decide what one read of the phone proves about one attempt.
 
@@ -560,7 +571,9 @@ def reconcile(
     PENDING: nothing. The artifact found and sent: CONFIRMED, then ``try_accept`` with its
     verdict. The phone marks it failed: FAILED. Queued past the grace window: review (STUCK).
     No artifact: nothing, however complete the read (absence proves nothing: DESIGN
-    invariant 4). Ambiguous attribution: flagged for review, never failed.
+    invariant 4); past ``unverified_after``, an attempt whose send script ran (its fence says
+    so, or it has none) goes to review as UNVERIFIED, which releases the device's lease.
+    Ambiguous attribution: flagged for review, never failed.
 
     Raises:
         InvalidInput: a SENT artifact comes without a match verdict.
@@ -570,7 +583,8 @@ def reconcile(
         return ()
     artifact = lookup.artifact
     if lookup.ambiguous:
-        if record.review_reason is ReviewReason.AMBIGUOUS:
+        if record.review_reason is not None:
+            # already before a person (an UNVERIFIED one must not take its lease back)
             return ()
         return (
             flag_for_review(
@@ -614,4 +628,27 @@ def reconcile(
     # A read that does not show the message proves nothing (DESIGN invariant 4): the row may
     # be queued or failed where the reader cannot see it (every caller but uid 1000/1001 and
     # the default SMS app reads the restricted view), or the app sent it as RCS chat or MMS.
+    if (
+        unverified_after is not None
+        and record.review_reason is None
+        and now >= record.dispatched_at + unverified_after
+        and (
+            record.evidence.get("fence") in ("claimed", "lost")
+            or "fence_epoch" not in record.evidence
+        )
+    ):
+        return (
+            flag_for_review(
+                record,
+                ReviewReason.UNVERIFIED,
+                now=now,
+                actor=actor,
+                evidence={
+                    "unverified_after_s": unverified_after.total_seconds(),
+                    "fence": record.evidence.get("fence", "none"),
+                    "fence_stages": list(record.evidence.get("fence_stages") or []),
+                    **dict(lookup.evidence),
+                },
+            ),
+        )
     return ()

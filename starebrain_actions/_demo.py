@@ -102,6 +102,13 @@ BATCH: tuple[DemoMessage, ...] = (
         fault="drop-after-send",
         what="reply lost after the send",
     ),
+    DemoMessage(
+        action_id="otp-1009",
+        to="+1 555 0108",
+        body="Your code is 8046",
+        fault="hang",
+        what="the command hangs, nothing sent",
+    ),
 )
 
 _POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1.5))
@@ -238,6 +245,7 @@ async def _run(out: Output, folder: Path) -> int:
         ledger_tally = tally(ledger_phone, BATCH, seeded)
         naive_tally = tally(naive_phone, BATCH, seeded)
         _show_axes(out, summaries)
+        _show_fenced(out, summaries)
         _show_sent_box(out, ledger_phone, seeded, summaries)
     _show_comparison(out, ledger_tally, naive_tally, ledger_dispatches, naive_dispatches)
     elapsed = time.monotonic() - started
@@ -285,6 +293,22 @@ def _show_axes(out: Output, summaries: Sequence[ActionSummary]) -> None:
         rows,
         title="The ledger agent's attempts: two axes each",
     )
+
+
+def _show_fenced(out: Output, summaries: Sequence[ActionSummary]) -> None:
+    """The attempts the fence on the phone settled: no read could have."""
+    fenced = [
+        (summary.action.action_id, record)
+        for summary in summaries
+        for record in summary.attempts
+        if record.evidence.get("fence") == "voided"
+    ]
+    if not fenced:
+        return
+    out.line()
+    out.line("Settled by the fence on the phone (no read can see a send that never happened):")
+    for action_id, record in fenced:
+        out.line(f"  {action_id} attempt {record.attempt}: {record.last_error}")
 
 
 def _show_sent_box(

@@ -365,15 +365,20 @@ class Ledger:
             if not decision:
                 raise _refusal(action_id, decision)
             holder = db.execute(
-                "SELECT dispatch_id, action_id FROM attempts"
-                " WHERE device = ? AND delivery = 'PENDING'",
+                "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
+                " WHERE device = ? AND delivery = 'PENDING'"
+                " AND review_reason IS NOT 'UNVERIFIED'",
                 (device,),
             ).fetchone()
             if holder is not None:
-                raise DeviceBusy(
+                busy = DeviceBusy(
                     f"device {device} is leased to attempt {holder[0]} of action {holder[1]},"
-                    " which is still unresolved"
+                    f" unresolved since {holder[2]}"
                 )
+                busy.holder_dispatch_id = str(holder[0])
+                busy.holder_action_id = str(holder[1])
+                busy.holder_since = str(holder[2])
+                raise busy
             record = ActionRecord(
                 action_id=action_id,
                 dispatch_id=str(uuid.uuid4()),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import functools
 import hashlib
 import json
 import re
@@ -13,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
-import phonenumbers
 
+from sms_recipients import normalize_recipient
 from starebrain_actions.exceptions import InvalidInput
 
 # --------------------------------------------------------------------------- states
@@ -56,6 +55,10 @@ class ReviewReason(enum.StrEnum):
     MISMATCH = "MISMATCH"  #: something else than the intent went out
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"  #: no attempts or time left
     STUCK = "STUCK"  #: the phone keeps the message queued past the grace window
+    #: sent (the script ran) but never seen on the phone past ``unverified_after``: RCS chat,
+    #: a queued or failed send out of sight, a text the app dropped; the device lease is
+    #: released, the action itself is never sent again without a proof or a ruling
+    UNVERIFIED = "UNVERIFIED"
 
 
 class Event(enum.StrEnum):
@@ -178,32 +181,27 @@ def canonical_body(body: str) -> str:
     return unicodedata.normalize("NFC", _LINE_ENDINGS.sub("\n", body))
 
 
-@functools.lru_cache(maxsize=4096)
 def canonical_recipient(recipient: str, region: str | None = None) -> str:
-    """The recipient as fingerprinted: E.164 when it parses, else its digits (short codes).
+    """The recipient as fingerprinted, sent and matched: E.164 for a valid number (a national
+    one read in ``region``), the ASCII digits of a short code.
+
+    It is ``sms_recipients.normalize_recipient``, the one rule the bridge's sender and matcher
+    use too, so an intent never holds a recipient that either of them would refuse.
 
     Raises:
-        InvalidInput: the recipient holds no digits.
+        InvalidInput: anything else (a typo, an unknown country code, letters, ``*#06#``…),
+            with the reason.
     """
-    text = recipient.strip()
-    digits = "".join(ch for ch in text if ch.isdigit())
-    if not digits:
-        raise InvalidInput(f"recipient {recipient!r} holds no digits")
-    if text.startswith("00") and not text.startswith("+"):
-        text = "+" + text[2:]
-    if len(digits) > 6 or text.startswith("+"):
-        try:
-            parsed = phonenumbers.parse(text, region.upper() if region else None)
-        except phonenumbers.NumberParseException:
-            return digits
-        return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)
-    return digits
-
-
-def _check_recipient(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(recipient, str) or not recipient.strip():
         raise InvalidInput("recipient must not be empty")
-    canonical_recipient(value)
+    normalized = normalize_recipient(recipient, region)
+    if normalized.reason is not None:
+        raise InvalidInput(f"recipient is not a phone number or short code: {normalized.reason}")
+    return normalized.value
+
+
+def _check_recipient(intent: SmsIntent, _a: attrs.Attribute[Any], value: str) -> None:
+    canonical_recipient(value, intent.region)
 
 
 def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
@@ -230,7 +228,9 @@ def _frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
 class SmsIntent:
     """One SMS to send: what the fingerprint is computed over."""
 
-    #: the number as the caller wrote it (national numbers use ``region``)
+    #: the number in its one canonical form, what is fingerprinted, sent and matched: E.164
+    #: for a valid number, the digits of a short code (see ``canonical_recipient``); given
+    #: as the caller wrote it (national numbers read in ``region``), normalised on creation
     recipient: str = attrs.field(validator=_check_recipient)
     #: the text to send, exactly
     body: str = attrs.field(validator=_check_body)
@@ -240,6 +240,11 @@ class SmsIntent:
     extras: Mapping[str, str] = attrs.field(
         factory=dict, converter=_frozen_mapping, validator=_check_extras
     )
+
+    def __attrs_post_init__(self) -> None:
+        # validated above; with validators disabled (reading a legacy row) it is kept as is
+        if not attrs.validators.get_disabled():
+            object.__setattr__(self, "recipient", canonical_recipient(self.recipient, self.region))
 
     def canonical(self) -> dict[str, Any]:
         """The allowlisted, normalised form the fingerprint is computed over."""
@@ -289,6 +294,11 @@ class RetryPolicy:
     #: how long after dispatch an unresolved attempt is IN_FLIGHT before it is UNKNOWN, and a
     #: queued artifact goes to review (STUCK); absence of the message never proves anything
     grace_window: timedelta = attrs.field(default=timedelta(seconds=60), validator=_non_negative)
+    #: how long after dispatch an attempt whose message never shows up goes to review
+    #: (UNVERIFIED) and releases its device's lease, so other actions on the phone go on
+    unverified_after: timedelta = attrs.field(
+        default=timedelta(minutes=10), validator=_non_negative
+    )
 
     def interval_before(self, attempt: int) -> timedelta:
         """The wait required before attempt number ``attempt`` (>= 2) may start."""

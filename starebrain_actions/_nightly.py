@@ -30,7 +30,7 @@ import attrs
 from starebrain_actions._convert import converter, format_time
 from starebrain_actions._core import derive_status
 from starebrain_actions._ledger import Ledger
-from starebrain_actions._model import ActionSummary, ReviewReason, Status
+from starebrain_actions._model import ActionSummary, DeliveryState, ReviewReason, Status
 from starebrain_actions._render import age, status_counts_text
 from starebrain_actions.exceptions import LedgerUnavailable
 
@@ -120,6 +120,10 @@ class AttemptLine:
     bucket: str
     review_reason: str | None
     last_error: str | None
+    #: True when the attempt still holds its device's lease (unresolved, not UNVERIFIED)
+    holds_lease: bool = False
+    #: the action's ``unverified_after``: past it a lease holder needs a person
+    lease_limit_s: int = int(STALE_AFTER.total_seconds())
 
 
 @attrs.frozen(kw_only=True)
@@ -427,6 +431,9 @@ def build_report(
                     bucket=bucket,
                     review_reason=record.review_reason.value if record.review_reason else None,
                     last_error=record.last_error,
+                    holds_lease=record.delivery is DeliveryState.PENDING
+                    and record.review_reason is not ReviewReason.UNVERIFIED,
+                    lease_limit_s=int(summary.action.policy.unverified_after.total_seconds()),
                 )
             )
     unresolved.sort(key=lambda line: line.dispatched_at)
@@ -452,12 +459,17 @@ def build_report(
     stale = [
         line
         for line in unresolved
-        if line.age_seconds >= STALE_AFTER.total_seconds() and line.device not in stranded_devices
+        if line.device not in stranded_devices
+        and (
+            (line.holds_lease and line.age_seconds >= line.lease_limit_s)
+            or line.age_seconds >= STALE_AFTER.total_seconds()
+        )
     ]
     if stale:
+        holders = sum(1 for line in stale if line.holds_lease)
         attention.append(
-            f"{len(stale)} attempt(s) unresolved for more than {age(STALE_AFTER)}"
-            " (each holds its device's lease)"
+            f"{len(stale)} attempt(s) unresolved past their limit"
+            + (f", {holders} still holding their device's lease" if holders else "")
         )
     return NightlyReport(
         generated_at=now,

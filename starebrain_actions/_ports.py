@@ -79,6 +79,9 @@ class FenceCheck:
     state: str
     #: stage markers the script left, ``(stage, phone clock ms)``
     stages: tuple[tuple[str, int], ...] = ()
+    #: for "voided": "claim" (the script never started) or "go" (it started but can never
+    #: press the keys)
+    voided_at: str | None = None
 
 
 class Phone(Protocol):

@@ -261,7 +261,13 @@ def plan_device(
                     **({"unrelated_rows": unrelated} if unrelated else {}),
                 },
             )
-        planned = _core.reconcile(record, lookup, now, grace_window=grace)
+        planned = _core.reconcile(
+            record,
+            lookup,
+            now,
+            grace_window=grace,
+            unverified_after=action.policy.unverified_after,
+        )
         transitions.extend(planned)
         final = planned[-1].after if planned else record
         if final.delivery is DeliveryState.CONFIRMED and final.provider_object_id is not None:
@@ -358,7 +364,9 @@ async def _fence_transitions(
         record = by_id.get(check.dispatch_id)
         if record is None:
             continue
-        transition = _core.settle_by_fence(record, check.state, check.stages, now=now)
+        transition = _core.settle_by_fence(
+            record, check.state, check.stages, now=now, voided_at=check.voided_at
+        )
         if transition is not None:
             transitions.append(transition)
     return transitions

@@ -161,9 +161,13 @@ class SmsAgent:
         *,
         wait: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[str], None] | None = None,
     ) -> SendOutcome:
         """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
         for proof of the outcome.
+
+        ``on_wait(message)`` is told, once per blocker, when the send waits for another
+        action's attempt that holds the phone.
 
         Raises:
             InvalidInput: empty or malformed recipient or body, or a bad action id.
@@ -173,6 +177,7 @@ class SmsAgent:
         intent = SmsIntent(recipient=to, body=body, region=self.region)
         action = await self.ledger.create_action(action_id, intent, self.policy)
         give_up = clock() + max(0.0, wait)
+        told = ""
         while True:
             summary = await self.ledger.summary(action_id)
             latest = summary.latest
@@ -214,7 +219,14 @@ class SmsAgent:
                 )
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead
-            except DeviceBusy:
+            except DeviceBusy as busy:
+                if on_wait is not None and busy.holder_dispatch_id != told:
+                    told = busy.holder_dispatch_id
+                    on_wait(
+                        f"waiting for attempt {busy.holder_dispatch_id} of action"
+                        f" {busy.holder_action_id} on this phone (unresolved since"
+                        f" {busy.holder_since}); resolve it or wait"
+                    )
                 if not await self._pause(give_up, clock):
                     return SendOutcome(summary=await self.ledger.summary(action_id))
                 continue

@@ -373,6 +373,11 @@ def send(
     ctx.exit(code)
 
 
+def _tell_waiting(message: str) -> None:
+    """Say on stderr, at once, what a send waits for."""
+    click.echo(f"starebrain send: {message}", err=True)
+
+
 def _run_send(
     path: Path,
     device: str,
@@ -408,7 +413,9 @@ def _run_send(
             region=region,
             read_as_system=read_as_system,
         ) as agent:
-            outcome = await agent.send(action_id, intent.recipient, intent.body, wait=wait)
+            outcome = await agent.send(
+                action_id, intent.recipient, intent.body, wait=wait, on_wait=_tell_waiting
+            )
             return outcome.summary
 
     try:

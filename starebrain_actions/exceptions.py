@@ -118,7 +118,15 @@ class AttemptInFlight(AttemptRefused):
 
 
 class DeviceBusy(AttemptRefused):
-    """Another action's in-flight attempt holds this device's lease."""
+    """Another action's in-flight attempt holds this device's lease.
+
+    ``holder_dispatch_id``, ``holder_action_id`` and ``holder_since`` name it (empty when
+    unknown), so a caller can say what it waits for.
+    """
+
+    holder_dispatch_id: str = ""
+    holder_action_id: str = ""
+    holder_since: str = ""
 
 
 class BudgetExhausted(AttemptRefused):

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 import structlog
@@ -40,6 +41,14 @@ from android_bridge.simulator._device import (
     build_properties,
 )
 from android_bridge.simulator._faults import Fault, FaultPlan
+from android_bridge.simulator._files import (
+    LOCAL_TMP,
+    Credentials,
+    FileCommands,
+    FilesView,
+    FileTree,
+    toybox_release,
+)
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, OutputFn, Shell
 from android_bridge.simulator._store import (
@@ -48,7 +57,7 @@ from android_bridge.simulator._store import (
     MMS_BOX_OUTBOX,
     SmsStore,
 )
-from android_bridge.simulator._su import Identity, SuCommand
+from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
 from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
 from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, DropConnection
@@ -176,6 +185,9 @@ class SimulatedPhone:
         self.commands_run: list[str] = []
         self._random = random.Random(seed)
         self._store: SmsStore | None = None
+        self._files: FileTree | None = None
+        #: What the release's toybox does differently (``_files.ToyboxRelease``).
+        self.toybox = toybox_release(self.release.version)
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
@@ -234,6 +246,8 @@ class SimulatedPhone:
         if self._store is not None:
             return
         self._store = SmsStore(self.store_path)
+        self._files = FileTree(self.store_path, clock_ns=lambda: self.now_ms() * 1_000_000)
+        self._files.boot()
         self.authorized_keys.start_keystore()
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         self.tcpip_enabled = True
@@ -275,6 +289,9 @@ class SimulatedPhone:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._files is not None:
+            self._files.close()
+            self._files = None
         log.info("simulator_stopped", serial=self.serial)
 
     async def __aenter__(self) -> Self:
@@ -362,6 +379,9 @@ class SimulatedPhone:
                     self.store.mark_mms_failed(provider_id)
                 else:
                     self.store.mark_failed(provider_id)
+        if self._files is not None:
+            # init's post-fs-data: /data/local/tmp and its parents, modes and owners again.
+            self._files.boot()
         self.authorized_keys.start_keystore()
         if self._unlock_task is not None:
             self._unlock_task.cancel()
@@ -392,6 +412,54 @@ class SimulatedPhone:
         if delta < timedelta(0):
             raise ValueError("time only moves forward")
         self._clock_offset_ms += int(delta.total_seconds() * 1000)
+
+    # -- files (test controls) -------------------------------------------------------
+
+    def _tree(self) -> FileTree:
+        if self._files is None:
+            raise RuntimeError("the simulated phone is not started")
+        return self._files
+
+    @property
+    def files(self) -> FilesView:
+        """The phone's file tree as a test reads it (as root): ``exists``, ``is_dir``,
+        ``is_symlink``, ``readlink``, ``listdir``, ``stat``, ``walk``.
+
+        Raises:
+            RuntimeError: the phone has not been started.
+        """
+        return FilesView(self._tree())
+
+    def clear_tmp(self) -> None:
+        """Someone ran ``rm -rf /data/local/tmp/*`` (dot names too): everything below
+        ``/data/local/tmp`` is gone, the directory stays."""
+        self._tree().clear_children(LOCAL_TMP)
+
+    async def wipe_data(self) -> None:
+        """A factory reset, then the boot after it.
+
+        Recovery formats ``/data`` (``wipe_data``): the SMS/MMS database
+        (``/data/user_de``/``/data/data/com.android.providers.telephony``), everything in
+        ``/data/local/tmp``, and ``/data/misc/adb/adb_keys`` (where adbd and
+        ``AdbDebuggingManager`` keep "Always allow" keys: system/core
+        ``adb/daemon/auth.cpp`` ``key_paths``, android-10.0.0_r1) are gone. So is the
+        ``adb tcpip`` mode, and with it every connection: like a reboot (see ``reboot``).
+        A real phone also turns USB debugging off; here ``enable_tcpip()`` stands for the
+        user turning it on again, and an unknown key is then asked about again.
+        """
+        self.store.wipe()
+        self._tree().wipe()
+        keys = self.authorized_keys
+        if keys.path.exists():
+            keys.path.write_text("", encoding="utf-8")
+        keys.last_connection.clear()
+        await self.reboot()
+
+    def _zone(self) -> ZoneInfo:
+        try:
+            return ZoneInfo(self._properties().get("persist.sys.timezone", "UTC"))
+        except (ZoneInfoNotFoundError, ValueError):
+            return ZoneInfo("UTC")
 
     # -- the messaging app and the screen (test controls) --------------------------------
 
@@ -531,6 +599,13 @@ class SimulatedPhone:
         if self.build_type != "user":
             # /system/xbin/su exists on userdebug and eng builds only (system/extras su).
             commands["su"] = SuCommand(caller, self._commands)
+        if identity is None:
+            # adbd: setgid(AID_SHELL) and its supplementary groups (not shell); adb root: 0.
+            credentials = Credentials(uid=caller, gid=caller, groups=_SHELL_GROUPS)
+        else:
+            credentials = Credentials(uid=identity.uid, gid=identity.gid, groups=identity.groups)
+        files = FileCommands(self._tree(), cred=credentials, toybox=self.toybox, zone=self._zone)
+        commands.update(files.commands())
         return commands
 
     # -- the phone -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ mksh on generated command lines.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
@@ -22,6 +23,14 @@ from typing import Final
 import attrs
 
 SHELL_NAME: Final = "/system/bin/sh"
+
+#: Whether the running command's stdout is a terminal (``isatty(1)``), for tools that print
+#: differently on one (toybox ``ls``: columns). adbd runs a legacy ``shell:`` command in a
+#: PTY, a ``shell,v2:`` one in pipes unless it asks for ``pty``; whoever runs a script sets
+#: this. A pipeline's writing elements and a ``$(...)`` never write to a terminal.
+STDOUT_IS_TERMINAL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "stdout_is_terminal", default=False
+)
 
 
 @attrs.frozen
@@ -589,7 +598,12 @@ class Shell:
             substituted = self._substitution_status
             self.status = substituted if substituted is not None else 0
             return ""
-        result = await self._execute(argv, stdin)
+        terminal = STDOUT_IS_TERMINAL.set(False) if piped else None
+        try:
+            result = await self._execute(argv, stdin)
+        finally:
+            if terminal is not None:
+                STDOUT_IS_TERMINAL.reset(terminal)
         piped_out: list[str] = []
         for fd, text in result.chunks:
             destination = destinations.get(fd, 2)
@@ -670,7 +684,11 @@ class Shell:
         inner = Shell(self._commands, after_command=self._after_command)
         inner.status = self.status
         inner.variables = dict(self.variables)
-        chunks, status = await inner.run_chunks(part.script)
+        terminal = STDOUT_IS_TERMINAL.set(False)
+        try:
+            chunks, status = await inner.run_chunks(part.script)
+        finally:
+            STDOUT_IS_TERMINAL.reset(terminal)
         captured = "".join(text for fd, text in chunks if fd == 1)
         self._sink.extend((fd, text) for fd, text in chunks if fd != 1)
         # ``$?`` keeps the previous command's status until this command completes

@@ -652,6 +652,12 @@ class SmsStore:
         """Move an outgoing MMS to the failed box (5), as the MMS service does when a send fails."""
         self._db.execute("UPDATE pdu SET msg_box = ? WHERE _id = ?", (MMS_BOX_FAILED, pdu_id))
 
+    def wipe(self) -> None:
+        """A factory reset: every SMS, MMS and conversation is gone."""
+        with self._transaction():
+            for table in ("sms", "pdu", "addr", "part", "canonical_addresses"):
+                self._db.execute(f"DELETE FROM {table}")
+
     def mms_messages(self) -> list[MmsMessage]:
         """Every MMS with its addresses and text, ordered by ``_id`` (ground truth for tests)."""
         pdus = self._db.execute(

@@ -48,12 +48,15 @@ async def run_child(db: Path, serial: str, key: Path, step: str, phone: Any) -> 
     return output.decode()
 
 
-@pytest.mark.parametrize("step", ["before_commit", "after_send", "during_reconcile"])
+@pytest.mark.parametrize(
+    "step", ["before_commit", "after_commit", "after_send", "during_reconcile"]
+)
 async def test_a_killed_sender_rerun_sends_exactly_one_sms(
     step: str, sms_phone: Any, db_path: Path, adb_key_path: Path
 ) -> None:
-    """Whatever step the process dies at after sending, or before committing, rerunning the
-    same send ends with one SMS and the original records intact."""
+    """Whatever step the process dies at, rerunning the same send ends with one SMS and the
+    original records intact; a receipt committed for a send that never left is voided on the
+    phone by the rerun (the fence) and retried."""
     phone = await sms_phone()
     if step == "after_send":
         phone.inject_fault("hang-after-send")
@@ -76,26 +79,3 @@ async def test_a_killed_sender_rerun_sends_exactly_one_sms(
         assert original.dispatched_at == kept.dispatched_at
     expected_attempts = {"before_commit": 1, "after_commit": 2, "after_send": 1}
     assert expected_attempts.get(step, 1) == len(after)
-
-
-async def test_a_sender_killed_before_sending_leaves_the_attempt_unknown(
-    sms_phone: Any, db_path: Path, adb_key_path: Path
-) -> None:
-    """Killed after committing its receipt and before the command left: no read can prove that
-    nothing went out (the app may have sent it as RCS chat, which never reaches the SMS
-    provider), so the rerun makes no claim: the attempt stays UNKNOWN and nothing is sent."""
-    phone = await sms_phone()
-    await run_child(db_path, phone.serial, adb_key_path, "after_commit", phone)
-    policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=0))
-    async with SmsAgent.open(
-        db=db_path,
-        device=phone.serial,
-        key_path=adb_key_path,
-        policy=policy,
-        poll_interval_s=0.05,
-        read_as_system=True,
-    ) as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=1)
-        after = await agent.ledger.attempts("A-17")
-    assert (Status.UNKNOWN, 1, 0) == (outcome.status, len(after), agent.dispatches)
-    assert [] == sent_rows(phone, TO, BODY) and [] == phone.transmissions

@@ -64,6 +64,34 @@ def test_different_or_invalid_numbers_do_not_match(intended: str, stored: str, r
     assert expected == (result.matched, result.recipient_ok, result.body_ok)
 
 
+def test_an_invalid_recipient_is_explained_not_mismatched() -> None:
+    """The report's typo never matches, and the details say why without the number."""
+    result = message_matches_intent(
+        _row("+1202555010", "hi"), "+1 (202) 555-010", "hi", region="US"
+    )
+    assert ("recipient_invalid", False) == (result.reason, result.matched)
+    assert ["intended recipient: not a valid +1 number: it is too short"] == [
+        item for item in result.details if item.startswith("intended recipient:")
+    ]
+    assert "555" not in " ".join(result.details)
+
+
+def test_digits_of_another_script_match_their_ascii_spelling() -> None:
+    """A stored address in Arabic-Indic digits is the ASCII number."""
+    stored = "+\u0661\u0662\u0660\u0662\u0665\u0665\u0665\u0660\u0661\u0664\u0663"
+    result = message_matches_intent(_row(stored, "hi"), "+1 202 555 0143", "hi", region="US")
+    assert True is result.matched
+
+
+def test_without_a_region_only_international_numbers_and_short_codes_match() -> None:
+    """With no region a national stored address is invalid; E.164 and short codes still match."""
+    national = message_matches_intent(_row("2025550143", "hi"), "+12025550143", "hi", region=None)
+    e164 = message_matches_intent(_row("+12025550143", "hi"), "+12025550143", "hi", region=None)
+    short = message_matches_intent(_row("12345", "hi"), "12 345", "hi", region=None)
+    expected = ("recipient_invalid", True, True)
+    assert expected == (national.reason, e164.matched, short.matched)
+
+
 def test_short_code_is_digits() -> None:
     """A short code compares as its digits."""
     expected = ("digits", "12345")

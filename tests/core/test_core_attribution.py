@@ -138,19 +138,25 @@ def test_several_partial_matches_are_ambiguous() -> None:
 def test_unrelated_rows_are_noise_and_absence_proves_nothing() -> None:
     """A row matching neither recipient nor body is left out, and a complete full-view read
     without the message fails nothing, however late: the app may have sent it as RCS chat,
-    which never lands in the SMS provider (DESIGN invariant 4)."""
+    which never lands in the SMS provider (DESIGN invariant 4). Past the policy's
+    unverified_after it goes to review instead (UNVERIFIED), still PENDING."""
     rows = read(row(11, to="+15550199", body="see you"))
     assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
     late = NOW + timedelta(days=1)
-    assert () == plan_device([pending()], rows, set(), judge, late).transitions
+    (flag,) = plan_device([pending()], rows, set(), judge, late).transitions
+    assert (DeliveryState.PENDING, ReviewReason.UNVERIFIED) == (
+        flag.after.delivery,
+        flag.after.review_reason,
+    )
 
 
 @pytest.mark.parametrize("full_view", [True, False])
 def test_no_read_proves_absence(full_view: bool) -> None:
-    """A complete read without the message proves nothing, restricted or full view, however
-    late (ProviderUtil.isAccessRestricted: root reads the restricted view too)."""
+    """A complete read without the message never fails the attempt, restricted or full view,
+    however late (ProviderUtil.isAccessRestricted: root reads the restricted view too)."""
     late = NOW + timedelta(days=1)
-    assert () == plan_device([pending()], read(full_view=full_view), set(), judge, late).transitions
+    plan = plan_device([pending()], read(full_view=full_view), set(), judge, late)
+    assert [DeliveryState.PENDING] == [t.after.delivery for t in plan.transitions]
 
 
 def test_a_failed_row_fails_the_attempt() -> None:

@@ -15,6 +15,8 @@
 -- writes no history; DROP TABLE's implicit delete fires no trigger either. The history
 -- table is not touched: its rows and AUTOINCREMENT sequence stay as they are.
 -- Rows confirmed before this version came from content://sms: their kind is 'sms'.
+-- Version 2 also adds the review reason UNVERIFIED (a sent attempt never seen on the phone
+-- past its limit): such an attempt stays unresolved but no longer holds its device's lease.
 
 DROP TRIGGER attempts_artifact_not_a_duplicate;
 DROP TRIGGER attempts_history_on_insert;
@@ -53,7 +55,8 @@ CREATE TABLE attempts (
     evidence_json       TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(evidence_json)),
     last_error          TEXT,
     review_reason       TEXT    CHECK (review_reason IN
-                                ('AMBIGUOUS', 'DUPLICATE', 'MISMATCH', 'BUDGET_EXHAUSTED', 'STUCK')),
+                                ('AMBIGUOUS', 'DUPLICATE', 'MISMATCH', 'BUDGET_EXHAUSTED', 'STUCK',
+                                 'UNVERIFIED')),
     resolved_by         TEXT,
     version             INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
     -- who made the latest change and why: the history trigger copies these, so a change
@@ -115,11 +118,12 @@ DROP TABLE duplicates_v1;
 DROP TABLE attempts_v1;
 
 -- One unresolved attempt per action, and the per-device lease: the in-flight attempt holds
--- its device until proof or an operator resolves it. A crash frees neither.
+-- its device until proof or an operator resolves it, or until it goes to review as
+-- UNVERIFIED (its own action still waits: the first index). A crash frees neither.
 CREATE UNIQUE INDEX attempts_one_in_flight_per_action ON attempts (action_id)
     WHERE delivery = 'PENDING';
 CREATE UNIQUE INDEX attempts_device_lease ON attempts (device)
-    WHERE delivery = 'PENDING';
+    WHERE delivery = 'PENDING' AND review_reason IS NOT 'UNVERIFIED';
 CREATE INDEX attempts_review ON attempts (review_reason) WHERE review_reason IS NOT NULL;
 
 -- Attempts are never deleted: the receipt outlives every outcome.

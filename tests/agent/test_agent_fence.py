@@ -1,0 +1,140 @@
+"""The fence on the phone settles what no read can: a send cut off before its keys.
+
+Each case cuts a send at one point of its script on the phone (the connection drops there
+and adbd hangs the script up: ``phone.drop_after_command``), then reruns the same send. The
+ground truth is what left the phone (``phone.transmissions``), never the ledger.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from android_bridge import Device
+from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
+
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
+OTHER_TO, OTHER_BODY = "+1 202 555 0199", "Table for two at 8"
+POLICY = RetryPolicy(maximum_attempts=3)
+
+
+def sent(phone: Any, body: str = BODY) -> int:
+    """How many messages carrying ``body`` left the phone, on any channel."""
+    return sum(1 for t in phone.transmissions if t.body == body)
+
+
+@pytest.mark.parametrize(
+    ("command", "nth", "where"),
+    [
+        ("ls", 1, "before the claim (the epoch check ran, the claim did not)"),
+        ("ln", 1, "right after the claim"),
+        ("am", 1, "after am opened the compose window"),
+        ("ln", 2, "after the am stage marker"),
+    ],
+)
+async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
+    sms_phone: Any, agent_for: Any, command: str, nth: int, where: str
+) -> None:
+    """Cut anywhere before the right to press the keys was claimed: the rerun voids the fence
+    (claim or go), the attempt is FAILED with the fence as proof, and one SMS goes out."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        await agent.phone.fence_epoch()  # asked once per connection, before the cut is armed
+        phone.drop_after_command(command, nth=nth)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        rerun = await agent.send("A-17", TO, BODY, wait=5)
+    first = rerun.summary.attempts[0]
+    assert (1, Status.SUCCEEDED) == (sent(phone), rerun.status), where
+    assert (DeliveryState.FAILED, "voided") == (first.delivery, first.evidence.get("fence"))
+
+
+async def test_a_send_cut_after_its_keys_is_confirmed_not_resent(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Cut right after the send key: the message went out; the fence cannot be voided (the
+    script holds go), and a read confirms the one SMS."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command("input", nth=2)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        rerun = await agent.send("A-17", TO, BODY, wait=5)
+    assert (1, Status.SUCCEEDED, 1) == (sent(phone), rerun.status, len(rerun.summary.attempts))
+
+
+async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phone(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Cut right after the script claimed go, before the send key: no proof either way, so the
+    attempt stays unresolved and its action is never resent; past unverified_after it goes to
+    review (UNVERIFIED) and another action can use the phone."""
+    phone = await sms_phone()
+    policy = RetryPolicy(maximum_attempts=3, unverified_after=timedelta(0))
+    async with agent_for(phone, policy=policy) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command("ln", nth=3)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        again = await agent.send("A-17", TO, BODY, wait=1)
+        other = await agent.send("B-1", OTHER_TO, OTHER_BODY, wait=5)
+    record = again.record
+    assert record is not None
+    assert (DeliveryState.PENDING, ReviewReason.UNVERIFIED) == (
+        record.delivery,
+        record.review_reason,
+    )
+    assert (0, 1, Status.SUCCEEDED) == (sent(phone), len(again.summary.attempts), other.status)
+    assert "claimed" == record.evidence.get("fence")
+
+
+async def test_a_hung_command_that_never_ran_is_voided_and_sent_once(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone takes the command and never runs it (a hang): the sender's poll voids the
+    fence at once, the attempt is FAILED, and the retry sends exactly one SMS; the hung copy
+    could never claim it later."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, command_timeout_s=1.0) as agent:
+        await agent.phone.fence_epoch()
+        phone.inject_fault("hang")
+        outcome = await agent.send("A-17", TO, BODY, wait=8)
+    first = outcome.summary.attempts[0]
+    assert (1, Status.SUCCEEDED) == (sent(phone), outcome.status)
+    assert (DeliveryState.FAILED, "claim") == (first.delivery, first.evidence["fence_voided_at"])
+
+
+async def test_a_voided_attempt_cannot_be_sent_by_a_late_copy_of_its_script(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """Replay the very send command of a voided attempt: its claim fails and nothing is sent."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, command_timeout_s=1.0) as agent:
+        await agent.phone.fence_epoch()
+        phone.inject_fault("hang")
+        await agent.send("A-17", TO, BODY, wait=8)
+    hung = next(c for c in phone.commands_run if "am start" in c and "ln -s script" in c)
+    async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
+        await device.shell(hung)
+    assert 1 == sent(phone)
+
+
+async def test_the_fence_folder_cleared_proves_nothing(sms_phone: Any, agent_for: Any) -> None:
+    """A receipt was committed and its sender died; then /data/local/tmp was cleared. The
+    missing claim proves nothing now (the epoch is gone too), so the attempt is not voided,
+    stays unresolved, and nothing is sent for it."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+        await agent.ledger.begin_attempt("A-17", phone.serial, evidence={"fence_epoch": epoch})
+        phone.clear_tmp()
+        again = await agent.send("A-17", TO, BODY, wait=1)
+    record = again.record
+    assert record is not None
+    assert (0, 1, DeliveryState.PENDING) == (
+        sent(phone),
+        len(again.summary.attempts),
+        record.delivery,
+    )
+    assert "lost" == record.evidence.get("fence")
