@@ -48,63 +48,63 @@ class DemoMessage:
 BATCH: tuple[DemoMessage, ...] = (
     DemoMessage(
         action_id="otp-1001",
-        to="+1 555 0100",
+        to="+1 202 555 0100",
         body="Your code is 4821",
         fault=None,
         what="no fault",
     ),
     DemoMessage(
         action_id="otp-1002",
-        to="+1 555 0101",
+        to="+1 202 555 0101",
         body="Your code is 1945",
         fault="drop-after-send",
         what="reply lost after the send",
     ),
     DemoMessage(
         action_id="otp-1003",
-        to="+1 555 0102",
+        to="+1 202 555 0102",
         body="Your code is 7302",
         fault="hang-after-send",
         what="sent, then the command hangs",
     ),
     DemoMessage(
         action_id="otp-1004",
-        to="+1 555 0103",
+        to="+1 202 555 0103",
         body="Your code is 5517",
         fault="wrong-recipient",
         what="the app sends it to another number",
     ),
     DemoMessage(
         action_id="otp-1005",
-        to="+1 555 0104",
+        to="+1 202 555 0104",
         body="Your code is 6088",
         fault="send-fails",
         what="the radio fails the send",
     ),
     DemoMessage(
         action_id="otp-1006",
-        to="+1 555 0105",
+        to="+1 202 555 0105",
         body="Meet at 10:30, gate B",
         fault="mangle-body",
         what="the app autocorrects the text",
     ),
     DemoMessage(
         action_id="otp-1007",
-        to="+1 555 0106",
+        to="+1 202 555 0106",
         body="Your code is 9124",
         fault="duplicate-send",
         what="the app sends it twice",
     ),
     DemoMessage(
         action_id="otp-1008",
-        to="+1 555 0107",
+        to="+1 202 555 0107",
         body="Your code is 3370",
         fault="drop-after-send",
         what="reply lost after the send",
     ),
     DemoMessage(
         action_id="otp-1009",
-        to="+1 555 0108",
+        to="+1 202 555 0108",
         body="Your code is 8046",
         fault="hang",
         what="the command hangs, nothing sent",
@@ -156,9 +156,9 @@ def tally(phone: SimulatedPhone, batch: Sequence[DemoMessage], seeded: int) -> T
 def seed_history(phone: SimulatedPhone) -> int:
     """Give the phone some history, as a real one has; return the highest id."""
     now = phone.now_ms()
-    phone.store.insert_incoming("+15550199", "Are we still on for Friday?", date_ms=now - 90_000)
+    phone.store.insert_incoming("+12025550199", "Are we still on for Friday?", date_ms=now - 90_000)
     phone.store.insert_outgoing(
-        "+15550199", "Yes, see you there", date_ms=now - 60_000, message_type=SENT
+        "+12025550199", "Yes, see you there", date_ms=now - 60_000, message_type=SENT
     )
     return phone.store.max_id()
 

@@ -24,7 +24,7 @@ Attribution on one device (the device lease means at most one attempt is in flig
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,10 +54,11 @@ from starebrain_actions.exceptions import LedgerError, PhoneError
 
 _log = get_logger("starebrain.reconciler")
 
-#: How old an unresolved attempt must be before a pass voids its fence. The fence makes a
-#: void safe at any age (the send script and the pass cannot both claim it); waiting a little
-#: only spares a sender whose command is on its way a wasted attempt.
-VOID_AFTER = timedelta(seconds=10)
+#: How old an unresolved attempt must be before a pass voids its fence: longer than a live
+#: sender's command can take (the default command timeout, 20 s, and a margin). The fence
+#: makes a void safe at any age (the send script and the pass cannot both claim it); waiting
+#: only spares a live sender a wasted attempt, and two live senders from voiding each other.
+VOID_AFTER = timedelta(seconds=25)
 #: How far before the device clock at dispatch a row may be dated and still be a candidate.
 CLOCK_TOLERANCE_MS = 5_000
 #: How long after confirmation extra copies of a message are watched for as duplicates.
@@ -340,6 +341,7 @@ async def _fence_transitions(
     planned: Sequence[Transition],
     now: datetime,
     void_after: timedelta,
+    void_now: Collection[str],
 ) -> list[Transition]:
     """Void the fences of the unresolved attempts this read did not settle; what each proves."""
     settled = {transition.before.dispatch_id for transition in planned}
@@ -348,7 +350,7 @@ async def _fence_transitions(
         for item in watched
         if _core.can_void(item.record)
         and item.record.dispatch_id not in settled
-        and now - item.record.dispatched_at >= void_after
+        and (item.record.dispatch_id in void_now or now - item.record.dispatched_at >= void_after)
     ]
     if not candidates:
         return []
@@ -418,13 +420,15 @@ async def reconcile_device(
     now: datetime | None = None,
     duplicate_watch: timedelta = DUPLICATE_WATCH,
     void_after: timedelta | None = VOID_AFTER,
+    void_now: Collection[str] = (),
 ) -> DeviceReport:
     """One pass on one connected phone: one windowed read, one transaction.
 
     Unresolved attempts the read does not settle, dispatched at least ``void_after`` ago
     and created with a fence, are voided on the phone (one more round trip for all of
     them): an attempt whose send script never ran becomes FAILED, safe to retry; one whose
-    script ran keeps its stages as evidence. ``None``: no fence is touched.
+    script ran keeps its stages as evidence. ``None``: no fence is touched. ``void_now``:
+    dispatch ids whose sender knows its command is over (it timed out), voided at any age.
 
     The read covers the unresolved attempts and the attempts confirmed within
     ``duplicate_watch`` (to catch copies the phone sent later); a sender polling its own
@@ -452,7 +456,9 @@ async def reconcile_device(
     plan = plan_device(watched, read, claimed, phone.judge, when, claimed_mms=claimed_mms)
     transitions = list(plan.transitions)
     if void_after is not None:
-        transitions += await _fence_transitions(phone, watched, transitions, when, void_after)
+        transitions += await _fence_transitions(
+            phone, watched, transitions, when, void_after, void_now
+        )
     results, added = await ledger.apply_pass(transitions, plan.duplicates, now=when)
     actions = {w.record.action_id: w.action for w in watched}
     changes = []

@@ -38,7 +38,7 @@ _MASK = "•••••"
 
 
 def redact_number(number: str) -> str:
-    """``+15555550100`` -> ``+1•••••0100``: enough to tell numbers apart, not to dial one."""
+    """``+12025550100`` -> ``+1•••••0100``: enough to tell numbers apart, not to dial one."""
     text = number.strip()
     if len(text) <= 6:
         return _MASK

@@ -33,6 +33,7 @@ from starebrain_actions._model import (
 )
 from starebrain_actions._ports import Phone
 from starebrain_actions._reconciler import (
+    VOID_AFTER,
     Change,
     DeviceReport,
     ReconcilePass,
@@ -96,6 +97,7 @@ class SmsAgent:
         region: str | None = None,
         poll_interval_s: float = 0.25,
         actor: str = "agent",
+        void_after: timedelta = VOID_AFTER,
     ) -> None:
         self.ledger = ledger
         self.phone = phone
@@ -105,6 +107,11 @@ class SmsAgent:
         self.actor = actor
         #: dispatches this agent sent to the phone (for tests and the demo)
         self.dispatches = 0
+        #: an unresolved attempt of another sender is voided on the phone only this long
+        #: after its receipt: longer than its command can take (it may be on its way)
+        self.void_after = void_after
+        #: attempts this agent dispatched whose command ended without an answer
+        self._timed_out: set[str] = set()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -120,11 +127,15 @@ class SmsAgent:
         connect_timeout_s: float = 5.0,
         command_timeout_s: float = 20.0,
         read_as_system: bool | None = None,
+        void_after: timedelta | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
 
         ``read_as_system``: read the phone through ``su 1000`` (userdebug/eng builds), which
         also shows outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM``).
+        ``void_after``: how old another sender's unresolved attempt must be before this agent
+        voids its fence on the phone (default: the command timeout plus 5 s, at least 25 s:
+        a live sender's command is over by then).
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -144,7 +155,17 @@ class SmsAgent:
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:
                 yield cls(
-                    ledger, phone, policy=policy, region=region, poll_interval_s=poll_interval_s
+                    ledger,
+                    phone,
+                    policy=policy,
+                    region=region,
+                    poll_interval_s=poll_interval_s,
+                    # another sender's command may take up to its timeout: void after that
+                    void_after=(
+                        void_after
+                        if void_after is not None
+                        else max(VOID_AFTER, timedelta(seconds=command_timeout_s + 5))
+                    ),
                 )
             finally:
                 await phone.close()
@@ -192,7 +213,8 @@ class SmsAgent:
                     self.ledger,
                     self.phone,
                     duplicate_watch=timedelta(0),
-                    void_after=timedelta(0),
+                    void_after=self.void_after,
+                    void_now=self._timed_out,
                 )
                 summary = await self.ledger.summary(action_id)
                 latest = summary.latest
@@ -262,6 +284,8 @@ class SmsAgent:
                 evidence={"error": str(exc)},
             )
         except DispatchOutcomeUnknown as exc:
+            # this sender's command is over (timed out, cut off): its fence may be voided now
+            self._timed_out.add(record.dispatch_id)
             transition = _core.note_error(
                 record, f"outcome unknown: {exc}", now=self.ledger.now(), actor=self.actor
             )

@@ -21,7 +21,7 @@ from starebrain_actions._android import AndroidPhone
 from starebrain_actions._ports import DispatchReceipt, PhoneRead
 from starebrain_actions.agent import SmsAgent
 
-TO, BODY = "+1 555 0100", "Your code is 4821"
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
 POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
 
 

@@ -26,7 +26,7 @@ from starebrain_actions.agent import SmsAgent, reconcile_pending
 
 from .conftest import FAST, sent_rows
 
-TO, BODY = "+1 555 0100", "Your code is 4821"
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
 
 
 async def test_the_same_approved_action_twice_sends_one_sms(sms_phone: Any, agent_for: Any) -> None:
@@ -53,7 +53,11 @@ async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
         ledger = agent.ledger
         history = [entry.event for entry in await ledger.history("A-17")]
     assert Status.SUCCEEDED == outcome.status
-    assert [Event.CREATED, Event.NOTE_ERROR, Event.CONFIRM, Event.ACCEPT] == history
+    # the timed-out send is noted; a fence check may note that its script ran, before the read
+    # confirms it
+    assert [Event.CREATED, Event.NOTE_ERROR] == history[:2]
+    assert [Event.CONFIRM, Event.ACCEPT] == history[-2:]
+    assert {Event.NOTE_ERROR} == set(history[2:-2]) | {Event.NOTE_ERROR}
     assert outcome.record is not None
     assert "outcome unknown" in (outcome.record.last_error or "")
     assert [outcome.record.provider_object_id] == sent_rows(phone, TO, BODY)
@@ -68,7 +72,7 @@ async def test_changed_arguments_conflict_and_send_nothing(sms_phone: Any, agent
         with pytest.raises(FingerprintConflict):
             await agent.send("A-17", TO, "Your code is 0000", wait=5)
         with pytest.raises(FingerprintConflict):
-            await agent.send("A-17", "+1 555 0199", BODY, wait=5)
+            await agent.send("A-17", "+1 202 555 0199", BODY, wait=5)
     assert not any("am start" in command for command in phone.commands_run[before:])
     assert 1 == len(phone.store.rows(types=[2])) - 1  # the seeded sent row plus ours
 

@@ -17,7 +17,7 @@ from starebrain_actions.agent import SmsAgent
 
 from .conftest import sent_rows
 
-TO, BODY = "+1 555 0100", "Your code is 4821"
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,12 @@ async def test_a_killed_sender_rerun_sends_exactly_one_sms(
     assert (0 if step == "before_commit" else 1) == len(before)
     policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
     async with SmsAgent.open(
-        db=db_path, device=phone.serial, key_path=adb_key_path, policy=policy, poll_interval_s=0.05
+        db=db_path,
+        device=phone.serial,
+        key_path=adb_key_path,
+        policy=policy,
+        poll_interval_s=0.05,
+        void_after=timedelta(seconds=1),  # the dead sender's command cannot be on its way
     ) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=10)
         after = await agent.ledger.attempts("A-17")

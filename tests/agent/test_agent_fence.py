@@ -124,7 +124,7 @@ async def test_the_fence_folder_cleared_proves_nothing(sms_phone: Any, agent_for
     missing claim proves nothing now (the epoch is gone too), so the attempt is not voided,
     stays unresolved, and nothing is sent for it."""
     phone = await sms_phone()
-    async with agent_for(phone, policy=POLICY) as agent:
+    async with agent_for(phone, policy=POLICY, void_after=timedelta(0)) as agent:
         epoch = await agent.phone.fence_epoch()
         await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
         await agent.ledger.begin_attempt("A-17", phone.serial, evidence={"fence_epoch": epoch})
@@ -138,3 +138,23 @@ async def test_the_fence_folder_cleared_proves_nothing(sms_phone: Any, agent_for
         record.delivery,
     )
     assert "lost" == record.evidence.get("fence")
+
+
+async def test_a_live_sender_is_not_voided_by_another(sms_phone: Any, agent_for: Any) -> None:
+    """An attempt younger than void_after may belong to a sender whose command is on its way:
+    another sender of the same action waits for it instead of voiding it, and one SMS goes
+    out."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+        await agent.ledger.begin_attempt("A-17", phone.serial, evidence={"fence_epoch": epoch})
+        waited = await agent.send("A-17", TO, BODY, wait=0.5)
+    record = waited.record
+    assert record is not None
+    assert (DeliveryState.PENDING, None, 0) == (
+        record.delivery,
+        record.evidence.get("fence"),
+        sent(phone),
+    )
+    assert phone.files.exists(f"/data/local/tmp/starebrain/{record.dispatch_id}") is False

@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import sent_rows
 
-TO, BODY = "+1 555 0100", "Your code is 4821"
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
 
 
 @pytest.mark.slow

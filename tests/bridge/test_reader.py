@@ -90,7 +90,7 @@ async def test_hazard_bodies_read_back_exact(sim_phone: SimulatedPhone, sim_devi
         "Row: 0 _id=1, body=",
         "😀👩‍👩‍👧 e\u0301",
     ]
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     for body in hazards:
         sim_phone.store.insert_outgoing(RECIPIENT, body, date_ms=_now(), message_type=2)
     read = await SmsReader(sim_device).read_since(anchor)
@@ -102,7 +102,7 @@ async def test_sql_null_and_text_null_are_told_apart(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """A NULL body and the text "NULL" differ, resolved with one extra round trip."""
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     sim_phone.store.insert(
         address=RECIPIENT, body=None, type=2, date=_now(), creator=None, sub_id=SUB_ID
     )
@@ -117,7 +117,7 @@ async def test_sql_null_and_text_null_are_told_apart(
 
 async def test_missing_anchor_proves_nothing(sim_phone: SimulatedPhone, sim_device: Device) -> None:
     """When the anchor row is gone the read is not complete, even though rows came back."""
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     sim_phone.store.insert_outgoing(RECIPIENT, "later", date_ms=_now(), message_type=2)
     sim_phone.store._db.execute("DELETE FROM sms WHERE _id = ?", (anchor,))
     read = await SmsReader(sim_device).read_since(anchor)
@@ -128,7 +128,7 @@ async def test_reused_anchor_id_is_a_candidate_not_proof(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """A new row reusing a deleted anchor's _id is reported, and the read is not complete."""
-    sim_phone.store.insert_incoming("+15550100", "older", date_ms=_now())
+    sim_phone.store.insert_incoming("+12025550100", "older", date_ms=_now())
     evidence = await SmsDispatcher(sim_device).send(RECIPIENT, "first")
     watermark = evidence.watermark_id
     sim_phone.store._db.execute("DELETE FROM sms WHERE _id > ?", (watermark - 1,))
@@ -150,7 +150,7 @@ async def test_shell_mode_cannot_see_outbox_or_failed(
 ) -> None:
     """As the shell user, OUTBOX/FAILED rows are invisible; the read says which types it covers."""
     phone = await make_phone()
-    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
     phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
     async with await _connect(phone, bridge_key) as device:
@@ -164,7 +164,7 @@ async def test_root_reads_the_restricted_view_too(
     """After adb root, OUTBOX and FAILED rows stay invisible: uid 0 is not exempt
     (ProviderUtil.isAccessRestricted, TelephonyProvider android-10.0.0_r1 to 15.0.0_r1)."""
     phone = await make_phone(root=True)
-    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
     phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
     async with await _connect(phone, bridge_key) as device:
@@ -179,7 +179,7 @@ async def test_reading_as_system_sees_every_type(
     """Through su 1000 on a userdebug build, OUTBOX and FAILED rows are visible and reported
     (ProviderUtil.isAccessRestricted exempts uid 1000; system/extras su.cpp)."""
     phone = await make_phone(root=root, build_type="userdebug")
-    anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
     phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
     async with await Device.connect(
@@ -206,7 +206,7 @@ async def test_time_window_excludes_older_rows(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """Rows dated before ``since_ms`` are outside the window."""
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     sim_phone.store.insert_outgoing(RECIPIENT, "old", date_ms=1_000, message_type=2)
     sim_phone.store.insert_outgoing(RECIPIENT, "new", date_ms=_now(), message_type=2)
     read = await SmsReader(sim_device).read_since(anchor, since_ms=_now() - 60_000)
@@ -230,7 +230,7 @@ async def test_evidence_carries_clock_and_watermark_read_before_send(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """Watermark and device clock are read in the same round trip, before ``am``."""
-    sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     before = _now()
     evidence = await SmsDispatcher(sim_device).send(RECIPIENT, "hi")
     command = sim_phone.commands_run[-1]
@@ -245,10 +245,10 @@ async def test_pages_cover_the_window_exactly(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """A window larger than a page is read page by page, every row once, in order."""
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     expected = []
     for index in range(11):
-        sim_phone.store.insert_incoming("+15550100", f"in {index}", date_ms=_now())
+        sim_phone.store.insert_incoming("+12025550100", f"in {index}", date_ms=_now())
         body = f"out {index}"
         sim_phone.store.insert_outgoing(RECIPIENT, body, date_ms=_now(), message_type=2)
         expected.append(body)
@@ -261,7 +261,7 @@ async def test_provider_error_in_a_paged_read_raises(
     sim_phone: SimulatedPhone, sim_device: Device
 ) -> None:
     """A provider error during a paged read raises ProviderError instead of a short result."""
-    anchor = sim_phone.store.insert_incoming("+15550100", "anchor", date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     for index in range(3):
         sim_phone.store.insert_outgoing(RECIPIENT, f"out {index}", date_ms=_now(), message_type=2)
     sim_phone.inject_fault("provider-error", count=1)
@@ -275,7 +275,7 @@ async def test_hostile_incoming_anchor_cannot_block_reads(
     """An incoming anchor whose text quotes the next rows' headers is never parsed as text."""
     next_id = sim_phone.store.rows()[-1].id + 2 if sim_phone.store.rows() else 2
     forged = "".join(f"\nRow: 1 _id={i}, body=forged" for i in range(next_id - 1, next_id + 5))
-    anchor = sim_phone.store.insert_incoming("+15550199", forged, date_ms=_now())
+    anchor = sim_phone.store.insert_incoming("+12025550199", forged, date_ms=_now())
     sim_phone.store.insert_outgoing(RECIPIENT, "real", date_ms=_now(), message_type=2)
     read = await SmsReader(sim_device).read_since(anchor)
     expected = (True, ["real"])

@@ -38,7 +38,7 @@ def test_stored_rows_read_back_exactly_or_refused() -> None:
             generated: list[tuple[int, str | None, str | None, str | None]], page_size: int
         ) -> None:
             now = time.time_ns() // 1_000_000
-            anchor = phone.store.insert_incoming("+15550100", "anchor", date_ms=now)
+            anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=now)
             expected = []
             for row_type, address, body, creator in generated:
                 row_id = phone.store.insert(

@@ -38,8 +38,8 @@ def test_injection_attempts_are_one_literal_word(text: str) -> None:
 
 def test_safe_words_are_left_bare() -> None:
     """Plain words need no quotes."""
-    expected = "smsto:+15550100"
-    assert expected == posix_quote("smsto:+15550100")
+    expected = "smsto:+12025550100"
+    assert expected == posix_quote("smsto:+12025550100")
 
 
 def test_nul_is_refused() -> None:

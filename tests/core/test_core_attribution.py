@@ -23,7 +23,7 @@ from starebrain_actions._ports import OutgoingMessage, PhoneRead
 from starebrain_actions._reconciler import Watched, plan_device
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-INTENT = SmsIntent(recipient="+15550100", body="Your code is 4821")
+INTENT = SmsIntent(recipient="+12025550100", body="Your code is 4821")
 ACTION = Action(
     action_id="A-17",
     fingerprint=INTENT.fingerprint,
@@ -62,7 +62,7 @@ def pending(watermark: int = 10, dispatched: datetime = NOW) -> Watched:
 def row(
     row_id: int,
     *,
-    to: str = "+15550100",
+    to: str = "+12025550100",
     body: str = "Your code is 4821",
     outcome: ArtifactOutcome = ArtifactOutcome.SENT,
     date_ms: int = CLOCK + 100,
@@ -129,7 +129,7 @@ def test_a_single_partial_match_is_a_mismatch() -> None:
 
 def test_several_partial_matches_are_ambiguous() -> None:
     """Two rows each half-matching: the attempt goes to review, nothing is confirmed."""
-    rows = read(row(11, body="other"), row(12, to="+15550111"))
+    rows = read(row(11, body="other"), row(12, to="+12025550111"))
     plan = plan_device([pending()], rows, set(), judge, NOW)
     (flag,) = plan.transitions
     assert (Event.FLAG_REVIEW, ReviewReason.AMBIGUOUS) == (flag.event, flag.after.review_reason)
@@ -140,7 +140,7 @@ def test_unrelated_rows_are_noise_and_absence_proves_nothing() -> None:
     without the message fails nothing, however late: the app may have sent it as RCS chat,
     which never lands in the SMS provider (DESIGN invariant 4). Past the policy's
     unverified_after it goes to review instead (UNVERIFIED), still PENDING."""
-    rows = read(row(11, to="+15550199", body="see you"))
+    rows = read(row(11, to="+12025550199", body="see you"))
     assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
     late = NOW + timedelta(days=1)
     (flag,) = plan_device([pending()], rows, set(), judge, late).transitions
@@ -182,7 +182,7 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
         accepted_at=NOW,
     )
     watched = Watched(record=confirmed, action=ACTION, floor_id=10)
-    rows = read(row(11), row(12), row(13, to="+15550199", body="x"))
+    rows = read(row(11), row(12), row(13, to="+12025550199", body="x"))
     plan = plan_device([watched], rows, {11}, judge, NOW)
     assert () == plan.transitions
     assert [12] == [d[1] for d in plan.duplicates]

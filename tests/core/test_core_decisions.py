@@ -34,7 +34,7 @@ AP, AA, AR = AcceptanceState.PENDING, AcceptanceState.ACCEPTED, AcceptanceState.
 
 def action(policy: RetryPolicy | None = None) -> Action:
     """An action created at NOW with the given policy."""
-    intent = SmsIntent(recipient="+15550100", body="Your code is 4821")
+    intent = SmsIntent(recipient="+12025550100", body="Your code is 4821")
     return Action(
         action_id="A-17",
         fingerprint=intent.fingerprint,
@@ -220,29 +220,33 @@ def test_a_sent_artifact_without_verdict_is_refused() -> None:
 
 def test_fingerprint_is_stable_and_canonical() -> None:
     """Equivalent intents share a fingerprint; a different body or recipient does not."""
-    base = SmsIntent(recipient="+1 555 0100", body="Hi\r\nthere")
-    assert base.fingerprint == SmsIntent(recipient="+15550100", body="Hi\nthere").fingerprint
-    assert base.fingerprint == SmsIntent(recipient="001 555 0100", body="Hi\rthere").fingerprint
+    base = SmsIntent(recipient="+1 202 555 0100", body="Hi\r\nthere")
+    assert base.fingerprint == SmsIntent(recipient="+12025550100", body="Hi\nthere").fingerprint
+    assert base.fingerprint == SmsIntent(recipient="001 202 555 0100", body="Hi\rthere").fingerprint
     assert (
         SmsIntent(recipient="(202) 555-0143", body="x", region="US").fingerprint
         == SmsIntent(recipient="+1 202 555 0143", body="x").fingerprint
     )
-    composed = SmsIntent(recipient="+15550100", body="caf\u00e9").fingerprint
-    assert composed == SmsIntent(recipient="+15550100", body="cafe\u0301").fingerprint
-    assert base.fingerprint != SmsIntent(recipient="+15550101", body="Hi\nthere").fingerprint
-    assert base.fingerprint != SmsIntent(recipient="+15550100", body="Hi there").fingerprint
+    composed = SmsIntent(recipient="+12025550100", body="caf\u00e9").fingerprint
+    assert composed == SmsIntent(recipient="+12025550100", body="cafe\u0301").fingerprint
+    assert base.fingerprint != SmsIntent(recipient="+12025550101", body="Hi\nthere").fingerprint
+    assert base.fingerprint != SmsIntent(recipient="+12025550100", body="Hi there").fingerprint
     assert base.fingerprint.startswith("sha256:")
     assert 71 == len(base.fingerprint)
 
 
 def test_fingerprint_golden_value() -> None:
-    """The fingerprint of a fixed intent never changes between releases."""
-    intent = SmsIntent(recipient="+1 555 0100", body="Your code is 4821")
-    assert {"kind": "sms", "recipient": "+15550100", "body": "Your code is 4821", "extras": {}} == (
-        intent.canonical()
-    )
+    """The fingerprint of a fixed intent never changes between releases (the recipient is a
+    valid number: +1 555 0100, without an area code, is refused since recipients are checked)."""
+    intent = SmsIntent(recipient="+1 202 555 0100", body="Your code is 4821")
+    assert {
+        "kind": "sms",
+        "recipient": "+12025550100",
+        "body": "Your code is 4821",
+        "extras": {},
+    } == (intent.canonical())
     assert (
-        "sha256:cdec00249deee64f4c7446690e75ac21c4f718af3eb5c012e86adf1cfade0b44"
+        "sha256:6a9a04e8ba9de58c5247701a7475c75f71b6442749ab92658d4137b3d549d4e7"
         == intent.fingerprint
     )
 
@@ -258,9 +262,9 @@ def test_short_codes_fingerprint_as_digits() -> None:
         ("", "x", {}, "recipient"),
         ("   ", "x", {}, "recipient"),
         ("abc", "x", {}, "digits"),
-        ("+15550100", "", {}, "body"),
-        ("+15550100", "  \n", {}, "body"),
-        ("+15550100", "x", {"api_key": "s3cret"}, "allowlisted"),
+        ("+12025550100", "", {}, "body"),
+        ("+12025550100", "  \n", {}, "body"),
+        ("+12025550100", "x", {"api_key": "s3cret"}, "allowlisted"),
     ],
 )
 def test_bad_intents_are_refused(
@@ -273,7 +277,7 @@ def test_bad_intents_are_refused(
 
 def test_allowlisted_extras_enter_the_fingerprint() -> None:
     """An allowlisted extra changes the fingerprint."""
-    plain = SmsIntent(recipient="+15550100", body="x")
+    plain = SmsIntent(recipient="+12025550100", body="x")
     tagged = attrs.evolve(plain, extras={"campaign": "spring"})
     assert plain.fingerprint != tagged.fingerprint
 

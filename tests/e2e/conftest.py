@@ -37,7 +37,7 @@ SEEDED = {
     "waiting": "UNKNOWN",
     "planned": "PLANNED",
 }
-RECIPIENT = "+15555550100"
+RECIPIENT = "+12025550100"
 BODY = "Your code is 4821"
 
 RunCli = Callable[..., Result]

@@ -191,8 +191,9 @@ def test_script_wrapper_runs_the_same_job(seeded_ledger: Path, tmp_path: Path) -
 async def test_attempt_unresolved_for_days_needs_a_person(
     phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """An attempt still unproven after more than a day on a reachable phone holds its lease:
-    the report lists it under 1d-7d and exits 1."""
+    """An attempt still unproven after more than a day on a reachable phone (no fence to ask,
+    nothing found) goes to review as UNVERIFIED, which frees its phone: the report lists it
+    under 1d-7d, asks a person and exits 1."""
     old = datetime.now(UTC) - timedelta(days=2)
     async with Ledger.open(ledger_path) as ledger:
         intent = SmsIntent(recipient=RECIPIENT, body=BODY)
@@ -203,9 +204,10 @@ async def test_attempt_unresolved_for_days_needs_a_person(
     report = json.loads(result.stdout)
     assert 1 == report["unresolved_by_age"]["1d_to_7d"]
     assert report["devices"][0]["reachable"] is True
-    assert ["1 attempt(s) unresolved for more than 24h (each holds its device's lease)"] == report[
+    assert ["1 action(s) need review", "1 attempt(s) unresolved past their limit"] == report[
         "attention"
     ]
+    assert [["UNVERIFIED"]] == [line["reasons"] for line in report["review"]]
 
 
 def test_a_pass_that_cannot_start_still_reports(

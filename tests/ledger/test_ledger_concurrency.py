@@ -39,7 +39,7 @@ async def test_processes_racing_begin_attempt_on_one_action_make_one_attempt(
 ) -> None:
     """Eight processes call begin_attempt on the same action: one attempt exists after."""
     async with Ledger.open(ledger_path) as ledger:
-        await ledger.create_action("A-1", SmsIntent(recipient="+15550100", body="hi"))
+        await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="hi"))
     results = race(
         begin_attempt_worker, [(str(ledger_path), "A-1", f"dev-{n}") for n in range(WORKERS)]
     )
@@ -53,7 +53,7 @@ async def test_processes_racing_for_one_device_make_one_attempt(ledger_path: Pat
     """Eight actions racing for the same device: the lease lets exactly one through."""
     async with Ledger.open(ledger_path) as ledger:
         for n in range(WORKERS):
-            await ledger.create_action(f"A-{n}", SmsIntent(recipient="+15550100", body=f"m{n}"))
+            await ledger.create_action(f"A-{n}", SmsIntent(recipient="+12025550100", body=f"m{n}"))
     results = race(
         begin_attempt_worker, [(str(ledger_path), f"A-{n}", "dev") for n in range(WORKERS)]
     )
@@ -69,7 +69,7 @@ async def test_processes_racing_transitions_have_one_winner_and_one_history_row(
     """Eight processes confirm one record: one wins, the others are told they are stale,
     and history holds exactly one confirm and one accept."""
     async with Ledger.open(ledger_path) as ledger:
-        await ledger.create_action("A-1", SmsIntent(recipient="+15550100", body="hi"))
+        await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="hi"))
         record = await ledger.begin_attempt("A-1", "dev")
     results = race(
         confirm_worker,

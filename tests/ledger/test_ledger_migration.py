@@ -50,7 +50,7 @@ def v1_sql() -> str:
 
 def insert_action(db: sqlite3.Connection, action_id: str, body: str) -> None:
     """An actions row as version 1 wrote it."""
-    intent = SmsIntent(recipient="+15550100", body=body)
+    intent = SmsIntent(recipient="+12025550100", body=body)
     policy = RetryPolicy()
     db.execute(
         "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
@@ -233,7 +233,7 @@ async def test_a_migrated_ledger_enforces_the_version_2_constraints(tmp_path: Pa
     make_v1_ledger(path)
     async with Ledger.open(path) as ledger:
         history_rows = len(rows(path, "history", "sequence"))
-        await ledger.create_action("A-5", SmsIntent(recipient="+15550100", body="five"))
+        await ledger.create_action("A-5", SmsIntent(recipient="+12025550100", body="five"))
         with pytest.raises(DeviceBusy):
             await ledger.begin_attempt("A-5", "dev-b")
         mms = await ledger.begin_attempt("A-5", "dev")
@@ -243,7 +243,7 @@ async def test_a_migrated_ledger_enforces_the_version_2_constraints(tmp_path: Pa
             )
         )
         await ledger.apply(try_accept(mms, MatchVerdict(matched=True), now=ledger.now()))
-        await ledger.create_action("A-6", SmsIntent(recipient="+15550100", body="six"))
+        await ledger.create_action("A-6", SmsIntent(recipient="+12025550100", body="six"))
         other = await ledger.begin_attempt("A-6", "dev")
         for kind, provider_id, refusal in [
             (ProviderKind.SMS, 7, "UNIQUE"),

@@ -37,7 +37,7 @@ from starebrain_actions import (
     try_accept,
 )
 
-INTENT = SmsIntent(recipient="+1 555 0100", body="Your code is 4821")
+INTENT = SmsIntent(recipient="+1 202 555 0100", body="Your code is 4821")
 
 
 def table_counts(path: Path) -> dict[str, int]:
@@ -53,7 +53,7 @@ async def test_create_action_is_idempotent(ledger: Ledger, ledger_path: Path) ->
     """Creating the same id and intent twice returns the first action and writes once."""
     first = await ledger.create_action("A-17", INTENT)
     again = await ledger.create_action(
-        "A-17", SmsIntent(recipient="+15550100", body="Your code is 4821")
+        "A-17", SmsIntent(recipient="+12025550100", body="Your code is 4821")
     )
     assert first.created_at == again.created_at
     assert first.fingerprint == again.fingerprint
@@ -65,7 +65,7 @@ async def test_fingerprint_conflict_writes_nothing(ledger: Ledger, ledger_path: 
     await ledger.create_action("A-17", INTENT)
     before = table_counts(ledger_path)
     with pytest.raises(FingerprintConflict, match="A-17"):
-        await ledger.create_action("A-17", SmsIntent(recipient="+15550100", body="other"))
+        await ledger.create_action("A-17", SmsIntent(recipient="+12025550100", body="other"))
     assert before == table_counts(ledger_path)
     assert INTENT.fingerprint == (await ledger.get_action("A-17")).fingerprint
 
@@ -112,7 +112,7 @@ async def test_begin_attempt_refuses_while_an_attempt_is_in_flight(ledger: Ledge
 async def test_device_lease_is_held_until_resolution(ledger: Ledger) -> None:
     """Another action cannot use a device whose in-flight attempt is unresolved; proof frees it."""
     await ledger.create_action("A-1", INTENT)
-    await ledger.create_action("A-2", SmsIntent(recipient="+15550100", body="second"))
+    await ledger.create_action("A-2", SmsIntent(recipient="+12025550100", body="second"))
     first = await ledger.begin_attempt("A-1", "dev")
     with pytest.raises(DeviceBusy, match="dev"):
         await ledger.begin_attempt("A-2", "dev")
@@ -170,7 +170,7 @@ async def test_apply_many_applies_a_batch_in_one_call_reporting_failures(ledger:
     """A batch applies every valid transition and reports a stale one in its place."""
     records = []
     for n in range(3):
-        await ledger.create_action(f"A-{n}", SmsIntent(recipient="+15550100", body=f"m{n}"))
+        await ledger.create_action(f"A-{n}", SmsIntent(recipient="+12025550100", body=f"m{n}"))
         records.append(await ledger.begin_attempt(f"A-{n}", f"dev-{n}"))
     now = ledger.now()
     batch = [
@@ -187,7 +187,7 @@ async def test_apply_many_applies_a_batch_in_one_call_reporting_failures(ledger:
 async def test_one_provider_row_confirms_one_attempt(ledger: Ledger) -> None:
     """A second attempt confirmed with the same device and _id is refused by UNIQUE."""
     for n in (1, 2):
-        await ledger.create_action(f"A-{n}", SmsIntent(recipient="+15550100", body=f"m{n}"))
+        await ledger.create_action(f"A-{n}", SmsIntent(recipient="+12025550100", body=f"m{n}"))
     first = await ledger.begin_attempt("A-1", "dev")
     await ledger.apply(confirm_delivery(first, provider_object_id=77, now=ledger.now()))
     second = await ledger.begin_attempt("A-2", "dev")
@@ -255,8 +255,8 @@ async def test_duplicates_need_a_confirmed_original(ledger: Ledger) -> None:
 async def test_queries_filter_by_status_and_device(ledger: Ledger) -> None:
     """summaries filters on derived status and device; in_flight on device."""
     await ledger.create_action("A-1", INTENT)
-    await ledger.create_action("A-2", SmsIntent(recipient="+15550100", body="two"))
-    await ledger.create_action("A-3", SmsIntent(recipient="+15550100", body="three"))
+    await ledger.create_action("A-2", SmsIntent(recipient="+12025550100", body="two"))
+    await ledger.create_action("A-3", SmsIntent(recipient="+12025550100", body="three"))
     one = await ledger.begin_attempt("A-1", "dev-a")
     await ledger.begin_attempt("A-2", "dev-b")
     await ledger.apply(fail_delivery(one, reason="refused", now=ledger.now()))
@@ -298,7 +298,7 @@ async def test_transitions_are_logged_with_personal_data_redacted(ledger: Ledger
         )
         await ledger.apply(
             try_accept(
-                record, MatchVerdict(matched=False, reason="to +1 555 0100"), now=ledger.now()
+                record, MatchVerdict(matched=False, reason="to +1 202 555 0100"), now=ledger.now()
             )
         )
     events = [entry["event"] for entry in logs]

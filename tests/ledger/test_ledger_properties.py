@@ -29,7 +29,7 @@ async def run(path: Path, events: list[Event], kind: ProviderKind) -> None:
     """Apply ``events`` through the ledger (confirming by a row of table ``kind``), checking
     agreement after every step."""
     async with Ledger.open(path) as ledger:
-        await ledger.create_action("A-1", SmsIntent(recipient="+15550100", body="hi"))
+        await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="hi"))
         record = await ledger.begin_attempt("A-1", "dev")
         for event in events:
             try:

@@ -31,7 +31,7 @@ SMS, MMS = ProviderKind.SMS, ProviderKind.MMS
 
 async def attempt(ledger: Ledger, action_id: str, device: str = "dev") -> ActionRecord:
     """A new action and its first, PENDING attempt on ``device``."""
-    await ledger.create_action(action_id, SmsIntent(recipient="+15550100", body=action_id))
+    await ledger.create_action(action_id, SmsIntent(recipient="+12025550100", body=action_id))
     return await ledger.begin_attempt(action_id, device)
 
 

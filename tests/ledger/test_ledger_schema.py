@@ -24,7 +24,7 @@ from starebrain_actions import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-INTENT = SmsIntent(recipient="+15550100", body="hi")
+INTENT = SmsIntent(recipient="+12025550100", body="hi")
 
 
 async def make_attempt(path: Path) -> str:
@@ -211,7 +211,7 @@ async def main():
     try:
         async with Ledger.open(sys.argv[1]) as ledger:
             await ledger.create_action("B-1", __import__("starebrain_actions").SmsIntent(
-                recipient="+15550100", body="x"))
+                recipient="+12025550100", body="x"))
     except LedgerUnavailable as exc:
         print("refused:", exc)
 asyncio.run(main())

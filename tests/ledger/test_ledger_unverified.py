@@ -19,8 +19,8 @@ from starebrain_actions import (
 
 
 async def _two_actions(ledger: Ledger) -> None:
-    await ledger.create_action("A-1", SmsIntent(recipient="+15550100", body="one"))
-    await ledger.create_action("A-2", SmsIntent(recipient="+15550101", body="two"))
+    await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="one"))
+    await ledger.create_action("A-2", SmsIntent(recipient="+12025550101", body="two"))
 
 
 async def test_an_unverified_attempt_frees_the_phone_for_other_actions(ledger: Ledger) -> None:
