@@ -30,7 +30,7 @@ from android_bridge.exceptions import (
     ReadFailed,
     UnparseableOutput,
 )
-from sms_recipients import NormalizedRecipient, normalize_recipient
+from android_bridge.recipients import NormalizedRecipient, normalize_recipient
 
 __all__ = [
     "FENCE_ROOT",

@@ -50,7 +50,7 @@ from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
-from sms_recipients import normalize_recipient
+from android_bridge.recipients import normalize_recipient
 
 _log = structlog.get_logger("android_bridge.dispatcher")
 

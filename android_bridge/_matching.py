@@ -16,7 +16,7 @@ import unicodedata
 import attrs
 
 from android_bridge._records import SmsMessage
-from sms_recipients import normalize_recipient
+from android_bridge.recipients import normalize_recipient
 
 
 def normalize_body(body: str, *, loose_whitespace: bool = False) -> str:

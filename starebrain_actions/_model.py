@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from sms_recipients import normalize_recipient
+from android_bridge.recipients import normalize_recipient
 from starebrain_actions.exceptions import InvalidInput
 
 # --------------------------------------------------------------------------- states
@@ -185,8 +185,8 @@ def canonical_recipient(recipient: str, region: str | None = None) -> str:
     """The recipient as fingerprinted, sent and matched: E.164 for a valid number (a national
     one read in ``region``), the ASCII digits of a short code.
 
-    It is ``sms_recipients.normalize_recipient``, the one rule the bridge's sender and matcher
-    use too, so an intent never holds a recipient that either of them would refuse.
+    It is ``android_bridge.recipients.normalize_recipient``, the one rule the bridge's sender
+    and matcher use too, so an intent never holds a recipient that either of them would refuse.
 
     Raises:
         InvalidInput: anything else (a typo, an unknown country code, letters, ``*#06#``…),

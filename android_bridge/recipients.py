@@ -21,7 +21,9 @@ the digits they are, as ``phonenumbers`` reads them, and the fullwidth plus as `
 value is always ASCII. Whitespace, ``-``, ``.``, ``/``, parentheses (ASCII and fullwidth) and
 the Unicode dashes separate digit groups and are dropped.
 
-Pure: imports only ``phonenumbers`` and ``attrs``; no I/O, no logging.
+Pure: imports only ``phonenumbers`` and ``attrs``; no I/O, no logging. It is the one module
+of the bridge that the ledger's model imports (``starebrain_actions._model`` canonicalises an
+intent's recipient with it), so it must stay free of the bridge's I/O modules.
 """
 
 from __future__ import annotations
