@@ -15,6 +15,7 @@ from starebrain_actions._model import (
     HistoryEntry,
     RetryPolicy,
     SmsIntent,
+    _frozen_mapping,
 )
 from starebrain_actions.exceptions import CorruptRecord
 
@@ -108,10 +109,39 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
     return Action(
         action_id=row["action_id"],
         fingerprint=row["fingerprint"],
-        intent=structure(intent, SmsIntent, what + " intent"),
+        intent=_stored_intent(intent, what + " intent"),
         policy=structure(policy, RetryPolicy, what + " policy"),
         created_at=structure(row["created_at"], datetime, what + " created_at"),
     )
+
+
+def _stored_intent(data: Any, what: str) -> SmsIntent:
+    """The intent an action was created with. A recipient a later, stricter rule refuses (a
+    ledger written before recipients were checked) is kept as stored instead of making the
+    whole ledger unreadable: such an intent can never be sent again (a new send validates
+    what it is given) and never matches a row (the matcher refuses the recipient too)."""
+    try:
+        return structure(data, SmsIntent, what)
+    except CorruptRecord:
+        if not isinstance(data, Mapping) or not isinstance(data.get("recipient"), str):
+            raise
+        body, region = data.get("body"), data.get("region")
+        extras = data.get("extras") or {}
+        if not isinstance(body, str) or not isinstance(extras, Mapping):
+            raise
+        try:
+            structure({**data, "recipient": "+12025550100"}, SmsIntent, what)
+        except CorruptRecord:
+            raise  # something else than the recipient is wrong
+        intent = SmsIntent.__new__(SmsIntent)
+        for name, value in (
+            ("recipient", data["recipient"]),
+            ("body", body),
+            ("region", region if isinstance(region, str) else None),
+            ("extras", _frozen_mapping(extras)),
+        ):
+            object.__setattr__(intent, name, value)
+        return intent
 
 
 def history_from_row(row: Mapping[str, Any]) -> HistoryEntry:

@@ -64,3 +64,22 @@ async def test_the_lease_index_refuses_two_holders_in_raw_sql(
             )
     finally:
         raw.close()
+
+
+async def test_a_recipient_refused_by_a_later_rule_keeps_the_ledger_readable(
+    ledger: Ledger, ledger_path: Path
+) -> None:
+    """An action stored before recipients were checked (+1 555 0100 has no area code) is read
+    back as stored instead of making every read of the ledger fail."""
+    await ledger.create_action("old-1", SmsIntent(recipient="+12025550100", body="hi"))
+    raw = sqlite3.connect(ledger_path)
+    try:
+        raw.execute(
+            "UPDATE actions SET intent_json = json_set(intent_json, '$.recipient', ?)",
+            ("+1 555 0100",),
+        )
+        raw.commit()
+    finally:
+        raw.close()
+    summaries = await ledger.summaries()
+    assert ["+1 555 0100"] == [summary.action.intent.recipient for summary in summaries]
