@@ -69,7 +69,7 @@ BATCH: tuple[DemoMessage, ...] = (
     ),
     DemoMessage(
         action_id="otp-1004",
-        to="+1 202 555 0103",
+        to="+1 202 555 0113",
         body="Your code is 5517",
         fault="wrong-recipient",
         what="the app sends it to another number",
