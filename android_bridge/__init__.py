@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from android_bridge._device import Device, DeviceFacts
 from android_bridge._dispatcher import MessagingApp, SmsDispatcher
-from android_bridge._fence import FENCE_ROOT, Epoch, FenceReport, FenceState, ensure_epoch
+from android_bridge._fence import (
+    FENCE_ROOT,
+    Epoch,
+    FenceReport,
+    FenceState,
+    ensure_epoch,
+    list_fences,
+    remove_fences,
+)
 from android_bridge._fence import void as void_fences
 from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
 from android_bridge._matching import MatchResult, message_matches_intent, normalize_body
@@ -63,11 +71,13 @@ __all__ = [
     "default_key_path",
     "ensure_epoch",
     "ensure_key",
+    "list_fences",
     "message_matches_intent",
     "normalize_body",
     "normalize_recipient",
     "parse_int_rows",
     "parse_text_column",
     "posix_quote",
+    "remove_fences",
     "void_fences",
 ]

@@ -249,3 +249,32 @@ def cleanup_command(dispatch_ids: Sequence[str]) -> str:
         for suffix in ("", ".am", ".go", ".keys")
     ]
     return "rm -f " + " ".join(names)
+
+
+async def list_fences(device: Device) -> tuple[str, ...]:
+    """The dispatch ids that have fence names on the phone (one round trip).
+
+    Raises:
+        BridgeError: transport failures.
+    """
+    (step,) = await device.run([f"ls -1a {FENCE_ROOT} 2>/dev/null"])
+    names = set()
+    for line in step.output.splitlines():
+        if line.startswith(".") or not line:
+            continue
+        base = line
+        for suffix in (".am", ".go", ".keys"):
+            base = base.removesuffix(suffix)
+        if _NAME.fullmatch(base):
+            names.add(base)
+    return tuple(sorted(names))
+
+
+async def remove_fences(device: Device, dispatch_ids: Sequence[str]) -> None:
+    """``rm -f`` the fence names of these (resolved) attempts, in one round trip.
+
+    Raises:
+        BridgeError: transport failures.
+    """
+    if dispatch_ids:
+        await device.run([cleanup_command(dispatch_ids)])

@@ -22,7 +22,9 @@ from android_bridge import (
     SmsMessage,
     SmsReader,
     ensure_epoch,
+    list_fences,
     message_matches_intent,
+    remove_fences,
     void_fences,
 )
 from android_bridge.exceptions import KeyPermissionError
@@ -187,6 +189,20 @@ class AndroidPhone:
             )
             for report in reports
         )
+
+    async def fence_names(self) -> tuple[str, ...]:
+        """Dispatch ids with fence names on the phone; see ``Phone.fence_names``."""
+        try:
+            return await list_fences(self._device)
+        except BridgeError as exc:
+            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
+
+    async def remove_fences(self, dispatch_ids: Sequence[str]) -> None:
+        """Remove resolved attempts' fence names; see ``Phone.remove_fences``."""
+        try:
+            await remove_fences(self._device, dispatch_ids)
+        except BridgeError as exc:
+            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
 
     async def read_outgoing(
         self,

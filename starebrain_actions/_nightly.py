@@ -278,6 +278,7 @@ async def run_nightly(
     Raises:
         LedgerUnavailable, SchemaTooNew: the ledger cannot be opened.
     """
+    from starebrain_actions._reconciler import FENCE_RETENTION
     from starebrain_actions.agent import reconcile_pending
 
     started = clock()
@@ -294,6 +295,7 @@ async def run_nightly(
                     key_path=str(key_path) if key_path is not None else None,
                     progress=progress,
                     read_as_system=read_as_system,
+                    fence_retention=FENCE_RETENTION,
                 )
             except Exception as exc:  # a bad key, a bridge bug: report it, keep the report
                 failure = f"{type(exc).__name__}: {exc}"

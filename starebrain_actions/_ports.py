@@ -141,6 +141,22 @@ class Phone(Protocol):
         """Does ``message`` carry ``intent``? ``details`` holds ``recipient_ok``/``body_ok``."""
         ...
 
+    async def fence_names(self) -> tuple[str, ...]:
+        """Dispatch ids that have fence names on the phone.
+
+        Raises:
+            LookupFailed: the phone could not be asked.
+        """
+        ...
+
+    async def remove_fences(self, dispatch_ids: Sequence[str]) -> None:
+        """Remove the fence names of these resolved attempts.
+
+        Raises:
+            LookupFailed: the phone could not be asked.
+        """
+        ...
+
     async def close(self) -> None:
         """Release the connection."""
         ...

@@ -93,6 +93,8 @@ class DeviceReport:
     duplicates_recorded: int = 0
     #: attempts on the device still unresolved after the pass
     in_flight: int = 0
+    #: fence names of long-resolved attempts removed from the phone this pass
+    fences_removed: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -513,6 +515,39 @@ async def _unreachable(
     return DeviceReport(device=device, reachable=False, error=error, in_flight=in_flight)
 
 
+#: How long the fence names of a resolved attempt stay on the phone before a pass removes them.
+FENCE_RETENTION = timedelta(days=7)
+
+
+async def clean_fences(
+    ledger: Ledger, phone: Phone, *, now: datetime, retention: timedelta = FENCE_RETENTION
+) -> int:
+    """Remove from the phone the fence names of attempts resolved before ``now - retention``
+    (two round trips at most); names the ledger does not know are left alone. Returns how
+    many attempts' names were removed; a phone that cannot be asked removes nothing."""
+    try:
+        names = await phone.fence_names()
+    except PhoneError:
+        return 0
+    done: list[str] = []
+    for dispatch_id in names:
+        try:
+            record = await ledger.get_attempt(dispatch_id)
+        except LedgerError:
+            continue
+        if record.device != phone.device or not record.is_final:
+            continue
+        ended = record.accepted_at or record.rejected_at or record.failed_at
+        if ended is not None and ended <= now - retention:
+            done.append(dispatch_id)
+    if done:
+        try:
+            await phone.remove_fences(done)
+        except PhoneError:
+            return 0
+    return len(done)
+
+
 PhoneOpener = Callable[[str], Any]
 
 
@@ -525,6 +560,7 @@ async def reconcile_pending(
     progress: Callable[[str, int, int], None] | None = None,
     now: datetime | None = None,
     read_as_system: bool | None = None,
+    fence_retention: timedelta | None = None,
 ) -> ReconcilePass:
     """One reconcile pass over ``devices`` (default: every device with in-flight attempts).
 
@@ -532,6 +568,8 @@ async def reconcile_pending(
     that cannot be reached is reported (``reachable=False``) and changes nothing but the
     error recorded on its attempts. ``open_phone(serial)`` returns a connected ``Phone``
     (default: the Android bridge over ADB, with ``key_path`` and ``read_as_system``).
+    ``fence_retention``: also remove the fence names of attempts resolved longer ago than
+    this (the nightly job passes ``FENCE_RETENTION``).
     """
     started = require_aware("now", now) if now is not None else ledger.now()
     names = list(
@@ -557,7 +595,13 @@ async def reconcile_pending(
                 watched = await _watched(ledger, serial, started)
                 return await _unreachable(ledger, serial, watched, str(exc), started)
             try:
-                return await reconcile_device(ledger, phone, now=now)
+                report = await reconcile_device(ledger, phone, now=now)
+                if fence_retention is not None and report.reachable:
+                    removed = await clean_fences(
+                        ledger, phone, now=now or ledger.now(), retention=fence_retention
+                    )
+                    report = attrs.evolve(report, fences_removed=removed)
+                return report
             finally:
                 await phone.close()
         finally:

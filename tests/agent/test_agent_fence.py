@@ -14,6 +14,7 @@ import pytest
 
 from android_bridge import Device
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
+from starebrain_actions._reconciler import clean_fences
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 OTHER_TO, OTHER_BODY = "+1 202 555 0199", "Table for two at 8"
@@ -158,3 +159,22 @@ async def test_a_live_sender_is_not_voided_by_another(sms_phone: Any, agent_for:
         sent(phone),
     )
     assert phone.files.exists(f"/data/local/tmp/starebrain/{record.dispatch_id}") is False
+
+
+async def test_fence_names_of_long_resolved_attempts_are_removed(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """A pass removes the fence names of attempts resolved longer ago than the retention, and
+    leaves recent ones and names the ledger does not know."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+        record = outcome.record
+        assert record is not None
+        async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
+            await device.run(["ln -s script /data/local/tmp/starebrain/someone-else"])
+        now = agent.ledger.now()
+        kept = await clean_fences(agent.ledger, agent.phone, now=now)
+        removed = await clean_fences(agent.ledger, agent.phone, now=now + timedelta(days=8))
+        left = await agent.phone.fence_names()
+    assert (0, 1, ("someone-else",)) == (kept, removed, left)
