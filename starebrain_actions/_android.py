@@ -58,6 +58,21 @@ _MMS_OUTCOMES = {
 }
 
 
+#: Messaging apps that send to reachable recipients as RCS chat, which never reaches the SMS
+#: provider (Google Messages' and Samsung Messages' chat features).
+RCS_CAPABLE_APPS = frozenset({"com.google.android.apps.messaging", "com.samsung.android.messaging"})
+_ACTIVITY_LINE = re.compile(r"^Activity: ([A-Za-z0-9_.]+)/", re.MULTILINE)
+
+
+def _app_evidence(am_output: str) -> dict[str, object]:
+    """Which app ``am start -W`` launched, and whether it can send as RCS chat."""
+    match = _ACTIVITY_LINE.search(am_output)
+    if match is None:
+        return {}
+    package = match.group(1)
+    return {"messaging_app": package, "rcs_possible": package in RCS_CAPABLE_APPS}
+
+
 class PhoneUnavailable(PhoneError):
     """The phone could not be connected to at all (nothing was sent or read)."""
 
@@ -162,6 +177,7 @@ class AndroidPhone:
                 "round_trips": evidence.round_trips,
                 "mms_watermark_id": evidence.mms_watermark_id,
                 **({"fence": "claimed"} if evidence.fence_claimed else {}),
+                **_app_evidence(evidence.am_output),
             },
         )
 

@@ -572,7 +572,8 @@ def reconcile(
     verdict. The phone marks it failed: FAILED. Queued past the grace window: review (STUCK).
     No artifact: nothing, however complete the read (absence proves nothing: DESIGN
     invariant 4); past ``unverified_after``, an attempt whose send script ran (its fence says
-    so, or it has none) goes to review as UNVERIFIED, which releases the device's lease.
+    so, or it has none) goes to review as UNVERIFIED (RCS_SUSPECTED when the app that took
+    the intent can send as RCS chat), which releases the device's lease.
     Ambiguous attribution: flagged for review, never failed.
 
     Raises:
@@ -637,13 +638,15 @@ def reconcile(
             or "fence_epoch" not in record.evidence
         )
     ):
+        rcs = record.evidence.get("rcs_possible") is True
         return (
             flag_for_review(
                 record,
-                ReviewReason.UNVERIFIED,
+                ReviewReason.RCS_SUSPECTED if rcs else ReviewReason.UNVERIFIED,
                 now=now,
                 actor=actor,
                 evidence={
+                    "messaging_app": record.evidence.get("messaging_app"),
                     "unverified_after_s": unverified_after.total_seconds(),
                     "fence": record.evidence.get("fence", "none"),
                     "fence_stages": list(record.evidence.get("fence_stages") or []),

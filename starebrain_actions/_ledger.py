@@ -367,7 +367,7 @@ class Ledger:
             holder = db.execute(
                 "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
                 " WHERE device = ? AND delivery = 'PENDING'"
-                " AND review_reason IS NOT 'UNVERIFIED'",
+                " AND coalesce(review_reason, '') NOT IN ('UNVERIFIED', 'RCS_SUSPECTED')",
                 (device,),
             ).fetchone()
             if holder is not None:
@@ -754,6 +754,19 @@ class Ledger:
                 (device, when),
             ).fetchall()
             return [record_from_row(_row_dict(row)) for row in rows]
+
+        return await self._run(work)
+
+    async def dispatches_since(self, device: str, since: datetime) -> int:
+        """How many attempts were started on ``device`` at or after ``since`` (a send rate)."""
+        when = format_time(require_aware("since", since))
+
+        def work(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT count(*) FROM attempts WHERE device = ? AND dispatched_at >= ?",
+                (device, when),
+            ).fetchone()
+            return int(row[0])
 
         return await self._run(work)
 

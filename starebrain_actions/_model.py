@@ -59,6 +59,9 @@ class ReviewReason(enum.StrEnum):
     #: a queued or failed send out of sight, a text the app dropped; the device lease is
     #: released, the action itself is never sent again without a proof or a ruling
     UNVERIFIED = "UNVERIFIED"
+    #: as UNVERIFIED, and the messaging app that took the intent can send as RCS chat (which
+    #: never reaches the SMS provider): turn chat features off on a sending phone
+    RCS_SUSPECTED = "RCS_SUSPECTED"
 
 
 class Event(enum.StrEnum):

@@ -434,7 +434,8 @@ def build_report(
                     review_reason=record.review_reason.value if record.review_reason else None,
                     last_error=record.last_error,
                     holds_lease=record.delivery is DeliveryState.PENDING
-                    and record.review_reason is not ReviewReason.UNVERIFIED,
+                    and record.review_reason
+                    not in (ReviewReason.UNVERIFIED, ReviewReason.RCS_SUSPECTED),
                     lease_limit_s=int(summary.action.policy.unverified_after.total_seconds()),
                 )
             )

@@ -46,6 +46,7 @@ from starebrain_actions.exceptions import (
     DeviceBusy,
     DispatchNotSent,
     DispatchOutcomeUnknown,
+    InvalidInput,
     PhoneError,
     StaleTransition,
 )
@@ -60,6 +61,10 @@ __all__ = [
 ]
 
 _log = get_logger("starebrain.agent")
+
+#: Sends started on one phone per minute at most, by default: Android's SmsUsageMonitor lets a
+#: package send about 30 SMS per 60 s before a confirmation dialog holds the next one.
+RATE_LIMIT_PER_MINUTE = 30
 
 
 @attrs.frozen(kw_only=True)
@@ -98,7 +103,10 @@ class SmsAgent:
         poll_interval_s: float = 0.25,
         actor: str = "agent",
         void_after: timedelta = VOID_AFTER,
+        rate_limit: int = RATE_LIMIT_PER_MINUTE,
     ) -> None:
+        if rate_limit < 1:
+            raise InvalidInput("rate_limit must be at least 1 send per minute")
         self.ledger = ledger
         self.phone = phone
         self.policy = policy or RetryPolicy()
@@ -112,6 +120,8 @@ class SmsAgent:
         self.void_after = void_after
         #: attempts this agent dispatched whose command ended without an answer
         self._timed_out: set[str] = set()
+        #: at most this many sends start on the phone per minute (SmsUsageMonitor: about 30)
+        self.rate_limit = rate_limit
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -128,6 +138,7 @@ class SmsAgent:
         command_timeout_s: float = 20.0,
         read_as_system: bool | None = None,
         void_after: timedelta | None = None,
+        rate_limit: int = RATE_LIMIT_PER_MINUTE,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
 
@@ -135,7 +146,8 @@ class SmsAgent:
         also shows outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM``).
         ``void_after``: how old another sender's unresolved attempt must be before this agent
         voids its fence on the phone (default: the command timeout plus 5 s, at least 25 s:
-        a live sender's command is over by then).
+        a live sender's command is over by then). ``rate_limit``: sends started on the phone
+        per minute at most (Android holds more behind a confirmation dialog).
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -160,6 +172,7 @@ class SmsAgent:
                     policy=policy,
                     region=region,
                     poll_interval_s=poll_interval_s,
+                    rate_limit=rate_limit,
                     # another sender's command may take up to its timeout: void after that
                     void_after=(
                         void_after
@@ -234,6 +247,8 @@ class SmsAgent:
                         await asyncio.sleep(delay)
                         continue
                 return SendOutcome(summary=summary)
+            if not await self._within_rate(give_up, clock, on_wait):
+                return SendOutcome(summary=await self.ledger.summary(action_id))
             fence_evidence = await self._fence_evidence()
             try:
                 record = await self.ledger.begin_attempt(
@@ -255,6 +270,30 @@ class SmsAgent:
             except AttemptRefused:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
             await self._dispatch(record, intent)
+
+    async def _within_rate(
+        self,
+        give_up: float,
+        clock: Callable[[], float],
+        on_wait: Callable[[str], None] | None,
+    ) -> bool:
+        """Wait while this phone has started ``rate_limit`` sends in the last minute
+        (Android's SmsUsageMonitor holds a package's sends past about 30 per 60 s behind a
+        confirmation dialog). False when the wait is over first."""
+        told = False
+        while True:
+            since = self.ledger.now() - timedelta(minutes=1)
+            recent = await self.ledger.dispatches_since(self.phone.device, since)
+            if recent < self.rate_limit:
+                return True
+            if on_wait is not None and not told:
+                told = True
+                on_wait(
+                    f"waiting for the phone's send limit ({self.rate_limit} per minute;"
+                    f" {recent} in the last minute)"
+                )
+            if not await self._pause(give_up, clock):
+                return False
 
     async def _fence_evidence(self) -> dict[str, str]:
         """The phone's fence epoch, noted on the attempt before it is sent, so that a later

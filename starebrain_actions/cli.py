@@ -308,6 +308,22 @@ def settled(summary: ActionSummary) -> bool:
     "message still queued goes to review.",
 )
 @click.option(
+    "--unverified-after",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Seconds after a dispatch before a sent message that never shows up goes to review "
+    "(UNVERIFIED) and frees the phone for other actions.",
+)
+@click.option(
+    "--rate-limit",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Sends started on the phone per minute at most (Android holds more behind a "
+    "confirmation dialog); a send over it waits, and says so.",
+)
+@click.option(
     "--region",
     default=None,
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
@@ -325,6 +341,8 @@ def send(
     wait: float,
     max_attempts: int,
     grace: float,
+    unverified_after: float,
+    rate_limit: int,
     region: str | None,
     key_path: Path | None,
     as_json: bool,
@@ -342,7 +360,11 @@ def send(
         )
     try:
         intent = SmsIntent(recipient=to, body=body, region=region)
-        policy = RetryPolicy(maximum_attempts=max_attempts, grace_window=timedelta(seconds=grace))
+        policy = RetryPolicy(
+            maximum_attempts=max_attempts,
+            grace_window=timedelta(seconds=grace),
+            unverified_after=timedelta(seconds=unverified_after),
+        )
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc
     derived = action_id is None
@@ -358,6 +380,7 @@ def send(
         key_path,
         region,
         read_as_system=_settings(ctx).read_as_system,
+        rate_limit=rate_limit,
     )
     code = send_exit_code(summary)
     out = _render.Output()
@@ -389,6 +412,7 @@ def _run_send(
     region: str | None,
     *,
     read_as_system: bool = False,
+    rate_limit: int = 30,
 ) -> ActionSummary:
     from starebrain_actions.agent import SmsAgent
 
@@ -412,6 +436,7 @@ def _run_send(
             key_path=key_path,
             region=region,
             read_as_system=read_as_system,
+            rate_limit=rate_limit,
         ) as agent:
             outcome = await agent.send(
                 action_id, intent.recipient, intent.body, wait=wait, on_wait=_tell_waiting

@@ -12,12 +12,15 @@ from android_bridge.simulator._apps import (
     app_profile,
 )
 from android_bridge.simulator._faults import Fault, parse_fault
+from android_bridge.simulator._files import FileStat, FilesView
 from android_bridge.simulator._phone import SimulatedPhone
 from android_bridge.simulator._store import MmsMessage, SmsRow, SmsStore
 
 __all__ = [
     "APP_PROFILES",
     "Fault",
+    "FileStat",
+    "FilesView",
     "MessagingAppProfile",
     "MmsMessage",
     "SimulatedPhone",

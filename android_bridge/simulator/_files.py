@@ -149,7 +149,7 @@ ROOT: Final = Credentials(uid=ROOT_UID, gid=ROOT_UID)
 
 
 @attrs.frozen(kw_only=True)
-class Stat:
+class FileStat:
     """What ``stat(2)``/``lstat(2)`` return for one name."""
 
     #: The canonical absolute path of the entry (the name ``lstat`` looked at).
@@ -483,7 +483,7 @@ class FileTree:
             raise FsError(ENOTDIR)
         return found.row
 
-    def _stat_of(self, row: _Row) -> Stat:
+    def _stat_of(self, row: _Row) -> FileStat:
         if row.kind == "dir":
             subdirs = self._db.execute(
                 "SELECT COUNT(*) FROM files WHERE parent = ? AND kind = 'dir'", (row.path,)
@@ -500,7 +500,7 @@ class FileTree:
         else:
             nlink = 1
             size = len((row.target or "").encode("utf-8", "surrogateescape"))
-        return Stat(
+        return FileStat(
             path=row.path,
             kind=row.kind,
             mode=row.mode,
@@ -515,7 +515,7 @@ class FileTree:
 
     # -- system calls ---------------------------------------------------------------------
 
-    def stat(self, cred: Credentials, cwd: str, path: str) -> Stat:
+    def stat(self, cred: Credentials, cwd: str, path: str) -> FileStat:
         """``stat(2)``: follows symlinks.
 
         Raises:
@@ -524,7 +524,7 @@ class FileTree:
         with self._transaction(write=False):
             return self._stat_of(self._resolve(cred, cwd, path, follow=True))
 
-    def lstat(self, cred: Credentials, cwd: str, path: str) -> Stat:
+    def lstat(self, cred: Credentials, cwd: str, path: str) -> FileStat:
         """``lstat(2)``: a symlink itself (unless the path ends in ``/``).
 
         Raises:
@@ -875,7 +875,7 @@ class FileTree:
 
     # -- reads for tests (no permission checks) -------------------------------------------
 
-    def entries(self) -> list[Stat]:
+    def entries(self) -> list[FileStat]:
         """Every name in the tree with its lstat, ordered by path."""
         with self._transaction(write=False):
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM files ORDER BY path").fetchall()
@@ -894,7 +894,7 @@ class FilesView:
     def __init__(self, tree: FileTree) -> None:
         self._tree = tree
 
-    def stat(self, path: str) -> Stat | None:
+    def stat(self, path: str) -> FileStat | None:
         """``lstat`` of ``path`` (a symlink itself), or None when it does not exist."""
         try:
             return self._tree.lstat(ROOT, "/", path)
@@ -932,7 +932,7 @@ class FilesView:
             raise FileNotFoundError(path) from exc
         return sorted(names[2:])
 
-    def walk(self) -> list[Stat]:
+    def walk(self) -> list[FileStat]:
         """Every entry of the tree, ordered by path."""
         return self._tree.entries()
 
@@ -1260,7 +1260,7 @@ def string_to_mode(text: str, mode: int) -> int | None:
             return mode
 
 
-def mode_string(info: Stat) -> str:
+def mode_string(info: FileStat) -> str:
     """``mode_to_string``: ``drwxr-xr-x``, with ``s``/``S`` and ``t``/``T``."""
     kind = {"dir": "d", "file": "-", "symlink": "l"}[info.kind]
     out = [kind]
@@ -1282,7 +1282,7 @@ class _Node:
 
     name: str
     path: str
-    info: Stat | None
+    info: FileStat | None
     parent: _Node | None = None
     listed: bool = False
 
@@ -1342,12 +1342,12 @@ class FileCommands:
 
     # -- system call helpers ---------------------------------------------------------
 
-    def _stat(self, path: str, *, follow: bool) -> Stat:
+    def _stat(self, path: str, *, follow: bool) -> FileStat:
         if follow:
             return self.tree.stat(self.cred, self.cwd, path)
         return self.tree.lstat(self.cred, self.cwd, path)
 
-    def _try_stat(self, path: str, *, follow: bool) -> Stat | None:
+    def _try_stat(self, path: str, *, follow: bool) -> FileStat | None:
         try:
             return self._stat(path, follow=follow)
         except FsError:
@@ -2023,7 +2023,7 @@ class _Listing:
                 out.append(char)
         return "".join(out)
 
-    def _end_type(self, info: Stat) -> str:
+    def _end_type(self, info: FileStat) -> str:
         if ("F" in self._flags or "p" in self._flags) and info.is_dir:
             return "/"
         if "F" in self._flags:
@@ -2443,7 +2443,7 @@ class _TestRun:
 
     # -- test_eval -----------------------------------------------------------------------
 
-    def _stat(self, path: str, *, follow: bool = True) -> Stat | None:
+    def _stat(self, path: str, *, follow: bool = True) -> FileStat | None:
         return self._commands._try_stat(path, follow=follow)
 
     def _access(self, path: str, want: int) -> bool:
@@ -2498,7 +2498,9 @@ class _TestRun:
             return self._access(first, 1)
         if op == "-t":
             if not re.fullmatch(r"\s*[+-]?\d+\s*", first):
-                self._fail(-1, "bad number")
+                # bi_getn: bi_errorf("%s: %s", "bad number", X).
+                self._error = True
+                self._messages.append(f"{SHELL_NAME}: {self._name}: bad number: {first}\n")
                 return False
             return int(first) in (0, 1, 2) and STDOUT_IS_TERMINAL.get()
         if op in ("-L", "-h"):
@@ -2508,7 +2510,7 @@ class _TestRun:
             found = self._stat(first)
             if found is None:
                 return False
-            checks: dict[str, Callable[[Stat], bool]] = {
+            checks: dict[str, Callable[[FileStat], bool]] = {
                 "-e": lambda info: True,
                 "-a": lambda info: True,
                 "-f": lambda info: info.kind == "file",

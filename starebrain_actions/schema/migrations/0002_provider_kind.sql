@@ -15,8 +15,9 @@
 -- writes no history; DROP TABLE's implicit delete fires no trigger either. The history
 -- table is not touched: its rows and AUTOINCREMENT sequence stay as they are.
 -- Rows confirmed before this version came from content://sms: their kind is 'sms'.
--- Version 2 also adds the review reason UNVERIFIED (a sent attempt never seen on the phone
--- past its limit): such an attempt stays unresolved but no longer holds its device's lease.
+-- Version 2 also adds the review reasons UNVERIFIED and RCS_SUSPECTED (a sent attempt never
+-- seen on the phone past its limit; the app may have sent it as RCS chat): such an attempt
+-- stays unresolved but no longer holds its device's lease.
 
 DROP TRIGGER attempts_artifact_not_a_duplicate;
 DROP TRIGGER attempts_history_on_insert;
@@ -56,7 +57,7 @@ CREATE TABLE attempts (
     last_error          TEXT,
     review_reason       TEXT    CHECK (review_reason IN
                                 ('AMBIGUOUS', 'DUPLICATE', 'MISMATCH', 'BUDGET_EXHAUSTED', 'STUCK',
-                                 'UNVERIFIED')),
+                                 'UNVERIFIED', 'RCS_SUSPECTED')),
     resolved_by         TEXT,
     version             INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
     -- who made the latest change and why: the history trigger copies these, so a change
@@ -123,7 +124,8 @@ DROP TABLE attempts_v1;
 CREATE UNIQUE INDEX attempts_one_in_flight_per_action ON attempts (action_id)
     WHERE delivery = 'PENDING';
 CREATE UNIQUE INDEX attempts_device_lease ON attempts (device)
-    WHERE delivery = 'PENDING' AND review_reason IS NOT 'UNVERIFIED';
+    WHERE delivery = 'PENDING'
+      AND coalesce(review_reason, '') NOT IN ('UNVERIFIED', 'RCS_SUSPECTED');
 CREATE INDEX attempts_review ON attempts (review_reason) WHERE review_reason IS NOT NULL;
 
 -- Attempts are never deleted: the receipt outlives every outcome.
