@@ -14,6 +14,11 @@ from android_bridge._fence import (
     remove_fences,
 )
 from android_bridge._fence import void as void_fences
+from android_bridge._framework import (
+    SEND_TEXT_CODES,
+    FrameworkDispatcher,
+    probe_framework_send,
+)
 from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
 from android_bridge._matching import MatchResult, message_matches_intent, normalize_body
 from android_bridge._parser import parse_int_rows, parse_text_column
@@ -44,6 +49,7 @@ __all__ = [
     "FENCE_ROOT",
     "KEY_PATH_ENV",
     "OUTGOING_TYPES",
+    "SEND_TEXT_CODES",
     "BridgeError",
     "CommandRejected",
     "Device",
@@ -53,6 +59,7 @@ __all__ = [
     "Epoch",
     "FenceReport",
     "FenceState",
+    "FrameworkDispatcher",
     "IncompleteRead",
     "KeyPermissionError",
     "MatchResult",
@@ -78,6 +85,7 @@ __all__ = [
     "parse_int_rows",
     "parse_text_column",
     "posix_quote",
+    "probe_framework_send",
     "remove_fences",
     "void_fences",
 ]

@@ -4,13 +4,29 @@ The round trip runs, in order: the list of ``_id`` values at or above the highes
 (the watermark), ``date +%s%3N`` (the device clock), the highest visible ``content://mms``
 ``_id`` (where a message the app converts to MMS will land), then the send step::
 
-    o=$(am start -W --activity-clear-task -a android.intent.action.SENDTO [-p PKG]
-          -d smsto:<n> --es sms_body <text> 2>&1)
+    r=<the SMS role holder: cmd role get-role-holders android.app.role.SMS, or on
+       Android 10 settings get secure sms_default_application>; echo SBROLE<nonce>:$r
+    <r is one package [and is MessagingApp.package]> && echo SBOK<nonce>:role
+      && <dumpsys power: '  mWakefulness=Awake'> && echo SBOK<nonce>:awake
+      && <dumpsys window policy: one 'mIsShowing=' line, false> && echo SBOK<nonce>:unlocked
+      && o=$(am start -W --activity-clear-task -a android.intent.action.SENDTO -p "$r"
+               -d smsto:<n> --es sms_body <text> 2>&1)
     s=$?; printf '%s\n' "$o"; echo "SBAMX<nonce>:$s"
     echo "$s" | grep -qx 0 && printf '%s\n' "$o" | grep -qx 'Status: ok'
       && printf '%s\n' "$o" | grep -cvE '<allowed lines>' | grep -qx 0
       && printf '%s\n' "$o" | grep -cE '^Activity: android/' | grep -qx 0
+      && <dumpsys window displays: every mCurrentFocus names " u0 $r/"> && echo SBOK<nonce>:focus
       && echo SBGO<nonce> && input keyevent …
+
+The checks (``MessagingApp.checks``) run on the phone in the send's one round trip, before any
+key: the default SMS app is read (``RoleShellCommand`` in packages/modules/Permission prints
+the holders joined by ``;``, an empty line for none; on Android 10, which has no such command,
+``cmd`` exits -1 and ``settings`` prints the setting or ``null``) and the intent goes to it
+explicitly (``-p``), so no chooser can appear and no other app can take it; the screen is
+awake (``PowerManagerService.dumpInternal``) and the keyguard hidden (``KeyguardStateMonitor``
+under ``dumpsys window policy``); right before the keys, the focused window belongs to that
+app (``DisplayContent.dump``'s ``mCurrentFocus``). Each passed check prints its mark; a failed
+one stops the chain before any key, and the dispatcher names it in the rejection.
 
 Everything that reaches the shell is POSIX-quoted. ``-W`` makes ``am`` return only once the
 compose window is displayed (without it, ``am`` returns before the window has focus and the
@@ -27,7 +43,9 @@ How the outcome is judged, from the output of a round trip that came back whole:
 
 * the link failed before the command was written: :class:`DeviceUnreachable` (nothing sent);
 * ``SBGO<nonce>`` is absent: the chain stopped before the first key event, so nothing can have
-  been sent: :class:`CommandRejected` with what ``am`` printed;
+  been sent: :class:`CommandRejected` naming the first check without its mark, or with what
+  ``am`` printed;
+* ``SBGO`` is present without the mark of every enabled check: garbled, :class:`OutcomeUnknown`;
 * ``SBGO`` is present but a key event failed: the compose screen holds the body and may or
   may not have sent it: :class:`OutcomeUnknown`;
 * the link failed, or the output is garbled, after the command was written:
@@ -70,6 +88,29 @@ AM_CLEAN_LINES = (
 #: The started activity belongs to the system (``android/…ResolverActivity``: two SMS apps and
 #: no default, a chooser took the intent): the keys would land in it, not in a compose window.
 AM_SYSTEM_ACTIVITY = r"^Activity: android/"
+#: Printed once the role holder was read: ``SBROLE<nonce>:<holder>`` (may be empty or null).
+ROLE_MARKER = "SBROLE"
+#: Printed when one check passed: ``SBOK<nonce>:<check>``.
+CHECK_MARKER = "SBOK"
+#: The checks a send can run on the phone, in the order they run (see :class:`MessagingApp`).
+SEND_CHECKS = ("role", "awake", "unlocked", "focus")
+#: A package name as ``PackageParser`` accepts it (two or more dot-separated segments).
+PACKAGE_PATTERN = r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+"
+#: The default SMS app: the ``android.app.role.SMS`` holder (``cmd role get-role-holders``,
+#: RoleShellCommand, packages/modules/Permission, Android 12+), or where ``cmd role`` has no
+#: such command (it exits -1), ``Settings.Secure.SMS_DEFAULT_APPLICATION`` (Android 10).
+ROLE_HOLDER_READ = (
+    "r=$(cmd role get-role-holders android.app.role.SMS 2>/dev/null); t=$?;"
+    ' echo "$t" | grep -qx 0 || r=$(settings get secure sms_default_application 2>/dev/null)'
+)
+#: ``PowerManagerService.dumpInternal``: ``  mWakefulness=Awake`` (not Asleep, Dozing, Dreaming).
+AWAKE_LINE = "  mWakefulness=Awake"
+#: ``KeyguardStateMonitor.dump`` (under ``dumpsys window policy``): ``mIsShowing=false``.
+KEYGUARD_HIDDEN = r"^ *mIsShowing=false$"
+KEYGUARD_LINE = r"^ *mIsShowing="
+#: ``DisplayContent.dump`` (``dumpsys window displays``): ``  mCurrentFocus=Window{… u0 …}``.
+FOCUS_LINE = r"^ *mCurrentFocus="
+_PACKAGE = re.compile(PACKAGE_PATTERN)
 #: ``am`` lines saying the intent reached no activity or was not delivered.
 _AM_ERROR_LINE = re.compile(
     r"^(Error|Exception|java\.|Security exception|Warning: Activity not started)",
@@ -85,13 +126,32 @@ class MessagingApp:
     key_events: tuple[int, ...] = attrs.field(default=(22, 66))
     #: Milliseconds to wait between ``am start`` and the first key event (0: no wait).
     settle_ms: int = attrs.field(default=0)
-    #: Package to send the intent to (``am start -p``), or None for the default app.
-    package: str | None = None
+    #: Package the SMS must go through: it must be the default SMS app (the ``role`` check)
+    #: and the intent is sent to it (``am start -p``). None: whatever app holds the role.
+    package: str | None = attrs.field(default=None)
+    #: Checks the script runs on the phone before any key, in :data:`SEND_CHECKS` order:
+    #: ``role`` (the default SMS app is read, and the intent sent to it with ``-p``),
+    #: ``awake`` (``dumpsys power``), ``unlocked`` (``dumpsys window policy``), ``focus``
+    #: (``dumpsys window displays``: the app's window has focus right before the keys).
+    checks: tuple[str, ...] = attrs.field(default=SEND_CHECKS)
 
     @key_events.validator
     def _check_keys(self, _attribute: object, value: tuple[int, ...]) -> None:
         if not all(isinstance(code, int) and 0 <= code <= 400 for code in value):
             raise ValueError("key events must be Android key codes (0..400)")
+
+    @package.validator
+    def _check_package(self, _attribute: object, value: str | None) -> None:
+        if value is not None and not _PACKAGE.fullmatch(value):
+            raise ValueError(f"not an Android package name: {value!r}")
+
+    @checks.validator
+    def _check_checks(self, _attribute: object, value: tuple[str, ...]) -> None:
+        unknown = [check for check in value if check not in SEND_CHECKS]
+        if unknown:
+            raise ValueError(f"unknown send checks {unknown}; choose from {SEND_CHECKS}")
+        if "focus" in value and "role" not in value and self.package is None:
+            raise ValueError("the focus check needs the role check or a package")
 
     @settle_ms.validator
     def _check_settle(self, _attribute: object, value: int) -> None:
@@ -126,19 +186,51 @@ def send_command(
     *,
     fence: tuple[str, str] | None = None,
 ) -> str:
-    """The send step: ``am start -W``, its output and status echoed, then the key events only
-    if ``am`` reported a clean launch (see the module docstring).
+    """The send step: the checks, ``am start -W``, its output and status echoed, the focus
+    check, then the key events only if every check passed and ``am`` reported a clean launch
+    (see the module docstring).
 
     ``fence`` (``(dispatch_id, epoch)``): claim the attempt's fence name on the phone first
     and run nothing unless the claim succeeded; leave the ``am`` and ``keys`` stage markers
     (see :mod:`android_bridge._fence`).
     """
+    ok = f"echo {CHECK_MARKER}{nonce}:"
+    head: list[str] = []
+    gate = ["k=0"]
+    if fence is not None:
+        gate = ["k=1", f"{claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce)} && k=0"]
+    pre = ['echo "$k" | grep -qx 0']
+    package = None
+    if "role" in app.checks:
+        head.append(ROLE_HOLDER_READ)
+        head.append(f"printf '%s\\n' \"{ROLE_MARKER}{nonce}:$r\"")
+        holder = "printf '%s\\n' \"$r\""
+        pattern = posix_quote(PACKAGE_PATTERN)
+        pre.append(f"{holder} | grep -cxE {pattern} | grep -qx 1")
+        pre.append(f"{holder} | grep -cvxE {pattern} | grep -qx 0")
+        if app.package is not None:
+            pre.append(f"{holder} | grep -qxF {posix_quote(app.package)}")
+        pre.append(f"{ok}role")
+        package = '"$r"'
+    elif app.package is not None:
+        head.append(f"r={posix_quote(app.package)}")
+        package = '"$r"'
+    if "awake" in app.checks:
+        pre.append("p=$(dumpsys power 2>&1)")
+        pre.append(f"printf '%s\\n' \"$p\" | grep -qxF {posix_quote(AWAKE_LINE)}")
+        pre.append(f"{ok}awake")
+    if "unlocked" in app.checks:
+        policy = "printf '%s\\n' \"$w\""
+        pre.append("w=$(dumpsys window policy 2>&1)")
+        pre.append(f"{policy} | grep -qE {posix_quote(KEYGUARD_HIDDEN)}")
+        pre.append(f"{policy} | grep -cE {posix_quote(KEYGUARD_LINE)} | grep -qx 1")
+        pre.append(f"{ok}unlocked")
     # --activity-clear-task (with the NEW_TASK flag am adds itself): the app's task is cleared
     # and the intent delivered to a fresh compose window, never recycled into an open one
     # that still holds an older draft (ActivityStarter.recycleTask drops the new extras).
     parts = ["am start -W --activity-clear-task -a android.intent.action.SENDTO"]
-    if app.package is not None:
-        parts.append(f"-p {posix_quote(app.package)}")
+    if package is not None:
+        parts.append(f"-p {package}")
     parts.append(f"-d {posix_quote('smsto:' + shell_recipient(recipient))}")
     parts.append(f"--es sms_body {posix_quote(body)}")
     am = " ".join(parts)
@@ -151,21 +243,62 @@ def send_command(
     ]
     if fence is not None:
         chain.append(stage_command(fence[0], "am"))
-        chain.append(go_command(fence[0]))
-    chain.append(f"echo {GO_MARKER}{nonce}")
     if app.settle_ms:
         chain.append(f"sleep {app.settle_ms / 1000:.3f}")
+    if "focus" in app.checks:
+        focus = "printf '%s\\n' \"$f\" | grep -E " + posix_quote(FOCUS_LINE)
+        chain.append("f=$(dumpsys window displays 2>&1)")
+        chain.append(f'{focus} | grep -cvF " u0 $r/" | grep -qx 0')
+        chain.append(f'{focus} | grep -qF " u0 $r/"')
+        chain.append(f"{ok}focus")
+    if fence is not None:
+        chain.append(go_command(fence[0]))
+    chain.append(f"echo {GO_MARKER}{nonce}")
     chain.extend(f"input keyevent {code}" for code in app.key_events)
     if fence is not None:
         chain.append(stage_command(fence[0], "keys"))
-    start = f"o=$({am} 2>&1)"
-    if fence is not None:
-        start = f"{claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce)} && {start}"
-    return f'{start}; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; ' + " && ".join(chain)
+    start = " && ".join([*pre, f"o=$({am} 2>&1)"])
+    lists = [*gate, *head, start]
+    return (
+        "; ".join(lists)
+        + f'; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; '
+        + " && ".join(chain)
+    )
 
 
-def _split_send_output(output: str, nonce: str) -> tuple[str, int, bool, str]:
-    """``am``'s output, its exit status, whether the keys were reached, and what they printed.
+@attrs.frozen(kw_only=True)
+class _SendOutput:
+    """The send step's output, split at its markers."""
+
+    #: What ``cmd role``/``settings`` said the default SMS app is (None: not read).
+    role_holder: str | None
+    #: Checks that printed their pass marker, in order.
+    passed: tuple[str, ...]
+    #: ``am``'s own output.
+    am_output: str
+    #: ``am``'s exit status (or the failed check's, when ``am`` never ran).
+    am_status: int
+    #: The go marker was printed: the keys were reached.
+    pressed: bool
+    #: What the key events printed.
+    input_output: str
+
+
+def _take_lines(text: str, prefix: str) -> tuple[list[str], str]:
+    """Leading lines of ``text`` starting with ``prefix``: their rest, and the remaining text."""
+    taken: list[str] = []
+    while text.startswith(prefix):
+        line, newline, remaining = text.partition("\n")
+        if not newline:
+            break
+        taken.append(line[len(prefix) :])
+        text = remaining
+    return taken, text
+
+
+def _split_send_output(output: str, nonce: str) -> _SendOutput:
+    """The role holder read, the checks passed, ``am``'s output and exit status, whether the
+    keys were reached, and what they printed.
 
     Raises:
         OutcomeUnknown: the markers are missing, repeated or malformed (garbled output).
@@ -176,13 +309,65 @@ def _split_send_output(output: str, nonce: str) -> tuple[str, int, bool, str]:
     if len(exits) != 1 or output.count(go_line) > 1:
         raise OutcomeUnknown("the send output is garbled")
     found = exits[0]
-    am_output = output[: found.start()]
+    before = output[: found.start()]
     rest = output[found.end() :]
+    roles, before = _take_lines(before, f"{ROLE_MARKER}{nonce}:")
+    passed, am_output = _take_lines(before, f"{CHECK_MARKER}{nonce}:")
+    focus, rest = _take_lines(rest, f"{CHECK_MARKER}{nonce}:")
+    markers = f"{CHECK_MARKER}{nonce}:", f"{ROLE_MARKER}{nonce}:"
+    if len(roles) > 1 or any(marker in am_output or marker in rest for marker in markers):
+        raise OutcomeUnknown("the send output is garbled")
+    role_holder = roles[0] if roles else None
+    checks = (*passed, *focus)
     if not rest.startswith(go_line):
         if go_line in rest:
             raise OutcomeUnknown("the send output is garbled")
-        return am_output, int(found.group(1)), False, rest
-    return am_output, int(found.group(1)), True, rest[len(go_line) :]
+        return _SendOutput(
+            role_holder=role_holder,
+            passed=checks,
+            am_output=am_output,
+            am_status=int(found.group(1)),
+            pressed=False,
+            input_output=rest,
+        )
+    return _SendOutput(
+        role_holder=role_holder,
+        passed=checks,
+        am_output=am_output,
+        am_status=int(found.group(1)),
+        pressed=True,
+        input_output=rest[len(go_line) :],
+    )
+
+
+def _rejection(app: MessagingApp, split: _SendOutput) -> tuple[str, str]:
+    """Why a send that never reached the keys stopped: (log reason, message)."""
+    failed = next((check for check in app.checks if check not in split.passed), None)
+    holder = (split.role_holder or "").strip()
+    if failed == "role":
+        if holder in ("", "null"):
+            return "no_default_sms_app", "no default SMS app is set (the SMS role has no holder)"
+        if app.package is not None and _PACKAGE.fullmatch(holder):
+            return "not_default_sms_app", (
+                f"the default SMS app is {holder}, not the configured {app.package}"
+            )
+        return "role_unreadable", f"the default SMS app could not be read: {holder[:100]!r}"
+    if failed == "awake":
+        return "screen_off", "the screen is not awake (dumpsys power: no mWakefulness=Awake)"
+    if failed == "unlocked":
+        return "keyguard_showing", "the keyguard is showing (the screen is locked)"
+    am_output = split.am_output.strip()[:200]
+    if failed == "focus" and split.am_status == 0 and not _AM_ERROR_LINE.search(am_output):
+        clean = all(
+            re.match(AM_CLEAN_LINES, line) for line in split.am_output.rstrip("\n").split("\n")
+        )
+        if clean and "Status: ok" in split.am_output:
+            return "focus_lost", (
+                "the messaging app's window did not have focus right before the keys"
+                f" (dumpsys window displays): {am_output}"
+            )
+    reason = "am_error" if _AM_ERROR_LINE.search(split.am_output) else "am_not_clean"
+    return reason, (f"am start did not report a clean launch (exit {split.am_status}): {am_output}")
 
 
 def parse_clock(output: str) -> int | None:
@@ -245,8 +430,8 @@ class SmsDispatcher:
         if fence is not None and not claimed:
             if claim_line in send_output:
                 raise OutcomeUnknown("the send output is garbled")
-            _, _, pressed_anyway, _ = _split_send_output(send_output, nonce)
-            if pressed_anyway:  # cannot happen: the keys are chained on the claim
+            if _split_send_output(send_output, nonce).pressed:
+                # cannot happen: the keys are chained on the claim
                 raise OutcomeUnknown("keys were reached without a fence claim")
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="fence")
             raise CommandRejected(
@@ -255,17 +440,18 @@ class SmsDispatcher:
             )
         if claimed:
             send_output = send_output[len(claim_line) :]
-        am_output, am_status, pressed, input_output = _split_send_output(send_output, nonce)
-        if not pressed:
-            reason = "am_error" if _AM_ERROR_LINE.search(am_output) else "am_not_clean"
+        split = _split_send_output(send_output, nonce)
+        if not split.pressed:
+            reason, message = _rejection(self._app, split)
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
-            raise CommandRejected(
-                f"am start did not report a clean launch (exit {am_status}); no key was"
-                f" pressed: {am_output.strip()[:200]}"
-            )
+            raise CommandRejected(f"{message}; no key was pressed")
+        missing = [check for check in self._app.checks if check not in split.passed]
+        if missing:
+            raise OutcomeUnknown(f"the keys were reached but checks {missing} left no mark")
         if steps[3].exit_status != 0:
             raise OutcomeUnknown(
-                f"the compose screen opened but a key event failed: {input_output.strip()[:200]}"
+                "the compose screen opened but a key event failed:"
+                f" {split.input_output.strip()[:200]}"
             )
         watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
         clock_ms = parse_clock(steps[1].output)
@@ -282,8 +468,8 @@ class SmsDispatcher:
             watermark_proven=proven,
             watermark_date_ms=watermark_date_ms,
             device_clock_ms=clock_ms,
-            am_output=am_output,
-            input_output=input_output,
+            am_output=split.am_output,
+            input_output=split.input_output,
             mode=mode,
             round_trips=round_trips,
             mms_watermark_id=mms_watermark_id,

@@ -11,12 +11,12 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
   (a symlink to a target that is not a directory is never followed into by ``ln``). So two
   parties racing for one name cannot both win, and the winner can always be told apart
   (``readlink``). (A directory would not do: ``ln -s X DIR`` creates ``DIR/X`` and succeeds.)
-* The send script **claims** ``$FENCE_ROOT/<dispatch_id>`` first (``ln -s script``) and runs
+* The send script **claims** ``$FENCE_ROOT/<dispatch_id>`` first (``ln -s script/.``) and runs
   everything else only if that succeeded. Once ``am`` reported a clean launch it records
   ``<dispatch_id>.am`` (target: the phone's clock in ms), then claims ``<dispatch_id>.go``
-  (``ln -s script``) right before the first key, and records ``<dispatch_id>.keys`` once the
+  (``ln -s script/.``) right before the first key, and records ``<dispatch_id>.keys`` once the
   keys were pressed. The keys run only if the ``go`` claim succeeded.
-* To **void** an attempt, the reconciler claims the same names first (``ln -s void``): the
+* To **void** an attempt, the reconciler claims the same names first (``ln -s void/.``): the
   attempt's name, or, if the script already holds that, its ``go``. Either success means no
   key was or can ever be pressed for it: nothing was or can still be sent. If the script
   holds ``go``, the keys may have been pressed: the stage markers say how far it got, and the
@@ -43,7 +43,13 @@ from android_bridge.exceptions import CommandRejected, UnparseableOutput
 FENCE_ROOT = "/data/local/tmp/starebrain"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _EPOCH = re.compile(r"[0-9a-f]{8,32}")
-_MS = re.compile(r"\d{1,19}")
+_MS = re.compile(r"(\d{1,19})/\.")
+#: Symlink targets end in ``/.``: were a name ever a directory (or a link to one), ``ln -s
+#: X/. NAME`` would try ``NAME/.``, which always exists, so it can never succeed by creating
+#: a link *inside* it (as ``ln -s X DIR`` does: it makes ``DIR/X`` and exits 0; toybox
+#: ``ln.c`` 0.8.0 to 0.8.11).
+SCRIPT = "script/."
+VOID = "void/."
 
 
 def check_name(dispatch_id: str) -> str:
@@ -79,18 +85,18 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     path = fence_path(dispatch_id)
     return (
         f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)} >/dev/null 2>&1"
-        f" && ln -s script {path} 2>/dev/null && echo {ok_marker}"
+        f" && ln -s {SCRIPT} {path} 2>/dev/null && echo {ok_marker}"
     )
 
 
 def stage_command(dispatch_id: str, stage: str) -> str:
     """A stage marker: a symlink whose target is the phone's clock in ms."""
-    return f'ln -s "$(date +%s%3N)" {fence_path(dispatch_id)}.{stage}'
+    return f'ln -s "$(date +%s%3N)/." {fence_path(dispatch_id)}.{stage}'
 
 
 def go_command(dispatch_id: str) -> str:
     """The script's claim of the right to press the keys (fails if the attempt was voided)."""
-    return f"ln -s script {fence_path(dispatch_id)}.go 2>/dev/null"
+    return f"ln -s {SCRIPT} {fence_path(dispatch_id)}.go 2>/dev/null"
 
 
 class FenceState(enum.StrEnum):
@@ -163,10 +169,10 @@ def _void_step(dispatch_id: str, epoch: str) -> str:
     marker = f"{FENCE_ROOT}/.epoch-{check_epoch(epoch)}"
     epoch_ok = f"ls -d {marker} >/dev/null 2>&1"
     return (
-        f'{epoch_ok} && ln -s void {path} 2>/dev/null; echo "V:$?";'
+        f'{epoch_ok} && ln -s {VOID} {path} 2>/dev/null; echo "V:$?";'
         f' readlink {path} 2>/dev/null; echo "L:$?";'
-        f" {epoch_ok} && readlink {path} 2>/dev/null | grep -qx script"
-        f' && ln -s void {path}.go 2>/dev/null; echo "G:$?";'
+        f" {epoch_ok} && readlink {path} 2>/dev/null | grep -qxF {SCRIPT}"
+        f' && ln -s {VOID} {path}.go 2>/dev/null; echo "G:$?";'
         f' readlink {path}.go 2>/dev/null; echo "R:$?";'
         f' readlink {path}.am 2>/dev/null; echo "A:$?";'
         f' readlink {path}.keys 2>/dev/null; echo "K:$?";'
@@ -191,18 +197,20 @@ def _parse_void(dispatch_id: str, output: str) -> FenceReport:
     if pending:
         raise UnparseableOutput("the fence answer is incomplete")
     stages = tuple(
-        (stage, int(texts[key][0]))
+        (stage, int(match.group(1)))
         for stage, key in (("am", "A"), ("keys", "K"))
-        if codes[key] == 0 and len(texts[key]) == 1 and _MS.fullmatch(texts[key][0])
+        if codes[key] == 0 and len(texts[key]) == 1
+        for match in [_MS.fullmatch(texts[key][0])]
+        if match
     )
     if codes["V"] == 0:
         return FenceReport(
             dispatch_id=dispatch_id, state=FenceState.VOIDED, voided_now=True, voided_at="claim"
         )
     link = texts["L"] if codes["L"] == 0 else None
-    if link == ["void"]:
+    if link == [VOID]:
         return FenceReport(dispatch_id=dispatch_id, state=FenceState.VOIDED, voided_at="claim")
-    if link == ["script"]:
+    if link == [SCRIPT]:
         if codes["G"] == 0:
             return FenceReport(
                 dispatch_id=dispatch_id,
@@ -212,11 +220,11 @@ def _parse_void(dispatch_id: str, output: str) -> FenceReport:
                 voided_at="go",
             )
         go = texts["R"] if codes["R"] == 0 else None
-        if go == ["void"]:
+        if go == [VOID]:
             return FenceReport(
                 dispatch_id=dispatch_id, state=FenceState.VOIDED, stages=stages, voided_at="go"
             )
-        if go == ["script"]:
+        if go == [SCRIPT]:
             return FenceReport(dispatch_id=dispatch_id, state=FenceState.CLAIMED, stages=stages)
     if link is None and codes["E"] != 0:
         return FenceReport(dispatch_id=dispatch_id, state=FenceState.LOST)

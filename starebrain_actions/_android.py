@@ -16,6 +16,7 @@ from android_bridge import (
     OUTGOING_TYPES,
     BridgeError,
     Device,
+    FrameworkDispatcher,
     MessagingApp,
     NotSent,
     SmsDispatcher,
@@ -24,9 +25,11 @@ from android_bridge import (
     ensure_epoch,
     list_fences,
     message_matches_intent,
+    probe_framework_send,
     remove_fences,
     void_fences,
 )
+from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
@@ -87,10 +90,20 @@ class AndroidPhone:
         region: str,
         app: MessagingApp | None = None,
         loose_whitespace: bool = False,
+        send_path: str = "ui",
     ) -> None:
+        if send_path not in ("ui", "framework"):
+            raise ValueError("send_path must be 'ui' or 'framework'")
         self._device = device
         self._region = region
-        self._dispatcher = SmsDispatcher(device, app=app)
+        #: "ui" (the messaging app, through am and key events) or "framework" (``service
+        #: call isms`` as the shell user: no UI, no RCS, rows marked com.android.shell)
+        self.send_path = send_path
+        self._dispatcher: SmsDispatcher | FrameworkDispatcher = (
+            FrameworkDispatcher(device)
+            if send_path == "framework"
+            else SmsDispatcher(device, app=app)
+        )
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
         self._epoch: str | None = None
@@ -106,11 +119,14 @@ class AndroidPhone:
         default_region: str = "US",
         app: MessagingApp | None = None,
         read_as_system: bool | None = None,
+        send_path: str = "ui",
     ) -> AndroidPhone:
         """Connect and authenticate to ``serial`` (``host:port``).
 
         ``read_as_system``: read through ``su 1000`` (userdebug/eng builds), which also sees
         outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM`` is ``1``).
+        ``send_path``: "ui" (the messaging app), "framework" (``service call isms``, no UI and
+        no RCS), or "auto" (the framework when a probe of the phone says it works).
 
         Raises:
             PhoneUnavailable: the device cannot be reached or refused the key.
@@ -128,13 +144,19 @@ class AndroidPhone:
                 read_as_system=read_as_system,
             )
             region = await device.region()
+            if send_path == "auto":
+                probe = await probe_framework_send(device)
+                send_path = "framework" if probe is True else "ui"
+            if send_path not in ("ui", "framework"):
+                await device.close()
+                raise PhoneUnavailable(f"{serial}: unknown send path {send_path!r}")
         except KeyPermissionError:
             raise
         except BridgeError as exc:
             raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial
             raise PhoneUnavailable(f"{serial}: {exc}") from exc
-        return cls(device, region=region, app=app)
+        return cls(device, region=region, app=app, send_path=send_path)
 
     def remember_highest_id(self, row_id: int) -> None:
         """Tell the bridge a provider id known to exist (e.g. the ledger's last watermark), so
@@ -177,7 +199,11 @@ class AndroidPhone:
                 "round_trips": evidence.round_trips,
                 "mms_watermark_id": evidence.mms_watermark_id,
                 **({"fence": "claimed"} if evidence.fence_claimed else {}),
-                **_app_evidence(evidence.am_output),
+                **(
+                    _app_evidence(evidence.am_output)
+                    if self.send_path == "ui"
+                    else {"send_path": "framework", "creator": SHELL_PACKAGE}
+                ),
             },
         )
 
@@ -248,6 +274,7 @@ class AndroidPhone:
                 recipient=row.address,
                 body=row.body,
                 date_ms=row.date_ms,
+                creator=row.creator,
             )
             for row in read.rows
             if row.type in _OUTCOMES

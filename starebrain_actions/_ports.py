@@ -36,6 +36,8 @@ class OutgoingMessage:
     kind: ProviderKind = ProviderKind.SMS
     #: every recipient of an MMS (``recipient`` is set only when there is exactly one)
     recipients: tuple[str, ...] = ()
+    #: the package that wrote the row, as the provider recorded it (None when unknown)
+    creator: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -173,6 +173,13 @@ def _artifact(message: OutgoingMessage, verdict: MatchVerdict, read: PhoneRead) 
     )
 
 
+def _written_by(message: OutgoingMessage, item: Watched) -> bool:
+    """An attempt sent through the framework is written by the shell's package: a row any
+    other package wrote (the phone's owner, through the messaging app) is never its own."""
+    creator = item.record.evidence.get("creator")
+    return not isinstance(creator, str) or message.creator in (None, creator)
+
+
 def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
     if message.kind is ProviderKind.MMS:
         floor = item.mms_floor_id
@@ -222,6 +229,7 @@ def plan_device(
             message
             for message in read.messages
             if _above_floor(message, item)
+            and _written_by(message, item)
             and _key(message) not in taken
             and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
         ]

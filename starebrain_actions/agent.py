@@ -139,6 +139,7 @@ class SmsAgent:
         read_as_system: bool | None = None,
         void_after: timedelta | None = None,
         rate_limit: int = RATE_LIMIT_PER_MINUTE,
+        send_path: str = "ui",
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
 
@@ -147,7 +148,10 @@ class SmsAgent:
         ``void_after``: how old another sender's unresolved attempt must be before this agent
         voids its fence on the phone (default: the command timeout plus 5 s, at least 25 s:
         a live sender's command is over by then). ``rate_limit``: sends started on the phone
-        per minute at most (Android holds more behind a confirmation dialog).
+        per minute at most (Android holds more behind a confirmation dialog). ``send_path``:
+        "ui" (the messaging app), "framework" (``service call isms`` as the shell user: no
+        UI, no RCS, our rows told apart by ``creator``) or "auto" (the framework when a probe
+        of the phone says it works).
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -163,6 +167,7 @@ class SmsAgent:
                 connect_timeout_s=connect_timeout_s,
                 command_timeout_s=command_timeout_s,
                 read_as_system=read_as_system,
+                send_path=send_path,
             )
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:

@@ -324,6 +324,15 @@ def settled(summary: ActionSummary) -> bool:
     "confirmation dialog); a send over it waits, and says so.",
 )
 @click.option(
+    "--send-path",
+    type=click.Choice(["ui", "framework", "auto"]),
+    default="ui",
+    show_default=True,
+    help="How the phone sends: ui (the messaging app, am start and key events), framework "
+    "(service call isms as the shell user: no UI, no RCS, rows marked com.android.shell), "
+    "auto (framework when a probe of the phone says it works).",
+)
+@click.option(
     "--region",
     default=None,
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
@@ -343,6 +352,7 @@ def send(
     grace: float,
     unverified_after: float,
     rate_limit: int,
+    send_path: str,
     region: str | None,
     key_path: Path | None,
     as_json: bool,
@@ -381,6 +391,7 @@ def send(
         region,
         read_as_system=_settings(ctx).read_as_system,
         rate_limit=rate_limit,
+        send_path=send_path,
     )
     code = send_exit_code(summary)
     out = _render.Output()
@@ -413,6 +424,7 @@ def _run_send(
     *,
     read_as_system: bool = False,
     rate_limit: int = 30,
+    send_path: str = "ui",
 ) -> ActionSummary:
     from starebrain_actions.agent import SmsAgent
 
@@ -437,6 +449,7 @@ def _run_send(
             region=region,
             read_as_system=read_as_system,
             rate_limit=rate_limit,
+            send_path=send_path,
         ) as agent:
             outcome = await agent.send(
                 action_id, intent.recipient, intent.body, wait=wait, on_wait=_tell_waiting

@@ -215,6 +215,18 @@ class _Launcher:
 
 _Window = Compose | _Chooser | _Launcher
 
+#: The home screen's activity (the Pixel launcher), as ``am``/``dumpsys`` name components.
+LAUNCHER_ACTIVITY: Final = "com.google.android.apps.nexuslauncher/.NexusLauncherActivity"
+
+
+def window_component(window: _Window) -> str:
+    """The activity a window belongs to, as ``package/.Class`` or ``package/full.Class``."""
+    if isinstance(window, Compose):
+        return window.app.compose_activity
+    if isinstance(window, _Chooser):
+        return RESOLVER_ACTIVITY
+    return LAUNCHER_ACTIVITY
+
 
 @attrs.frozen(kw_only=True)
 class SendRequest:
@@ -627,6 +639,11 @@ class Messaging:
             if window.focus_at <= now:
                 return window
         return self._launcher
+
+    def top_activity(self) -> _Window:
+        """The topmost activity window (the resumed one, ``mFocusedApp``), focused yet or not,
+        behind the keyguard or not."""
+        return self.windows[-1]
 
     @property
     def am_exit_for_errors(self) -> int:

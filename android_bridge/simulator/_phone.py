@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +49,7 @@ from android_bridge.simulator._files import (
     FileTree,
     toybox_release,
 )
+from android_bridge.simulator._isms import SHELL_PACKAGE, HeldSend, IsmsHost, IsmsService
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, OutputFn, Shell
 from android_bridge.simulator._store import (
@@ -58,6 +59,7 @@ from android_bridge.simulator._store import (
     SmsStore,
 )
 from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
+from android_bridge.simulator._system_state import SystemState
 from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
 from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, DropConnection
@@ -205,9 +207,14 @@ class SimulatedPhone:
         self.screen = screen
         self.second_sms_app = second_sms_app
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
+        #: ``dumpsys``, ``cmd role`` and ``settings`` over the windows, screen and apps.
+        self.system_state = SystemState(self._messaging, lambda: self.release)
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
         self._drops_after_command: list[tuple[str, int]] = []
+        self._framework_sends = 0
+        #: ``service`` with ``isms`` behind it: the framework's send path (``_isms``).
+        self._isms = IsmsService(self._isms_host())
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -359,6 +366,7 @@ class SimulatedPhone:
         self.reboots += 1
         log.info("simulator_reboot", completes_sends=self.reboot_completes_sends)
         self._messaging.reset()
+        self._isms.reset()
         self._messaging.screen = "locked"
         self.user_unlocked = False
         if not self.tcpip_survives_reboot and self._server is not None:
@@ -588,12 +596,16 @@ class SimulatedPhone:
         )
         commands: dict[str, CommandFn] = {
             "am": self._messaging.am,
+            "cmd": self.system_state.cmd,
+            "dumpsys": self.system_state.dumpsys,
+            "settings": self.system_state.settings,
             "content": content,
             "date": self._system.date,
             "getprop": self._system.getprop,
             "grep": toybox_grep,
             "id": self._system.id if identity is None else identity.id,
             "input": self._messaging.input,
+            "service": self._isms,
             "whoami": self._system.whoami if identity is None else identity.whoami,
         }
         if self.build_type != "user":
@@ -609,6 +621,48 @@ class SimulatedPhone:
         return commands
 
     # -- the phone -----------------------------------------------------------------------
+
+    @property
+    def held_framework_sends(self) -> tuple[HeldSend, ...]:
+        """Framework sends held by ``SmsUsageMonitor``'s confirmation dialog (never sent)."""
+        return tuple(self._isms.held_sends)
+
+    def _isms_host(self) -> IsmsHost:
+        def track(work: Awaitable[None]) -> None:
+            self._framework_sends += 1
+            key: tuple[Channel, int] = ("sms", -self._framework_sends)
+
+            async def finish() -> None:
+                try:
+                    await work
+                finally:
+                    self._pending_sends.pop(key, None)
+
+            self._pending_sends[key] = asyncio.create_task(finish())
+
+        def transmission(address: str, body: str, row_id: int | None, time_ms: int) -> Transmission:
+            return Transmission(
+                channel="sms",
+                addresses=(address,),
+                body=body,
+                provider_id=row_id,
+                time_ms=time_ms,
+                app=SHELL_PACKAGE,
+            )
+
+        return IsmsHost(
+            version=lambda: self.release.version,
+            uid=lambda: ROOT_UID if self.root else SHELL_UID,
+            now_ms=self.now_ms,
+            sim_sub_ids=lambda: self.sim_sub_ids,
+            insert_row=lambda **columns: self.store.insert(**columns),
+            update_row=lambda row_id, values: self.store.update(row_id, values),
+            record=self.transmissions.append,
+            take_send_faults=self.faults.take_send_faults,
+            send_delay_ms=lambda: self.send_delay_ms,
+            track=track,
+            make_transmission=transmission,
+        )
 
     def _properties(self) -> dict[str, str]:
         return build_properties(

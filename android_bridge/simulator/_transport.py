@@ -39,7 +39,7 @@ import structlog
 
 from android_bridge.simulator import _wire
 from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey
-from android_bridge.simulator._shell import OutputFn
+from android_bridge.simulator._shell import STDOUT_IS_TERMINAL, OutputFn
 
 log = structlog.get_logger("android_bridge.simulator")
 
@@ -309,7 +309,11 @@ class Connection:
         stream = _Stream(local_id, remote_id, shell_protocol=shell_protocol)
         self._streams[local_id] = stream
         await self._send(_wire.A_OKAY, local_id, remote_id)
-        stream.task = asyncio.create_task(self._run_stream(stream, command))
+        # The legacy shell:<command> runs in a PTY (raw mode, services.cpp ShellService), as
+        # does shell,v2,pty:; shell,v2: and exec: use pipes. A PTY makes stdout a terminal
+        # for the command (toybox ls then prints columns, rm asks before read-only files).
+        terminal = name == "shell" and (not shell_protocol or "pty" in arguments)
+        stream.task = asyncio.create_task(self._run_stream(stream, command, terminal=terminal))
 
     async def _write(self, stream: _Stream, data: bytes) -> None:
         """Send ``data`` in WRTE packets of at most max payload, each acknowledged."""
@@ -325,7 +329,9 @@ class Connection:
             )
             await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
 
-    async def _run_stream(self, stream: _Stream, command: str) -> None:
+    async def _run_stream(self, stream: _Stream, command: str, *, terminal: bool = False) -> None:
+        STDOUT_IS_TERMINAL.set(terminal)  # this task's own context
+
         async def output(fd: int, text: str) -> None:
             # Raw octets a command wrote (mksh ``echo '\x80'``) travel as surrogate escapes.
             data = text.encode("utf-8", "surrogateescape")

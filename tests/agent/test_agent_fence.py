@@ -114,7 +114,7 @@ async def test_a_voided_attempt_cannot_be_sent_by_a_late_copy_of_its_script(
         await agent.phone.fence_epoch()
         phone.inject_fault("hang")
         await agent.send("A-17", TO, BODY, wait=8)
-    hung = next(c for c in phone.commands_run if "am start" in c and "ln -s script" in c)
+    hung = next(c for c in phone.commands_run if "am start" in c and "ln -s script/." in c)
     async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
         await device.shell(hung)
     assert 1 == sent(phone)

@@ -188,8 +188,11 @@ async def test_device_gone_between_calls_is_unreachable(
 async def test_am_error_with_exit_zero_is_rejected(
     make_phone: PhoneFactory, bridge_key: Path
 ) -> None:
-    """``Error: Activity not started`` (exit 0) is CommandRejected, and nothing is sent."""
-    phone = await make_phone()
+    """``Error: Activity not started`` (exit 0 up to Android 14, ActivityManagerShellCommand
+    android-14.0.0_r1) for a role holder with no SENDTO activity is CommandRejected, and
+    nothing is sent."""
+    phone = await make_phone(android=14)
+    phone.system_state.sms_role_holder = "org.example.none"
     device = await _connect(phone.serial, bridge_key)
     async with device:
         dispatcher = SmsDispatcher(device, app=MessagingApp(package="org.example.none"))

@@ -1,0 +1,67 @@
+"""Sending through the framework (``service call isms`` as the shell user): no UI, no RCS, and
+rows the product can tell from the owner's by ``creator``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from starebrain_actions import Status
+
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
+SHELL = "com.android.shell"
+
+
+@pytest.mark.parametrize("android", [10, 14, 15])
+async def test_a_framework_send_is_one_sms_written_by_the_shell(
+    sms_phone: Any, agent_for: Any, android: int
+) -> None:
+    """The framework writes the sent row with creator com.android.shell; no am, no key event,
+    and an RCS-reachable recipient still gets an SMS (SMSDispatcher, ISms.sendTextForSubscriber
+    transaction 6 on Android 10, 5 on 11 to 15)."""
+    phone = await sms_phone(android=android, rcs_recipients=[TO])
+    async with agent_for(phone, send_path="framework") as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    record = outcome.record
+    assert record is not None
+    assert (Status.SUCCEEDED, "framework") == (outcome.status, record.evidence.get("send_path"))
+    assert [("sms", SHELL)] == [(t.channel, t.app) for t in phone.transmissions]
+    assert [SHELL] == [r.creator for r in phone.store.rows(types=[2]) if r.body == BODY]
+    assert not any("am start" in command for command in phone.commands_run)
+
+
+async def test_the_owners_identical_text_is_never_taken_for_ours(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone's owner sends the very same text to the same number right after ours: on the
+    framework path the owner's row (written by the messaging app) is never our artifact, and
+    ours is confirmed."""
+    phone = await sms_phone(send_delay_ms=300)
+    async with agent_for(phone, send_path="framework") as agent:
+        sending = asyncio.create_task(agent.send("A-17", TO, BODY, wait=5))
+        await asyncio.sleep(0.1)  # our command is on the phone, its row not yet written
+        owner_row = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
+        phone.store.mark_sent(owner_row, date_sent_ms=phone.now_ms())
+        outcome = await sending
+    record = outcome.record
+    assert record is not None
+    ours = [r._id for r in phone.store.rows(types=[2]) if r.creator == SHELL]
+    assert (Status.SUCCEEDED, ours, 0) == (
+        outcome.status,
+        [record.provider_object_id],
+        outcome.summary.duplicates,
+    )
+    assert owner_row != record.provider_object_id
+
+
+async def test_auto_picks_the_framework_when_the_probe_says_it_works(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """send_path="auto" probes the phone (service check isms, the release's transaction code)
+    and sends through the framework on a phone that has it."""
+    phone = await sms_phone()
+    async with agent_for(phone, send_path="auto") as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    assert (Status.SUCCEEDED, [SHELL]) == (outcome.status, [t.app for t in phone.transmissions])

@@ -1,0 +1,135 @@
+"""The framework send path (``service call isms``) against the simulated phone, through the
+real ADB protocol (frameworks/base ISms.aidl, frameworks/opt/telephony SMSDispatcher)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from android_bridge import (
+    CommandRejected,
+    Device,
+    FenceState,
+    FrameworkDispatcher,
+    ensure_epoch,
+    probe_framework_send,
+    void_fences,
+)
+from android_bridge._framework import service_call_command
+from tests.bridge.conftest import PhoneFactory
+
+TO = "+12025550143"
+
+
+async def connect(serial: str, key: Path) -> Device:
+    """A bridge Device on the simulated phone."""
+    return await Device.connect(serial, key_path=key, connect_timeout_s=2, command_timeout_s=5)
+
+
+@pytest.mark.parametrize("version", [10, 11, 12, 13, 14, 15])
+async def test_send_writes_one_shell_row_per_release(
+    make_phone: PhoneFactory, bridge_key: Path, version: int
+) -> None:
+    """The release's code sends exactly one SMS whose row has creator com.android.shell
+    (ISms.aidl code 6 on android-10.0.0_r1, 5 on 11-15; SMSDispatcher persistence)."""
+    phone = await make_phone(android=version)
+    async with await connect(phone.serial, bridge_key) as device:
+        assert await probe_framework_send(device) is True
+        evidence = await FrameworkDispatcher(device).send(TO, "Your code is 4821")
+    assert "Result: Parcel(00000000    '....')\n" == evidence.am_output
+    assert [(2, "com.android.shell", "Your code is 4821")] == [
+        (row.type, row.creator, row.body) for row in phone.store.rows()
+    ]
+    assert 1 == len(phone.transmissions)
+
+
+async def test_owner_rows_are_told_apart_by_creator(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """The owner's own sends carry the messaging app's creator, ours the shell's
+    (ProviderUtil.shouldSetCreator, TelephonyProvider android-14.0.0_r1)."""
+    phone = await make_phone(android=14)
+    phone.store.insert_outgoing(TO, "from the owner", date_ms=phone.now_ms(), message_type=2)
+    async with await connect(phone.serial, bridge_key) as device:
+        await FrameworkDispatcher(device).send(TO, "from the agent")
+    by_creator = {row.body: row.creator for row in phone.store.rows()}
+    assert "com.android.shell" == by_creator["from the agent"]
+    assert "com.android.shell" != by_creator["from the owner"]
+
+
+async def test_voided_attempt_sends_nothing(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A fence voided first makes the framework send's claim fail: nothing is called
+    (the fence of android_bridge._fence on /data/local/tmp, init.rc 0771 shell:shell)."""
+    phone = await make_phone(android=15)
+    async with await connect(phone.serial, bridge_key) as device:
+        epoch = await ensure_epoch(device)
+        (report,) = await void_fences(device, [("d-1", epoch.epoch)])
+        assert FenceState.VOIDED == report.state
+        with pytest.raises(CommandRejected, match="fence"):
+            await FrameworkDispatcher(device).send(TO, "hi", fence=("d-1", epoch.epoch))
+    assert [] == phone.transmissions
+    assert [] == phone.store.rows()
+
+
+async def test_fenced_send_leaves_its_stages(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A fenced framework send claims its name and go, and a later void finds it CLAIMED with
+    both stages (android_bridge._fence semantics; toybox ln -s)."""
+    phone = await make_phone(android=11)
+    async with await connect(phone.serial, bridge_key) as device:
+        epoch = await ensure_epoch(device)
+        evidence = await FrameworkDispatcher(device).send(TO, "hi", fence=("d-2", epoch.epoch))
+        (report,) = await void_fences(device, [("d-2", epoch.epoch)])
+    assert evidence.fence_claimed
+    assert FenceState.CLAIMED == report.state
+    assert ["am", "keys"] == [stage for stage, _ in report.stages]
+    assert 1 == len(phone.transmissions)
+
+
+async def test_usage_limit_refuses_before_the_phone_holds(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """Past SmsUsageMonitor's 30 sends per 60 s the phone would hold the send behind a dialog
+    while the shell sees success, so the dispatcher refuses the 31st first
+    (DEFAULT_SMS_MAX_COUNT, frameworks/opt/telephony SmsUsageMonitor)."""
+    phone = await make_phone(android=14)
+    async with await connect(phone.serial, bridge_key) as device:
+        dispatcher = FrameworkDispatcher(device, usage_limit=(2, 60.0))
+        await dispatcher.send(TO, "one")
+        await dispatcher.send(TO, "two")
+        with pytest.raises(CommandRejected, match="SmsUsageMonitor"):
+            await dispatcher.send(TO, "three")
+    assert ["one", "two"] == [t.body for t in phone.transmissions]
+
+
+async def test_phone_held_send_is_not_a_proof(make_phone: PhoneFactory, bridge_key: Path) -> None:
+    """A send the phone holds (the package's budget spent by another caller) returns evidence
+    like a send, and nothing is sent: only a later read can settle it (SmsUsageMonitor)."""
+    phone = await make_phone(android=15)
+    async with await connect(phone.serial, bridge_key) as device:
+        for index in range(30):
+            await FrameworkDispatcher(device, usage_limit=None).send(TO, f"m{index}")
+        evidence = await FrameworkDispatcher(device).send(TO, "held")
+    assert "Result: Parcel(00000000    '....')\n" == evidence.am_output
+    assert "held" not in [t.body for t in phone.transmissions]
+    assert ["held"] == [held.body for held in phone.held_framework_sends]
+
+
+@pytest.mark.parametrize(
+    "body", ['it\'s "q" $HOME $(id) `id`', "line one\nline two\r\n", "emoji 😀👍🏽 ünï", "-h"]
+)
+async def test_hostile_bodies_arrive_exactly(
+    make_phone: PhoneFactory, bridge_key: Path, body: str
+) -> None:
+    """Quotes, ``$``, newlines and emoji reach the row byte for byte through ``s16``
+    (cmds/service/service.cpp writeString16; getopt stops at ``call``)."""
+    phone = await make_phone(android=10)
+    async with await connect(phone.serial, bridge_key) as device:
+        await FrameworkDispatcher(device).send(TO, body)
+    assert [body] == [row.body for row in phone.store.rows()]
+
+
+def test_release_without_a_known_code_is_refused() -> None:
+    """An API level outside the ISms.aidl table (android-10.0.0_r1..15) gets no call at all."""
+    with pytest.raises(CommandRejected, match="API level 28"):
+        service_call_command(28, 1, TO, "x")
