@@ -233,3 +233,22 @@ async def test_default_ledger_is_created_under_xdg_data_home(
     result = await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
     assert 0 == result.exit_code, result.output
     assert (tmp_path / "xdg" / "starebrain" / "ledger.db").is_file()
+
+
+async def test_send_names_the_attempt_it_waits_for(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """A send that meets another action's unresolved attempt on the phone says at once, on
+    stderr, which attempt and action it waits for, and exits 3 when its wait ends."""
+    phone = await phone_factory(faults=["stuck-outbox"])
+    first = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "0.3",
+    )  # fmt: skip
+    assert 3 == first.exit_code, first.output
+    second = await send(
+        ledger_path, adb_key_path, phone.serial,
+        "--to", RECIPIENT, "--body", "another text", "--action-id", "next-1", "--wait", "0.5",
+    )  # fmt: skip
+    assert 3 == second.exit_code, second.output
+    assert "waiting for attempt" in second.stderr and "stuck-1" in second.stderr
