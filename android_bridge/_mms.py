@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from android_bridge._device import Device
-from android_bridge._parser import parse_int_rows, parse_text_column
+from android_bridge._parser import content_query, parse_int_rows, parse_text_column
 from android_bridge._records import MmsMessage
-from android_bridge._shell import posix_quote
 from android_bridge.exceptions import ReadFailed
 
 #: ``Telephony.BaseMmsColumns.MESSAGE_BOX_*`` of outgoing messages: sent, outbox, failed.
@@ -45,23 +44,6 @@ def _uint(value: int, name: str) -> int:
     return value
 
 
-def _query(
-    uri: str, projection: Sequence[str], where: str, *, prefix: str, sort: str = "_id ASC"
-) -> str:
-    return " ".join(
-        [
-            f"{prefix}content query --uri",
-            posix_quote(uri),
-            "--projection",
-            posix_quote(":".join(projection)),
-            "--where",
-            posix_quote(where),
-            "--sort",
-            posix_quote(sort),
-        ]
-    )
-
-
 def pdu_query(after_id: int, *, since_s: int | None = None, prefix: str = "") -> str:
     """The integer query of outgoing ``pdu`` rows above ``after_id`` (dated ``>= since_s``)."""
     where = f"_id > {_uint(after_id, 'after_id')}"
@@ -69,12 +51,14 @@ def pdu_query(after_id: int, *, since_s: int | None = None, prefix: str = "") ->
     where += f" AND msg_box IN ({boxes})"
     if since_s is not None:
         where += f" AND date >= {_uint(since_s, 'since_s')}"
-    return _query("content://mms", PDU_COLUMNS, where, prefix=prefix)
+    return content_query("content://mms", PDU_COLUMNS, where, prefix=prefix)
 
 
 def latest_mms_query(*, prefix: str = "") -> str:
     """The query printing the highest visible ``pdu`` ``_id`` (one row, or none at all)."""
-    return _query("content://mms", ("_id",), "_id > 0", prefix=prefix, sort="_id DESC LIMIT 1")
+    return content_query(
+        "content://mms", ("_id",), "_id > 0", prefix=prefix, sort="_id DESC LIMIT 1"
+    )
 
 
 def parse_latest_mms(output: str) -> int:
@@ -116,17 +100,19 @@ async def read_details(
         uri = f"content://mms/{pdu_id}/addr"
         types = ",".join(str(t) for t in RECIPIENT_ADDRESS_TYPES)
         where = f"msg_id = {pdu_id} AND type IN ({types})"
-        steps.append(_query(uri, _ADDR_COLUMNS, where, prefix=prefix))
-        steps.append(_query(uri, ("_id", "address"), where, prefix=prefix) + " 2>/dev/null")
+        steps.append(content_query(uri, _ADDR_COLUMNS, where, prefix=prefix))
+        steps.append(content_query(uri, ("_id", "address"), where, prefix=prefix) + " 2>/dev/null")
     part_where = f"mid IN ({id_list}) AND ct = 'text/plain'"
-    steps.append(_query("content://mms/part", _PART_COLUMNS, part_where, prefix=prefix))
+    steps.append(content_query("content://mms/part", _PART_COLUMNS, part_where, prefix=prefix))
     steps.append(
-        _query("content://mms/part", ("_id", "text"), part_where, prefix=prefix) + " 2>/dev/null"
+        content_query("content://mms/part", ("_id", "text"), part_where, prefix=prefix)
+        + " 2>/dev/null"
     )
     pdu_where = f"_id IN ({id_list})"
-    steps.append(_query("content://mms", ("_id",), pdu_where, prefix=prefix))
+    steps.append(content_query("content://mms", ("_id",), pdu_where, prefix=prefix))
     steps.append(
-        _query("content://mms", ("_id", "creator"), pdu_where, prefix=prefix) + " 2>/dev/null"
+        content_query("content://mms", ("_id", "creator"), pdu_where, prefix=prefix)
+        + " 2>/dev/null"
     )
     outputs = await device.run(steps)
     addresses: dict[int, list[str]] = {}

@@ -17,8 +17,9 @@ A text value that reads exactly ``NULL`` is reported as ambiguous for the caller
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+from android_bridge._shell import posix_quote
 from android_bridge.exceptions import IncompleteRead, ProviderError, UnparseableOutput
 
 NO_RESULT = "No result found."
@@ -148,3 +149,22 @@ def render_rows(columns: Sequence[str], rows: Sequence[Sequence[int | str | None
         )
         lines.append(f"Row: {index} {fields}\n")
     return "".join(lines)
+
+
+def content_query(
+    uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC", *, prefix: str = ""
+) -> str:
+    """The ``content query`` command line, every argument POSIX-quoted (``prefix``: ``su 1000 ``
+    to read with the system uid's full view)."""
+    return " ".join(
+        [
+            f"{prefix}content query --uri",
+            posix_quote(uri),
+            "--projection",
+            posix_quote(":".join(projection)),
+            "--where",
+            posix_quote(where),
+            "--sort",
+            posix_quote(sort),
+        ]
+    )

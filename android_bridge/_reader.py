@@ -40,7 +40,7 @@ import structlog
 
 from android_bridge._device import Device
 from android_bridge._mms import parse_pdus, pdu_query, read_details
-from android_bridge._parser import parse_int_rows, parse_text_column
+from android_bridge._parser import content_query, parse_int_rows, parse_text_column
 from android_bridge._records import (
     OUTGOING_TYPES,
     DispatchEvidence,
@@ -48,7 +48,6 @@ from android_bridge._records import (
     ProviderRead,
     SmsMessage,
 )
-from android_bridge._shell import posix_quote
 from android_bridge.exceptions import IncompleteRead, UnparseableOutput
 
 _log = structlog.get_logger("android_bridge.reader")
@@ -107,25 +106,6 @@ def _in_window(row: IntRow, *, types: Sequence[int], since_ms: int | None) -> bo
     if row_type is None or row_type not in types:
         return False
     return since_ms is None or (date is not None and date >= since_ms)
-
-
-def content_query(
-    uri: str, projection: Iterable[str], where: str, sort: str = "_id ASC", *, prefix: str = ""
-) -> str:
-    """The ``content query`` command line, every argument POSIX-quoted (``prefix``: ``su 1000 ``
-    to read with the system uid's full view)."""
-    return " ".join(
-        [
-            f"{prefix}content query --uri",
-            posix_quote(uri),
-            "--projection",
-            posix_quote(":".join(projection)),
-            "--where",
-            posix_quote(where),
-            "--sort",
-            posix_quote(sort),
-        ]
-    )
 
 
 def latest_ids_query(known_max_id: int, uri: str = "content://sms", *, prefix: str = "") -> str:

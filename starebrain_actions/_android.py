@@ -326,19 +326,7 @@ class AndroidPhone:
                 },
             )
         result = message_matches_intent(
-            SmsMessage(
-                id=message.provider_object_id,
-                thread_id=None,
-                address=message.recipient,
-                body=message.body,
-                type=message.type,
-                status=None,
-                date_ms=message.date_ms,
-                date_sent_ms=None,
-                sub_id=None,
-                error_code=None,
-                creator=None,
-            ),
+            _as_sms(message, message.recipient),
             intent.recipient,
             intent.body,
             region=intent.region or self._region,
@@ -360,7 +348,7 @@ class AndroidPhone:
         await self._device.close()
 
 
-def _as_sms(message: OutgoingMessage, recipient: str) -> SmsMessage:
+def _as_sms(message: OutgoingMessage, recipient: str | None) -> SmsMessage:
     """``message`` as the bridge's matcher takes it, addressed to ``recipient``."""
     return SmsMessage(
         id=message.provider_object_id,

@@ -48,9 +48,10 @@ class AndroidRelease:
     #: is already in Android 10's ``com.android.server.adb.AdbDebuggingManager`` (the Q-era
     #: version, before Wireless debugging), so 10 expires keys too. None: never.
     adb_auth_expiry: timedelta | None
-    #: ``cmd role get-role-holders android.app.role.SMS`` answers (RoleManager shell command,
-    #: Android 11+); on 10 the default SMS app is ``settings get secure
-    #: sms_default_application``.
+    #: ``cmd role get-role-holders android.app.role.SMS`` answers (the Permission module's
+    #: ``RoleShellCommand``, marked ``@RequiresApi(S)``: Android 12+; the frameworks/base
+    #: ``RoleManagerShellCommand`` of 10 and 11 has no ``get-role-holders``); before that the
+    #: default SMS app is ``settings get secure sms_default_application``.
     role_shell_command: bool
 
     @property
@@ -108,7 +109,7 @@ _RELEASES: Final = {
         sub_id_filter=False,
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
-        role_shell_command=True,
+        role_shell_command=False,
     ),
     12: AndroidRelease(
         version=12,
