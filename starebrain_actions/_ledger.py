@@ -18,7 +18,7 @@ import os
 import re
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -66,6 +66,7 @@ from starebrain_actions.exceptions import (
     LedgerError,
     LedgerUnavailable,
     NotFound,
+    PassOutdated,
     SchemaTooNew,
     StaleTransition,
 )
@@ -529,10 +530,15 @@ class Ledger:
         *,
         now: datetime | None = None,
         actor: str = "reconciler",
+        snapshot: tuple[str, datetime, Collection[str]] | None = None,
     ) -> tuple[list[ActionRecord | LedgerError], int]:
         """Apply a reconcile pass in one transaction: the transitions (as ``apply_many``),
         then the duplicates seen, each a ``DuplicateSighting`` or a tuple
         ``(dispatch_id, provider_object_id, evidence[, kind])`` (no kind: an SMS row).
+
+        ``snapshot=(device, listed_at, dispatch_ids)``: the attempts the pass listed before it
+        read the phone. If an attempt was started on that device since (one the pass never
+        considered, whose row the read may hold), nothing is written: ``PassOutdated``.
 
         Returns the per-transition results and how many duplicates were new. A duplicate
         that cannot be recorded (its attempt not confirmed, the row claimed) is skipped and
@@ -540,6 +546,7 @@ class Ledger:
 
         Raises:
             InvalidInput: a duplicate is malformed (checked before anything is written).
+            PassOutdated: see ``snapshot``.
         """
         when = require_aware("now", now) if now is not None else self.now()
         sightings = [_sighting(item) for item in duplicates]
@@ -549,6 +556,21 @@ class Ledger:
         ) -> tuple[
             list[ActionRecord | LedgerError], list[tuple[DuplicateSighting, Transition | None]]
         ]:
+            if snapshot is not None:
+                device, listed_at, known = snapshot
+                newer = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT dispatch_id FROM attempts WHERE device = ? AND dispatched_at >= ?",
+                        (device, format_time(require_aware("listed_at", listed_at))),
+                    )
+                    if row[0] not in known
+                ]
+                if newer:
+                    raise PassOutdated(
+                        f"device {device}: attempt {newer[0]} started after the pass listed"
+                        " its attempts; redo the pass"
+                    )
             results = [_apply_one(db, transition) for transition in transitions]
             added: list[tuple[DuplicateSighting, Transition | None]] = []
             for sighting in sightings:

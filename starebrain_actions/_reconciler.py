@@ -50,7 +50,7 @@ from starebrain_actions._model import (
     require_aware,
 )
 from starebrain_actions._ports import OutgoingMessage, Phone, PhoneRead
-from starebrain_actions.exceptions import LedgerError, PhoneError
+from starebrain_actions.exceptions import LedgerError, PassOutdated, PhoneError
 
 _log = get_logger("starebrain.reconciler")
 
@@ -444,7 +444,36 @@ async def reconcile_device(
     ``duplicate_watch`` (to catch copies the phone sent later); a sender polling its own
     attempt passes ``timedelta(0)`` so that its reads stay as small as its own window.
     """
+    reason = ""
+    for _ in range(_PASS_TRIES):
+        try:
+            return await _reconcile_device_once(
+                ledger, phone, now, duplicate_watch, void_after, void_now
+            )
+        except PassOutdated as exc:
+            reason = str(exc)
+            _log.info("reconcile_pass_redone", device=phone.device, reason=reason)
+    # attempts kept starting on the phone: nothing was written; the next pass settles it
+    still = len(await ledger.in_flight(phone.device))
+    return DeviceReport(
+        device=phone.device, reachable=True, error=f"pass not applied: {reason}", in_flight=still
+    )
+
+
+#: How many times a pass is tried when attempts keep starting on the device meanwhile.
+_PASS_TRIES = 3
+
+
+async def _reconcile_device_once(
+    ledger: Ledger,
+    phone: Phone,
+    now: datetime | None,
+    duplicate_watch: timedelta,
+    void_after: timedelta | None,
+    void_now: Collection[str],
+) -> DeviceReport:
     when = require_aware("now", now) if now is not None else ledger.now()
+    listed_at = ledger.now()
     watched = await _watched(ledger, phone.device, when, duplicate_watch)
     if not watched:
         return DeviceReport(device=phone.device, reachable=True, in_flight=0)
@@ -469,7 +498,10 @@ async def reconcile_device(
         transitions += await _fence_transitions(
             phone, watched, transitions, when, void_after, void_now
         )
-    results, added = await ledger.apply_pass(transitions, plan.duplicates, now=when)
+    known = {item.record.dispatch_id for item in watched}
+    results, added = await ledger.apply_pass(
+        transitions, plan.duplicates, now=when, snapshot=(phone.device, listed_at, known)
+    )
     actions = {w.record.action_id: w.action for w in watched}
     changes = []
     for transition, result in zip(transitions, results, strict=True):

@@ -92,6 +92,12 @@ class FingerprintConflict(LedgerError):
         self.offered = offered
 
 
+class PassOutdated(LedgerError):
+    """A reconcile pass's snapshot is stale: an attempt was started on the device after the
+    pass listed its attempts, so rows it read may be that attempt's. Nothing was written;
+    redo the pass."""
+
+
 class StaleTransition(LedgerError):
     """A compare-and-set update matched no row: the record was moved by someone else."""
 
