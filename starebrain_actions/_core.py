@@ -266,6 +266,8 @@ def resolve(
     reason: str,
     operator: str,
     now: datetime,
+    force: bool = False,
+    row: tuple[ProviderKind, int] | None = None,
 ) -> Transition:
     """An operator's ruling, the only way out of a final state; recorded with its reason.
 
@@ -275,15 +277,44 @@ def resolve(
     (nothing of ours went out), and the row is let go. Either clears review and names the
     operator on the record; restating the current state acknowledges it.
 
+    ``row=(kind, _id)`` (a ruling as sent) names the provider row the operator found, so that
+    row is claimed by this attempt and no pass takes it for another. Ruling not sent an
+    attempt a read CONFIRMED needs ``force``: the phone showed its message.
+
     Raises:
-        InvalidInput: no reason or operator given.
+        InvalidInput: no reason or operator given; not-sent on a CONFIRMED attempt without
+            ``force``; a row for a not-sent ruling, or another row than the one confirmed.
     """
     if not reason.strip():
         raise InvalidInput("an operator resolution needs a reason")
     if not operator.strip():
         raise InvalidInput("an operator resolution needs the operator's name")
     now = require_aware("now", now)
-    evidence = {"reason": reason, "operator": operator}
+    evidence: dict[str, Any] = {"reason": reason, "operator": operator}
+    if not as_sent and record.delivery is _C and not force:
+        shown = (
+            f" by provider row {record.provider_object_id}"
+            if record.provider_object_id is not None
+            else ""
+        )
+        raise InvalidInput(
+            f"attempt {record.dispatch_id} was CONFIRMED{shown}: the phone showed its message;"
+            " ruling it not sent needs force"
+        )
+    if row is not None and not as_sent:
+        raise InvalidInput("a not-sent ruling names no provider row")
+    provider: dict[str, Any] = {}
+    if as_sent and row is not None:
+        kind, row_id = row
+        known = record.provider_object_id
+        if known is not None and (known, record.provider_kind) != (row_id, kind):
+            raise InvalidInput(
+                f"attempt {record.dispatch_id} is already confirmed by another provider row"
+            )
+        provider = {"provider_object_id": row_id, "provider_kind": kind}
+        evidence |= {"provider_object_id": row_id, "provider_kind": kind.value}
+    if not as_sent and force:
+        evidence["forced"] = True
     if as_sent:
         return _transition(
             record,
@@ -291,6 +322,7 @@ def resolve(
             now=now,
             actor=f"operator:{operator}",
             evidence=evidence,
+            **provider,
             confirmed_at=record.confirmed_at or now,
             accepted_at=record.accepted_at or now,
             rejected_at=None,

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -457,12 +457,20 @@ class Ledger:
         operator: str,
         dispatch_id: str | None = None,
         now: datetime | None = None,
+        expect_version: int | None = None,
+        force: bool = False,
+        row: tuple[ProviderKind, int] | None = None,
     ) -> ActionRecord:
         """An operator's ruling on the latest (or the named) attempt, recorded in history.
 
+        ``expect_version``: the attempt's version the operator saw (``status``/``review``);
+        anything changed since refuses the ruling. ``force`` and ``row``: see
+        ``_core.resolve``.
+
         Raises:
             NotFound: no such action, or it has no attempt.
-            InvalidInput: no reason or operator.
+            InvalidInput: no reason or operator; see ``_core.resolve``.
+            StaleTransition: the attempt is no longer at ``expect_version``.
         """
         when = require_aware("now", now) if now is not None else self.now()
 
@@ -475,8 +483,21 @@ class Ledger:
                 chosen = attempts[-1:]
             if not chosen:
                 raise NotFound(f"action {action_id} has no attempt to resolve")
+            if expect_version is not None and chosen[0].version != expect_version:
+                now_status = _core.derive_status(chosen[0], when, timedelta(0)).value
+                raise StaleTransition(
+                    chosen[0].dispatch_id,
+                    f"version {expect_version} (what you saw)",
+                    f"version {chosen[0].version} ({now_status} now)",
+                )
             transition = _core.resolve(
-                chosen[0], as_sent=as_sent, reason=reason, operator=operator, now=when
+                chosen[0],
+                as_sent=as_sent,
+                reason=reason,
+                operator=operator,
+                now=when,
+                force=force,
+                row=row,
             )
             return transition, _apply_one(db, transition)
 

@@ -252,11 +252,12 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
 
 
 def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
-    """Print attempts as a table: both axes, the provider row (``mms _id 12`` for an MMS row)
-    and the last error."""
+    """Print attempts as a table: both axes, the provider row (``mms _id 12`` for an MMS row),
+    the version (what ``resolve --expect`` takes) and the last error."""
     out.table(
         [
             "#",
+            "v",
             "dispatch id",
             "device",
             "delivery",
@@ -269,6 +270,7 @@ def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
         (
             [
                 str(record.attempt),
+                str(record.version),
                 record.dispatch_id,
                 record.device,
                 record.delivery.value,

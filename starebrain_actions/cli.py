@@ -30,6 +30,7 @@ from starebrain_actions._ledger import Ledger
 from starebrain_actions._logging import configure_logging
 from starebrain_actions._model import (
     ActionSummary,
+    ProviderKind,
     RedispatchReason,
     RetryPolicy,
     SmsIntent,
@@ -619,6 +620,27 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
     default=None,
     help="The attempt to rule on. [default: the latest attempt]",
 )
+@click.option(
+    "--expect",
+    "expect_version",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="VERSION",
+    help="The attempt's version you looked at (the v column of status and review): the "
+    "ruling is refused if anything changed since.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Allow ruling not-sent an attempt a read of the phone CONFIRMED.",
+)
+@click.option(
+    "--row",
+    default=None,
+    metavar="[sms:|mms:]ID",
+    help="With --as sent: the provider row you found on the phone (content://sms _id, or "
+    "mms:ID for content://mms); it is then claimed by this attempt.",
+)
 @_json_option
 @click.pass_context
 def resolve(
@@ -628,13 +650,22 @@ def resolve(
     reason: str,
     operator: str | None,
     dispatch_id: str | None,
+    expect_version: int | None,
+    force: bool,
+    row: str | None,
     as_json: bool,
 ) -> None:
-    """Record an operator's ruling on an attempt; it clears review and lands in history."""
+    """Record an operator's ruling on an attempt; it clears review and lands in history.
+
+    Give --expect with the version you saw: a ruling on a state that changed meanwhile (a
+    read confirmed the message a moment later, say) is refused.
+    """
     path = _ledger_path(_settings(ctx), create=False)
     name = operator or os.environ.get("USER") or _login_name()
     if not name:
         raise CliUsageError("cannot tell who you are: pass --operator NAME")
+
+    provider_row = _parse_row(row) if row is not None else None
 
     async def work() -> ActionSummary:
         async with Ledger.open(path) as ledger:
@@ -645,6 +676,9 @@ def resolve(
                     reason=reason,
                     operator=name,
                     dispatch_id=dispatch_id,
+                    expect_version=expect_version,
+                    force=force,
+                    row=provider_row,
                 )
             except StaleTransition as exc:
                 raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
@@ -657,6 +691,14 @@ def resolve(
     out = _render.Output()
     out.line(f"resolved {action_id} as {ruling} by {name}: now {summary.status.value}")
     _render.render_summary(out, summary, show_private=False)
+
+
+def _parse_row(text: str) -> tuple[ProviderKind, int]:
+    """``12``, ``sms:12`` or ``mms:12`` as a provider row."""
+    match = re.fullmatch(r"(?:(sms|mms):)?(\d{1,18})", text.strip())
+    if match is None:
+        raise click.BadParameter(f"expected ID, sms:ID or mms:ID, got {text!r}", param_hint="--row")
+    return ProviderKind(match.group(1) or "sms"), int(match.group(2))
 
 
 def _login_name() -> str | None:

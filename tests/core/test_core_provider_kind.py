@@ -137,7 +137,9 @@ def test_an_operator_ruling_as_sent_names_no_row() -> None:
         assert (None, None) == (after.after.provider_object_id, after.after.provider_kind)
     kept = resolve(make_record(C, AR, kind=MMS), as_sent=True, reason="r", operator="o", now=NOW)
     assert (812, MMS) == (kept.after.provider_object_id, kept.after.provider_kind)
-    gone = resolve(make_record(C, AA, kind=MMS), as_sent=False, reason="r", operator="o", now=NOW)
+    gone = resolve(
+        make_record(C, AA, kind=MMS), as_sent=False, reason="r", operator="o", now=NOW, force=True
+    )
     assert (None, None) == (gone.after.provider_object_id, gone.after.provider_kind)
     assert {"provider_object_id", "provider_kind"} <= set(gone.changed)
 

@@ -81,7 +81,7 @@ def plan(record: ActionRecord, event: Event, kind: ProviderKind = ProviderKind.S
     if event is Event.RESOLVE_SENT:
         return resolve(record, as_sent=True, reason="seen", operator="ana", now=later)
     if event is Event.RESOLVE_NOT_SENT:
-        return resolve(record, as_sent=False, reason="no", operator="ana", now=later)
+        return resolve(record, as_sent=False, reason="no", operator="ana", now=later, force=True)
     if event is Event.FLAG_REVIEW:
         return flag_for_review(record, ReviewReason.AMBIGUOUS, now=later)
     if event is Event.NOTE_ERROR:
@@ -222,12 +222,41 @@ def test_resolution_needs_reason_and_operator_and_names_them() -> None:
     with pytest.raises(InvalidInput):
         resolve(make_record(), as_sent=True, reason="ok", operator="", now=NOW)
     transition = resolve(
-        make_record(C, AR), as_sent=False, reason="not ours", operator="ana", now=NOW
+        make_record(C, AR), as_sent=False, reason="not ours", operator="ana", now=NOW, force=True
     )
     assert "operator:ana" == transition.actor
     assert (F, AP) == (transition.after.delivery, transition.after.acceptance)
     assert transition.after.provider_object_id is None
     assert "ana" == transition.after.resolved_by
+
+
+def test_ruling_a_confirmed_attempt_not_sent_needs_force() -> None:
+    """The phone showed the message: a not-sent ruling is refused unless forced, and the
+    forced one says so in its evidence."""
+    with pytest.raises(InvalidInput, match="needs force"):
+        resolve(make_record(C, AR), as_sent=False, reason="r", operator="ana", now=NOW)
+    forced = resolve(
+        make_record(C, AR), as_sent=False, reason="r", operator="ana", now=NOW, force=True
+    )
+    assert True is forced.evidence["forced"]
+
+
+def test_a_sent_ruling_names_the_row_it_claims() -> None:
+    """A sent ruling with the provider row found on the phone records that row (so no pass
+    takes it for another attempt); another row than the confirmed one is refused."""
+    ruled = resolve(
+        make_record(), as_sent=True, reason="r", operator="ana", now=NOW, row=(ProviderKind.SMS, 77)
+    )
+    assert (77, ProviderKind.SMS) == (ruled.after.provider_object_id, ruled.after.provider_kind)
+    with pytest.raises(InvalidInput):
+        resolve(
+            make_record(C, AR),
+            as_sent=True,
+            reason="r",
+            operator="o",
+            now=NOW,
+            row=(ProviderKind.SMS, 1),
+        )
 
 
 def test_naive_datetimes_are_refused_everywhere() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from starebrain_actions import ActionSummary, Ledger
+from starebrain_actions import ActionSummary, Ledger, confirm_delivery
 from starebrain_actions._render import Output, render_list
 from starebrain_actions.cli import main
 from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, RunCli, json_of
@@ -257,3 +257,34 @@ def test_log_level_writes_redacted_events_to_stderr(run_cli: RunCli) -> None:
     assert "operator_resolved_not_sent" not in result.stdout
     json_of(result)  # stdout stays pure JSON
     assert RECIPIENT not in result.stderr
+
+
+def test_a_stale_or_unforced_ruling_is_refused(run_cli: RunCli, ledger_path: Path) -> None:
+    """The operator looked at an unresolved attempt; a read confirmed it a moment later. A
+    not-sent ruling with --expect <what they saw> is refused (look again); without --expect,
+    ruling a CONFIRMED attempt not sent needs --force; with it, it is recorded as forced."""
+    seen = json_of(run_cli("status", "waiting", "--json"))["latest"]
+
+    async def confirm_meanwhile() -> None:
+        async with Ledger.open(ledger_path) as ledger:
+            record = await ledger.get_attempt(seen["dispatch_id"])
+            await ledger.apply(confirm_delivery(record, provider_object_id=900, now=ledger.now()))
+
+    asyncio.run(confirm_meanwhile())
+    stale = run_cli(
+        "resolve", "waiting", "--as", "not-sent", "--reason", "x", "--expect", str(seen["version"])
+    )
+    assert 1 == stale.exit_code and "look again" in stale.stderr, stale.output
+    unforced = run_cli("resolve", "waiting", "--as", "not-sent", "--reason", "x")
+    assert 2 == unforced.exit_code and "needs force" in unforced.output, unforced.output
+    forced = run_cli("resolve", "waiting", "--as", "not-sent", "--reason", "x", "--force")
+    assert 0 == forced.exit_code, forced.output
+    assert True is json_of(run_cli("history", "waiting", "--json"))[-1]["evidence"]["forced"]
+
+
+def test_a_sent_ruling_claims_the_row_it_names(run_cli: RunCli) -> None:
+    """`resolve --as sent --row ID` records the provider row the operator found."""
+    result = run_cli("resolve", "waiting", "--as", "sent", "--reason", "seen it", "--row", "41")
+    assert 0 == result.exit_code, result.output
+    latest = json_of(run_cli("status", "waiting", "--json"))["latest"]
+    assert (41, "sms") == (latest["provider_object_id"], latest["provider_kind"])

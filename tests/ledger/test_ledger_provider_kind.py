@@ -105,7 +105,9 @@ async def test_operator_rulings_store_no_half_named_row(ledger: Ledger, ledger_p
         resolved.provider_kind,
     )
     record = await confirmed(ledger, "A-2", 12, MMS)
-    undone = await ledger.resolve("A-2", as_sent=False, reason="not ours", operator="ana")
+    undone = await ledger.resolve(
+        "A-2", as_sent=False, reason="not ours", operator="ana", force=True
+    )
     assert (None, None) == (undone.provider_object_id, undone.provider_kind)
     with closing(raw(ledger_path)) as db:
         assert [(None, None), (None, None)] == db.execute(

@@ -202,7 +202,11 @@ async def test_fifty_concurrent_streams_on_four_connections(
     try:
 
         async def one(index: int) -> str:
-            return str(await devices[index % 4].shell(f"sleep 0.05; echo stream-{index}"))
+            # generous timeouts: on a loaded 2-core machine fifty streams queue behind each other
+            command = f"sleep 0.05; echo stream-{index}"
+            return str(
+                await devices[index % 4].shell(command, read_timeout_s=60, transport_timeout_s=60)
+            )
 
         results = await asyncio.gather(*(one(index) for index in range(50)))
         assert [f"stream-{index}\n" for index in range(50)] == results
