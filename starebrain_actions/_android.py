@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,9 @@ _OUTCOMES = {
     6: ArtifactOutcome.QUEUED,
 }
 
+
+#: Slack added to a send's round trip for the window its row must be dated in (clock reads).
+SEND_WINDOW_MARGIN_MS = 500
 
 #: ``msg_box`` of an outgoing MMS: 2 sent, 4 outbox, 5 failed.
 _MMS_OUTCOMES = {
@@ -182,6 +186,7 @@ class AndroidPhone:
         self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
     ) -> DispatchReceipt:
         """Send once; see ``Phone.dispatch``."""
+        started = time.monotonic()
         try:
             evidence = await self._dispatcher.send(intent.recipient, intent.body, fence=fence)
         except NotSent as exc:
@@ -199,6 +204,9 @@ class AndroidPhone:
                 "round_trips": evidence.round_trips,
                 "mms_watermark_id": evidence.mms_watermark_id,
                 **({"fence": "claimed"} if evidence.fence_claimed else {}),
+                # the keys were pressed, and the app wrote its row, between the device clock
+                # read before the send and the end of this round trip
+                "send_window_ms": int((time.monotonic() - started) * 1000) + SEND_WINDOW_MARGIN_MS,
                 **(
                     _app_evidence(evidence.am_output)
                     if self.send_path == "ui"

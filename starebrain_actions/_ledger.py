@@ -9,6 +9,7 @@ made; with ``NORMAL`` the last commits of a WAL database may roll back on power 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import functools
@@ -214,10 +215,26 @@ class Ledger:
         connection.row_factory = sqlite3.Row
         ledger = cls(connection, file, clock or _utc_now)
         try:
-            await ledger._run(lambda db: _prepare(db, file, busy_timeout_s))
+            await ledger._prepare_with_retries(file, busy_timeout_s)
             yield ledger
         finally:
             await connection.close()
+
+    async def _prepare_with_retries(self, file: Path, busy_timeout_s: float) -> None:
+        """Pragmas and migrations. Two processes creating one ledger at once can meet a lock
+        SQLite reports at once, without waiting (switching a new file to WAL while the other
+        migrates it): retry for as long as the busy timeout, then give up."""
+        deadline = asyncio.get_running_loop().time() + busy_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                await self._run(lambda db: _prepare(db, file, busy_timeout_s))
+                return
+            except LedgerUnavailable as exc:
+                if "locked" not in str(exc) or asyncio.get_running_loop().time() >= deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the connection's worker thread: one thread hop."""

@@ -11,8 +11,12 @@ Attribution on one device (the device lease means at most one attempt is in flig
   than its device clock minus a tolerance, and claimed by no other attempt;
 * a row matching the intent (recipient and body) is the artifact; further matching rows are
   duplicates (the phone really sent it again); a SENT row wins over a FAILED one;
-* otherwise a single row that matches the recipient or the body is the artifact, judged a
-  MISMATCH (the app changed it); several such rows are ambiguous: manual review;
+* otherwise a row that matches only the recipient or only the body is the artifact (judged
+  a MISMATCH: the app changed it) only on positive evidence that it is this attempt's: its
+  ``creator`` is the package the attempt sent through (the framework path), or it is dated
+  inside the attempt's own send window (the device clock read before the keys, plus that
+  round trip). One such row is the artifact; several are ambiguous (manual review); rows
+  without that evidence are noted, never claimed (the owner texting the same person);
 * rows that match neither the recipient nor the body are someone else's (a person using the
   phone, an old message): they are left out, and recorded as evidence;
 * no candidate: nothing changes. A read that does not show a message proves nothing: the
@@ -59,6 +63,8 @@ _log = get_logger("starebrain.reconciler")
 #: makes a void safe at any age (the send script and the pass cannot both claim it); waiting
 #: only spares a live sender a wasted attempt, and two live senders from voiding each other.
 VOID_AFTER = timedelta(seconds=25)
+#: How far a row's date may precede the device clock read before the send (ms granularity).
+CLOCK_SLACK_MS = 1_000
 #: How far before the device clock at dispatch a row may be dated and still be a candidate.
 CLOCK_TOLERANCE_MS = 5_000
 #: How long after confirmation extra copies of a message are watched for as duplicates.
@@ -180,6 +186,22 @@ def _written_by(message: OutgoingMessage, item: Watched) -> bool:
     return not isinstance(creator, str) or message.creator in (None, creator)
 
 
+def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
+    """Positive evidence that a row matching the intent only in part is this attempt's (so
+    that a MISMATCH, and the resend it leads to, rests on more than a shared recipient or
+    body): written by the package the attempt sent through (the framework path's
+    ``creator``), or dated inside the attempt's own send window: between the device clock read
+    right before its keys and the end of that round trip."""
+    creator = record.evidence.get("creator")
+    if isinstance(creator, str):
+        return message.creator == creator
+    window = record.evidence.get("send_window_ms")
+    start = record.device_clock_ms
+    if not isinstance(window, int) or start is None or message.date_ms is None:
+        return False
+    return start - CLOCK_SLACK_MS <= message.date_ms <= start + window
+
+
 def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
     if message.kind is ProviderKind.MMS:
         floor = item.mms_floor_id
@@ -250,8 +272,16 @@ def plan_device(
             lookup = LookupResult(complete=read.complete, artifact=_artifact(chosen, verdict, read))
             extra = [m for m, _v in matches[1:] if m.outcome is ArtifactOutcome.SENT]
         elif best == 1:
-            partial = [(m, v) for score, m, v in scored if score == 1]
-            if len(partial) == 1:
+            half = [(m, v) for score, m, v in scored if score == 1]
+            partial = [(m, v) for m, v in half if _provably_ours(m, record)]
+            if not partial:
+                # rows matching only the recipient or only the body, with nothing to show they
+                # are ours (the owner texting the same person, say): noted, never claimed
+                lookup = LookupResult(
+                    complete=read.complete,
+                    evidence={"noted_rows": [m.provider_object_id for m, _v in half]},
+                )
+            elif len(partial) == 1:
                 chosen, verdict = partial[0]
                 lookup = LookupResult(
                     complete=read.complete, artifact=_artifact(chosen, verdict, read)

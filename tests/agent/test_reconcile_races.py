@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starebrain_actions import DeliveryState, Ledger, SmsIntent, Status
@@ -51,3 +52,26 @@ async def test_a_pass_redoes_itself_when_an_attempt_starts_meanwhile(
     record = two.latest
     assert record is not None and DeliveryState.CONFIRMED is record.delivery
     assert record.provider_object_id == phone.store.max_id()
+
+
+async def test_the_owners_text_to_the_same_person_is_never_taken_for_ours(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Our message waits in the outbox (out of the restricted view's sight) while the phone's
+    owner texts the same person something else: that row matches only the recipient and is
+    dated after our send window, so it is noted, not taken as a MISMATCH, and nothing is sent
+    again; our row confirms the attempt once it shows up."""
+    phone = await sms_phone(root=False, send_delay_ms=2500)
+    async with agent_for(phone) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=0.3)
+        await asyncio.sleep(1.0)  # well after our keys: the owner types their own text
+        owner = phone.store.insert_outgoing(
+            "+12025550100", "Call me back pls", date_ms=phone.now_ms()
+        )
+        phone.store.mark_sent(owner, date_sent_ms=phone.now_ms())
+        outcome = await agent.send("A-17", TO, BODY, wait=8)
+    ours = [t for t in phone.transmissions if t.body == BODY]
+    assert (Status.IN_FLIGHT, Status.SUCCEEDED) == (first.status, outcome.status)
+    assert (1, 1) == (len(ours), len(outcome.summary.attempts))
+    record = outcome.record
+    assert record is not None and record.provider_object_id != owner

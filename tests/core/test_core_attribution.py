@@ -45,8 +45,11 @@ def judge(message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
     )
 
 
-def pending(watermark: int = 10, dispatched: datetime = NOW) -> Watched:
-    """An in-flight attempt with a watermark and a device clock."""
+def pending(
+    watermark: int = 10, dispatched: datetime = NOW, evidence: dict[str, object] | None = None
+) -> Watched:
+    """An in-flight attempt with a watermark, a device clock and (by default) a send window
+    of 2 s from that clock."""
     record = ActionRecord(
         action_id="A-17",
         dispatch_id="d-1",
@@ -55,6 +58,7 @@ def pending(watermark: int = 10, dispatched: datetime = NOW) -> Watched:
         dispatched_at=dispatched,
         watermark_id=watermark,
         device_clock_ms=CLOCK,
+        evidence={"send_window_ms": 2_000} if evidence is None else evidence,
     )
     return Watched(record=record, action=ACTION, floor_id=watermark)
 
@@ -121,10 +125,38 @@ def test_a_sent_row_wins_over_a_failed_one() -> None:
 
 
 def test_a_single_partial_match_is_a_mismatch() -> None:
-    """One row with the right recipient and another body is the artifact, REJECTED."""
+    """One row with the right recipient and another body, dated inside the attempt's send
+    window, is the artifact, REJECTED."""
     plan = plan_device([pending()], read(row(11, body="Your code is 482")), set(), judge, NOW)
     assert AcceptanceState.REJECTED == plan.transitions[-1].after.acceptance
     assert ReviewReason.MISMATCH == plan.transitions[-1].after.review_reason
+
+
+@pytest.mark.parametrize(
+    ("evidence", "date_ms"),
+    [
+        ({"send_window_ms": 2_000}, CLOCK + 5_000),  # the owner texted after our send window
+        ({}, CLOCK + 100),  # an attempt whose send never came back: no window at all
+        ({"creator": "com.android.shell"}, CLOCK + 100),  # framework path, the app's row
+    ],
+)
+def test_a_half_match_without_evidence_that_it_is_ours_is_never_claimed(
+    evidence: dict[str, object], date_ms: int
+) -> None:
+    """Someone else's text to the same recipient (a half match outside our send window, or not
+    written by the package we sent through) is noted, never our artifact: no MISMATCH, and
+    so no resend (issue: "someone else's message to the same recipient is taken as ours")."""
+    owner = OutgoingMessage(
+        provider_object_id=11,
+        outcome=ArtifactOutcome.SENT,
+        type=2,
+        recipient="+12025550100",
+        body="Call me back pls",
+        date_ms=date_ms,
+        creator="com.google.android.apps.messaging",
+    )
+    plan = plan_device([pending(evidence=evidence)], read(owner), set(), judge, NOW)
+    assert () == plan.transitions
 
 
 def test_several_partial_matches_are_ambiguous() -> None:
