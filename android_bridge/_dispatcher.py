@@ -65,7 +65,7 @@ from android_bridge._fence import claim_prefix, go_command, stage_command
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
-from android_bridge._records import DispatchEvidence
+from android_bridge._records import DispatchEvidence, Mode
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
 from android_bridge.recipients import normalize_recipient
@@ -409,23 +409,9 @@ class SmsDispatcher:
             raise CommandRejected("an empty or blank body would not be sent by the app")
         nonce = secrets.token_hex(8)
         command = send_command(recipient, body, self._app, nonce, fence=fence)
-        known = self._device.known_max_id
-        mode = await self._device.mode()
-        before = self._device.round_trips
-        try:
-            steps = await self._device.run(
-                [
-                    latest_ids_query(known, prefix=self._device.content_prefix),
-                    "date +%s%3N",
-                    latest_mms_query(prefix=self._device.content_prefix),
-                    command,
-                ]
-            )
-        except ReadFailed as exc:
-            raise OutcomeUnknown("the send command was written but its output is garbled") from exc
-        round_trips = self._device.round_trips - before
+        trip = await run_send_round_trip(self._device, command)
         claim_line = f"{CLAIM_MARKER}{nonce}\n"
-        send_output = steps[3].output
+        send_output = trip.output
         claimed = send_output.startswith(claim_line)
         if fence is not None and not claimed:
             if claim_line in send_output:
@@ -448,45 +434,109 @@ class SmsDispatcher:
         missing = [check for check in self._app.checks if check not in split.passed]
         if missing:
             raise OutcomeUnknown(f"the keys were reached but checks {missing} left no mark")
-        if steps[3].exit_status != 0:
+        if trip.exit_status != 0:
             raise OutcomeUnknown(
                 "the compose screen opened but a key event failed:"
                 f" {split.input_output.strip()[:200]}"
             )
-        watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
-        clock_ms = parse_clock(steps[1].output)
-        mms_watermark_id = parse_latest_mms(steps[2].output)
         _log.info(
             "sms_dispatched",
             device=self._device.serial,
-            watermark_id=watermark_id,
-            watermark_proven=proven,
+            watermark_id=trip.watermark_id,
+            watermark_proven=trip.watermark_proven,
         )
-        return DispatchEvidence(
-            device=self._device.serial,
-            watermark_id=watermark_id,
-            watermark_proven=proven,
-            watermark_date_ms=watermark_date_ms,
-            device_clock_ms=clock_ms,
+        return trip.evidence(
             am_output=split.am_output,
             input_output=split.input_output,
-            mode=mode,
-            round_trips=round_trips,
-            mms_watermark_id=mms_watermark_id,
             fence_claimed=fence is not None,
         )
 
-    def _watermark(self, output: str, known: int) -> tuple[int, int | None, bool]:
-        """Highest ``_id`` before the send, its ``date``, and whether the read is proven whole
-        (the known row came back)."""
-        try:
-            rows = parse_int_rows(output, LATEST_COLUMNS)
-        except ReadFailed:
-            return known, None, False
-        dates = {row[0]: row[1] for row in rows if row[0] is not None}
-        if not dates:
-            return known, None, False
-        highest = max(dates)
-        self._device.known_max_id = max(self._device.known_max_id, highest)
-        proven = known in dates if known else True
-        return highest, dates[highest], proven
+
+@attrs.frozen(kw_only=True)
+class SendRoundTrip:
+    """The one round trip of a send (see the module docstring): the send step's output and
+    exit status, and what the reads before it in the same round trip found."""
+
+    device: str
+    #: what the send step printed, and ``$?`` after it
+    output: str
+    exit_status: int
+    watermark_id: int
+    watermark_proven: bool
+    watermark_date_ms: int | None
+    device_clock_ms: int | None
+    mms_watermark_id: int
+    mode: Mode
+    round_trips: int
+
+    def evidence(
+        self, *, am_output: str, input_output: str, fence_claimed: bool
+    ) -> DispatchEvidence:
+        """The dispatch evidence of this round trip."""
+        return DispatchEvidence(
+            device=self.device,
+            watermark_id=self.watermark_id,
+            watermark_proven=self.watermark_proven,
+            watermark_date_ms=self.watermark_date_ms,
+            device_clock_ms=self.device_clock_ms,
+            am_output=am_output,
+            input_output=input_output,
+            mode=self.mode,
+            round_trips=self.round_trips,
+            mms_watermark_id=self.mms_watermark_id,
+            fence_claimed=fence_claimed,
+        )
+
+
+async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
+    """Run a send step in one round trip after the reads that let its artifact be found later:
+    the ``_id``/``date`` at or above the highest known id (the watermark), ``date +%s%3N``
+    and the highest visible ``content://mms`` id. Shared by every send path.
+
+    Raises:
+        DeviceUnreachable / NotSent: the command was not written.
+        OutcomeUnknown: it was written, and then the output was lost or garbled.
+    """
+    known = device.known_max_id
+    mode = await device.mode()
+    before = device.round_trips
+    try:
+        steps = await device.run(
+            [
+                latest_ids_query(known, prefix=device.content_prefix),
+                "date +%s%3N",
+                latest_mms_query(prefix=device.content_prefix),
+                command,
+            ]
+        )
+    except ReadFailed as exc:
+        raise OutcomeUnknown("the send command was written but its output is garbled") from exc
+    watermark_id, watermark_date_ms, proven = _watermark(device, steps[0].output, known)
+    return SendRoundTrip(
+        device=device.serial,
+        output=steps[3].output,
+        exit_status=steps[3].exit_status,
+        watermark_id=watermark_id,
+        watermark_proven=proven,
+        watermark_date_ms=watermark_date_ms,
+        device_clock_ms=parse_clock(steps[1].output),
+        mms_watermark_id=parse_latest_mms(steps[2].output),
+        mode=mode,
+        round_trips=device.round_trips - before,
+    )
+
+
+def _watermark(device: Device, output: str, known: int) -> tuple[int, int | None, bool]:
+    """Highest ``_id`` before the send, its ``date``, and whether the read is proven whole
+    (the known row came back)."""
+    try:
+        rows = parse_int_rows(output, LATEST_COLUMNS)
+    except ReadFailed:
+        return known, None, False
+    dates = {row[0]: row[1] for row in rows if row[0] is not None}
+    if not dates:
+        return known, None, False
+    highest = max(dates)
+    device.known_max_id = max(device.known_max_id, highest)
+    proven = known in dates if known else True
+    return highest, dates[highest], proven

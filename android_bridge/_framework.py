@@ -59,14 +59,16 @@ from typing import Final, Literal
 import structlog
 
 from android_bridge._device import Device
-from android_bridge._dispatcher import CLAIM_MARKER, GO_MARKER, parse_clock, shell_recipient
+from android_bridge._dispatcher import (
+    CLAIM_MARKER,
+    GO_MARKER,
+    run_send_round_trip,
+    shell_recipient,
+)
 from android_bridge._fence import claim_prefix, go_command, stage_command
-from android_bridge._mms import latest_mms_query, parse_latest_mms
-from android_bridge._parser import parse_int_rows
-from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
-from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
+from android_bridge.exceptions import CommandRejected, OutcomeUnknown
 
 _log = structlog.get_logger("android_bridge.framework")
 
@@ -209,22 +211,9 @@ class FrameworkDispatcher:
         nonce = secrets.token_hex(8)
         command = framework_send_command(sdk, self._sub_id, recipient, body, nonce, fence=fence)
         self._check_usage()
-        known = self._device.known_max_id
-        mode = await self._device.mode()
-        before = self._device.round_trips
-        try:
-            steps = await self._device.run(
-                [
-                    latest_ids_query(known, prefix=self._device.content_prefix),
-                    "date +%s%3N",
-                    latest_mms_query(prefix=self._device.content_prefix),
-                    command,
-                ]
-            )
-        except ReadFailed as exc:
-            raise OutcomeUnknown("the send command was written but its output is garbled") from exc
+        trip = await run_send_round_trip(self._device, command)
         self._sent_at.append(time.monotonic())
-        output = steps[3].output
+        output = trip.output
         claim_line = f"{CLAIM_MARKER}{nonce}\n"
         go_line = f"{GO_MARKER}{nonce}\n"
         if output.count(go_line) > 1 or output.count(claim_line) > 1:
@@ -249,21 +238,8 @@ class FrameworkDispatcher:
             )
         reply = output[len(go_line) :]
         self._judge(reply)
-        watermark_id, watermark_date_ms, proven = self._watermark(steps[0].output, known)
         _log.info("sms_dispatched", device=self._device.serial, path="framework")
-        return DispatchEvidence(
-            device=self._device.serial,
-            watermark_id=watermark_id,
-            watermark_proven=proven,
-            watermark_date_ms=watermark_date_ms,
-            device_clock_ms=parse_clock(steps[1].output),
-            am_output=reply,
-            input_output="",
-            mode=mode,
-            round_trips=self._device.round_trips - before,
-            mms_watermark_id=parse_latest_mms(steps[2].output),
-            fence_claimed=fence is not None,
-        )
+        return trip.evidence(am_output=reply, input_output="", fence_claimed=fence is not None)
 
     def _check_usage(self) -> None:
         if self._usage_limit is None:
@@ -286,16 +262,3 @@ class FrameworkDispatcher:
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="framework")
             raise CommandRejected(f"the framework refused the call: {reply.strip()[:300]}")
         raise OutcomeUnknown(f"the framework answered something unexpected: {reply.strip()[:300]}")
-
-    def _watermark(self, output: str, known: int) -> tuple[int, int | None, bool]:
-        """Highest ``_id`` before the send, its ``date``, and whether the read is proven."""
-        try:
-            rows = parse_int_rows(output, LATEST_COLUMNS)
-        except ReadFailed:
-            return known, None, False
-        dates = {row[0]: row[1] for row in rows if row[0] is not None}
-        if not dates:
-            return known, None, False
-        highest = max(dates)
-        self._device.known_max_id = max(self._device.known_max_id, highest)
-        return highest, dates[highest], (known in dates if known else True)
