@@ -644,6 +644,27 @@ class Ledger:
         """
         return await self._run(lambda db: _load_attempt(db, dispatch_id))
 
+    async def attempts_by_id(self, dispatch_ids: Iterable[str]) -> dict[str, ActionRecord]:
+        """The attempts with these dispatch ids, by id (ids the ledger does not know are
+        absent), in one query."""
+        wanted = list(dict.fromkeys(dispatch_ids))
+
+        def work(db: sqlite3.Connection) -> dict[str, ActionRecord]:
+            found: dict[str, ActionRecord] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                rows = db.execute(
+                    f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE dispatch_id IN"
+                    f" ({', '.join('?' for _ in chunk)})",
+                    chunk,
+                ).fetchall()
+                for row in rows:
+                    record = record_from_row(_row_dict(row))
+                    found[record.dispatch_id] = record
+            return found
+
+        return await self._run(work)
+
     async def attempts(self, action_id: str) -> list[ActionRecord]:
         """Every attempt of the action, oldest first (empty if it has none).
 

@@ -600,16 +600,12 @@ async def clean_fences(
     except PhoneError:
         return 0
     done: list[str] = []
-    for dispatch_id in names:
-        try:
-            record = await ledger.get_attempt(dispatch_id)
-        except LedgerError:
-            continue
+    for record in (await ledger.attempts_by_id(names)).values():
         if record.device != phone.device or not record.is_final:
             continue
         ended = record.accepted_at or record.rejected_at or record.failed_at
         if ended is not None and ended <= now - retention:
-            done.append(dispatch_id)
+            done.append(record.dispatch_id)
     if done:
         try:
             await phone.remove_fences(done)
