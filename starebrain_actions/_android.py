@@ -1,8 +1,9 @@
 """The ``Phone`` port over ``android_bridge``: the only place the two packages meet.
 
-Bridge errors are translated by what they prove: ``NotSent`` (and ``DeviceUnreachable``,
-``CommandRejected``) means nothing was sent; every other failure of a send means the outcome
-is unknown; every failure of a read proves nothing.
+Bridge errors are translated by what they prove: ``NotSent`` (and ``CommandRejected``) means
+nothing was sent; ``DeviceUnreachable`` too, and also that nothing was learnt about the
+message (``DispatchUnreachable``: the attempt keeps the budget); every other failure of a
+send means the outcome is unknown; every failure of a read proves nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from android_bridge import (
     OUTGOING_TYPES,
     BridgeError,
     Device,
+    DeviceUnreachable,
     FrameworkDispatcher,
     MessagingApp,
     NotSent,
@@ -37,6 +39,7 @@ from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessa
 from starebrain_actions.exceptions import (
     DispatchNotSent,
     DispatchOutcomeUnknown,
+    DispatchUnreachable,
     LookupFailed,
     PhoneError,
 )
@@ -189,6 +192,8 @@ class AndroidPhone:
         started = time.monotonic()
         try:
             evidence = await self._dispatcher.send(intent.recipient, intent.body, fence=fence)
+        except DeviceUnreachable as exc:
+            raise DispatchUnreachable(str(exc)) from exc
         except NotSent as exc:
             raise DispatchNotSent(str(exc)) from exc
         except BridgeError as exc:

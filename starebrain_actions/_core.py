@@ -515,6 +515,14 @@ def derive_status(record: ActionRecord, now: datetime, grace_window: timedelta) 
 # --------------------------------------------------------------------------- decisions
 
 
+def spends_budget(record: ActionRecord) -> bool:
+    """Does this attempt count against the action's budget? All do, except one that failed
+    because the phone could not be reached at all (``evidence["unreachable"]``): nothing
+    was written to the phone, and nothing was learnt about the message. Its retries still
+    back off like any other."""
+    return not (record.delivery is _F and record.evidence.get("unreachable") is True)
+
+
 def should_redispatch(
     action: Action, attempts: Sequence[ActionRecord], now: datetime
 ) -> RedispatchDecision:
@@ -522,8 +530,10 @@ def should_redispatch(
 
     Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes, unless the attempt
     before was rejected in the same way (a systematic cause: the retry would repeat it).
-    Anything else: no. And no, whatever the states, once the budget is spent, the deadline
-    has passed, or an attempt waits for review (a retry would be ambiguous).
+    Anything else: no. And no, whatever the states, once the budget is spent (attempts that
+    failed only because the phone was unreachable do not spend it: ``spends_budget``), the
+    deadline has passed, or an attempt waits for review (a retry would be ambiguous); and not
+    before the policy's backoff after the last attempt ended.
     """
     now = require_aware("now", now)
     ordered = sorted(attempts, key=lambda record: record.attempt)
@@ -549,7 +559,7 @@ def should_redispatch(
         )
         if _repeats_mismatch(ordered):
             return RedispatchDecision(redispatch=False, reason=RedispatchReason.REPEATED_MISMATCH)
-    if len(ordered) >= action.policy.maximum_attempts:
+    if sum(1 for record in ordered if spends_budget(record)) >= action.policy.maximum_attempts:
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.BUDGET_EXHAUSTED)
     deadline = action.deadline
     if deadline is not None and now >= deadline:
@@ -557,7 +567,7 @@ def should_redispatch(
     if ordered:
         latest = ordered[-1]
         ended = latest.failed_at or latest.rejected_at or latest.dispatched_at
-        retry_at = ended + action.policy.interval_before(len(ordered) + 1)
+        retry_at = ended + action.policy.interval_before(len(ordered) + 1, latest.dispatch_id)
         if now < retry_at:
             return RedispatchDecision(
                 redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at

@@ -38,6 +38,7 @@ from starebrain_actions._convert import (
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
+    AcceptanceState,
     Action,
     ActionRecord,
     ActionSummary,
@@ -1113,11 +1114,14 @@ def _insert_duplicate(
         ) from exc
     if cursor.rowcount == 0:
         return False, None
-    if record.review_reason is ReviewReason.DUPLICATE:
+    if record.review_reason in (ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS):
         return True, None
+    # an identical row the messaging app wrote could be its owner's own text: whose it is
+    # cannot be told, so it is AMBIGUOUS; a provable second copy of ours is a DUPLICATE
+    unknown = sighting.evidence.get("origin") == "unknown"
     transition = _core.flag_for_review(
         record,
-        ReviewReason.DUPLICATE,
+        ReviewReason.AMBIGUOUS if unknown else ReviewReason.DUPLICATE,
         now=when,
         actor=actor,
         evidence={
@@ -1165,12 +1169,19 @@ def summarize(
     latest = ordered[-1]
     status = _core.derive_status(latest, now, action.policy.grace_window)
     reasons: list[ReviewReason] = []
+    superseded: list[ReviewReason] = []
     for record in ordered:
         reason = record.review_reason
+        rejected = record.acceptance is AcceptanceState.REJECTED
+        if rejected and (record is not latest or reason is not ReviewReason.MISMATCH):
+            # a wrong message went out: a later attempt (or a later flag) superseded its
+            # MISMATCH, which stays on show
+            if ReviewReason.MISMATCH not in superseded:
+                superseded.append(ReviewReason.MISMATCH)
+            if reason is ReviewReason.MISMATCH:
+                continue
         if reason is None or reason in reasons:
             continue
-        if reason is ReviewReason.MISMATCH and record is not latest:
-            continue  # a later attempt superseded it
         reasons.append(reason)
     if latest.resolved_by is None and latest.is_final and status is not Status.SUCCEEDED:
         decision = _core.should_redispatch(action, ordered, now)
@@ -1182,6 +1193,7 @@ def summarize(
         status=status,
         review_reasons=tuple(reasons),
         duplicates=duplicates,
+        superseded_reasons=tuple(r for r in superseded if r not in reasons),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -280,18 +281,35 @@ def _coefficient(_i: object, attribute: attrs.Attribute[Any], value: float) -> N
         raise InvalidInput(f"{attribute.name} must be >= 1.0; got {value!r}")
 
 
+def _fraction(_i: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise InvalidInput(f"{attribute.name} must be between 0 and 1; got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
     """How many times and for how long an action may be dispatched (Temporal's vocabulary)."""
 
     #: attempts allowed in all, the first included
     maximum_attempts: int = attrs.field(default=3, validator=_positive_int)
-    #: wait before the second attempt
-    initial_interval: timedelta = attrs.field(default=timedelta(0), validator=_non_negative)
+    #: wait before the second attempt (a phone that fails at once is not hammered: a resend
+    #: into an outage or a failing radio would only fail again)
+    initial_interval: timedelta = attrs.field(default=timedelta(seconds=1), validator=_non_negative)
     #: each further wait is the previous one times this
     backoff_coefficient: float = attrs.field(default=2.0, validator=_coefficient)
-    #: cap on any single wait
-    maximum_interval: timedelta | None = attrs.field(default=None, validator=_non_negative)
+    #: cap on any single wait (before jitter)
+    maximum_interval: timedelta | None = attrs.field(
+        default=timedelta(seconds=60), validator=_non_negative
+    )
+    #: each wait is scaled by a factor drawn in [1 - jitter, 1 + jitter], so that senders
+    #: failing together do not retry together; the draw is a hash of the attempt before, so
+    #: every process computes the same wait
+    jitter: float = attrs.field(default=0.2, validator=_fraction)
     #: no new attempt after created_at + this (None: no deadline)
     schedule_to_close: timedelta | None = attrs.field(default=None, validator=_non_negative)
     #: how long after dispatch an unresolved attempt is IN_FLIGHT before it is UNKNOWN, and a
@@ -303,14 +321,23 @@ class RetryPolicy:
         default=timedelta(minutes=10), validator=_non_negative
     )
 
-    def interval_before(self, attempt: int) -> timedelta:
-        """The wait required before attempt number ``attempt`` (>= 2) may start."""
+    def interval_before(self, attempt: int, seed: str = "") -> timedelta:
+        """The wait required before attempt number ``attempt`` (>= 2) may start.
+
+        ``seed`` (the dispatch id of the attempt before) picks the jitter: the same seed
+        always gives the same wait; no seed, no jitter.
+        """
         if attempt <= 1:
             return timedelta(0)
-        wait = self.initial_interval * (self.backoff_coefficient ** (attempt - 2))
+        steps = min(attempt - 2, 64)  # 2.0 ** 64 s is past any cap: no float overflow
+        seconds = self.initial_interval.total_seconds() * min(self.backoff_coefficient**steps, 1e9)
         if self.maximum_interval is not None:
-            wait = min(wait, self.maximum_interval)
-        return wait
+            seconds = min(seconds, self.maximum_interval.total_seconds())
+        if seed and self.jitter:
+            digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+            draw = int.from_bytes(digest[:8], "big") / 2**64  # in [0, 1)
+            seconds *= 1.0 + self.jitter * (2.0 * draw - 1.0)
+        return timedelta(seconds=min(seconds, 1e9))
 
 
 # --------------------------------------------------------------------------- records
@@ -522,6 +549,9 @@ class ActionSummary:
     review_reasons: tuple[ReviewReason, ...]
     #: provider rows seen beyond the one that confirmed an attempt
     duplicates: int = 0
+    #: review reasons a later attempt superseded (a MISMATCH followed by a good resend: the
+    #: wrong text did go out); kept on show, they stop nothing and need no ruling
+    superseded_reasons: tuple[ReviewReason, ...] = ()
 
     @property
     def needs_review(self) -> bool:

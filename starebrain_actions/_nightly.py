@@ -139,6 +139,8 @@ class ActionLine:
     device: str | None
     latest_dispatch_id: str | None
     last_error: str | None
+    #: review reasons a later attempt superseded (MISMATCH: a wrong text went out first)
+    superseded: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -304,7 +306,7 @@ async def run_nightly(
         in_flight = await ledger.in_flight()
         duplicates: list[DuplicateLine] = []
         for summary in summaries:
-            if ReviewReason.DUPLICATE in summary.review_reasons:
+            if {ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS} & set(summary.review_reasons):
                 for row in await ledger.duplicates(summary.action.action_id):
                     duplicates.append(
                         DuplicateLine(
@@ -397,6 +399,7 @@ def _action_line(summary: ActionSummary) -> ActionLine:
         device=latest.device if latest else None,
         latest_dispatch_id=latest.dispatch_id if latest else None,
         last_error=latest.last_error if latest else None,
+        superseded=tuple(reason.value for reason in summary.superseded_reasons),
     )
 
 
@@ -444,7 +447,9 @@ def build_report(
     mismatches = [
         summary
         for summary in summaries
-        if summary.status is Status.MISMATCH or ReviewReason.MISMATCH in summary.review_reasons
+        if summary.status is Status.MISMATCH
+        or ReviewReason.MISMATCH in summary.review_reasons
+        or ReviewReason.MISMATCH in summary.superseded_reasons
     ]
     exhausted = [
         summary for summary in summaries if ReviewReason.BUDGET_EXHAUSTED in summary.review_reasons
@@ -681,7 +686,7 @@ def report_markdown(report: NightlyReport) -> str:
             [
                 item.action_id,
                 item.status,
-                ", ".join(item.reasons) or "-",
+                ", ".join([*item.reasons, *(f"{r} (superseded)" for r in item.superseded)]) or "-",
                 f"{item.attempts}/{item.maximum_attempts}",
                 str(item.duplicates),
                 item.device or "-",

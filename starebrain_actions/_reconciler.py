@@ -9,8 +9,13 @@ Attribution on one device (the device lease means at most one attempt is in flig
 * candidates for an attempt are outgoing rows above its watermark (or, if the watermark was
   never recorded, above everything the ledger saw on the device before it), dated no earlier
   than its device clock minus a tolerance, and claimed by no other attempt;
-* a row matching the intent (recipient and body) is the artifact; further matching rows are
-  duplicates (the phone really sent it again); a SENT row wins over a FAILED one;
+* a row dated outside the attempt's send window (when the round trip ended and the window
+  is known) is never its own, however well it matches;
+* a row matching the intent (recipient and body) is the artifact; a SENT row wins over a
+  FAILED one. A further matching row inside the window is recorded against the attempt: a
+  DUPLICATE when it is provably ours (the framework path's ``creator``), otherwise AMBIGUOUS
+  (the messaging app wrote it: a second copy it sent, or its owner's identical text cannot
+  be told apart). Either goes to review; neither leads to a resend;
 * otherwise a row that matches only the recipient or only the body is the artifact (judged
   a MISMATCH: the app changed it) only on positive evidence that it is this attempt's: its
   ``creator`` is the package the attempt sent through (the framework path), or it is dated
@@ -186,20 +191,33 @@ def _written_by(message: OutgoingMessage, item: Watched) -> bool:
     return not isinstance(creator, str) or message.creator in (None, creator)
 
 
+def _in_window(message: OutgoingMessage, record: ActionRecord) -> bool | None:
+    """Is the row dated inside the attempt's own send window (from the device clock read right
+    before its keys to the end of that round trip)? None when the window is not known (the
+    round trip never ended: a timeout, a crash) or the row has no date."""
+    window = record.evidence.get("send_window_ms")
+    start = record.device_clock_ms
+    if not isinstance(window, int) or start is None or message.date_ms is None:
+        return None
+    return start - CLOCK_SLACK_MS <= message.date_ms <= start + window
+
+
 def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     """Positive evidence that a row matching the intent only in part is this attempt's (so
     that a MISMATCH, and the resend it leads to, rests on more than a shared recipient or
     body): written by the package the attempt sent through (the framework path's
-    ``creator``), or dated inside the attempt's own send window: between the device clock read
-    right before its keys and the end of that round trip."""
+    ``creator``), or dated inside the attempt's own send window."""
     creator = record.evidence.get("creator")
     if isinstance(creator, str):
         return message.creator == creator
-    window = record.evidence.get("send_window_ms")
-    start = record.device_clock_ms
-    if not isinstance(window, int) or start is None or message.date_ms is None:
-        return False
-    return start - CLOCK_SLACK_MS <= message.date_ms <= start + window
+    return _in_window(message, record) is True
+
+
+def _origin(record: ActionRecord) -> str:
+    """Whose is a second row identical to an attempt's message, inside its window? Provably
+    ours on the framework path (``creator`` tells our package's rows from the messaging
+    app's); on the UI path the app writes both ours and its owner's: the origin is unknown."""
+    return "ours" if isinstance(record.evidence.get("creator"), str) else "unknown"
 
 
 def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
@@ -228,7 +246,7 @@ def plan_device(
     taken |= {(ProviderKind.MMS, row_id) for row_id in claimed_mms}
     transitions: list[Transition] = []
     duplicates: list[tuple[str, int, Mapping[str, Any], ProviderKind]] = []
-    confirmed: list[tuple[ActionRecord, Action, tuple[ProviderKind, int]]] = []
+    confirmed: list[tuple[ActionRecord, Watched, tuple[ProviderKind, int]]] = []
     by_key = {_key(message): message for message in read.messages}
 
     for item in sorted(watched, key=lambda w: w.record.dispatched_at):
@@ -242,7 +260,7 @@ def plan_device(
             if record.acceptance is AcceptanceState.PENDING and key in by_key:
                 verdict = judge(by_key[key], action.intent)
                 transitions.append(_core.try_accept(record, verdict, now=now))
-            confirmed.append((record, action, key))
+            confirmed.append((record, item, key))
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
@@ -255,6 +273,10 @@ def plan_device(
             and _key(message) not in taken
             and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
         ]
+        # a row dated outside a known send window is not this attempt's, however well it
+        # matches: the owner sending the same text later, or a twin's message
+        outside = [m.provider_object_id for m in candidates if _in_window(m, record) is False]
+        candidates = [m for m in candidates if _in_window(m, record) is not False]
         scored = [
             (_score(verdict), message, verdict)
             for message in candidates
@@ -300,6 +322,7 @@ def plan_device(
                     "read_mode": read.mode,
                     **dict(read.evidence),
                     **({"unrelated_rows": unrelated} if unrelated else {}),
+                    **({"outside_window_rows": outside} if outside else {}),
                 },
             )
         planned = _core.reconcile(
@@ -314,34 +337,41 @@ def plan_device(
         if final.delivery is DeliveryState.CONFIRMED and final.provider_object_id is not None:
             key = (final.provider_kind or ProviderKind.SMS, final.provider_object_id)
             taken.add(key)
-            confirmed.append((final, action, key))
+            confirmed.append((final, item, key))
             for message in extra:
                 taken.add(_key(message))
                 duplicates.append(
                     (
                         final.dispatch_id,
                         message.provider_object_id,
-                        _row_evidence(message, read),
+                        {**_row_evidence(message, read), "origin": _origin(final)},
                         message.kind,
                     )
                 )
 
-    # later copies of an already-confirmed message: the phone sent it more than once
-    for record, action, (kind, provider_id) in confirmed:
+    # further copies of an already-confirmed message, above its watermark (a copy may have a
+    # lower id than the row that confirmed it: the owner's identical text claimed first)
+    for record, item, _artifact_key in confirmed:
+        since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
         for message in read.messages:
             if (
-                message.kind is kind
-                and message.provider_object_id > provider_id
+                _above_floor(message, item)
                 and _key(message) not in taken
+                and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
-                and judge(message, action.intent).matched
+                and _in_window(message, record) is not False
+                and (
+                    not isinstance(record.evidence.get("creator"), str)
+                    or message.creator in (None, record.evidence["creator"])
+                )
+                and judge(message, item.action.intent).matched
             ):
                 taken.add(_key(message))
                 duplicates.append(
                     (
                         record.dispatch_id,
                         message.provider_object_id,
-                        _row_evidence(message, read),
+                        {**_row_evidence(message, read), "origin": _origin(record)},
                         message.kind,
                     )
                 )
@@ -351,22 +381,15 @@ def plan_device(
 def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     """The lowest row a pass must read above, and its ``date`` when known.
 
-    A settled confirmed attempt needs only rows above its own artifact (later copies); an
-    unresolved or unverified one needs rows above its watermark (its artifact among them).
+    Every attempt needs the rows above its watermark: its artifact, and, once confirmed,
+    further copies, which may lie below the row that confirmed it (the owner's identical text,
+    taken first while ours waited in the outbox).
     """
     best: tuple[int, int | None] | None = None
     for item in watched:
         record = item.record
-        settled = record.acceptance is not AcceptanceState.PENDING
-        if record.provider_kind is ProviderKind.MMS:
-            # confirmed by an MMS: its id is no SMS anchor; watch SMS above the watermark
-            date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
-            candidate = (item.floor_id, date)
-        elif record.provider_object_id is not None and settled:
-            candidate = (record.provider_object_id, record.evidence.get("date_ms"))
-        else:
-            date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
-            candidate = (item.floor_id, date)
+        date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
+        candidate = (item.floor_id, date)
         if best is None or candidate[0] < best[0]:
             best = candidate
     if best is None:

@@ -213,8 +213,11 @@ def body_text(summary: ActionSummary, *, show_private: bool) -> str:
 
 
 def reasons_text(summary: ActionSummary) -> str:
-    """Review reasons, comma-separated, or ``-``."""
-    return ", ".join(reason.value for reason in summary.review_reasons) or "-"
+    """Review reasons, comma-separated, then superseded ones (``MISMATCH (superseded)``: a
+    wrong message went out before a good resend), or ``-``."""
+    shown = [reason.value for reason in summary.review_reasons]
+    shown += [f"{reason.value} (superseded)" for reason in summary.superseded_reasons]
+    return ", ".join(shown) or "-"
 
 
 def evidence_text(evidence: Mapping[str, Any], *, show_private: bool) -> str:
@@ -235,7 +238,15 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
         [
             ("action", action.action_id),
             ("status", summary.status.value),
-            ("needs review", reasons_text(summary) if summary.needs_review else "no"),
+            (
+                "needs review",
+                ", ".join(reason.value for reason in summary.review_reasons) or "no",
+            ),
+            *(
+                [("superseded", ", ".join(r.value for r in summary.superseded_reasons))]
+                if summary.superseded_reasons
+                else []
+            ),
             ("to", recipient_text(summary, show_private=show_private)),
             ("body", body_text(summary, show_private=show_private)),
             ("fingerprint", action.fingerprint),

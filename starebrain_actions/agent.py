@@ -46,6 +46,7 @@ from starebrain_actions.exceptions import (
     DeviceBusy,
     DispatchNotSent,
     DispatchOutcomeUnknown,
+    DispatchUnreachable,
     InvalidInput,
     PhoneError,
     StaleTransition,
@@ -319,6 +320,16 @@ class SmsAgent:
         fence = (record.dispatch_id, epoch) if isinstance(epoch, str) else None
         try:
             receipt = await self.phone.dispatch(intent, fence=fence)
+        except DispatchUnreachable as exc:
+            # an outage proves nothing about the message: the attempt fails without spending
+            # the budget, and the next one waits for its backoff (the phone may come back)
+            transition = _core.fail_delivery(
+                record,
+                reason=f"phone unreachable, nothing sent: {exc}",
+                now=self.ledger.now(),
+                actor=self.actor,
+                evidence={"error": str(exc), "unreachable": True},
+            )
         except DispatchNotSent as exc:
             transition = _core.fail_delivery(
                 record,

@@ -317,6 +317,22 @@ def settled(summary: ActionSummary) -> bool:
     "(UNVERIFIED) and frees the phone for other actions.",
 )
 @click.option(
+    "--backoff",
+    type=click.FloatRange(min=0, max=86_400),
+    default=1.0,
+    show_default=True,
+    help="Seconds to wait before the second attempt; each further wait doubles, up to "
+    "--max-backoff, give or take 20% jitter. An attempt that failed only because the phone "
+    "was unreachable spends no attempt, and waits the same way.",
+)
+@click.option(
+    "--max-backoff",
+    type=click.FloatRange(min=0, max=86_400),
+    default=60.0,
+    show_default=True,
+    help="Longest wait between two attempts, in seconds (before jitter).",
+)
+@click.option(
     "--rate-limit",
     type=click.IntRange(min=1),
     default=30,
@@ -352,6 +368,8 @@ def send(
     max_attempts: int,
     grace: float,
     unverified_after: float,
+    backoff: float,
+    max_backoff: float,
     rate_limit: int,
     send_path: str,
     region: str | None,
@@ -375,6 +393,8 @@ def send(
             maximum_attempts=max_attempts,
             grace_window=timedelta(seconds=grace),
             unverified_after=timedelta(seconds=unverified_after),
+            initial_interval=timedelta(seconds=backoff),
+            maximum_interval=timedelta(seconds=max_backoff),
         )
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc

@@ -9,6 +9,7 @@ The tree says what a caller must do next::
     ├── CorruptRecord                     a stored row holds a value the code does not know
     ├── PhoneError                        the phone port failed; the class says what follows
     │   ├── DispatchNotSent               provably nothing was sent: the attempt may FAIL
+    │   │   └── DispatchUnreachable       the phone could not be reached: FAIL, budget kept
     │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
     │   └── LookupFailed                  a read of the phone that proves nothing
     └── LedgerError                       the SQLite store refused or could not do something
@@ -53,6 +54,12 @@ class PhoneError(StarebrainError):
 
 class DispatchNotSent(PhoneError):
     """The send provably never reached the phone: the attempt may be marked FAILED."""
+
+
+class DispatchUnreachable(DispatchNotSent):
+    """The phone could not be reached at all (refused, timed out, not authorised): nothing was
+    sent, and nothing was learnt about the message. The attempt FAILS without spending the
+    action's budget; the next one waits for its backoff."""
 
 
 class DispatchOutcomeUnknown(PhoneError):

@@ -414,6 +414,21 @@ class SimulatedPhone:
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         self.tcpip_enabled = True
 
+    def disable_tcpip(self) -> None:
+        """``adb usb``: adbd stops listening on TCP until ``enable_tcpip()`` (an outage).
+
+        adbd's ``usb:`` service (``restart_usb_service``, system/core ``adb/services.cpp``,
+        android-10.0.0_r1) sets ``service.adb.tcp.port`` to 0 and adbd restarts on USB only:
+        every connection is reset (a running script is hung up) and a TCP connect is refused
+        until ``adb tcpip``. Nothing else changes: no reboot, sends already queued go on.
+        """
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        self.tcpip_enabled = False
+        for connection in list(self._connections):
+            connection.abort(reset=True)
+
     def advance_time(self, delta: timedelta) -> None:
         """Move the device clock forward by ``delta`` (no real waiting): ``date``, new rows
         and the ADB key store see the later time."""

@@ -19,7 +19,11 @@ PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
 SENT = 2
 
 #: A policy fast enough for tests: proofs of absence after one second.
-FAST = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+FAST = RetryPolicy(
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=1),
+    initial_interval=timedelta(milliseconds=50),
+)
 
 
 def sent_rows(phone: SimulatedPhone, to: str, body: str) -> list[int]:

@@ -173,7 +173,9 @@ async def test_a_mangled_body_is_a_mismatch_then_resent(sms_phone: Any, agent_fo
 async def test_a_duplicate_by_the_app_is_recorded_and_flagged(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """The app sends the message twice: one attempt, one duplicate recorded, review flagged."""
+    """The app sends the message twice: one attempt, the second row recorded against it and
+    flagged for review as AMBIGUOUS (on the UI path the messaging app writes both copies, so a
+    second copy cannot be told from its owner's identical text), and nothing resent."""
     phone = await sms_phone()
     phone.inject_fault("duplicate-send")
     async with agent_for(phone) as agent:
@@ -181,10 +183,12 @@ async def test_a_duplicate_by_the_app_is_recorded_and_flagged(
         await phone.wait_idle()
         await agent.reconcile()
         summary = await agent.ledger.summary("A-17")
+        rows = await agent.ledger.duplicates("A-17")
     assert 2 == len(sent_rows(phone, TO, BODY))
     assert 1 == len(summary.attempts)
     assert 1 == summary.duplicates
-    assert (ReviewReason.DUPLICATE,) == summary.review_reasons
+    assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
+    assert ["unknown"] == [row["evidence"]["origin"] for row in rows]
 
 
 async def test_a_hang_after_send_is_resolved_by_reading(sms_phone: Any, agent_for: Any) -> None:

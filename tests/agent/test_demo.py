@@ -39,5 +39,5 @@ def test_demo_runs_and_the_ledger_agent_sends_no_duplicate(tmp_path: Path) -> No
     ledger_count, naive_count = (int(word) for word in line.split() if word.isdigit())
     assert 0 == ledger_count
     assert naive_count > 0
-    assert "MISMATCH" in out and "DUPLICATE" in out
+    assert "MISMATCH" in out and "AMBIGUOUS" in out
     assert not (tmp_path / "config" / "starebrain").exists()  # keys stay in the demo's temp dir

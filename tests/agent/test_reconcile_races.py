@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from starebrain_actions import DeliveryState, Ledger, SmsIntent, Status
+from starebrain_actions import DeliveryState, Ledger, ReviewReason, SmsIntent, Status
 from starebrain_actions._android import AndroidPhone
 from starebrain_actions._reconciler import reconcile_device
 
@@ -75,3 +75,64 @@ async def test_the_owners_text_to_the_same_person_is_never_taken_for_ours(
     assert (1, 1) == (len(ours), len(outcome.summary.attempts))
     record = outcome.record
     assert record is not None and record.provider_object_id != owner
+
+
+async def _owner_sends(phone: Any, body: str, date_ms: int) -> int:
+    """The phone's owner sends ``body`` to TO through the messaging app (a SENT row)."""
+    row = phone.store.insert_outgoing("+12025550100", body, date_ms=date_ms)
+    phone.store.mark_sent(row, date_sent_ms=date_ms)
+    return int(row)
+
+
+async def test_the_owners_identical_text_inside_our_window_goes_to_review_not_resent(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Issue 10, section 1: the owner sends the very same text 10 ms after our keys, while our
+    own row still waits in the outbox (out of the shell user's sight). The owner's row is the
+    only one to see, and it may be taken for ours; but when ours shows up, the two identical
+    rows inside our send window cannot be told apart: the action goes to review (AMBIGUOUS),
+    both rows are recorded against it, and nothing is sent again."""
+    phone = await sms_phone(root=False, send_delay_ms=1500)
+    async with agent_for(phone) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=0.2)
+        record = first.record
+        assert record is not None and record.device_clock_ms is not None
+        owner = await _owner_sends(phone, BODY, record.device_clock_ms + 10)
+        await agent.send("A-17", TO, BODY, wait=3)
+        await phone.wait_idle()
+        await agent.reconcile()
+        summary = await agent.ledger.summary("A-17")
+        rows = await agent.ledger.duplicates("A-17")
+    ours = [t for t in phone.transmissions if t.body == BODY]
+    assert (1, 1) == (len(ours), len(summary.attempts))
+    assert Status.SUCCEEDED == summary.status
+    assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
+    latest = summary.latest
+    assert latest is not None
+    claimed = {latest.provider_object_id, *(row["provider_object_id"] for row in rows)}
+    assert owner in claimed and len(claimed) == 2
+    assert ["unknown"] == [row["evidence"]["origin"] for row in rows]
+
+
+async def test_the_owners_identical_text_after_our_window_is_never_ours(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The owner sends the same text well after our send window closed, while our row is in
+    the outbox: that row is not ours, however well it matches. It is neither claimed nor
+    recorded as a duplicate; our own row confirms the attempt when it shows up."""
+    phone = await sms_phone(root=False, send_delay_ms=2500)
+    async with agent_for(phone) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=0.2)
+        record = first.record
+        assert record is not None and record.device_clock_ms is not None
+        window = record.evidence["send_window_ms"]
+        owner = await _owner_sends(phone, BODY, record.device_clock_ms + window + 1_500)
+        outcome = await agent.send("A-17", TO, BODY, wait=8)
+        await phone.wait_idle()
+        await agent.reconcile()
+        summary = await agent.ledger.summary("A-17")
+    ours = [t for t in phone.transmissions if t.body == BODY]
+    assert (Status.SUCCEEDED, 1, 1) == (outcome.status, len(ours), len(summary.attempts))
+    latest = summary.latest
+    assert latest is not None and latest.provider_object_id not in (None, owner)
+    assert (0, ()) == (summary.duplicates, summary.review_reasons)

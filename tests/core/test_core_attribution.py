@@ -15,6 +15,7 @@ from starebrain_actions import (
     DeliveryState,
     Event,
     MatchVerdict,
+    ProviderKind,
     RetryPolicy,
     ReviewReason,
     SmsIntent,
@@ -222,7 +223,7 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
 
 def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
     """An unverified confirmed attempt is read from its watermark (its own row included);
-    a settled one from its artifact; an in-flight one from its watermark."""
+    a settled one and an in-flight one from their watermarks."""
     from starebrain_actions._reconciler import _anchor
 
     verifying = ActionRecord(
@@ -246,7 +247,9 @@ def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
         evidence={"date_ms": 7},
     )
     assert (10, 5) == _anchor([Watched(record=verifying, action=ACTION, floor_id=10)])
-    assert (30, 7) == _anchor([Watched(record=settled, action=ACTION, floor_id=29)])
+    # a settled attempt too reads from its watermark: a copy of its message may lie below the
+    # row that confirmed it (the owner's identical text taken first)
+    assert (29, None) == _anchor([Watched(record=settled, action=ACTION, floor_id=29)])
     assert (12, None) == _anchor(
         [pending(watermark=12), Watched(record=settled, action=ACTION, floor_id=29)]
     )
@@ -269,3 +272,52 @@ def test_an_unverified_confirmed_attempt_is_judged_from_its_row() -> None:
     )
     (accepted,) = plan.transitions
     assert AcceptanceState.ACCEPTED == accepted.after.acceptance
+
+
+def test_a_second_identical_row_is_of_unknown_origin_on_the_ui_path() -> None:
+    """Issue 10, section 1: on the UI path the messaging app writes our row and its owner's
+    alike; a second identical row inside the window cannot be told apart, so it is recorded
+    with origin "unknown" (AMBIGUOUS in the ledger), never as a provable DUPLICATE."""
+    plan = plan_device([pending()], read(row(11), row(12, date_ms=CLOCK + 110)), set(), judge, NOW)
+    assert [("d-1", 12, "unknown")] == [(d[0], d[1], d[2]["origin"]) for d in plan.duplicates]
+
+
+def test_a_second_row_written_by_our_package_is_a_provable_duplicate() -> None:
+    """On the framework path ``creator`` names our package: a second identical row it wrote
+    is ours (origin "ours": DUPLICATE), and the owner's row, written by the app, is not."""
+    item = pending(evidence={"send_window_ms": 2_000, "creator": "com.android.shell"})
+    ours = [attrs.evolve(row(n), creator="com.android.shell") for n in (11, 12)]
+    owners = attrs.evolve(row(13), creator="com.google.android.apps.messaging")
+    plan = plan_device([item], read(*ours, owners), set(), judge, NOW)
+    assert 11 == plan.transitions[0].after.provider_object_id
+    assert [(12, "ours")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+
+
+def test_an_identical_row_outside_a_known_window_is_never_claimed() -> None:
+    """A row matching the intent exactly, but dated after the attempt's send window closed,
+    is the owner's (or a twin's): not the artifact, and noted in the evidence."""
+    late = row(11, date_ms=CLOCK + 2_000 + 5_000)
+    plan = plan_device([pending()], read(late), set(), judge, NOW)
+    assert () == plan.transitions and () == plan.duplicates
+    noted = plan_device(
+        [pending(dispatched=NOW - timedelta(minutes=30))], read(late), set(), judge, NOW
+    )
+    assert all(t.after.provider_object_id is None for t in noted.transitions)
+
+
+def test_a_later_copy_is_found_below_the_row_that_confirmed() -> None:
+    """The owner's identical text (row 12) confirmed the attempt while ours (row 11, lower id,
+    from the outbox) was out of sight: once row 11 shows up it is recorded against the
+    attempt, although its id is below the artifact's."""
+    confirmed = attrs.evolve(
+        pending().record,
+        delivery=DeliveryState.CONFIRMED,
+        acceptance=AcceptanceState.ACCEPTED,
+        confirmed_at=NOW,
+        accepted_at=NOW,
+        provider_object_id=12,
+        provider_kind=ProviderKind.SMS,
+    )
+    item = Watched(record=confirmed, action=ACTION, floor_id=10)
+    plan = plan_device([item], read(row(11), row(12)), {12}, judge, NOW)
+    assert [(11, "unknown")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]

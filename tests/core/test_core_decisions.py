@@ -39,7 +39,7 @@ def action(policy: RetryPolicy | None = None) -> Action:
         action_id="A-17",
         fingerprint=intent.fingerprint,
         intent=intent,
-        policy=policy or RetryPolicy(maximum_attempts=3),
+        policy=policy or RetryPolicy(maximum_attempts=3, initial_interval=timedelta(0)),
         created_at=NOW,
     )
 
@@ -96,7 +96,7 @@ def test_first_attempt_is_allowed() -> None:
 
 def test_budget_stops_attempt_maximum_plus_one() -> None:
     """With maximum_attempts=2, two failed attempts leave no budget."""
-    policy = RetryPolicy(maximum_attempts=2)
+    policy = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(0))
     decision = should_redispatch(action(policy), [attempt(1, F), attempt(2, F)], NOW)
     assert not decision
     assert RedispatchReason.BUDGET_EXHAUSTED == decision.reason
@@ -122,7 +122,9 @@ def test_review_blocks_retries_except_mismatch() -> None:
 
 def test_backoff_delays_the_retry() -> None:
     """With an initial interval, a retry waits and the decision says until when."""
-    policy = RetryPolicy(initial_interval=timedelta(seconds=10), backoff_coefficient=2.0)
+    policy = RetryPolicy(
+        initial_interval=timedelta(seconds=10), backoff_coefficient=2.0, jitter=0.0
+    )
     decision = should_redispatch(action(policy), [attempt(1, F)], NOW + timedelta(seconds=5))
     assert RedispatchReason.BACKOFF == decision.reason
     assert NOW + timedelta(seconds=10) == decision.retry_at
@@ -130,10 +132,46 @@ def test_backoff_delays_the_retry() -> None:
     assert timedelta(seconds=20) == policy.interval_before(3)
 
 
+def test_retries_back_off_by_default_with_a_jitter_every_process_agrees_on() -> None:
+    """Issue 10, section 3: by default a retry waits 1 s, doubling up to 60 s, scaled by a
+    jitter within 20%; the jitter is a hash of the attempt before, so two processes deciding
+    about the same attempts compute the same wait, and two actions' waits differ."""
+    policy = RetryPolicy()
+    waits = [policy.interval_before(n, "d-1").total_seconds() for n in range(2, 12)]
+    bases = [min(2.0 ** (n - 2), 60.0) for n in range(2, 12)]
+    assert all(0.8 * base <= wait <= 1.2 * base for wait, base in zip(waits, bases, strict=True))
+    assert waits == [policy.interval_before(n, "d-1").total_seconds() for n in range(2, 12)]
+    assert policy.interval_before(2, "d-1") != policy.interval_before(2, "d-2")
+    assert timedelta(seconds=1) == policy.interval_before(2)  # no seed, no jitter
+    decision = should_redispatch(action(RetryPolicy()), [attempt(1, F)], NOW)
+    assert RedispatchReason.BACKOFF == decision.reason
+    assert decision.retry_at == NOW + policy.interval_before(2, "d-1")
+    huge = RetryPolicy(initial_interval=timedelta(days=1), maximum_interval=None)
+    assert huge.interval_before(10_000, "d-1") > timedelta(days=1)  # no overflow
+
+
+def test_an_unreachable_phone_does_not_spend_the_budget() -> None:
+    """Issue 10, section 3: attempts that failed only because the phone could not be reached
+    (nothing was written to it) do not count against the budget; they still back off."""
+    policy = RetryPolicy(maximum_attempts=1, initial_interval=timedelta(seconds=1), jitter=0.0)
+    unreachable = [attrs.evolve(attempt(n, F), evidence={"unreachable": True}) for n in range(1, 4)]
+    later = NOW + timedelta(seconds=10)
+    assert should_redispatch(action(policy), unreachable, later)
+    soon = should_redispatch(action(policy), unreachable, NOW)
+    assert RedispatchReason.BACKOFF == soon.reason
+    assert NOW + timedelta(seconds=4) == soon.retry_at  # the fourth attempt: 1 s doubled twice
+    spent = [*unreachable, attempt(4, F)]
+    assert (
+        RedispatchReason.BUDGET_EXHAUSTED == should_redispatch(action(policy), spent, later).reason
+    )
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
         {"maximum_attempts": 0},
+        {"jitter": 1.5},
+        {"jitter": float("nan")},
         {"maximum_attempts": 1.5},
         {"backoff_coefficient": 0.5},
         {"grace_window": timedelta(seconds=-1)},
@@ -306,5 +344,7 @@ def test_a_different_mismatch_is_retried() -> None:
             evidence={"matched": False, "recipient_ok": False, "body_ok": True},
         ),
     ]
-    decision = should_redispatch(action(RetryPolicy(maximum_attempts=5)), differ, NOW)
+    decision = should_redispatch(
+        action(RetryPolicy(maximum_attempts=5, initial_interval=timedelta(0))), differ, NOW
+    )
     assert (True, RedispatchReason.ACCEPTANCE_REJECTED) == (decision.redispatch, decision.reason)

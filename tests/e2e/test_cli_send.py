@@ -123,6 +123,30 @@ async def test_send_mismatch_is_exit_5(
     assert "MISMATCH" in result.stdout
 
 
+async def test_a_superseded_mismatch_stays_on_show(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Issue 10, section 1: the app alters the first text, the resend goes out right: the
+    action SUCCEEDED, needs no review, and `status` still shows the wrong text went out
+    (MISMATCH, superseded), in text and in JSON."""
+    phone = await phone_factory(faults=["mangle-body"])
+    args = ("--action-id", "A-17", "--to", RECIPIENT, "--body", BODY, "--max-attempts", "2")
+    result = await send(ledger_path, adb_key_path, phone.serial, *args, "--wait", "10")
+    assert 0 == result.exit_code, result.output
+    runner = CliRunner()
+    base = ["--db", str(ledger_path), "status", "A-17"]
+    text = await asyncio.to_thread(runner.invoke, main, base)
+    assert "superseded" in text.stdout and "MISMATCH" in text.stdout, text.output
+    shown = await asyncio.to_thread(runner.invoke, main, [*base, "--json"])
+    data = json.loads(shown.stdout)
+    assert ("SUCCEEDED", [], ["MISMATCH"]) == (
+        data["status"],
+        data["review_reasons"],
+        data["superseded_reasons"],
+    )
+    assert data["needs_review"] is False
+
+
 async def test_send_failed_without_budget_is_exit_4(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:

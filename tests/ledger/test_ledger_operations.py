@@ -38,6 +38,8 @@ from starebrain_actions import (
 )
 
 INTENT = SmsIntent(recipient="+1 202 555 0100", body="Your code is 4821")
+#: two attempts, the second right after the first fails
+NO_WAIT = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(0))
 
 
 def table_counts(path: Path) -> dict[str, int]:
@@ -123,7 +125,7 @@ async def test_device_lease_is_held_until_resolution(ledger: Ledger) -> None:
 
 async def test_budget_stops_attempt_maximum_plus_one(ledger: Ledger) -> None:
     """With maximum_attempts=2 the third attempt is refused and the action needs review."""
-    await ledger.create_action("A-17", INTENT, RetryPolicy(maximum_attempts=2))
+    await ledger.create_action("A-17", INTENT, NO_WAIT)
     for _ in range(2):
         record = await ledger.begin_attempt("A-17", "dev")
         await ledger.apply(fail_delivery(record, reason="refused", now=ledger.now()))
@@ -214,7 +216,8 @@ async def test_operator_resolution_is_recorded_and_reopens_the_budget(ledger: Le
     assert (Event.RESOLVE_NOT_SENT, "operator:ana") == (last.event, last.actor)
     assert "checked the phone: not there" == last.evidence["reason"]
     assert [] == await ledger.needing_review()
-    assert 2 == (await ledger.begin_attempt("A-17", "dev")).attempt
+    later = ledger.now() + timedelta(seconds=2)  # past the default backoff of about 1 s
+    assert 2 == (await ledger.begin_attempt("A-17", "dev", now=later)).attempt
 
 
 async def test_resolving_as_sent_leaves_a_final_state(ledger: Ledger) -> None:

@@ -1,0 +1,64 @@
+"""Issue 10, section 3: a phone outage must not burn the budget; retries back off."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from starebrain_actions import DeliveryState, RetryPolicy, Status
+from starebrain_actions._core import spends_budget
+
+TO = "+1 202 555 0100"
+
+
+async def test_a_two_second_outage_spends_no_attempt(sms_phone: Any, agent_for: Any) -> None:
+    """The phone refuses connections for 2 s (adbd back on USB only) while three actions with
+    a budget of ONE attempt each are sent: the attempts that met the outage fail without
+    spending the budget, the retries back off, and every action goes out exactly once when
+    the phone is back. (Before the fix every action spent its budget in milliseconds and
+    ended BUDGET_EXHAUSTED with nothing sent.)"""
+    phone = await sms_phone()
+    policy = RetryPolicy(
+        maximum_attempts=1,
+        grace_window=timedelta(seconds=1),
+        initial_interval=timedelta(milliseconds=300),
+    )
+    async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+        phone.disable_tcpip()
+        back = asyncio.get_running_loop().call_later(
+            2.0, lambda: asyncio.ensure_future(phone.enable_tcpip())
+        )
+        try:
+            outcomes = await asyncio.gather(
+                *(agent.send(f"A-{n}", TO, f"Table {n} is ready", wait=20) for n in range(3))
+            )
+        finally:
+            back.cancel()
+    assert [Status.SUCCEEDED] * 3 == [outcome.status for outcome in outcomes]
+    for n in range(3):
+        assert 1 == sum(1 for t in phone.transmissions if t.body == f"Table {n} is ready")
+    attempts = [record for outcome in outcomes for record in outcome.summary.attempts]
+    unreachable = [record for record in attempts if not spends_budget(record)]
+    assert unreachable, "no attempt met the outage: the test proves nothing"
+    assert all(DeliveryState.FAILED is record.delivery for record in unreachable)
+    # backed off: far fewer attempts than polls in 2 s
+    assert len(unreachable) <= 3 * 4
+
+
+async def test_an_outage_longer_than_the_wait_leaves_the_action_waiting(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An outage that outlasts --wait ends the send with nothing sent and the budget intact
+    (FAILED, waiting for its backoff: a rerun sends), never BUDGET_EXHAUSTED."""
+    phone = await sms_phone()
+    policy = RetryPolicy(maximum_attempts=1, initial_interval=timedelta(milliseconds=200))
+    async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+        phone.disable_tcpip()
+        outcome = await agent.send("A-1", TO, "Table 1 is ready", wait=1.5)
+        assert not outcome.summary.review_reasons
+        assert Status.FAILED == outcome.status
+        await phone.enable_tcpip()
+        again = await agent.send("A-1", TO, "Table 1 is ready", wait=10)
+    assert Status.SUCCEEDED == again.status
+    assert 1 == sum(1 for t in phone.transmissions if t.body == "Table 1 is ready")
