@@ -63,6 +63,11 @@ __all__ = [
 
 _log = get_logger("starebrain.agent")
 
+#: With a hard deadline, no attempt starts with less time left than this: a send cut off by
+#: the deadline halfway through its script leaves an attempt only a later read or void can
+#: settle, where not starting costs nothing.
+MIN_DISPATCH_S = 0.5
+
 #: Sends started on one phone per minute at most, by default: Android's SmsUsageMonitor lets a
 #: package send about 30 SMS per 60 s before a confirmation dialog holds the next one.
 RATE_LIMIT_PER_MINUTE = 30
@@ -141,6 +146,7 @@ class SmsAgent:
         void_after: timedelta | None = None,
         rate_limit: int = RATE_LIMIT_PER_MINUTE,
         send_path: str = "ui",
+        deadline_s: float | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
 
@@ -152,24 +158,31 @@ class SmsAgent:
         per minute at most (Android holds more behind a confirmation dialog). ``send_path``:
         "ui" (the messaging app), "framework" (``service call isms`` as the shell user: no
         UI, no RCS, our rows told apart by ``creator``) or "auto" (the framework when a probe
-        of the phone says it works).
+        of the phone says it works). ``deadline_s``: connecting (with its first round trips)
+        must be over within this many seconds, or PhoneUnavailable.
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
             PhoneUnavailable: the phone cannot be reached (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
-        from starebrain_actions._android import AndroidPhone
+        from starebrain_actions._android import AndroidPhone, PhoneUnavailable
 
         async with Ledger.open(db) as ledger:
-            phone = await AndroidPhone.connect(
-                device,
-                key_path=key_path,
-                connect_timeout_s=connect_timeout_s,
-                command_timeout_s=command_timeout_s,
-                read_as_system=read_as_system,
-                send_path=send_path,
-            )
+            try:
+                async with asyncio.timeout(deadline_s):
+                    phone = await AndroidPhone.connect(
+                        device,
+                        key_path=key_path,
+                        connect_timeout_s=connect_timeout_s,
+                        command_timeout_s=command_timeout_s,
+                        read_as_system=read_as_system,
+                        send_path=send_path,
+                    )
+            except TimeoutError:
+                raise PhoneUnavailable(
+                    f"{device}: did not answer within the {deadline_s:g} s deadline"
+                ) from None
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:
                 yield cls(
@@ -202,12 +215,22 @@ class SmsAgent:
         wait: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         on_wait: Callable[[str], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
+        hard_deadline: bool = False,
     ) -> SendOutcome:
         """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
         for proof of the outcome.
 
         ``on_wait(message)`` is told, once per blocker, when the send waits for another
-        action's attempt that holds the phone.
+        action's attempt that holds the phone. ``on_step(step)`` is told each step as it
+        starts ("sending", "waiting for the phone's row", "waiting for attempt …", "backing
+        off …"), for a progress display.
+
+        ``hard_deadline``: ``wait`` bounds every step on the phone too (reads, the fence,
+        the send command itself), so the call returns within ``wait`` seconds whatever the
+        phone does; no attempt starts with less than ``MIN_DISPATCH_S`` left, and a send cut
+        off by the deadline is an unknown outcome, settled later by a read (never resent).
+        Without it, a step already started runs to its own timeout.
 
         Raises:
             InvalidInput: empty or malformed recipient or body, or a bad action id.
@@ -218,6 +241,18 @@ class SmsAgent:
         action = await self.ledger.create_action(action_id, intent, self.policy)
         give_up = clock() + max(0.0, wait)
         told = ""
+        step = ""
+
+        def tell(now_doing: str) -> None:
+            nonlocal step
+            if on_step is not None and now_doing != step:
+                step = now_doing
+                on_step(now_doing)
+
+        def bound() -> float | None:
+            """Seconds a phone step may take (None: its own timeout only)."""
+            return max(0.0, give_up - clock()) if hard_deadline else None
+
         while True:
             summary = await self.ledger.summary(action_id)
             latest = summary.latest
@@ -228,13 +263,18 @@ class SmsAgent:
                 # only this device's unresolved attempts: a poll reads just their window
                 # a read, then (if it settles nothing) the fence: an attempt whose script
                 # never ran is voided at once and retried, whoever started it
-                await reconcile_device(
-                    self.ledger,
-                    self.phone,
-                    duplicate_watch=timedelta(0),
-                    void_after=self.void_after,
-                    void_now=self._timed_out,
-                )
+                tell("waiting for the phone's row")
+                try:
+                    async with asyncio.timeout(bound()):
+                        await reconcile_device(
+                            self.ledger,
+                            self.phone,
+                            duplicate_watch=timedelta(0),
+                            void_after=self.void_after,
+                            void_now=self._timed_out,
+                        )
+                except TimeoutError:
+                    return SendOutcome(summary=await self.ledger.summary(action_id))
                 summary = await self.ledger.summary(action_id)
                 latest = summary.latest
                 unresolved = latest is not None and (
@@ -250,12 +290,21 @@ class SmsAgent:
                 if decision.reason is RedispatchReason.BACKOFF and decision.retry_at:
                     delay = (decision.retry_at - now).total_seconds()
                     if clock() + delay <= give_up:
+                        tell(f"backing off {delay:.1f} s before the next attempt")
                         await asyncio.sleep(delay)
                         continue
                 return SendOutcome(summary=summary)
             if not await self._within_rate(give_up, clock, on_wait):
                 return SendOutcome(summary=await self.ledger.summary(action_id))
-            fence_evidence = await self._fence_evidence()
+            if hard_deadline and give_up - clock() < MIN_DISPATCH_S:
+                tell("no time left to start a send")
+                return SendOutcome(summary=summary)
+            tell("sending")
+            try:
+                async with asyncio.timeout(bound()):
+                    fence_evidence = await self._fence_evidence()
+            except TimeoutError:
+                return SendOutcome(summary=await self.ledger.summary(action_id))
             try:
                 record = await self.ledger.begin_attempt(
                     action_id, self.phone.device, actor=self.actor, evidence=fence_evidence
@@ -263,6 +312,7 @@ class SmsAgent:
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead
             except DeviceBusy as busy:
+                tell(f"waiting for attempt {busy.holder_dispatch_id} (it holds the phone)")
                 if on_wait is not None and busy.holder_dispatch_id != told:
                     told = busy.holder_dispatch_id
                     on_wait(
@@ -275,7 +325,7 @@ class SmsAgent:
                 continue
             except AttemptRefused:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
-            await self._dispatch(record, intent)
+            await self._dispatch(record, intent, budget_s=bound())
 
     async def _within_rate(
         self,
@@ -311,15 +361,24 @@ class SmsAgent:
             _log.warning("fence_epoch_unavailable", device=self.phone.device, error=str(exc))
             return {}
 
-    async def _dispatch(self, record: ActionRecord, intent: SmsIntent) -> None:
+    async def _dispatch(
+        self, record: ActionRecord, intent: SmsIntent, *, budget_s: float | None = None
+    ) -> None:
         """Send once; record what the result proves. Never raises a phone error, and a lost
         compare-and-set (another process settled the attempt meanwhile) is not an error: the
-        next read of the ledger carries on from what it holds."""
+        next read of the ledger carries on from what it holds. ``budget_s`` cuts the send
+        command off (an unknown outcome) when it has not answered within that time."""
         self.dispatches += 1
         epoch = record.evidence.get("fence_epoch")
         fence = (record.dispatch_id, epoch) if isinstance(epoch, str) else None
         try:
-            receipt = await self.phone.dispatch(intent, fence=fence)
+            try:
+                async with asyncio.timeout(budget_s):
+                    receipt = await self.phone.dispatch(intent, fence=fence)
+            except TimeoutError:
+                raise DispatchOutcomeUnknown(
+                    f"the send command was cut off by the deadline after {budget_s:.1f} s"
+                ) from None
         except DispatchUnreachable as exc:
             # an outage proves nothing about the message: the attempt fails without spending
             # the budget, and the next one waits for its backoff (the phone may come back)

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,7 @@ import attrs
 import click
 
 from android_bridge.exceptions import BridgeError
-from starebrain_actions import _render
+from starebrain_actions import _paths, _render
 from starebrain_actions._convert import converter
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._ledger import Ledger
@@ -36,6 +37,7 @@ from starebrain_actions._model import (
     SmsIntent,
     Status,
 )
+from starebrain_actions._progress import Progress
 from starebrain_actions.exceptions import (
     CorruptRecord,
     FingerprintConflict,
@@ -65,15 +67,17 @@ EXIT_USAGE: Final = 2
 EXIT_UNRESOLVED: Final = 3
 EXIT_FAILED: Final = 4
 EXIT_MISMATCH: Final = 5
+#: Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED: Final = 130
 
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 _ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
 
 def default_db_path() -> Path:
-    """``$XDG_DATA_HOME/starebrain/ledger.db`` (``~/.local/share/starebrain/ledger.db``)."""
-    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "starebrain" / "ledger.db"
+    """``ledger.db`` in the user's data directory (platformdirs): on Linux
+    ``$XDG_DATA_HOME/starebrain/ledger.db``, i.e. ``~/.local/share/starebrain/ledger.db``."""
+    return _paths.default_db_path()
 
 
 def derive_action_id(intent: SmsIntent) -> str:
@@ -341,6 +345,21 @@ def settled(summary: ActionSummary) -> bool:
     "confirmation dialog); a send over it waits, and says so.",
 )
 @click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    help="Seconds to connect to the phone (never more than what is left of --wait).",
+)
+@click.option(
+    "--command-timeout",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=20.0,
+    show_default=True,
+    help="Seconds one command on the phone may take (never more than what is left of "
+    "--wait); a send command cut off is an unknown outcome, settled by a later read.",
+)
+@click.option(
     "--send-path",
     type=click.Choice(["ui", "framework", "auto"]),
     default="ui",
@@ -371,6 +390,8 @@ def send(
     backoff: float,
     max_backoff: float,
     rate_limit: int,
+    connect_timeout: float,
+    command_timeout: float,
     send_path: str,
     region: str | None,
     key_path: Path | None,
@@ -413,6 +434,9 @@ def send(
         read_as_system=_settings(ctx).read_as_system,
         rate_limit=rate_limit,
         send_path=send_path,
+        connect_timeout=connect_timeout,
+        command_timeout=command_timeout,
+        progress=Progress(enabled=not as_json),
     )
     code = send_exit_code(summary)
     out = _render.Output()
@@ -446,10 +470,25 @@ def _run_send(
     read_as_system: bool = False,
     rate_limit: int = 30,
     send_path: str = "ui",
+    connect_timeout: float = 5.0,
+    command_timeout: float = 20.0,
+    progress: Progress | None = None,
 ) -> ActionSummary:
+    """Send within ``wait`` seconds in all: connecting, every command on the phone and every
+    wait fit inside it (``hard_deadline``)."""
     from starebrain_actions.agent import SmsAgent
 
+    progress = progress or Progress(enabled=False)
+    started = time.monotonic()
+
+    def left() -> float:
+        return max(0.1, wait - (time.monotonic() - started))
+
     async def work() -> ActionSummary:
+        async with progress.shown():
+            return await steps()
+
+    async def steps() -> ActionSummary:
         # Settle what the ledger alone can settle, so a changed intent is exit 2 and a rerun
         # of a finished action exits as before even while the phone is down.
         async with Ledger.open(path) as ledger:
@@ -462,6 +501,7 @@ def _run_send(
                 raise FingerprintConflict(action_id, known.action.fingerprint, intent.fingerprint)
             if settled(known):
                 return known
+        progress.step(f"connecting to {device}")
         async with SmsAgent.open(
             db=path,
             device=device,
@@ -471,9 +511,18 @@ def _run_send(
             read_as_system=read_as_system,
             rate_limit=rate_limit,
             send_path=send_path,
+            connect_timeout_s=min(connect_timeout, left()),
+            command_timeout_s=command_timeout,
+            deadline_s=left(),
         ) as agent:
             outcome = await agent.send(
-                action_id, intent.recipient, intent.body, wait=wait, on_wait=_tell_waiting
+                action_id,
+                intent.recipient,
+                intent.body,
+                wait=max(0.0, wait - (time.monotonic() - started)),
+                on_wait=_tell_waiting,
+                on_step=progress.step,
+                hard_deadline=True,
             )
             return outcome.summary
 
@@ -481,6 +530,16 @@ def _run_send(
         return _run(work())
     except FingerprintConflict as exc:
         raise CliUsageError(f"changed intent, nothing sent: {exc}") from exc
+    except KeyboardInterrupt:
+        sent = any(step == "sending" for step in progress.steps)
+        click.echo(
+            f"starebrain send: interrupted while {progress.current}."
+            + (" An SMS may already be out." if sent else " Nothing was sent.")
+            + " Rerunning the same command is safe: it resumes action"
+            f" {action_id} and never sends it twice.",
+            err=True,
+        )
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 # --------------------------------------------------------------------------- reads

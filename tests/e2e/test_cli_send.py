@@ -184,7 +184,7 @@ async def test_send_unresolved_is_exit_3(
     """The message sits in the outbox when --wait ends: still unresolved, exit 3."""
     phone = await phone_factory(faults=["stuck-outbox"])
     result = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY, "--wait", "0.3"
+        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY, "--wait", "1.5"
     )
     assert 3 == result.exit_code, result.output
     assert "IN_FLIGHT" in result.stdout
@@ -267,12 +267,12 @@ async def test_send_names_the_attempt_it_waits_for(
     phone = await phone_factory(faults=["stuck-outbox"])
     first = await send(
         ledger_path, adb_key_path, phone.serial,
-        "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "0.3",
+        "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "1.5",
     )  # fmt: skip
     assert 3 == first.exit_code, first.output
     second = await send(
         ledger_path, adb_key_path, phone.serial,
-        "--to", RECIPIENT, "--body", "another text", "--action-id", "next-1", "--wait", "0.5",
+        "--to", RECIPIENT, "--body", "another text", "--action-id", "next-1", "--wait", "1.5",
     )  # fmt: skip
     assert 3 == second.exit_code, second.output
     assert "waiting for attempt" in second.stderr and "stuck-1" in second.stderr

@@ -1,0 +1,145 @@
+"""Issue 11, "Deadlines and feedback": `--wait` is a deadline for every step, a long send shows
+its step on a terminal (and only there), and Ctrl-C says what may have happened."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from android_bridge.simulator import SimulatedPhone
+from tests.e2e.conftest import BODY, RECIPIENT
+
+PhoneFactory = object
+STAREBRAIN = str(Path(sys.executable).parent / "starebrain")
+
+
+def send_argv(ledger: Path, key: Path, serial: str, *args: str) -> list[str]:
+    """`starebrain send` of the test intent through ``serial``."""
+    return [
+        STAREBRAIN, "--db", str(ledger), "send", "--device", serial, "--key", str(key),
+        "--to", RECIPIENT, "--body", BODY, "--action-id", "A-17", *args,
+    ]  # fmt: skip
+
+
+async def run(argv: list[str], limit_s: float = 60) -> tuple[int, str, str, float]:
+    """Run a command off the phone's loop; its exit code, stdout, stderr and duration."""
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), limit_s)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode(), time.monotonic() - started
+
+
+def ours(phone: SimulatedPhone) -> int:
+    """How many times the phone transmitted the test body."""
+    return sum(1 for t in phone.transmissions if t.body == BODY)
+
+
+@pytest.mark.slow
+async def test_wait_bounds_a_send_whose_command_hangs(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The phone sends, then its command never answers: with the default 20 s command timeout
+    `send --wait 3` still ends within about 3 s (exit 3: unresolved, never FAILED); a rerun
+    settles it by reading, and exactly one SMS went out."""
+    phone = await phone_factory(faults=["hang-after-send"])  # type: ignore[operator]
+    code, out, err, took = await run(
+        send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "3")
+    )
+    assert 3 == code, out + err
+    assert took < 6.0, f"--wait 3 took {took:.1f} s"
+    again = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "10"))
+    assert 0 == again[0], again[1] + again[2]
+    assert "SUCCEEDED" in again[1]
+    assert 1 == ours(phone)
+
+
+@pytest.mark.slow
+async def test_wait_bounds_connecting_to_a_phone_that_never_answers(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Every command hangs from the first one (the phone's shell never answers): connecting
+    gives up at the deadline with one line saying so, exit 1, nothing recorded or sent."""
+    phone = await phone_factory(faults=[("hang", 50)])  # type: ignore[operator]
+    code, out, err, took = await run(
+        send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "2")
+    )
+    assert 1 == code, out + err
+    assert took < 5.0, f"--wait 2 took {took:.1f} s"
+    assert "Traceback" not in err
+    assert 0 == ours(phone)
+
+
+@pytest.mark.slow
+async def test_a_long_send_shows_its_step_on_a_terminal_only(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """The message stays in the outbox: on a terminal the send shows what it waits for after a
+    second; piped, stderr and stdout carry no escape sequence and no status line."""
+    phone = await phone_factory(faults=["stuck-outbox"])  # type: ignore[operator]
+    argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "2.5")
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "TERM": "xterm"}
+    )
+    os.close(slave)
+    captured = bytearray()
+    loop = asyncio.get_running_loop()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            captured.extend(chunk)
+
+    reader = loop.run_in_executor(None, drain)
+    await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(reader, 10)
+    os.close(master)
+    shown = captured.decode(errors="replace")
+    assert 3 == process.returncode, shown
+    assert "waiting for the phone's row" in shown
+    piped = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "2"))
+    assert "\x1b[" not in piped[1] + piped[2]
+    assert "waiting for the phone's row" not in piped[1] + piped[2]
+
+
+@pytest.mark.slow
+async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Ctrl-C while the send waits for the phone's row: exit 130 and a message that an SMS may
+    already be out and rerunning the same command is safe; the rerun sends nothing more."""
+    phone = await phone_factory(faults=["stuck-outbox"])  # type: ignore[operator]
+    argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "30")
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    for _ in range(100):
+        if phone.transmissions or phone.store.max_id():
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    text = err.decode()
+    assert 130 == process.returncode, out.decode() + text
+    assert "An SMS may already be out" in text
+    assert "Rerunning the same command is safe" in text and "A-17" in text
+    assert "Traceback" not in text
+    rerun = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "1.5"))
+    assert 3 == rerun[0], rerun[1] + rerun[2]
+    assert 1 == sum(1 for command in phone.commands_run if "am start" in command)
