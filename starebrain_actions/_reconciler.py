@@ -9,8 +9,10 @@ Attribution on one device (the device lease means at most one attempt is in flig
 * candidates for an attempt are outgoing rows above its watermark (or, if the watermark was
   never recorded, above everything the ledger saw on the device before it), dated no earlier
   than its device clock minus a tolerance, and claimed by no other attempt;
-* a row dated outside the attempt's send window (when the round trip ended and the window
-  is known) is never its own, however well it matches;
+* on the UI path, a row dated outside the attempt's send window (when the round trip ended
+  and the window is known) is never its own, however well it matches: the app dates its row
+  when the send is pressed (on the framework path the framework dates it when the radio
+  answers, and ``creator`` decides instead);
 * a row matching the intent (recipient and body) is the artifact; a SENT row wins over a
   FAILED one. A further matching row inside the window is recorded against the attempt: a
   DUPLICATE when it is provably ours (the framework path's ``creator``), otherwise AMBIGUOUS
@@ -202,6 +204,21 @@ def _in_window(message: OutgoingMessage, record: ActionRecord) -> bool | None:
     return start - CLOCK_SLACK_MS <= message.date_ms <= start + window
 
 
+def _dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
+    """Is the row provably not this UI-path attempt's by its date? The messaging app dates
+    its row when the send is pressed, and keeps that date when the radio answers (AOSP
+    Messaging: ``MessageData``'s received timestamp, set when the message is created, is what
+    ``MmsUtils.updateSmsMessageSendingStatus`` writes to ``date``; packages/apps/Messaging at
+    android-14.0.0_r50), so a row dated after the send window closed is someone else's. On
+    the framework path the framework dates the row when the radio answers
+    (``SMSDispatcher.SmsTracker.persistSentMessageIfRequired`` puts
+    ``System.currentTimeMillis()``), which may be long after the window: there ``creator``
+    tells the rows apart instead, and the date proves nothing."""
+    if isinstance(record.evidence.get("creator"), str):
+        return False
+    return _in_window(message, record) is False
+
+
 def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     """Positive evidence that a row matching the intent only in part is this attempt's (so
     that a MISMATCH, and the resend it leads to, rests on more than a shared recipient or
@@ -275,8 +292,8 @@ def plan_device(
         ]
         # a row dated outside a known send window is not this attempt's, however well it
         # matches: the owner sending the same text later, or a twin's message
-        outside = [m.provider_object_id for m in candidates if _in_window(m, record) is False]
-        candidates = [m for m in candidates if _in_window(m, record) is not False]
+        outside = [m.provider_object_id for m in candidates if _dated_outside(m, record)]
+        candidates = [m for m in candidates if not _dated_outside(m, record)]
         scored = [
             (_score(verdict), message, verdict)
             for message in candidates
@@ -359,7 +376,7 @@ def plan_device(
                 and _key(message) not in taken
                 and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
-                and _in_window(message, record) is not False
+                and not _dated_outside(message, record)
                 and (
                     not isinstance(record.evidence.get("creator"), str)
                     or message.creator in (None, record.evidence["creator"])

@@ -65,3 +65,21 @@ async def test_auto_picks_the_framework_when_the_probe_says_it_works(
     async with agent_for(phone, send_path="auto") as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     assert (Status.SUCCEEDED, [SHELL]) == (outcome.status, [t.app for t in phone.transmissions])
+
+
+async def test_a_row_the_framework_writes_long_after_the_call_is_still_ours(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The framework dates its row when the radio answers (SMSDispatcher.SmsTracker
+    .persistSentMessageIfRequired puts System.currentTimeMillis(), frameworks/opt/telephony),
+    here 2.5 s after the call returned, well past the send window: on this path the date
+    proves nothing and ``creator`` decides, so the row confirms the attempt."""
+    phone = await sms_phone(send_delay_ms=2500)
+    async with agent_for(phone, send_path="framework") as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=10)
+    record = outcome.record
+    assert record is not None and record.device_clock_ms is not None
+    row = next(r for r in phone.store.rows(types=[2]) if r.creator == SHELL)
+    window = record.evidence["send_window_ms"]
+    assert row.date is not None and row.date > record.device_clock_ms + window
+    assert (Status.SUCCEEDED, row._id) == (outcome.status, record.provider_object_id)
