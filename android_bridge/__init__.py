@@ -13,6 +13,7 @@ from android_bridge._fence import (
     list_fences,
     remove_fences,
 )
+from android_bridge._fence import peek as peek_fences
 from android_bridge._fence import void as void_fences
 from android_bridge._framework import (
     SEND_TEXT_CODES,
@@ -36,6 +37,7 @@ from android_bridge.exceptions import (
     CommandRejected,
     DeviceUnreachable,
     IncompleteRead,
+    KeyFileError,
     KeyPermissionError,
     NotSent,
     OutcomeUnknown,
@@ -61,6 +63,7 @@ __all__ = [
     "FenceState",
     "FrameworkDispatcher",
     "IncompleteRead",
+    "KeyFileError",
     "KeyPermissionError",
     "MatchResult",
     "MessageType",
@@ -84,6 +87,7 @@ __all__ = [
     "normalize_recipient",
     "parse_int_rows",
     "parse_text_column",
+    "peek_fences",
     "posix_quote",
     "probe_framework_send",
     "remove_fences",

@@ -12,20 +12,22 @@ import asyncio
 import contextlib
 import re
 import socket
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import attrs
-import structlog
 from adb_shell import exceptions as adb_exceptions
 from adb_shell.adb_device_async import AdbDeviceAsync
 from adb_shell.transport.tcp_transport_async import TcpTransportAsync
 
-from android_bridge._keys import load_signer
+from android_bridge._keys import default_key_path, load_signer
+from android_bridge._log import get_logger
 from android_bridge._records import Mode
 from android_bridge._shell import StepOutput, frame_script
+from android_bridge._usb import ThreadedTransport, usb_serial, usb_transport
 from android_bridge.exceptions import (
     BridgeError,
     DeviceUnreachable,
@@ -38,8 +40,24 @@ from android_bridge.exceptions import (
 SYSTEM_PREFIX = "su 1000 "
 #: The payload limit of ADB protocol version 1 devices, used if the device announced none.
 _LEGACY_MAX_PAYLOAD = 4096
+#: adbd runs ``shell:COMMAND`` as ``/system/bin/sh -c COMMAND`` (packages/modules/adb
+#: ``daemon/shell_service.cpp``, ``Subprocess::ForkAndExec``): the command is one argument
+#: of one ``execve``, which Linux refuses (``E2BIG``) past ``MAX_ARG_STRLEN``, 32 pages of
+#: 4 KiB, its NUL included (include/uapi/linux/binfmts.h).
+MAX_ARG_STRLEN = 32 * 4096
+#: An ADB message header: command, arg0, arg1, data length, data crc, magic (command ^ ~0).
+_HEADER = struct.Struct("<6I")
+#: What a device may answer our ``CNXN`` with (system/core/adb/protocol.txt).
+_HANDSHAKE_REPLIES = frozenset({b"AUTH", b"CNXN"})
+#: Failures that mean "no answer in time".
+_TIMEOUTS: tuple[type[BaseException], ...] = (
+    asyncio.TimeoutError,
+    socket.timeout,
+    adb_exceptions.AdbTimeoutError,
+    adb_exceptions.TcpTimeoutException,
+)
 
-_log = structlog.get_logger("android_bridge.device")
+_log = get_logger("android_bridge.device")
 
 #: Every exception adb-shell, asyncio or the socket layer may raise during I/O. They share no
 #: base class, so they are listed one by one (adb-shell 0.4.x, read from its source).
@@ -65,14 +83,34 @@ class _EofAwareTransport(TcpTransportAsync):  # type: ignore[misc]
     """adb-shell's TCP transport, but a closed peer raises at once instead of spinning.
 
     At EOF ``StreamReader.read`` returns ``b""`` without suspending; adb-shell would loop on
-    it until its read timeout. A reset is what it is, so say so immediately.
+    it until its read timeout. A reset is what it is, so say so immediately. It also keeps
+    what a failed connection needs to say why: whether TCP connected, and the first bytes
+    the peer sent (an ADB header, or something else).
     """
+
+    #: True once the TCP connection is up.
+    tcp_connected = False
+    #: The first bytes received (up to one ADB header).
+    first_bytes = b""
+
+    async def connect(self, transport_timeout_s: float | None) -> None:
+        await super().connect(transport_timeout_s)
+        self.tcp_connected = True
 
     async def bulk_read(self, numbytes: int, transport_timeout_s: float | None) -> bytes:
         data: bytes = await super().bulk_read(numbytes, transport_timeout_s)
         if numbytes and not data:
             raise ConnectionResetError("the device closed the connection")
+        if len(self.first_bytes) < _HEADER.size:
+            self.first_bytes += data[: _HEADER.size - len(self.first_bytes)]
         return data
+
+    def spoke_adb(self) -> bool:
+        """True when the first message received has an ADB handshake header."""
+        if len(self.first_bytes) < _HEADER.size:
+            return False
+        command, _, _, _, _, magic = _HEADER.unpack(self.first_bytes)
+        return self.first_bytes[:4] in _HANDSHAKE_REPLIES and magic == command ^ 0xFFFFFFFF
 
     def is_alive(self) -> bool:
         reader: asyncio.StreamReader | None = self._reader
@@ -83,6 +121,32 @@ class _EofAwareTransport(TcpTransportAsync):  # type: ignore[misc]
             and not reader.at_eof()
             and not writer.is_closing()
         )
+
+
+class HandshakeFailure(str):
+    """Why a handshake cut short by a cancellation (a caller's deadline, an interrupt) could
+    not have succeeded: the message of that ``CancelledError``. (The error itself must stay
+    a plain ``CancelledError``: ``asyncio.timeout`` turns only that exact class into
+    ``TimeoutError``.)"""
+
+    __slots__ = ()
+
+
+def handshake_failure(error: BaseException) -> str | None:
+    """Why a connection cut short by a deadline could not have succeeded anyway ("the phone
+    has not authorised this key…", "not an ADB device…"), or None.
+
+    ``error`` is the ``TimeoutError`` ``asyncio.timeout`` raised (its ``__cause__`` is the
+    cancellation), or the cancellation itself.
+    """
+    for candidate in (error, error.__cause__):
+        if isinstance(candidate, asyncio.CancelledError) and candidate.args:
+            reason = candidate.args[0]
+        else:
+            reason = None
+        if isinstance(reason, HandshakeFailure):
+            return str(reason)
+    return None
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -148,15 +212,20 @@ class Device:
         command_timeout_s: float,
         default_region: str,
         read_as_system: bool = False,
+        key_path: Path | None = None,
     ) -> None:
         self.address = address
         self._read_as_system = read_as_system
-        self._host, self._port = parse_address(address)
+        #: the private key's file, named when the phone has not authorised it
+        self._key_path = key_path
+        #: the USB serial of a ``usb:SERIAL`` phone (None: ADB over TCP, ``host:port``)
+        self._usb_serial = usb_serial(address)
+        self._host, self._port = ("", 0) if self._usb_serial else parse_address(address)
         self._signer = signer
         self._connect_timeout_s = connect_timeout_s
         self._command_timeout_s = command_timeout_s
         self._default_region = default_region
-        self._transport: _EofAwareTransport | None = None
+        self._transport: _EofAwareTransport | ThreadedTransport | None = None
         self._adb: AdbDeviceAsync | None = None
         self._lock = asyncio.Lock()
         self._facts: DeviceFacts | None = None
@@ -185,11 +254,15 @@ class Device:
         connection is refused if ``su 1000 id`` does not run as uid 1000.
 
         Raises:
-            KeyPermissionError: the private key has loose permissions.
-            DeviceUnreachable: refused, timed out, authentication was refused, or
-                ``read_as_system`` was asked of a device without a working ``su 1000``.
+            KeyPermissionError: the private key has loose permissions (``KeyFileError``:
+                the key file is unreadable or not a key, "bad key file PATH").
+            DeviceUnreachable: refused, timed out, not an ADB device ("not an ADB device"),
+                the phone has not authorised the key ("the phone has not authorised this
+                key"), or ``read_as_system`` was asked of a device without a working
+                ``su 1000``.
         """
-        signer = load_signer(Path(key_path) if key_path is not None else None)
+        key_file = Path(key_path) if key_path is not None else default_key_path()
+        signer = load_signer(key_file)
         device = cls(
             address,
             signer=signer,
@@ -197,6 +270,7 @@ class Device:
             command_timeout_s=command_timeout_s,
             default_region=default_region,
             read_as_system=read_as_system,
+            key_path=key_file,
         )
         await device._connect()
         try:
@@ -244,8 +318,15 @@ class Device:
 
     async def _connect(self) -> None:
         await self.close()
-        transport = _EofAwareTransport(self._host, self._port)
+        transport = (
+            usb_transport(self.address)
+            if self._usb_serial
+            else _EofAwareTransport(self._host, self._port)
+        )
         adb = AdbDeviceAsync(transport, default_transport_timeout_s=self._connect_timeout_s)
+        # adb-shell calls this just before it offers our public key, i.e. once the phone
+        # refused every signature: from then on only a person tapping "Allow" lets us in.
+        offered_key: list[bool] = []
         try:
             async with asyncio.timeout(self._connect_timeout_s * 2):
                 await adb.connect(
@@ -253,17 +334,67 @@ class Device:
                     transport_timeout_s=self._connect_timeout_s,
                     auth_timeout_s=self._connect_timeout_s,
                     read_timeout_s=self._connect_timeout_s,
+                    auth_callback=lambda _device: offered_key.append(True),
                 )
         except _TRANSPORT_ERRORS as exc:
             with contextlib.suppress(*_TRANSPORT_ERRORS):
                 await adb.close()
             _log.warning("adb_connect_failed", device=self.address, error=type(exc).__name__)
             raise DeviceUnreachable(
-                f"{self.address}: could not connect and authenticate ({type(exc).__name__}: {exc})"
+                f"{self.address}: {self._why_not_connected(transport, bool(offered_key), exc)}"
             ) from exc
+        except asyncio.CancelledError as exc:
+            # The caller's deadline (or an interrupt) cut the handshake short. Stay cancelled,
+            # but when the handshake already showed why it cannot succeed, say so in the
+            # cancellation: a caller turning its deadline into an error finds it as the
+            # TimeoutError's __cause__ (``handshake_failure``).
+            writer = getattr(transport, "_writer", None)
+            if writer is not None:
+                writer.close()
+            if offered_key or (
+                isinstance(transport, _EofAwareTransport)
+                and transport.tcp_connected
+                and not transport.spoke_adb()
+            ):
+                why = self._why_not_connected(transport, bool(offered_key), exc)
+                raise asyncio.CancelledError(HandshakeFailure(f"{self.address}: {why}")) from exc
+            raise
         self._transport, self._adb = transport, adb
         self.connections += 1
         _log.info("adb_connected", device=self.address, connections=self.connections)
+
+    def _why_not_connected(self, transport: Any, offered_key: bool, exc: BaseException) -> str:
+        """Say which step of the handshake failed, in words a user can act on."""
+        if offered_key:
+            # adbd shows the "Allow USB debugging?" dialog and answers only once it is tapped.
+            return (
+                "the phone has not authorised this key: allow it on the phone; key:"
+                f" {self._key_path or default_key_path()} (tick 'Always allow' in the phone's"
+                " dialog, then try again)"
+            )
+        if not isinstance(transport, _EofAwareTransport) or transport.spoke_adb():
+            return f"could not connect and authenticate ({type(exc).__name__}: {exc})"
+        if not transport.tcp_connected:
+            return f"could not connect ({type(exc).__name__}: {exc})"
+        if transport.first_bytes:
+            return (
+                f"not an ADB device: it answered {transport.first_bytes[:16]!r}, not the ADB"
+                " protocol (is this the phone's adb port, 5555 by default?)"
+            )
+        if isinstance(exc, asyncio.CancelledError):
+            return (
+                "not an ADB device: the port accepted the connection but nothing answered the"
+                " ADB handshake"
+            )
+        if isinstance(exc, _TIMEOUTS):
+            return (
+                "not an ADB device: the port accepted the connection but nothing answered the"
+                f" ADB handshake within {self._connect_timeout_s:g} s"
+            )
+        return (
+            "not an ADB device: the port accepted the connection and closed it without an ADB"
+            f" handshake ({type(exc).__name__}: {exc})"
+        )
 
     async def reconnect(self) -> None:
         """Drop the connection and connect again.
@@ -280,7 +411,8 @@ class Device:
 
         Raises:
             DeviceUnreachable: (re)connecting failed; the command was not written.
-            NotSent: the command cannot be carried in one ADB packet.
+            NotSent: the command cannot be carried in one ADB packet, or is longer than one
+                ``execve`` argument may be (``MAX_ARG_STRLEN``).
             OutcomeUnknown: the command was written and then anything went wrong.
         """
         async with self._lock:
@@ -294,6 +426,12 @@ class Device:
                 raise NotSent(
                     f"command of {len(encoded)} bytes exceeds the device's ADB payload limit"
                     f" ({limit} bytes)"
+                )
+            if len(encoded) + 1 > MAX_ARG_STRLEN:
+                # the shell would never start: execve fails with E2BIG before anything runs
+                raise NotSent(
+                    f"command of {len(encoded)} bytes exceeds the {MAX_ARG_STRLEN - 1} bytes"
+                    " one argument may hold (Linux MAX_ARG_STRLEN): nothing was run"
                 )
             self.round_trips += 1
             try:

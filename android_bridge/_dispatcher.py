@@ -58,10 +58,10 @@ import re
 import secrets
 
 import attrs
-import structlog
 
 from android_bridge._device import Device
 from android_bridge._fence import claim_prefix, go_command, stage_command
+from android_bridge._log import get_logger
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
@@ -70,12 +70,15 @@ from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
 from android_bridge.recipients import normalize_recipient
 
-_log = structlog.get_logger("android_bridge.dispatcher")
+_log = get_logger("android_bridge.dispatcher")
 
 #: Printed after ``am``'s output with its exit status: ``SBAMX<nonce>:<status>``.
 AM_EXIT_MARKER = "SBAMX"
 #: Printed right before the first key event: its absence proves no key was pressed.
 GO_MARKER = "SBGO"
+#: Printed after the keys with the phone's clock right before the first key and right after
+#: the last: the window in which the app wrote the attempt's row.
+KEYS_MARKER = "SBKEYS"
 #: Printed once the send script claimed its fence name: ``SBCLAIM<nonce>``.
 CLAIM_MARKER = "SBCLAIM"
 #: The only lines ``am start -W`` prints for a clean launch (ActivityManagerShellCommand,
@@ -254,9 +257,12 @@ def send_command(
     if fence is not None:
         chain.append(go_command(fence[0]))
     chain.append(f"echo {GO_MARKER}{nonce}")
+    chain.append("p=$(date +%s%3N)")
     chain.extend(f"input keyevent {code}" for code in app.key_events)
+    chain.append("k=$(date +%s%3N)")
     if fence is not None:
-        chain.append(stage_command(fence[0], "keys"))
+        chain.append(stage_command(fence[0], "keys", clock="$k"))
+    chain.append(f'echo "{KEYS_MARKER}{nonce}:$p:$k"')
     start = " && ".join([*pre, f"o=$({am} 2>&1)"])
     lists = [*gate, *head, start]
     return (
@@ -282,6 +288,9 @@ class _SendOutput:
     pressed: bool
     #: What the key events printed.
     input_output: str
+    #: The phone's clock (ms) right before the first key and right after the last, when the
+    #: script got that far and printed them.
+    keys_window: tuple[int, int] | None = None
 
 
 def _take_lines(text: str, prefix: str) -> tuple[list[str], str]:
@@ -330,13 +339,21 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
             pressed=False,
             input_output=rest,
         )
+    keys_line = re.compile(rf"^{KEYS_MARKER}{nonce}:(\d{{1,19}}):(\d{{1,19}})\n", re.MULTILINE)
+    after_go = rest[len(go_line) :]
+    keys = list(keys_line.finditer(after_go))
+    window = None
+    if len(keys) == 1:
+        window = (int(keys[0].group(1)), int(keys[0].group(2)))
+        after_go = after_go[: keys[0].start()] + after_go[keys[0].end() :]
     return _SendOutput(
         role_holder=role_holder,
         passed=checks,
         am_output=am_output,
         am_status=int(found.group(1)),
         pressed=True,
-        input_output=rest[len(go_line) :],
+        input_output=after_go,
+        keys_window=window,
     )
 
 
@@ -445,10 +462,13 @@ class SmsDispatcher:
             watermark_id=trip.watermark_id,
             watermark_proven=trip.watermark_proven,
         )
-        return trip.evidence(
-            am_output=split.am_output,
-            input_output=split.input_output,
-            fence_claimed=fence is not None,
+        return attrs.evolve(
+            trip.evidence(
+                am_output=split.am_output,
+                input_output=split.input_output,
+                fence_claimed=fence is not None,
+            ),
+            keys_window_ms=split.keys_window,
         )
 
 

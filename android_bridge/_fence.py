@@ -89,9 +89,10 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     )
 
 
-def stage_command(dispatch_id: str, stage: str) -> str:
-    """A stage marker: a symlink whose target is the phone's clock in ms."""
-    return f'ln -s "$(date +%s%3N)/." {fence_path(dispatch_id)}.{stage}'
+def stage_command(dispatch_id: str, stage: str, clock: str = "$(date +%s%3N)") -> str:
+    """A stage marker: a symlink whose target is the phone's clock in ms (``clock``: the
+    shell text giving it, e.g. a variable already holding it)."""
+    return f'ln -s "{clock}/." {fence_path(dispatch_id)}.{stage}'
 
 
 def go_command(dispatch_id: str) -> str:
@@ -108,6 +109,9 @@ class FenceState(enum.StrEnum):
     CLAIMED = "claimed"
     #: The epoch is gone (the folder was cleared or the phone wiped): no proof either way.
     LOST = "lost"
+    #: (A peek only, which claims nothing.) Nobody holds the name yet, or the script holds
+    #: it but not yet ``go``: it may not have started, or be on its way.
+    OPEN = "open"
 
 
 @attrs.frozen(kw_only=True)
@@ -164,15 +168,20 @@ async def ensure_epoch(device: Device) -> Epoch:
     return Epoch(epoch=names[0], created=names == [fresh])
 
 
-def _void_step(dispatch_id: str, epoch: str) -> str:
+def _void_step(dispatch_id: str, epoch: str, *, claim: bool = True) -> str:
     path = fence_path(dispatch_id)
     marker = f"{FENCE_ROOT}/.epoch-{check_epoch(epoch)}"
     epoch_ok = f"ls -d {marker} >/dev/null 2>&1"
+    take, take_go = (
+        (f"ln -s {VOID} {path} 2>/dev/null", f"ln -s {VOID} {path}.go 2>/dev/null")
+        if claim
+        else ("false", "false")
+    )
     return (
-        f'{epoch_ok} && ln -s {VOID} {path} 2>/dev/null; echo "V:$?";'
+        f'{epoch_ok} && {take}; echo "V:$?";'
         f' readlink {path} 2>/dev/null; echo "L:$?";'
         f" {epoch_ok} && readlink {path} 2>/dev/null | grep -qxF {SCRIPT}"
-        f' && ln -s {VOID} {path}.go 2>/dev/null; echo "G:$?";'
+        f' && {take_go}; echo "G:$?";'
         f' readlink {path}.go 2>/dev/null; echo "R:$?";'
         f' readlink {path}.am 2>/dev/null; echo "A:$?";'
         f' readlink {path}.keys 2>/dev/null; echo "K:$?";'
@@ -226,8 +235,13 @@ def _parse_void(dispatch_id: str, output: str) -> FenceReport:
             )
         if go == [SCRIPT]:
             return FenceReport(dispatch_id=dispatch_id, state=FenceState.CLAIMED, stages=stages)
+        if go is None and codes["G"] != 0 and codes["E"] == 0:
+            # only a peek gets here (a void would have claimed go): the script is on its way
+            return FenceReport(dispatch_id=dispatch_id, state=FenceState.OPEN, stages=stages)
     if link is None and codes["E"] != 0:
         return FenceReport(dispatch_id=dispatch_id, state=FenceState.LOST)
+    if link is None and codes["V"] != 0 and codes["E"] == 0:
+        return FenceReport(dispatch_id=dispatch_id, state=FenceState.OPEN)  # a peek: unclaimed
     raise UnparseableOutput("the fence names hold something neither side wrote")
 
 
@@ -242,6 +256,25 @@ async def void(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[Fen
     if not attempts:
         return ()
     steps = [_void_step(dispatch_id, epoch) for dispatch_id, epoch in attempts]
+    outputs = await device.run(steps)
+    return tuple(
+        _parse_void(dispatch_id, step.output)
+        for (dispatch_id, _epoch), step in zip(attempts, outputs, strict=True)
+    )
+
+
+async def peek(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[FenceReport, ...]:
+    """Read the fence of each ``(dispatch_id, epoch)`` without claiming anything (one round
+    trip): for an attempt whose sender may still be running, whose script must not be
+    voided yet. OPEN: not claimed, or claimed but not yet ``go``; CLAIMED with its stages;
+    VOIDED by an earlier void; LOST.
+
+    Raises:
+        BridgeError: transport failures or an unreadable answer.
+    """
+    if not attempts:
+        return ()
+    steps = [_void_step(dispatch_id, epoch, claim=False) for dispatch_id, epoch in attempts]
     outputs = await device.run(steps)
     return tuple(
         _parse_void(dispatch_id, step.output)

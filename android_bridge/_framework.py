@@ -56,8 +56,6 @@ import time
 from collections import deque
 from typing import Final, Literal
 
-import structlog
-
 from android_bridge._device import Device
 from android_bridge._dispatcher import (
     CLAIM_MARKER,
@@ -66,11 +64,12 @@ from android_bridge._dispatcher import (
     shell_recipient,
 )
 from android_bridge._fence import claim_prefix, go_command, stage_command
+from android_bridge._log import get_logger
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown
 
-_log = structlog.get_logger("android_bridge.framework")
+_log = get_logger("android_bridge.framework")
 
 #: The adb shell user's package: the only ``callingPkg`` the ``SEND_SMS`` app-op accepts
 #: from uid 2000 (``AppOpsManager.noteOp`` checks that the package belongs to the uid).

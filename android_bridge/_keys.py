@@ -1,4 +1,5 @@
-"""The ADB RSA key: created on first use with owner-only permissions, refused when loose."""
+"""The ADB RSA key: created on first use with owner-only permissions, refused when loose or
+unusable."""
 
 from __future__ import annotations
 
@@ -10,24 +11,31 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from android_bridge.exceptions import KeyPermissionError
+from android_bridge._paths import config_dir
+from android_bridge.exceptions import KeyFileError, KeyPermissionError
 
 #: Environment variable overriding the default private key path.
 KEY_PATH_ENV = "STAREBRAIN_ADB_KEY"
 
 
 def default_key_path() -> Path:
-    """Where the private key lives: ``$STAREBRAIN_ADB_KEY``, else
-    ``$XDG_CONFIG_HOME/starebrain/adbkey`` (``~/.config/starebrain/adbkey``)."""
+    """Where the private key lives: ``$STAREBRAIN_ADB_KEY``, else ``adbkey`` in the user's
+    starebrain configuration directory (``$XDG_CONFIG_HOME/starebrain/adbkey``, i.e.
+    ``~/.config/starebrain/adbkey`` on Linux; see ``android_bridge._paths``)."""
     override = os.environ.get(KEY_PATH_ENV)
     if override:
         return Path(override).expanduser()
-    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config_home) / "starebrain" / "adbkey"
+    return config_dir() / "adbkey"
 
 
 def _check_private(path: Path) -> None:
-    mode = stat.S_IMODE(path.stat().st_mode)
+    try:
+        status = path.stat()
+    except OSError as exc:
+        raise KeyFileError(f"bad key file {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(status.st_mode):
+        raise KeyFileError(f"bad key file {path}: not a regular file")
+    mode = stat.S_IMODE(status.st_mode)
     if mode & 0o077:
         raise KeyPermissionError(
             f"ADB private key {path} has mode {mode:04o}; it must be readable by its owner only."
@@ -46,13 +54,17 @@ def ensure_key(path: Path | None = None) -> Path:
 
     Raises:
         KeyPermissionError: an existing private key is readable or writable by others.
+        KeyFileError: an existing key file is unreadable or not an RSA private key.
     """
     key_path = path if path is not None else default_key_path()
     public_path = Path(str(key_path) + ".pub")
     if key_path.exists():
         _check_private(key_path)
         if not public_path.exists():
-            _write_public_key(key_path, public_path)
+            try:
+                _write_public_key(key_path, public_path)
+            except Exception as exc:  # see load_signer: the key parsers share no base class
+                raise KeyFileError(f"bad key file {key_path}: {_reason(exc)}") from exc
         return key_path
     key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -74,8 +86,28 @@ def load_signer(path: Path | None = None) -> Any:
 
     Raises:
         KeyPermissionError: the private key has loose permissions.
+        KeyFileError: the key file is unreadable or not an RSA private key ("bad key file").
     """
     from adb_shell.auth.sign_cryptography import CryptographySigner
 
-    key_path = ensure_key(path)
-    return CryptographySigner(str(key_path))
+    key_path = path if path is not None else default_key_path()
+    try:
+        key_path = ensure_key(key_path)
+        signer = CryptographySigner(str(key_path))
+    except KeyPermissionError:
+        raise
+    except Exception as exc:
+        # adb-shell and cryptography raise OSError, ValueError, TypeError (an encrypted
+        # key), UnsupportedAlgorithm, even AssertionError for a file that is not a key.
+        raise KeyFileError(f"bad key file {key_path}: {_reason(exc)}") from exc
+    if not isinstance(signer.rsa_key, rsa.RSAPrivateKey):
+        raise KeyFileError(f"bad key file {key_path}: not an RSA private key")
+    return signer
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, TypeError) and "password" in str(exc).lower():
+        return "the key is encrypted (adb keys have no passphrase)"
+    return f"not a PEM RSA private key ({type(exc).__name__})"

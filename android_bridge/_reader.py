@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import attrs
-import structlog
 
 from android_bridge._device import Device
+from android_bridge._log import get_logger
 from android_bridge._mms import parse_pdus, pdu_query, read_details
 from android_bridge._parser import content_query, parse_int_rows, parse_text_column
 from android_bridge._records import (
@@ -50,7 +50,7 @@ from android_bridge._records import (
 )
 from android_bridge.exceptions import IncompleteRead, UnparseableOutput
 
-_log = structlog.get_logger("android_bridge.reader")
+_log = get_logger("android_bridge.reader")
 
 #: Integer columns read in the integer query, in projection order.
 INT_COLUMNS: tuple[str, ...] = (

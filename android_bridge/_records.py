@@ -135,3 +135,6 @@ class DispatchEvidence:
     mms_watermark_id: int = 0
     #: True when the send script claimed the attempt's fence on the phone before ``am``.
     fence_claimed: bool = False
+    #: The phone's clock (ms) right before the first key and right after the last (the UI
+    #: path): the app wrote the attempt's row in between. None: not printed.
+    keys_window_ms: tuple[int, int] | None = None

@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import re
 import secrets
+import shlex
 from collections.abc import Sequence
 
 import attrs
 
 from android_bridge.exceptions import CommandRejected, IncompleteRead
 
-_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-
 
 def posix_quote(text: str) -> str:
     """Quote ``text`` so a POSIX shell passes it to a command as one literal argument.
 
-    Single quotes make every character literal except the single quote itself, which is
-    written as ``'\\''``. A NUL cannot travel in a shell argument at all, and a lone surrogate
-    cannot be encoded as UTF-8, so both are refused.
+    ``shlex.quote`` does the quoting: ASCII letters, digits and ``@%+=:,./-_`` stay as they
+    are, anything else goes in single quotes, which make every character literal except the
+    single quote itself (written ``'"'"'``). What it does not check is checked here: a NUL
+    cannot travel in a shell argument at all, and a lone surrogate cannot be encoded as
+    UTF-8, so both are refused.
 
     Raises:
         CommandRejected: ``text`` contains NUL or cannot be encoded as UTF-8.
@@ -37,9 +38,7 @@ def posix_quote(text: str) -> str:
         raise CommandRejected(
             "a shell argument must be valid Unicode (no lone surrogates)"
         ) from exc
-    if text and _SAFE.fullmatch(text):
-        return text
-    return "'" + text.replace("'", "'\\''") + "'"
+    return shlex.quote(text)
 
 
 @attrs.frozen(kw_only=True)

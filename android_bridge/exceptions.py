@@ -15,6 +15,7 @@ FAILED-vs-PENDING by class alone::
     │   ├── UnparseableOutput    output the parser cannot read *exactly*; it refuses, never guesses
     │   └── IncompleteRead       the output is truncated or changed while it was being read
     └── KeyPermissionError       the ADB private key file or its directory is readable by others
+        └── KeyFileError         the key file is unreadable or not an RSA private key
 
 Only :class:`NotSent` (and its subclasses) may turn a dispatch into FAILED. A read that raises
 :class:`ReadFailed` leaves every pending attempt pending.
@@ -27,6 +28,7 @@ __all__ = [
     "CommandRejected",
     "DeviceUnreachable",
     "IncompleteRead",
+    "KeyFileError",
     "KeyPermissionError",
     "NotSent",
     "OutcomeUnknown",
@@ -74,3 +76,9 @@ class IncompleteRead(ReadFailed):
 
 class KeyPermissionError(BridgeError):
     """The ADB private key (or its directory) has permissions looser than the owner's."""
+
+
+class KeyFileError(KeyPermissionError):
+    """The ADB private key file cannot be used: not a regular file, unreadable, or not an
+    unencrypted RSA private key in PEM form. (A ``KeyPermissionError``, so every caller that
+    stops on a key it must not use stops on this one too.)"""

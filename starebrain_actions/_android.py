@@ -22,16 +22,19 @@ from android_bridge import (
     FrameworkDispatcher,
     MessagingApp,
     NotSent,
+    OutcomeUnknown,
     SmsDispatcher,
     SmsMessage,
     SmsReader,
     ensure_epoch,
     list_fences,
     message_matches_intent,
+    peek_fences,
     probe_framework_send,
     remove_fences,
     void_fences,
 )
+from android_bridge._device import handshake_failure
 from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
@@ -40,6 +43,7 @@ from starebrain_actions.exceptions import (
     DispatchNotSent,
     DispatchOutcomeUnknown,
     DispatchUnreachable,
+    LinkDown,
     LookupFailed,
     PhoneError,
 )
@@ -85,6 +89,14 @@ def _app_evidence(am_output: str) -> dict[str, object]:
 
 class PhoneUnavailable(PhoneError):
     """The phone could not be connected to at all (nothing was sent or read)."""
+
+
+def connect_failure(error: BaseException) -> str | None:
+    """Why a connection that a caller's deadline cut short could not have succeeded anyway
+    ("…: the phone has not authorised this key…", "…: not an ADB device…"), or None: for a
+    caller turning its ``asyncio.timeout`` around ``AndroidPhone.connect`` into
+    ``PhoneUnavailable``, pass it the ``TimeoutError``."""
+    return handshake_failure(error)
 
 
 class AndroidPhone:
@@ -136,8 +148,10 @@ class AndroidPhone:
         no RCS), or "auto" (the framework when a probe of the phone says it works).
 
         Raises:
-            PhoneUnavailable: the device cannot be reached or refused the key.
-            KeyPermissionError: the ADB private key is readable by others.
+            PhoneUnavailable: the device cannot be reached, is not an ADB device, or has not
+                authorised the key (the message says which).
+            KeyPermissionError: the ADB private key is readable by others, or (its subclass
+                ``KeyFileError``) unreadable or not a key: "bad key file PATH".
         """
         if read_as_system is None:
             read_as_system = os.environ.get(READ_AS_SYSTEM_ENV, "") == "1"
@@ -161,8 +175,8 @@ class AndroidPhone:
             raise
         except BridgeError as exc:
             raise PhoneUnavailable(str(exc)) from exc
-        except ValueError as exc:  # a malformed serial
-            raise PhoneUnavailable(f"{serial}: {exc}") from exc
+        except ValueError as exc:  # a malformed serial: the message quotes it (repr)
+            raise PhoneUnavailable(str(exc)) from exc
         return cls(device, region=region, app=app, send_path=send_path)
 
     def remember_highest_id(self, row_id: int) -> None:
@@ -209,30 +223,54 @@ class AndroidPhone:
                 "round_trips": evidence.round_trips,
                 "mms_watermark_id": evidence.mms_watermark_id,
                 **({"fence": "claimed"} if evidence.fence_claimed else {}),
+                **(
+                    {"keys_window_ms": list(evidence.keys_window_ms)}
+                    if evidence.keys_window_ms is not None
+                    else {}
+                ),
                 # the keys were pressed, and the app wrote its row, between the device clock
                 # read before the send and the end of this round trip
                 "send_window_ms": int((time.monotonic() - started) * 1000) + SEND_WINDOW_MARGIN_MS,
                 **(
                     _app_evidence(evidence.am_output)
                     if self.send_path == "ui"
-                    else {"send_path": "framework", "creator": SHELL_PACKAGE}
+                    else self.path_evidence()
                 ),
             },
         )
+
+    def path_evidence(self) -> dict[str, str]:
+        """What an attempt must know of the send path before it is sent: on the framework
+        path, the package the framework will name as the row's ``creator`` (so that an attempt
+        whose round trip never ended is still attributed by creator, not by date)."""
+        if self.send_path == "framework":
+            return {"send_path": "framework", "creator": SHELL_PACKAGE}
+        return {}
 
     async def fence_epoch(self) -> str:
         """The phone's fence epoch, asked once per connection; see ``Phone.fence_epoch``."""
         if self._epoch is None:
             try:
                 self._epoch = (await ensure_epoch(self._device)).epoch
+            except (DeviceUnreachable, OutcomeUnknown) as exc:
+                raise LinkDown(f"{self.device}: fence epoch: {exc}") from exc
             except BridgeError as exc:
                 raise LookupFailed(f"{self.device}: fence epoch: {exc}") from exc
         return self._epoch
 
     async def void(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
         """Void the fences of these attempts, or learn their scripts ran; see ``Phone.void``."""
+        return await self._fences(attempts, claim=True)
+
+    async def peek(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
+        """Read the fences of these attempts, claiming nothing; see ``Phone.peek``."""
+        return await self._fences(attempts, claim=False)
+
+    async def _fences(
+        self, attempts: Sequence[tuple[str, str]], *, claim: bool
+    ) -> tuple[FenceCheck, ...]:
         try:
-            reports = await void_fences(self._device, attempts)
+            reports = await (void_fences if claim else peek_fences)(self._device, attempts)
         except BridgeError as exc:
             raise LookupFailed(f"{self.device}: fence: {exc}") from exc
         return tuple(

@@ -299,7 +299,8 @@ def resolve(
         )
         raise InvalidInput(
             f"attempt {record.dispatch_id} was CONFIRMED{shown}: the phone showed its message;"
-            " ruling it not sent needs force"
+            " ruling it not sent needs force, and makes the action FAILED: a later send of it"
+            " sends the SMS again (if its budget allows)"
         )
     if row is not None and not as_sent:
         raise InvalidInput("a not-sent ruling names no provider row")
@@ -345,6 +346,24 @@ def resolve(
         review_reason=None,
         resolved_by=operator,
     )
+
+
+def ruling_in_force(
+    record: ActionRecord, *, as_sent: bool, row: tuple[ProviderKind, int] | None = None
+) -> bool:
+    """True when an operator's earlier ruling already says what this one says and nothing has
+    flagged the attempt since: restating it would change nothing, so nothing is written.
+
+    A ruling naming another provider row, a not-sent ruling naming one, or any ruling on an
+    attempt flagged for review again is not a repeat (``resolve`` decides those).
+    """
+    if record.resolved_by is None or record.review_reason is not None:
+        return False
+    if not as_sent:
+        return row is None and record.delivery is DeliveryState.FAILED
+    if not (record.delivery is _C and record.acceptance is AcceptanceState.ACCEPTED):
+        return False
+    return row is None or (record.provider_kind, record.provider_object_id) == row
 
 
 def record_submission(
@@ -487,6 +506,8 @@ def settle_by_fence(
             actor=actor,
             evidence={"fence": "lost"},
         )
+    if state == "open":
+        return None  # a peek: the script has not claimed its keys yet; nothing is proven
     raise InvalidInput(f"unknown fence state {state!r}")
 
 
@@ -616,7 +637,9 @@ def reconcile(
     invariant 4); past ``unverified_after``, an attempt whose send script ran (its fence says
     so, or it has none) goes to review as UNVERIFIED (RCS_SUSPECTED when the app that took
     the intent can send as RCS chat), which releases the device's lease.
-    Ambiguous attribution: flagged for review, never failed.
+    Ambiguous attribution: flagged for review, never failed. (An unresolved attempt in review
+    as UNVERIFIED, RCS_SUSPECTED, AMBIGUOUS or STUCK no longer holds its device's lease:
+    ``LEASE_RELEASING_REVIEWS``.)
 
     Raises:
         InvalidInput: a SENT artifact comes without a match verdict.

@@ -5,6 +5,11 @@ thread (one thread hop per operation, however many statements it holds). The con
 in autocommit mode, WAL, ``synchronous=FULL``: a receipt must survive a power cut as well as
 a crash, because it is committed *before* the SMS leaves and is the only proof an attempt was
 made; with ``NORMAL`` the last commits of a WAL database may roll back on power loss.
+
+Opening never harms a file that is not a ledger: a file that is not SQLite, or a SQLite
+database with other tables, is refused before anything is written to it. A new ledger file is
+created mode 0600 (it holds phone numbers and bodies); ``read_only`` opens SQLite read-only
+(``mode=ro``) for auditors and backups, and never migrates.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import json
 import os
 import re
 import sqlite3
+import stat
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -38,6 +45,7 @@ from starebrain_actions._convert import (
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
+    LEASE_RELEASING_REVIEWS,
     AcceptanceState,
     Action,
     ActionRecord,
@@ -127,6 +135,10 @@ def _json(value: Mapping[str, Any]) -> str:
     return _ENCODER.encode(value if isinstance(value, dict) else dict(value))
 
 
+#: The reviews that release a device's lease, as SQL (``LEASE_RELEASING_REVIEWS``).
+_RELEASING: Final = ", ".join(f"'{reason.value}'" for reason in sorted(LEASE_RELEASING_REVIEWS))
+
+
 def _migrations() -> list[tuple[int, str]]:
     folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
     found: list[tuple[int, str]] = []
@@ -149,21 +161,189 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _check_path(path: Path) -> None:
-    if path.is_dir():
+#: Tables every ledger has, whatever its schema version.
+_LEDGER_TABLES: Final = frozenset({"actions", "attempts", "history"})
+#: The first 16 bytes of every SQLite 3 database file.
+
+
+class _FileKind(enum.Enum):
+    """What is at the ledger path before SQLite touches it."""
+
+    MISSING = "missing"
+    EMPTY = "empty"
+    SQLITE = "sqlite"
+
+
+def _inspect(path: Path) -> _FileKind:
+    """Look at ``path`` without opening it with SQLite.
+
+    Raises:
+        LedgerUnavailable: a directory, a device or pipe (``/dev/null``), an unreadable file,
+            or a file that is not SQLite (it is left unchanged).
+    """
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return _FileKind.MISSING
+    except OSError as exc:
+        raise LedgerUnavailable(f"cannot use the ledger path {path}: {exc.strerror}") from exc
+    if stat.S_ISDIR(status.st_mode):
         raise LedgerUnavailable(f"ledger path {path} is a directory; give a file path")
+    if not stat.S_ISREG(status.st_mode):
+        raise LedgerUnavailable(
+            f"{path} is not a regular file (a device, a pipe or a socket), so not a ledger;"
+            " give the path of a ledger file"
+        )
+    if status.st_size == 0:
+        wal = path.with_name(path.name + "-wal")
+        if not (wal.exists() and wal.stat().st_size > 0):
+            return _FileKind.EMPTY
+        return _FileKind.SQLITE
+    if not os.access(path, os.R_OK):
+        raise LedgerUnavailable(f"ledger file {path} is not readable by this user")
+    if not _is_sqlite(path):
+        raise LedgerUnavailable(
+            f"{path} is not a SQLite database, so not a starebrain ledger; it was left unchanged"
+        )
+    return _FileKind.SQLITE
+
+
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Ask SQLite itself whether ``path`` holds a database (read-only; nothing is written).
+
+    Never with a plain ``open()`` of the file: closing *any* descriptor of a file drops every
+    POSIX record lock the process holds on it (``fcntl`` semantics), SQLite's own included,
+    when a ledger is already open in this process (an agent per phone, say). Another process
+    could then checkpoint and delete the WAL under the live connection, losing its commits.
+    SQLite's unix VFS shares one lock record per file among a process's connections and keeps
+    such descriptors open while locks are held, so asking through SQLite is safe. A quiescent
+    file (no ``-shm``, no WAL content: nobody has it open) is read as immutable, which
+    creates no ``-wal``/``-shm`` beside it.
+    """
+    wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+    quiescent = not shm.exists() and not (wal.exists() and wal.stat().st_size > 0)
+    try:
+        connection = sqlite3.connect(_read_only_uri(path, immutable=quiescent), uri=True)
+    except sqlite3.Error:
+        return True  # cannot tell here: the real open reports what is wrong
+    try:
+        connection.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        # anything but "file is not a database" (busy, damaged pages, a WAL file without its
+        # index) is SQLite's to report when the ledger is really opened
+        if "not a database" not in str(exc):
+            return True
+    else:
+        return True
+    finally:
+        connection.close()
+    # SQLite cannot read it: a damaged ledger keeps the magic string (its pages are
+    # reported as damaged), anything else is not SQLite. Reading the magic directly is safe
+    # now: no connection of this process can be using a file SQLite cannot read.
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> _FileKind:
+    """Refuse, with the reason, a path this open must not use; say what is there.
+
+    Raises:
+        LedgerUnavailable: see ``Ledger.open``.
+    """
+    kind = _inspect(path)
     parent = path.parent if str(path.parent) else Path()
-    if not parent.is_dir():
-        raise LedgerUnavailable(f"ledger directory {parent} does not exist")
-    if path.exists():
-        if not os.access(path, os.R_OK | os.W_OK):
-            raise LedgerUnavailable(f"ledger file {path} is not readable and writable by this user")
-    elif not os.access(parent, os.W_OK | os.X_OK):
-        raise LedgerUnavailable(f"cannot create the ledger in {parent}: directory is read-only")
+    if kind is _FileKind.MISSING:
+        if not parent.is_dir():
+            raise LedgerUnavailable(f"ledger directory {parent} does not exist")
+        if read_only or not create:
+            raise LedgerUnavailable(f"no ledger at {path}")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise LedgerUnavailable(f"cannot create the ledger in {parent}: directory is read-only")
+        return kind
+    if kind is _FileKind.EMPTY and (read_only or not create):
+        raise LedgerUnavailable(
+            f"{path} is an empty file, not a ledger (only a command that creates ledgers, such"
+            " as `starebrain send`, makes it one); it was left unchanged"
+        )
+    if read_only:
+        if not os.access(path, os.R_OK):
+            raise LedgerUnavailable(f"ledger file {path} is not readable by this user")
+        return kind
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise LedgerUnavailable(
+            f"ledger file {path} is not readable and writable by this user (read commands"
+            " such as `starebrain list` open it read-only)"
+        )
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
         if side.exists() and not os.access(side, os.R_OK | os.W_OK):
             raise LedgerUnavailable(f"{side} is not readable and writable by this user")
+    return kind
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty ledger file readable and writable by its owner only (mode 0600): it
+    will hold phone numbers and message bodies. SQLite gives its ``-wal`` and ``-shm`` files
+    the same mode. Another process creating it first is fine."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise LedgerUnavailable(f"cannot create the ledger {path}: {exc.strerror}") from exc
+    os.close(descriptor)
+
+
+def _read_only_uri(path: Path, *, immutable: bool) -> str:
+    """A ``file:`` URI opening ``path`` read-only (``immutable``: no locks, no ``-shm``)."""
+    quoted = urllib.parse.quote(os.fsencode(path.absolute()))
+    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+class _WalIndexUnavailable(LedgerUnavailable):
+    """A read-only open of a WAL database found no ``-shm`` file it could open or create."""
+
+
+def inspect_ledger(path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+    """Check, without writing or creating anything, that ``path`` holds a starebrain ledger
+    this version can use (``read_only``: without migrating it), for a caller about to create
+    files next to it (a lock) before opening it.
+
+    A quiescent ledger (no ``-shm``, no ``-wal`` content: nobody has it open) is read as
+    immutable, so that not even SQLite's ``-wal`` and ``-shm`` files are created.
+
+    Raises:
+        LedgerUnavailable: missing, empty, not SQLite, a foreign SQLite database, damaged, or
+            (``read_only``) in need of a migration.
+        SchemaTooNew: written by a newer version.
+    """
+    file = Path(path)
+    _check_path(file, read_only=True, create=False)
+    quiescent = not file.with_name(file.name + "-shm").exists() and not _has_wal(file)
+    for immutable in (True,) if quiescent else (False, True):
+        try:
+            with contextlib.closing(
+                sqlite3.connect(_read_only_uri(file, immutable=immutable), uri=True)
+            ) as db:
+                version, objects = _probe(db, file)
+                _classify(file, version, objects, read_only=read_only, create=False)
+                return
+        except _WalIndexUnavailable:
+            if immutable or _has_wal(file):
+                raise
+        except sqlite3.DatabaseError as exc:
+            raise _operational(file, exc) from exc
+
+
+def _has_wal(path: Path) -> bool:
+    wal = path.with_name(path.name + "-wal")
+    return wal.exists() and wal.stat().st_size > 0
 
 
 class Ledger:
@@ -198,30 +378,56 @@ class Ledger:
         *,
         busy_timeout_s: float = 10.0,
         clock: Callable[[], datetime] | None = None,
+        read_only: bool = False,
+        create: bool = True,
     ) -> AsyncIterator[Ledger]:
         """Open (creating and migrating if needed) the ledger at ``path``.
 
+        ``create``: a missing path, an empty (0-byte) file or an empty SQLite database becomes
+        a new ledger (a new file is made mode 0600); with False they are refused.
+        ``read_only``: open SQLite read-only (``file:…?mode=ro``; in a directory this user
+        cannot write, with no ``-wal`` file, as an immutable snapshot), for auditors and
+        backups: nothing is created or migrated, and every write raises LedgerUnavailable.
+        Whatever the flags, a file that is not a ledger is refused and left byte for byte
+        unchanged.
+
         Raises:
-            LedgerUnavailable: the path is a directory, read-only, or not a SQLite database.
+            LedgerUnavailable: the path is a directory, a device, read-only (unless
+                ``read_only``), missing or empty (unless ``create``), not SQLite, a SQLite
+                database of something else, damaged, or (``read_only``) in need of a migration.
             SchemaTooNew: the database was written by a newer version (it is not touched).
         """
         file = Path(path)
-        _check_path(file)
-        try:
-            connection = await aiosqlite.connect(
-                file, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+        create = create and not read_only
+        kind = _check_path(file, read_only=read_only, create=create)
+        if kind is _FileKind.MISSING:
+            _create_private(file)
+        attempts = (False, True) if read_only else (False,)
+        for immutable in attempts:
+            connection = await _connect(
+                file, read_only=read_only, immutable=immutable, busy_timeout_s=busy_timeout_s
             )
-        except sqlite3.Error as exc:
-            raise LedgerUnavailable(f"cannot open ledger {file}: {exc}") from exc
-        connection.row_factory = sqlite3.Row
-        ledger = cls(connection, file, clock or _utc_now)
-        try:
-            await ledger._prepare_with_retries(file, busy_timeout_s)
-            yield ledger
-        finally:
-            await connection.close()
+            connection.row_factory = sqlite3.Row
+            ledger = cls(connection, file, clock or _utc_now)
+            try:
+                try:
+                    await ledger._prepare_with_retries(
+                        file, busy_timeout_s, read_only=read_only, create=create
+                    )
+                except _WalIndexUnavailable:
+                    # No -shm can be made in a directory this user cannot write: with no
+                    # -wal either, no writer is active, and the file is read as it stands.
+                    if immutable or _has_wal(file):
+                        raise
+                    continue
+                yield ledger
+                return
+            finally:
+                await connection.close()
 
-    async def _prepare_with_retries(self, file: Path, busy_timeout_s: float) -> None:
+    async def _prepare_with_retries(
+        self, file: Path, busy_timeout_s: float, *, read_only: bool = False, create: bool = True
+    ) -> None:
         """Pragmas and migrations. Two processes creating one ledger at once can meet a lock
         SQLite reports at once, without waiting (switching a new file to WAL while the other
         migrates it): retry for as long as the busy timeout, then give up."""
@@ -229,10 +435,18 @@ class Ledger:
         delay = 0.05
         while True:
             try:
-                await self._run(lambda db: _prepare(db, file, busy_timeout_s))
+                await self._run(
+                    lambda db: _prepare(
+                        db, file, busy_timeout_s, read_only=read_only, create=create
+                    )
+                )
                 return
             except LedgerUnavailable as exc:
-                if "locked" not in str(exc) or asyncio.get_running_loop().time() >= deadline:
+                if (
+                    isinstance(exc, _WalIndexUnavailable)
+                    or "locked" not in str(exc)
+                    or asyncio.get_running_loop().time() >= deadline
+                ):
                     raise
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
@@ -246,7 +460,19 @@ class Ledger:
 
         # aiosqlite's own execute() is built on _execute; using it directly lets a whole
         # transaction cross the thread boundary once instead of once per statement.
-        return await raw._execute(call)  # type: ignore[no-untyped-call,no-any-return]
+        try:
+            return await raw._execute(call)  # type: ignore[no-untyped-call,no-any-return]
+        except UnicodeEncodeError as exc:
+            # A str holding a lone surrogate (undecodable bytes from argv, say) cannot be
+            # bound: SQLite stores UTF-8 only. Nothing was written (the write rolled back).
+            raise InvalidInput(
+                f"text holds {exc.object[exc.start : exc.end]!r}, which is not valid Unicode"
+                " (a lone surrogate, e.g. from bytes that are not UTF-8); nothing was written"
+            ) from exc
+        except sqlite3.DatabaseError as exc:
+            if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
+                raise  # constraint violations and programming errors keep their class
+            raise _operational(self.path, exc) from exc
 
     async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
@@ -261,10 +487,7 @@ class Ledger:
             db.execute("COMMIT")
             return result
 
-        try:
-            return await self._run(transaction)
-        except sqlite3.OperationalError as exc:
-            raise _operational(self.path, exc) from exc
+        return await self._run(transaction)
 
     def now(self) -> datetime:
         """The ledger's clock (UTC)."""
@@ -292,7 +515,13 @@ class Ledger:
             )
         when = require_aware("now", now) if now is not None else self.now()
         policy = policy or RetryPolicy()
-        fingerprint = intent.fingerprint
+        try:
+            fingerprint = intent.fingerprint
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"the intent holds {exc.object[exc.start : exc.end]!r}, which is not valid"
+                " Unicode (a lone surrogate, e.g. from bytes that are not UTF-8)"
+            ) from exc
         candidate = Action(
             action_id=action_id,
             fingerprint=fingerprint,
@@ -386,7 +615,7 @@ class Ledger:
             holder = db.execute(
                 "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
                 " WHERE device = ? AND delivery = 'PENDING'"
-                " AND coalesce(review_reason, '') NOT IN ('UNVERIFIED', 'RCS_SUSPECTED')",
+                f" AND coalesce(review_reason, '') NOT IN ({_RELEASING})",
                 (device,),
             ).fetchone()
             if holder is not None:
@@ -483,20 +712,24 @@ class Ledger:
 
         ``expect_version``: the attempt's version the operator saw (``status``/``review``);
         anything changed since refuses the ruling. ``force`` and ``row``: see
-        ``_core.resolve``.
+        ``_core.resolve``. Repeating a ruling still in force (``_core.ruling_in_force``)
+        writes nothing and returns the attempt as it stands (its version unchanged).
 
         Raises:
-            NotFound: no such action, or it has no attempt.
+            NotFound: no such action, it has no attempt, or ``dispatch_id`` is not one of its
+                attempts (the message names the action it belongs to, if any).
             InvalidInput: no reason or operator; see ``_core.resolve``.
             StaleTransition: the attempt is no longer at ``expect_version``.
         """
         when = require_aware("now", now) if now is not None else self.now()
 
-        def work(db: sqlite3.Connection) -> tuple[Transition, ActionRecord | LedgerError]:
+        def work(db: sqlite3.Connection) -> tuple[Transition | None, ActionRecord | LedgerError]:
             _load_action(db, action_id)
             attempts = _load_attempts(db, action_id)
             if dispatch_id is not None:
                 chosen = [record for record in attempts if record.dispatch_id == dispatch_id]
+                if not chosen:
+                    raise NotFound(_not_this_action(db, action_id, dispatch_id, attempts))
             else:
                 chosen = attempts[-1:]
             if not chosen:
@@ -508,6 +741,8 @@ class Ledger:
                     f"version {expect_version} (what you saw)",
                     f"version {chosen[0].version} ({now_status} now)",
                 )
+            if _core.ruling_in_force(chosen[0], as_sent=as_sent, row=row):
+                return None, chosen[0]
             transition = _core.resolve(
                 chosen[0],
                 as_sent=as_sent,
@@ -520,7 +755,14 @@ class Ledger:
             return transition, _apply_one(db, transition)
 
         transition, result = await self._write(work)
-        _log_transition(transition, result)
+        if transition is None:
+            _log.info(
+                "operator_ruling_repeated",
+                action_id=action_id,
+                dispatch_id=getattr(result, "dispatch_id", None),
+            )
+        else:
+            _log_transition(transition, result)
         if isinstance(result, LedgerError):
             raise result
         return result
@@ -878,15 +1120,21 @@ class Ledger:
         return await self._claimed_ids(device, ProviderKind.MMS, above_id)
 
     async def _claimed_ids(self, device: str, kind: ProviderKind, above_id: int) -> set[int]:
+        # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
+        # names no artifact); that row is still its own, never another attempt's proof
         def work(db: sqlite3.Connection) -> set[int]:
             rows = db.execute(
                 "SELECT provider_object_id FROM attempts WHERE device = :device AND"
                 " provider_kind = :kind AND provider_object_id > :above"
                 " UNION SELECT provider_object_id FROM duplicates WHERE device = :device AND"
-                " provider_kind = :kind AND provider_object_id > :above",
+                " provider_kind = :kind AND provider_object_id > :above"
+                " UNION SELECT json_extract(evidence_json, '$.provider_object_id') FROM attempts"
+                " WHERE device = :device AND delivery = 'FAILED'"
+                " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
+                " AND json_extract(evidence_json, '$.provider_object_id') > :above",
                 {"device": device, "kind": kind.value, "above": above_id},
             )
-            return {int(row[0]) for row in rows}
+            return {int(row[0]) for row in rows if isinstance(row[0], int)}
 
         return await self._run(work)
 
@@ -894,14 +1142,112 @@ class Ledger:
 # ---------------------------------------------------------------------- helpers (worker thread)
 
 
-def _prepare(db: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+async def _connect(
+    file: Path, *, read_only: bool, immutable: bool, busy_timeout_s: float
+) -> aiosqlite.Connection:
+    """An autocommit connection to ``file`` (a read-only URI when ``read_only``)."""
+    target = _read_only_uri(file, immutable=immutable) if read_only else str(file)
+    try:
+        return await aiosqlite.connect(
+            target,
+            isolation_level=None,
+            timeout=busy_timeout_s,
+            check_same_thread=False,
+            uri=read_only,
+        )
+    except sqlite3.Error as exc:
+        raise LedgerUnavailable(f"cannot open ledger {file}: {exc}") from exc
+    except UnicodeError as exc:
+        raise LedgerUnavailable(
+            f"cannot open ledger {file!r}: its path is not valid UTF-8, which SQLite needs"
+        ) from exc
+
+
+def _probe(db: sqlite3.Connection, path: Path) -> tuple[int, list[tuple[str, str]]]:
+    """The schema version and the ``(type, name)`` of every schema object, read only.
+
+    Raises:
+        _WalIndexUnavailable: a read-only connection cannot open the WAL index.
+    """
+    try:
+        objects = [
+            (str(row[0]), str(row[1]))
+            for row in db.execute("SELECT type, name FROM sqlite_master ORDER BY name")
+        ]
+    except sqlite3.OperationalError as exc:
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            raise _WalIndexUnavailable(
+                f"ledger {path} is in WAL mode and this user can neither open its -shm file"
+                f" nor create one: {exc}"
+            ) from exc
+        raise
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    return version, objects
+
+
+def _classify(
+    path: Path,
+    version: int,
+    objects: Sequence[tuple[str, str]],
+    *,
+    read_only: bool,
+    create: bool,
+) -> bool:
+    """Decide from the probe whether ``path`` is a ledger to use; True when it is a new one.
+
+    Raises:
+        LedgerUnavailable: an empty database that may not be created, a foreign database
+            (left unchanged), or (``read_only``) one that needs a migration.
+        SchemaTooNew: a ledger from a newer version.
+    """
+    tables = sorted(name for kind, name in objects if kind == "table")
+    if not objects and version == 0:
+        if create and not read_only:
+            return True
+        raise LedgerUnavailable(
+            f"{path} is an empty database, not a ledger (only a command that creates ledgers,"
+            " such as `starebrain send`, makes it one); it was left unchanged"
+        )
+    if not _LEDGER_TABLES <= set(tables):
+        shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
+        raise LedgerUnavailable(
+            f"{path} is a SQLite database but not a starebrain ledger (tables: {shown or 'none'},"
+            f" schema version {version}); it was left unchanged"
+        )
+    latest = SCHEMA_VERSION
+    if version > latest:
+        raise SchemaTooNew(
+            f"ledger {path} has schema version {version}, newer than this starebrain-actions"
+            f" understands ({latest}); upgrade the package. The file was not changed."
+        )
+    if read_only and version < latest:
+        raise LedgerUnavailable(
+            f"ledger {path} has schema version {version} and this starebrain-actions reads"
+            f" version {latest}; read-only commands never migrate: run a writing command"
+            " (send, reconcile, resolve, nightly) on it once, with write access, to migrate it"
+        )
+    return False
+
+
+def _prepare(
+    db: sqlite3.Connection,
+    path: Path,
+    busy_timeout_s: float,
+    *,
+    read_only: bool = False,
+    create: bool = True,
+) -> None:
     try:
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        version, objects = _probe(db, path)
+        _classify(path, version, objects, read_only=read_only, create=create)
+        db.execute("PRAGMA foreign_keys = ON")
+        if read_only:
+            return
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise LedgerUnavailable(f"ledger {path}: cannot switch to WAL (journal_mode={mode})")
         db.execute("PRAGMA synchronous = FULL")
-        db.execute("PRAGMA foreign_keys = ON")
         _migrate(db, path)
     except sqlite3.DatabaseError as exc:
         raise _operational(path, exc) from exc
@@ -950,12 +1296,33 @@ def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
     if "readonly" in text or "read-only" in text:
         return LedgerUnavailable(f"ledger {path} is read-only: {text}")
     if "not a database" in text or "malformed" in text:
-        return LedgerUnavailable(f"{path} is not a starebrain ledger (SQLite says: {text})")
+        return LedgerUnavailable(
+            f"ledger {path} is damaged (SQLite says: {text}); nothing was written: restore it"
+            " from a backup (`sqlite3 PATH .recover` may save what is left)"
+        )
     if "locked" in text or "busy" in text:
         return LedgerUnavailable(f"ledger {path} stayed locked by another writer: {text}")
     if "unable to open" in text:
         return LedgerUnavailable(f"cannot open ledger {path}: {text}")
     return LedgerError(f"ledger {path}: {text}")
+
+
+def _not_this_action(
+    db: sqlite3.Connection, action_id: str, dispatch_id: str, attempts: Sequence[ActionRecord]
+) -> str:
+    """Why ``dispatch_id`` cannot be ruled on as an attempt of ``action_id``."""
+    owner = db.execute(
+        "SELECT action_id, attempt FROM attempts WHERE dispatch_id = ?", (dispatch_id,)
+    ).fetchone()
+    if owner is not None:
+        return (
+            f"dispatch id {dispatch_id} is attempt {owner[1]} of action {owner[0]}, not of"
+            f" action {action_id}: check which action you mean"
+        )
+    known = ", ".join(record.dispatch_id for record in attempts) or "none"
+    return (
+        f"action {action_id} has no attempt with dispatch id {dispatch_id} (its attempts: {known})"
+    )
 
 
 def _row_dict(row: Any) -> dict[str, Any]:

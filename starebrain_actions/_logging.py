@@ -1,23 +1,38 @@
-"""structlog set-up for the I/O layers, with phone numbers and bodies redacted by default."""
+"""Logging for the I/O layers: silent unless the application asks, personal data redacted.
+
+The library never configures logging. Its events go through structlog: while the application
+has not configured structlog, each event becomes a record of the standard ``logging`` tree
+(logger ``starebrain.<layer>``), where a ``NullHandler`` on ``starebrain`` keeps it silent
+until the application adds a handler; once the application configures structlog, events
+follow that configuration. ``configure_logging`` is the set-up the ``starebrain`` command
+uses: structlog rendered through the standard logging tree to stderr.
+
+Redaction happens in every logger returned by ``get_logger``, whatever the configuration:
+values under ``SENSITIVE_KEYS`` are replaced, and phone numbers inside other free text are
+found with ``phonenumbers.PhoneNumberMatcher`` (so an address such as ``127.0.0.1:5555`` stays
+readable).
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import re
 import sys
-from collections.abc import MutableMapping
-from typing import Any
+from collections.abc import Callable, MutableMapping
+from typing import Any, TextIO
 
+import phonenumbers
 import structlog
 
+#: The parent of every logger of this package.
+LOGGER_NAME = "starebrain"
 #: Event keys whose values are personal data: redacted unless the user opts in.
 SENSITIVE_KEYS: frozenset[str] = frozenset(
     {"address", "body", "number", "phone", "recipient", "text", "to", "sms_body"}
 )
-#: Phone-number-like runs inside free text (error messages): 7+ digits, not part of a word,
-#: an id, an address or a hash.
 #: Keys whose values are identifiers or states, never personal data: not scanned.
 SAFE_KEYS: frozenset[str] = frozenset(
     {
@@ -34,10 +49,28 @@ SAFE_KEYS: frozenset[str] = frozenset(
         "attempt",
     }
 )
-_PHONE_LIKE = re.compile(r"(?<![\w.:/-])[(+]?\d[\d ().-]{5,}\d(?![\w:/-]|\.\d)")
+#: Region whose national numbers are redacted in free text unless ``configure_logging`` says
+#: otherwise (the same default the Android adapter reads national numbers in).
+DEFAULT_REDACTION_REGION = "US"
 _SHOW_SENSITIVE_ENV = "STAREBRAIN_LOG_SENSITIVE"
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+_DIGIT = re.compile(r"\d")
 
 _show_sensitive = os.environ.get(_SHOW_SENSITIVE_ENV, "") == "1"
+_redaction_region: str | None = DEFAULT_REDACTION_REGION
+
+# A library adds no handler but this one: the application decides where records go.
+logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
 
 
 def redact_value(value: object) -> str:
@@ -45,6 +78,44 @@ def redact_value(value: object) -> str:
     text = str(value)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
     return f"<redacted len={len(text)} sha256={digest}>"
+
+
+def redact_phone_numbers(
+    text: str,
+    region: str | None = DEFAULT_REDACTION_REGION,
+    replace: Callable[[str], str] = redact_value,
+) -> str:
+    """``text`` with every phone number in it replaced by ``replace(number)``.
+
+    International numbers (``+`` and a country code) are found whatever ``region`` is, even
+    when they are only possible, not valid; national numbers only when they are valid numbers
+    of ``region`` grouped as that region writes them (so ``23.120.10.100`` is an address, not
+    the US number 231-201-0100). IP addresses, ports, dates and ids are left as they are.
+    """
+    if not _DIGIT.search(text):
+        return text
+    passes: list[tuple[str | None, int]] = [(None, phonenumbers.Leniency.POSSIBLE)]
+    if region is not None:
+        passes.append((region, phonenumbers.Leniency.STRICT_GROUPING))
+    spans: list[tuple[int, int]] = []
+    for pass_region, leniency in passes:
+        spans.extend(
+            (match.start, match.end)
+            for match in phonenumbers.PhoneNumberMatcher(text, pass_region, leniency=leniency)
+        )
+    if not spans:
+        return text
+    pieces: list[str] = []
+    position = 0
+    for start, end in sorted(spans):
+        if end <= position:
+            continue
+        start = max(start, position)
+        pieces.append(text[position:start])
+        pieces.append(replace(text[start:end]))
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def redact_sensitive(
@@ -58,41 +129,130 @@ def redact_sensitive(
         if key in SENSITIVE_KEYS and value is not None:
             event_dict[key] = redact_value(value)
         elif key not in SAFE_KEYS and isinstance(value, str):
-            event_dict[key] = _PHONE_LIKE.sub(lambda match: redact_value(match.group()), value)
+            event_dict[key] = redact_phone_numbers(value, _redaction_region)
     return event_dict
 
 
-def configure_logging(
-    *, json: bool | None = None, level: int = logging.INFO, show_sensitive: bool | None = None
-) -> None:
-    """Configure structlog: JSON lines in production, pretty output on a TTY.
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when a record is emitted."""
 
-    ``show_sensitive`` (or ``STAREBRAIN_LOG_SENSITIVE=1``) turns redaction off.
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        """The stream is always the current ``sys.stderr``."""
+
+
+def configure_logging(
+    *,
+    json: bool | None = None,
+    level: int = logging.INFO,
+    show_sensitive: bool | None = None,
+    redaction_region: str | None = DEFAULT_REDACTION_REGION,
+) -> None:
+    """The application's set-up (the ``starebrain`` command, the nightly job, the demo): events
+    of this package and of ``android_bridge`` at ``level`` and above, rendered on stderr, as
+    JSON lines when ``json`` (default: when stderr is not a terminal), else pretty.
+
+    structlog is configured to log through the standard ``logging`` tree, and one handler on
+    the root logger renders every record (calling this again replaces it). Other libraries'
+    records still need WARNING: adb-shell logs raw packets, message bodies included, at DEBUG.
+    ``show_sensitive`` (or ``STAREBRAIN_LOG_SENSITIVE=1``) turns redaction off;
+    ``redaction_region`` is the region whose national numbers are redacted in free text.
     """
-    global _show_sensitive
+    global _show_sensitive, _redaction_region
     if show_sensitive is not None:
         _show_sensitive = show_sensitive
+    _redaction_region = redaction_region
     if json is None:
         json = not sys.stderr.isatty()
-    renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    renderers: list[Any] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        if json
+        else [structlog.dev.ConsoleRenderer()]
+    )
+    shared: list[Any] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *shared,
             redact_sensitive,
-            renderer,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )
+    handler = _StderrHandler()
+    handler.set_name("starebrain")
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderers],
+            foreign_pre_chain=shared,
+        )
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "starebrain"]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    for name in (LOGGER_NAME, "android_bridge"):
+        logging.getLogger(name).setLevel(level)
+
+
+class _Route:
+    """Where a library event goes after redaction: structlog's configured chain once the
+    application configured structlog (so ``structlog.testing.capture_logs`` sees it too),
+    else the standard logging tree, rendered as ``logfmt`` text.
+
+    ``android_bridge._log`` holds the same class: the ledger does not import the bridge.
+    """
+
+    _render = structlog.processors.LogfmtRenderer(key_order=["event"], bool_as_flag=False)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, method_name: str) -> Callable[..., Any]:
+        if method_name.startswith("_"):
+            raise AttributeError(method_name)
+        if structlog.is_configured():
+            return getattr(structlog.get_logger(self.name), method_name)  # type: ignore[no-any-return]
+        return functools.partial(self._to_logging, method_name)
+
+    def _to_logging(self, method_name: str, event: str, **fields: Any) -> None:
+        logger = logging.getLogger(self.name)
+        level = _LEVELS.get(method_name, logging.INFO)
+        if not logger.isEnabledFor(level):
+            return
+        exc_info = fields.pop("exc_info", None)
+        logger.log(
+            level, self._render(None, method_name, {"event": event, **fields}), exc_info=exc_info
+        )
+
+
+def _drop_when_silent(
+    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Skip the work (redaction included) for an event the logging tree would drop anyway."""
+    if (
+        isinstance(logger, _Route)
+        and not structlog.is_configured()
+        and not logging.getLogger(logger.name).isEnabledFor(_LEVELS.get(method_name, logging.INFO))
+    ):
+        raise structlog.DropEvent
+    return event_dict
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger that always redacts, whatever the global configuration."""
+    """A logger for ``name`` (under ``starebrain``) that always redacts, whatever the
+    configuration, and stays silent until the application configures logging."""
     return structlog.wrap_logger(
-        structlog.get_logger(name), processors=[redact_sensitive, _pass_through]
+        _Route(name), processors=[_drop_when_silent, redact_sensitive, _pass_through]
     )
 
 

@@ -65,6 +65,19 @@ class ReviewReason(enum.StrEnum):
     RCS_SUSPECTED = "RCS_SUSPECTED"
 
 
+#: Reviews of an unresolved attempt that release its device's lease (its send command is over;
+#: other actions may use the phone): the ledger's partial unique index ``attempts_device_lease``
+#: (schema version 3) lists the same reasons.
+LEASE_RELEASING_REVIEWS: frozenset[ReviewReason] = frozenset(
+    {
+        ReviewReason.UNVERIFIED,
+        ReviewReason.RCS_SUSPECTED,
+        ReviewReason.AMBIGUOUS,
+        ReviewReason.STUCK,
+    }
+)
+
+
 class Event(enum.StrEnum):
     """Everything that can happen to an attempt; each one writes a history row."""
 
@@ -211,6 +224,12 @@ def _check_recipient(intent: SmsIntent, _a: attrs.Attribute[Any], value: str) ->
 def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("body must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no phone can send it
+        raise InvalidInput(
+            f"body is not valid Unicode (a lone surrogate at character {exc.start})"
+        ) from None
 
 
 def _check_extras(_i: object, _a: attrs.Attribute[Any], value: Mapping[str, str]) -> None:

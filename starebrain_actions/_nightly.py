@@ -29,9 +29,23 @@ import attrs
 
 from starebrain_actions._convert import converter, format_time
 from starebrain_actions._core import derive_status
-from starebrain_actions._ledger import Ledger
-from starebrain_actions._model import ActionSummary, DeliveryState, ReviewReason, Status
-from starebrain_actions._render import age, status_counts_text
+from starebrain_actions._ledger import Ledger, inspect_ledger
+from starebrain_actions._model import (
+    LEASE_RELEASING_REVIEWS,
+    ActionSummary,
+    DeliveryState,
+    ReviewReason,
+    Status,
+)
+from starebrain_actions._render import (
+    SCHEMA_VERSION,
+    age,
+    clean_text,
+    md_code,
+    md_table,
+    md_text,
+    status_counts_text,
+)
 from starebrain_actions.exceptions import LedgerUnavailable
 
 if TYPE_CHECKING:
@@ -201,10 +215,22 @@ class NightlyReport:
 
 
 def report_data(report: NightlyReport) -> dict[str, Any]:
-    """The report as JSON-able data (with ``needs_person`` and ``exit_code``)."""
+    """The report as JSON-able data (with ``needs_person``, ``exit_code`` and
+    ``schema_version``), in the field names of the CLI's other JSON: ``devices[].in_flight``,
+    ``duplicate_rows``, ``review_reasons``, ``superseded_reasons``. Their old names
+    (``in_flight_after``, ``duplicates``, ``reasons``, ``superseded``) are still written,
+    with the same values, until ``schema_version`` 2."""
     data: dict[str, Any] = converter.unstructure(report)
+    for device in data["devices"]:
+        device["in_flight"] = device["in_flight_after"]
+    data["duplicate_rows"] = data["duplicates"]
+    for key in ("mismatches", "budget_exhausted", "review"):
+        for line in data[key]:
+            line["review_reasons"] = line["reasons"]
+            line["superseded_reasons"] = line["superseded"]
     data["needs_person"] = report.needs_person
     data["exit_code"] = report.exit_code
+    data["schema_version"] = SCHEMA_VERSION
     return data
 
 
@@ -222,16 +248,26 @@ def nightly_lock(ledger_path: Path) -> Iterator[Path]:
 
     A non-blocking ``flock``: the kernel releases it when the holder exits or crashes, so no
     stale lock survives; the file itself stays (removing it would race with a new holder).
+    The ledger is checked first, without writing anything: no lock file is ever left next to
+    something that is not a ledger (``/dev/null``, a text file, another program's database).
 
     Raises:
         NightlyBusy: another process holds it.
-        LedgerUnavailable: the lock file cannot be created.
+        LedgerUnavailable: ``ledger_path`` is not a usable ledger, or the lock file cannot be
+            created.
+        SchemaTooNew: the ledger was written by a newer version.
     """
+    inspect_ledger(ledger_path)
     path = lock_path_for(ledger_path)
     try:
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise LedgerUnavailable(f"cannot create the nightly lock {path}: {exc}") from exc
+        hint = (
+            " (a read-only ledger or directory? `starebrain nightly --dry-run` needs no lock)"
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+            else ""
+        )
+        raise LedgerUnavailable(f"cannot create the nightly lock {path}: {exc}{hint}") from exc
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -269,13 +305,17 @@ async def run_nightly(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
     read_as_system: bool | None = None,
+    dry_run: bool = False,
 ) -> NightlyReport:
     """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
 
     ``read_as_system``: read the phones through ``su 1000`` (default:
-    ``$STAREBRAIN_READ_AS_SYSTEM``).
+    ``$STAREBRAIN_READ_AS_SYSTEM``). ``dry_run``: read no phone and write nothing: the
+    report of the ledger as it stands, opened read-only (a read-only file or directory, an
+    auditor's copy, a backup); no lock is needed.
 
-    The caller holds :func:`nightly_lock`. A device that is down is reported, never fatal.
+    The caller holds :func:`nightly_lock` (unless ``dry_run``). A device that is down is
+    reported, never fatal.
 
     Raises:
         LedgerUnavailable, SchemaTooNew: the ledger cannot be opened.
@@ -284,9 +324,9 @@ async def run_nightly(
     from starebrain_actions.agent import reconcile_pending
 
     started = clock()
-    async with Ledger.open(ledger_path) as ledger:
-        busy = await ledger.devices_in_flight()
-        targets = list(dict.fromkeys([*busy, *devices]))
+    async with Ledger.open(ledger_path, read_only=dry_run, create=False) as ledger:
+        busy = [] if dry_run else await ledger.devices_in_flight()
+        targets = [] if dry_run else list(dict.fromkeys([*busy, *devices]))
         result: ReconcilePass | None = None
         failure: str | None = None
         if targets:
@@ -437,8 +477,7 @@ def build_report(
                     review_reason=record.review_reason.value if record.review_reason else None,
                     last_error=record.last_error,
                     holds_lease=record.delivery is DeliveryState.PENDING
-                    and record.review_reason
-                    not in (ReviewReason.UNVERIFIED, ReviewReason.RCS_SUSPECTED),
+                    and record.review_reason not in LEASE_RELEASING_REVIEWS,
                     lease_limit_s=int(summary.action.policy.unverified_after.total_seconds()),
                 )
             )
@@ -502,8 +541,15 @@ def build_report(
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` so readers see the old file or the new one, never
-    half of one: a temporary file in the same directory, fsynced, then renamed over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    half of one: a temporary file in the same directory, fsynced, then renamed over.
+
+    Raises:
+        FileNotFoundError: the directory does not exist (it is not created: a typo in a
+            cron line should fail, not scatter directories).
+        OSError: the file cannot be written.
+    """
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"directory {path.parent} does not exist (it is not created)")
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -526,29 +572,31 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def summary_lines(report: NightlyReport) -> list[str]:
-    """The human summary printed on stdout (no numbers, no bodies)."""
+    """The human summary printed on stdout (no numbers, no bodies; ids whole; every value
+    through ``clean_text``)."""
+    t = clean_text
     lines = [
         f"starebrain nightly {format_time(report.generated_at)}"
-        f"  ledger {report.ledger}  ({report.duration_s:.1f}s)"
+        f"  ledger {t(report.ledger)}  ({report.duration_s:.1f}s)"
     ]
     if not report.devices:
         lines.append("devices: none with attempts in flight")
     for device in report.devices:
         if device.reachable:
             lines.append(
-                f"device {device.device}: reachable ({device.mode or '?'} mode,"
+                f"device {t(device.device)}: reachable ({t(device.mode or '?')} mode,"
                 f" {device.round_trips} round trip(s), {len(device.changes)} change(s),"
                 f" {device.duplicates_recorded} duplicate(s) recorded,"
                 f" {device.in_flight_after} still in flight)"
             )
         else:
             lines.append(
-                f"device {device.device}: UNREACHABLE ({device.error or 'no detail'});"
+                f"device {t(device.device)}: UNREACHABLE ({t(device.error or 'no detail')});"
                 f" {device.in_flight_after} attempt(s) in flight, left untouched"
             )
         for change in device.changes:
             lines.append(
-                f"  {change.action_id} {change.dispatch_id[:8]} {change.event}:"
+                f"  {t(change.action_id)} {t(change.dispatch_id)} {t(change.event)}:"
                 f" {change.from_status} -> {change.to_status}"
             )
     lines.append(f"status: {status_counts_text(report.status_counts)}")
@@ -558,59 +606,55 @@ def summary_lines(report: NightlyReport) -> list[str]:
     lines.append(f"unresolved attempts by age: {buckets}")
     for attempt in report.unresolved:
         lines.append(
-            f"  {attempt.action_id} {attempt.dispatch_id[:8]} on {attempt.device}:"
+            f"  {t(attempt.action_id)} {t(attempt.dispatch_id)} on {t(attempt.device)}:"
             f" {attempt.status}, {age(timedelta(seconds=attempt.age_seconds))} old"
         )
     lines.append(f"mismatches: {len(report.mismatches)}")
     for item in report.mismatches:
-        lines.append(f"  {item.action_id} ({item.status}) on {item.device or '-'}")
+        lines.append(f"  {t(item.action_id)} ({item.status}) on {t(item.device or '-')}")
     lines.append(
         f"duplicates seen on phones: {len(report.duplicates)} open,"
         f" {report.duplicates_total} ever recorded"
     )
     for duplicate in report.duplicates:
         lines.append(
-            f"  {duplicate.action_id}: {duplicate.row_text} on"
-            f" {duplicate.device} repeats attempt {duplicate.dispatch_id[:8]}"
+            f"  {t(duplicate.action_id)}: {t(duplicate.row_text)} on"
+            f" {t(duplicate.device)} repeats attempt {t(duplicate.dispatch_id)}"
         )
     lines.append(f"budget exhausted: {len(report.budget_exhausted)}")
     for item in report.budget_exhausted:
-        lines.append(f"  {item.action_id}: {item.attempts}/{item.maximum_attempts} attempts")
-    lines.append("unreachable devices: " + (", ".join(report.unreachable_devices) or "none"))
+        lines.append(f"  {t(item.action_id)}: {item.attempts}/{item.maximum_attempts} attempts")
+    lines.append(
+        "unreachable devices: " + (", ".join(map(t, report.unreachable_devices)) or "none")
+    )
     lines.append(f"review: {len(report.review)}")
     for item in report.review:
-        lines.append(f"  {item.action_id} ({item.status}): {', '.join(item.reasons)}")
+        lines.append(f"  {t(item.action_id)} ({item.status}): {t(_reasons(item))}")
     if report.needs_person:
-        lines.append("NEEDS A PERSON: " + "; ".join(report.attention))
+        lines.append("NEEDS A PERSON: " + t("; ".join(report.attention)))
     else:
         lines.append("nothing needs a person")
     return lines
 
 
-def _md_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    if not rows:
-        return ["_none_", ""]
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    out += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
-    return [*out, ""]
+def _reasons(item: ActionLine) -> str:
+    """Review reasons, then superseded ones, or ``-``."""
+    return ", ".join([*item.reasons, *(f"{r} (superseded)" for r in item.superseded)]) or "-"
 
 
 def report_markdown(report: NightlyReport) -> str:
-    """The report as a Markdown document, for the archive (no numbers, no bodies)."""
+    """The report as a Markdown document, for the archive (no numbers, no bodies). Ids are
+    whole; every value is literal text (``md_text``: cleaned, Markdown syntax escaped)."""
     verdict = (
-        "**Needs a person:** " + "; ".join(report.attention)
+        "**Needs a person:** " + md_text("; ".join(report.attention))
         if report.needs_person
         else "Nothing needs a person."
     )
     lines = [
         f"# starebrain nightly report {report.generated_at.date().isoformat()}",
         "",
-        f"- generated: `{format_time(report.generated_at)}`",
-        f"- ledger: `{report.ledger}`",
+        f"- generated: {md_code(format_time(report.generated_at))}",
+        f"- ledger: {md_code(report.ledger)}",
         f"- duration: {report.duration_s:.1f}s",
         f"- exit status: {report.exit_code}",
         "",
@@ -619,7 +663,7 @@ def report_markdown(report: NightlyReport) -> str:
         "## Devices",
         "",
     ]
-    lines += _md_table(
+    lines += md_table(
         [
             "device",
             "reachable",
@@ -633,7 +677,7 @@ def report_markdown(report: NightlyReport) -> str:
         [
             [
                 device.device,
-                "yes" if device.reachable else "**no**",
+                "yes" if device.reachable else "NO",
                 device.mode or "-",
                 str(device.round_trips),
                 str(len(device.changes)),
@@ -646,29 +690,29 @@ def report_markdown(report: NightlyReport) -> str:
     )
     changes = [(device.device, change) for device in report.devices for change in device.changes]
     lines += ["## Changes in this pass", ""]
-    lines += _md_table(
-        ["device", "action", "dispatch", "event", "from", "to"],
+    lines += md_table(
+        ["device", "action", "dispatch id", "event", "from", "to"],
         [
-            [device, c.action_id, c.dispatch_id[:8], c.event, c.from_status, c.to_status]
+            [device, c.action_id, c.dispatch_id, c.event, c.from_status, c.to_status]
             for device, c in changes
         ],
     )
     lines += ["## Actions by status", ""]
-    lines += _md_table(
+    lines += md_table(
         ["status", "actions"],
         [[status, str(count)] for status, count in report.status_counts.items()],
     )
     lines += ["## Unresolved attempts by age", ""]
-    lines += _md_table(
+    lines += md_table(
         ["age", "attempts"],
         [[_BUCKET_LABELS[key], str(count)] for key, count in report.unresolved_by_age.items()],
     )
-    lines += _md_table(
-        ["action", "dispatch", "device", "status", "dispatched", "age", "review", "last error"],
+    lines += md_table(
+        ["action", "dispatch id", "device", "status", "dispatched", "age", "review", "last error"],
         [
             [
                 a.action_id,
-                a.dispatch_id[:8],
+                a.dispatch_id,
                 a.device,
                 a.status,
                 format_time(a.dispatched_at),
@@ -686,7 +730,7 @@ def report_markdown(report: NightlyReport) -> str:
             [
                 item.action_id,
                 item.status,
-                ", ".join([*item.reasons, *(f"{r} (superseded)" for r in item.superseded)]) or "-",
+                _reasons(item),
                 f"{item.attempts}/{item.maximum_attempts}",
                 str(item.duplicates),
                 item.device or "-",
@@ -694,26 +738,25 @@ def report_markdown(report: NightlyReport) -> str:
             for item in items
         ]
 
-    lines += ["## Mismatches", "", *_md_table(action_columns, action_rows(report.mismatches))]
+    lines += ["## Mismatches", "", *md_table(action_columns, action_rows(report.mismatches))]
     lines += [
         "## Duplicates seen on phones",
         "",
         f"{report.duplicates_total} provider row(s) ever recorded as duplicates; open ones below.",
         "",
     ]
-    lines += _md_table(
-        ["action", "dispatch", "device", "provider row", "seen"],
-        [
-            [d.action_id, d.dispatch_id[:8], d.device, d.row_text, d.seen_at]
-            for d in report.duplicates
-        ],
+    lines += md_table(
+        ["action", "dispatch id", "device", "provider row", "seen"],
+        [[d.action_id, d.dispatch_id, d.device, d.row_text, d.seen_at] for d in report.duplicates],
     )
     lines += ["## Budget exhausted", ""]
-    lines += _md_table(action_columns, action_rows(report.budget_exhausted))
+    lines += md_table(action_columns, action_rows(report.budget_exhausted))
     lines += ["## Unreachable devices", ""]
-    lines += [f"- {device}" for device in report.unreachable_devices] or ["_none_"]
+    lines += [
+        f"- {md_text(device, block_start=True)}" for device in report.unreachable_devices
+    ] or ["_none_"]
     lines += ["", "## For review", ""]
-    lines += _md_table(action_columns, action_rows(report.review))
+    lines += md_table(action_columns, action_rows(report.review))
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -76,8 +76,9 @@ class FenceCheck:
     """What the fence on the phone showed for one attempt (see ``android_bridge._fence``)."""
 
     dispatch_id: str
-    #: "voided" (nothing was or can be sent), "claimed" (the send script started), or
-    #: "lost" (the fence folder was cleared: no proof either way)
+    #: "voided" (nothing was or can be sent), "claimed" (the send script started), "lost"
+    #: (the fence folder was cleared: no proof either way), or, from a peek only, "open"
+    #: (the script has not claimed its keys yet: not started, or on its way)
     state: str
     #: stage markers the script left, ``(stage, phone clock ms)``
     stages: tuple[tuple[str, int], ...] = ()
@@ -117,6 +118,15 @@ class Phone(Protocol):
     async def void(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
         """Claim the fence of each ``(dispatch_id, epoch)`` before its send script can, or
         learn that the script did. Never sends.
+
+        Raises:
+            LookupFailed: the phone could not be asked; nothing is proven.
+        """
+        ...
+
+    async def peek(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
+        """Read the fence of each ``(dispatch_id, epoch)`` without claiming anything, for an
+        attempt whose sender may still be running. Never sends, never voids.
 
         Raises:
             LookupFailed: the phone could not be asked; nothing is proven.

@@ -72,6 +72,11 @@ _log = get_logger("starebrain.reconciler")
 VOID_AFTER = timedelta(seconds=25)
 #: How far a row's date may precede the device clock read before the send (ms granularity).
 CLOCK_SLACK_MS = 1_000
+#: How long after the script's last key the app may take to write its row (its send action
+#: runs in the background: AOSP Messaging's InsertNewMessageAction).
+KEYS_MARGIN_MS = 1_000
+#: ``pdu.date`` is in seconds: an MMS may look up to this much older than it is.
+MMS_DATE_PRECISION_MS = 999
 #: How far before the device clock at dispatch a row may be dated and still be a candidate.
 CLOCK_TOLERANCE_MS = 5_000
 #: How long after confirmation extra copies of a message are watched for as duplicates.
@@ -193,15 +198,59 @@ def _written_by(message: OutgoingMessage, item: Watched) -> bool:
     return not isinstance(creator, str) or message.creator in (None, creator)
 
 
+def _ms(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def send_window(record: ActionRecord) -> tuple[int, int | None] | None:
+    """The phone-clock span (ms) in which a UI-path attempt's app wrote its row: ``(start,
+    end)``, ``end`` None when open. From the most exact evidence there is:
+
+    * the script's own clock right before the first key and right after the last
+      (``keys_window_ms``; the same clock dates the row), plus ``KEYS_MARGIN_MS`` for the
+      app to write its row;
+    * else the device clock read before ``am`` to the end of the round trip
+      (``send_window_ms``);
+    * else, once a pass found the script's fence claimed, its stage markers: ``am`` (after a
+      clean launch, before the keys) to ``keys`` (after the last key, plus the margin), or
+      open-ended when the script never recorded ``keys``.
+
+    None: nothing bounds it yet (the round trip never ended and no fence was read).
+    """
+    evidence = record.evidence
+    keys = evidence.get("keys_window_ms")
+    if isinstance(keys, list | tuple) and len(keys) == 2:
+        pressed, done = _ms(keys[0]), _ms(keys[1])
+        if pressed is not None and done is not None:
+            # one clock (the phone's) on both sides, and the app dates its row after the key
+            # that sends it: nothing of ours is dated before the first key
+            return pressed, done + KEYS_MARGIN_MS
+    window, start = _ms(evidence.get("send_window_ms")), record.device_clock_ms
+    if window is not None and start is not None:
+        return start - CLOCK_SLACK_MS, start + window
+    if evidence.get("fence") == "claimed":
+        stages: dict[str, int] = {}
+        for text in evidence.get("fence_stages") or []:
+            name, _at, ms = str(text).partition("@")
+            if ms.isdigit():
+                stages[name] = int(ms)
+        if "am" in stages:
+            # the stage markers are the phone's own clock, which dates the row: after ``am``
+            end = stages["keys"] + KEYS_MARGIN_MS if "keys" in stages else None
+            return stages["am"], end
+    return None
+
+
 def _in_window(message: OutgoingMessage, record: ActionRecord) -> bool | None:
-    """Is the row dated inside the attempt's own send window (from the device clock read right
-    before its keys to the end of that round trip)? None when the window is not known (the
-    round trip never ended: a timeout, a crash) or the row has no date."""
-    window = record.evidence.get("send_window_ms")
-    start = record.device_clock_ms
-    if not isinstance(window, int) or start is None or message.date_ms is None:
+    """Is the row dated inside the attempt's own send window (:func:`send_window`)? None when
+    the window is not known or the row has no date."""
+    window = send_window(record)
+    if window is None or message.date_ms is None:
         return None
-    return start - CLOCK_SLACK_MS <= message.date_ms <= start + window
+    start, end = window
+    # an MMS is dated in whole seconds (pdu.date): its ms are lost, never moved later
+    precision = MMS_DATE_PRECISION_MS if message.kind is ProviderKind.MMS else 0
+    return start - precision <= message.date_ms and (end is None or message.date_ms <= end)
 
 
 def _dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
@@ -227,7 +276,24 @@ def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     creator = record.evidence.get("creator")
     if isinstance(creator, str):
         return message.creator == creator
+    window = send_window(record)
+    if window is None or window[1] is None:
+        return False  # a window the script never closed (cut off before its keys ended)
     return _in_window(message, record) is True
+
+
+def _awaits_fence(record: ActionRecord) -> bool:
+    """A UI-path attempt whose send window is unknown (its round trip never ended: killed,
+    cut off, timed out, or still running in another process) while its fence can still say
+    what happened: no row is attributed to it until a pass has read that fence (voided: it
+    never sent; claimed: its stage markers bound the window). Without this, the owner's
+    identical text would be taken for a message the attempt never sent."""
+    return (
+        not isinstance(record.evidence.get("creator"), str)
+        and isinstance(record.evidence.get("fence_epoch"), str)
+        and record.evidence.get("fence") != "lost"
+        and send_window(record) is None
+    )
 
 
 def _origin(record: ActionRecord) -> str:
@@ -281,6 +347,19 @@ def plan_device(
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
+        if _awaits_fence(record):
+            # its round trip never ended: no row can be told from the owner's until the fence
+            # says whether, and when, its keys were pressed (checked after this read)
+            transitions.extend(
+                _core.reconcile(
+                    record,
+                    LookupResult(complete=read.complete, evidence={"awaiting_fence": True}),
+                    now,
+                    grace_window=grace,
+                    unverified_after=action.policy.unverified_after,
+                )
+            )
+            continue
         since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
         candidates = [
             message
@@ -302,7 +381,21 @@ def plan_device(
         best = max((score for score, _m, _v in scored), default=-1)
         lookup: LookupResult
         extra: list[OutgoingMessage] = []
-        if best == 2:
+        ui_path = not isinstance(record.evidence.get("creator"), str)
+        window = send_window(record) if ui_path else None
+        if best == 2 and window is not None and window[1] is None:
+            # the script was cut off after its go and before it recorded its keys: whether
+            # its send key was pressed is unknown, so a matching row after its launch may be
+            # the owner's as well as ours: review, never a claim (nor a resend)
+            lookup = LookupResult(
+                complete=read.complete,
+                ambiguous=True,
+                evidence={
+                    "identical_rows": [m.provider_object_id for s, m, _v in scored if s == 2],
+                    "window": "open: the script never recorded its keys",
+                },
+            )
+        elif best == 2:
             matches = [(m, v) for score, m, v in scored if score == 2]
             matches.sort(
                 key=lambda mv: (mv[0].outcome is not ArtifactOutcome.SENT, mv[0].provider_object_id)
@@ -454,6 +547,69 @@ async def _fence_transitions(
     return transitions
 
 
+async def _fence_first(
+    phone: Phone,
+    watched: Sequence[Watched],
+    now: datetime,
+    void_after: timedelta | None,
+    void_now: Collection[str],
+) -> list[Transition]:
+    """The fences of the attempts that await one (:func:`_awaits_fence`), read before the
+    pass attributes anything: voided where this pass may void (old enough, or its own sender
+    gave up on it), else only peeked at (its sender may be running): a claimed fence whose
+    script recorded its keys bounds the window; anything less waits for a later pass, whose
+    void sees it whole (a script cut off before recording its keys leaves the window open:
+    see :func:`plan_device`)."""
+    awaiting = [
+        item.record
+        for item in watched
+        if item.record.delivery is DeliveryState.PENDING
+        and _awaits_fence(item.record)
+        and _core.can_void(item.record)
+    ]
+    if not awaiting:
+        return []
+
+    def voidable(record: ActionRecord) -> bool:
+        return void_after is not None and (
+            record.dispatch_id in void_now or now - record.dispatched_at >= void_after
+        )
+
+    groups = [
+        (True, [r for r in awaiting if voidable(r)]),
+        (False, [r for r in awaiting if not voidable(r)]),
+    ]
+    transitions: list[Transition] = []
+    for claim, records in groups:
+        if not records:
+            continue
+        pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
+        try:
+            checks = await (phone.void(pairs) if claim else phone.peek(pairs))
+        except PhoneError as exc:
+            _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+            continue
+        by_id = {record.dispatch_id: record for record in records}
+        for check in checks:
+            record = by_id.get(check.dispatch_id)
+            if record is None:
+                continue
+            if (
+                not claim
+                and check.state == "claimed"
+                and "keys" not in {name for name, _ms in check.stages}
+            ):
+                # its sender may be pressing the keys right now: recording the fence now
+                # would leave the window open for good; a void, later, sees it whole
+                continue
+            transition = _core.settle_by_fence(
+                record, check.state, check.stages, now=now, voided_at=check.voided_at
+            )
+            if transition is not None:
+                transitions.append(transition)
+    return transitions
+
+
 def _mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
     """The MMS id to read above, and the earliest date to read from, for the attempts that
     may still be confirmed by an MMS (None: none of them recorded an MMS watermark)."""
@@ -562,8 +718,16 @@ async def _reconcile_device_once(
     claimed_mms = (
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
     )
+    # attempts whose round trip never ended: their fence first, so that this very pass can
+    # attribute their rows inside the window its stage markers give (or fail them if voided)
+    fenced = await _fence_first(phone, watched, when, void_after, void_now)
+    after_fence = {t.after.dispatch_id: t.after for t in fenced}
+    watched = [
+        attrs.evolve(item, record=after_fence.get(item.record.dispatch_id, item.record))
+        for item in watched
+    ]
     plan = plan_device(watched, read, claimed, phone.judge, when, claimed_mms=claimed_mms)
-    transitions = list(plan.transitions)
+    transitions = [*fenced, *plan.transitions]
     if void_after is not None:
         transitions += await _fence_transitions(
             phone, watched, transitions, when, void_after, void_now

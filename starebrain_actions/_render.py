@@ -1,23 +1,40 @@
-"""Rendering for the ``starebrain`` CLI: rich tables on a TTY, plain text elsewhere, JSON.
+"""Rendering for the ``starebrain`` CLI: text tables (rich, no box), Markdown and JSON.
 
-Phone numbers and bodies are personal data: every renderer here redacts them unless the
-operator asked to see them (``--show-private``). JSON goes through the package's one cattrs
-converter, so machines read exactly what the records hold (redacted the same way).
+Three promises hold for every renderer here:
+
+- **Ids are never cut.** Action ids, dispatch ids, devices, states and times are never
+  wrapped, folded or elided; only free text (last errors, evidence, reasons, bodies) wraps.
+  On a terminal too narrow for a table's ids, each row is printed as a block of
+  ``column  value`` lines instead. Piped output is never wrapped at all: one line per row.
+- **Nothing rendered can drive the terminal.** Every string that reaches text or Markdown
+  output goes through :func:`clean_text` (escape sequences, C0/C1 controls, bidi overrides
+  removed; line breaks shown as ``↵``); Markdown additionally escapes its own syntax
+  (:func:`md_text`). JSON keeps the data exact: JSON escaping is enough there.
+- **Personal data stays hidden.** Phone numbers and bodies are redacted unless the operator
+  asked to see them (``--show-private``). JSON goes through the package's one cattrs
+  converter, so machines read exactly what the records hold (redacted the same way), and
+  every JSON object printed carries ``schema_version``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
+import io
 import json
+import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import attrs
 import click
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from starebrain_actions._convert import converter, format_time
 from starebrain_actions._logging import SENSITIVE_KEYS
@@ -32,6 +49,95 @@ from starebrain_actions._model import (
 
 #: Stand-in for the hidden middle of a phone number (a fixed width: it reveals no length).
 _MASK = "•••••"
+
+#: Version of every JSON shape the CLI prints (and of the nightly report). Bumped when a
+#: field is removed or changes meaning; adding a field does not bump it.
+SCHEMA_VERSION: Final = 1
+
+
+# --------------------------------------------------------------------------- cleaning
+
+#: Terminal escape sequences: CSI (``ESC [`` or 8-bit ``0x9b``), OSC (``ESC ]`` / ``0x9d``,
+#: ended by BEL or ST), DCS/SOS/PM/APC strings (ended by ST), and two-character escapes.
+#: A string's payload stops at the next control character, so matching stays linear on
+#: hostile input.
+_ESCAPE_SEQUENCE = re.compile(
+    r"""
+      (?:\x1b\[|\x9b) [0-?]* [ -/]* [@-~]
+    | (?:\x1b\]|\x9d) [^\x00-\x1f\x7f-\x9f]* (?:\x07|\x1b\\|\x9c)
+    | (?:\x1b[PX^_]|[\x90\x98\x9e\x9f]) [^\x00-\x1f\x7f-\x9f]* (?:\x1b\\|\x9c)
+    | \x1b [ -/]* [0-~]
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+#: C0 and C1 controls and DEL (line breaks and tabs are handled before), and the bidi
+#: embedding, override and isolate controls that can reorder what a reader sees
+#: ("Trojan Source", CVE-2021-42574).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: How a line break inside one value is shown on a single line.
+LINE_BREAK_MARK: Final = "↵"
+
+
+def clean_text(text: str) -> str:
+    """``text`` safe to print on a terminal or in Markdown, on one line: escape sequences
+    and control characters removed, tabs as spaces, line breaks as ``↵``.
+
+    Every rendered string goes through it (a body shown with ``--show-private``, an error
+    read from a phone, an operator's name): a value can never move the cursor, retitle the
+    window, hide text, make a link or forge a line of output.
+    """
+    if text.isprintable():  # the common case: nothing to do
+        return text
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = _LINE_BREAK.sub(LINE_BREAK_MARK, text).replace("\t", " ")
+    return _CONTROL.sub("", text)
+
+
+#: Markdown syntax escaped in any text: backslash, code, emphasis, links and images, raw
+#: HTML and autolinks, entities, headings, strikethrough, table cells.
+_MD_SPECIAL = re.compile(r"[\\`*\[\]<>&#~|]")
+#: ``_`` opens or closes emphasis only at a word's edge (``IN_FLIGHT`` is safe as it is).
+_MD_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+#: What would start a list item, a thematic break or a setext heading at a block's start:
+#: ``-``, ``+``, ``=``, or the ``.``/``)`` of ``12.`` (a backslash before a digit is no escape).
+_MD_BLOCK_START = re.compile(r"^(\s*)([-+=]|\d{1,9}(?=[.)]))")
+
+
+def md_text(text: str, *, block_start: bool = False) -> str:
+    """``text`` as literal Markdown inline text on one line: cleaned (:func:`clean_text`),
+    then every character with a Markdown meaning backslash-escaped, so a value can never
+    become a link, an image, HTML, a heading, emphasis or a new table cell. With
+    ``block_start`` (the text begins a block, as a list item's does) a leading ``-``, ``+``,
+    ``=`` or ``12.`` is escaped too."""
+    text = _MD_SPECIAL.sub(lambda match: "\\" + match.group(), clean_text(text))
+    text = _MD_UNDERSCORE.sub(r"\\_", text)
+    match = _MD_BLOCK_START.match(text) if block_start else None
+    if match is None:
+        return text
+    if match.group(2)[0].isdigit():  # 12. -> 12\.
+        return text[: match.end()] + "\\" + text[match.end() :]
+    return text[: match.start(2)] + "\\" + text[match.start(2) :]
+
+
+def md_code(text: str) -> str:
+    """``text`` as a Markdown code span (cleaned), fenced with more backticks than it holds."""
+    text = clean_text(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    padded = f" {text} " if text.startswith("`") or text.endswith("`") or not text else text
+    return f"{fence}{padded}{fence}"
+
+
+def md_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A GitHub-flavoured Markdown table (every cell through :func:`md_text`), then a blank
+    line; ``_none_`` for no rows."""
+    if not rows:
+        return ["_none_", ""]
+    out = ["| " + " | ".join(md_text(column) for column in columns) + " |"]
+    out.append("|" + "---|" * len(columns))
+    out += ["| " + " | ".join(md_text(value) for value in row) + " |" for row in rows]
+    return [*out, ""]
 
 
 # --------------------------------------------------------------------------- redaction
@@ -74,6 +180,11 @@ def redact_data(value: Any, *, show_private: bool) -> Any:
 
 # --------------------------------------------------------------------------- JSON
 
+#: Characters JSON allows raw inside strings that a terminal may still act on (C1
+#: controls, DEL, bidi controls, Unicode line separators): printed as ``\\uXXXX`` escapes,
+#: which decode to exactly the same data.
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
 
 def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:
     """An action summary as JSON-able data: the record fields plus what is derived."""
@@ -88,83 +199,380 @@ def history_data(entries: Sequence[HistoryEntry], *, show_private: bool) -> list
     return list(redact_data(converter.unstructure(list(entries)), show_private=show_private))
 
 
+def versioned(data: Any) -> Any:
+    """``data`` with ``schema_version`` set: on an object, or on each object of an array."""
+    if isinstance(data, Mapping):
+        return {**data, "schema_version": data.get("schema_version", SCHEMA_VERSION)}
+    if isinstance(data, list | tuple):
+        return [versioned(item) if isinstance(item, Mapping) else item for item in data]
+    return data
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented, key-sorted JSON; characters a terminal could act on are
+    ``\\u`` escapes (the decoded data is unchanged)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def emit_json(data: Any) -> None:
-    """Print ``data`` (records are unstructured first) as indented, key-sorted JSON."""
+    """Print ``data`` (records are unstructured first) as JSON with ``schema_version``."""
     plain = converter.unstructure(data) if attrs.has(type(data)) else data
-    click.echo(json.dumps(plain, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    click.echo(json_text(versioned(plain)))
+
+
+def error_data(message: str, exit_code: int) -> dict[str, Any]:
+    """What ``--json`` prints on stdout for an error: ``error``, ``exit_code``,
+    ``schema_version``."""
+    return {"error": message, "exit_code": exit_code, "schema_version": SCHEMA_VERSION}
+
+
+class JsonCliError(click.ClickException):
+    """A CLI error under ``--json``: the error as JSON on stdout, and the usual one line
+    (``Error: …``, or the usage and the error) on stderr, with the same exit status."""
+
+    def __init__(self, original: click.ClickException) -> None:
+        super().__init__(original.format_message())
+        # click declares exit_code a class variable; this error takes the original's status
+        self.exit_code = original.exit_code  # type: ignore[misc]
+        self.original = original
+
+    def show(self, file: Any = None) -> None:
+        click.echo(json_text(error_data(self.format_message(), self.exit_code)))
+        self.original.show(file)
+
+
+def json_requested(args: Sequence[str]) -> bool:
+    """True when the command line asks for ``--json`` (before a ``--``)."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    return "--json" in words
+
+
+#: The command line of the running command, for errors raised after parsing.
+_ARGS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "starebrain_args", default=()
+)
+
+
+class _JsonErrors:
+    """Turns every ``click.ClickException`` (usage errors included) of a command run with
+    ``--json`` into a :class:`JsonCliError`."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        if parent is None:
+            _ARGS.set(tuple(args))
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)  # type: ignore[misc, no-any-return]
+        except click.ClickException as exc:
+            raise _json_error(exc, args) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except click.ClickException as exc:
+            raise _json_error(exc, _ARGS.get()) from None
+
+
+def _json_error(exc: click.ClickException, args: Sequence[str]) -> click.ClickException:
+    if isinstance(exc, JsonCliError) or not json_requested(args):
+        return exc
+    return JsonCliError(exc)
+
+
+class JsonErrorGroup(_JsonErrors, click.Group):
+    """A click group whose errors are JSON on stdout when ``--json`` is given."""
+
+
+class JsonErrorCommand(_JsonErrors, click.Command):
+    """A click command whose errors are JSON on stdout when ``--json`` is given."""
 
 
 # --------------------------------------------------------------------------- text output
 
+#: Spaces between two table columns.
+_GAP: Final = 2
+#: Narrowest a free-text column may get before a table is split into bands.
+_TEXT_MIN: Final = 16
+#: Trailing blanks of a line, with the style codes around them.
+_TRAILING_SPACE = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$")
+#: Indent of a row's second and later bands.
+_INDENT: Final = 4
+#: "No limit": piped output is never wrapped.
+_UNLIMITED: Final = 1_000_000
+
 
 class Output:
-    """Where human output goes: a rich console on a TTY, aligned plain text otherwise."""
+    """Where human output goes, and how wide it may be.
 
-    def __init__(self, *, rich: bool | None = None, stream: TextIO | None = None) -> None:
+    ``rich`` (default: stdout is a terminal) lays text out for a screen: tables fit the
+    terminal's width (free text wraps; columns go into bands, or rows into blocks, when
+    the ids do not fit side by side) and headings are bold. Otherwise nothing is ever
+    wrapped and no escape code is written: one line per table row, for ``grep`` and ``awk``.
+    ``width`` forces a width in either mode.
+    """
+
+    def __init__(
+        self, *, rich: bool | None = None, stream: TextIO | None = None, width: int | None = None
+    ) -> None:
         self._stream = stream
         self.rich = sys.stdout.isatty() if rich is None else rich
+        self._width = width
 
     def _console(self) -> Console:
         # Resolved at print time so click's test runner (which swaps sys.stdout) sees it.
-        return Console(file=self._stream or sys.stdout, highlight=False, soft_wrap=False)
+        return Console(
+            file=self._stream or sys.stdout,
+            width=self._width,
+            highlight=False,
+            markup=False,
+            emoji=False,
+        )
+
+    @property
+    def width(self) -> int | None:
+        """Columns available, or None when nothing may be wrapped (piped output)."""
+        if self._width is not None:
+            return self._width
+        return self._console().width if self.rich else None
+
+    def _emit(self, renderable: RenderableType) -> None:
+        # Text is printed as it is (soft wrap: the terminal folds a line too long, so an id
+        # copied from it stays whole); tables are laid out to the width. Lines lose the
+        # padding rich gives their last cell.
+        if self.rich:
+            console = self._console()
+        else:
+            console = Console(
+                file=io.StringIO(),
+                width=self._width or _UNLIMITED,
+                color_system=None,
+                force_terminal=False,
+                highlight=False,
+                markup=False,
+                emoji=False,
+            )
+        with console.capture() as captured:
+            console.print(renderable, soft_wrap=isinstance(renderable, Text))
+        for text in captured.get().splitlines():
+            click.echo(_TRAILING_SPACE.sub(_keep_reset, text), file=self._stream)
 
     def line(self, text: str = "") -> None:
-        """Print one line of plain text (no markup)."""
-        if self.rich:
-            self._console().print(text, markup=False)
-        else:
-            click.echo(text, file=self._stream)
+        """Print a line of text (cleaned, no markup), wrapped at spaces to the width, if any:
+        a word, which may be an id, is never split."""
+        width = self.width
+        cleaned = clean_text(text)
+        for part in [cleaned] if width is None else _wrap(cleaned, width):
+            self._emit(Text(part))
 
     def heading(self, text: str) -> None:
         """Print a section heading."""
-        if self.rich:
-            self._console().print(f"[bold]{_escape(text)}[/bold]")
-        else:
-            click.echo(text, file=self._stream)
+        self._emit(Text(clean_text(text), style="bold" if self.rich else ""))
 
-    def fields(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Print ``name: value`` lines, names aligned."""
-        items = list(pairs)
-        width = max((len(name) for name, _ in items), default=0)
-        if self.rich:
-            table = Table.grid(padding=(0, 2))
-            table.add_column(style="bold")
-            table.add_column()
-            for name, value in items:
-                table.add_row(name, value)
-            self._console().print(table)
-            return
-        for name, value in items:
-            click.echo(f"{name + ':':<{width + 1}} {value}", file=self._stream)
+    def fields(self, pairs: Iterable[tuple[str, str]], *, wrap: Collection[str] = ()) -> None:
+        """Print ``name: value`` lines, names aligned. Values named in ``wrap`` are free text
+        that may wrap under their column; any other value is kept whole, on the next line
+        when it does not fit beside its name."""
+        given = list(pairs)
+        items = [(clean_text(name) + ":", clean_text(value)) for name, value in given]
+        label_width = max((cell_len(name) for name, _ in items), default=0) + 1
+        width = self.width
+        for (name, value), (key, _) in zip(items, given, strict=True):
+            label = Text(name.ljust(label_width), style="bold" if self.rich else "")
+            room = None if width is None else width - label_width
+            if room is None or cell_len(value) <= room:
+                self._emit(label + Text(value))
+            elif key in wrap and room >= _TEXT_MIN:
+                lines = _wrap(value, room)
+                self._emit(label + Text(lines[0]))
+                for more in lines[1:]:
+                    self._emit(Text(" " * label_width + more))
+            else:
+                self._emit(Text(name, style=label.style))
+                self._emit(Text("  " + value))
 
     def table(
-        self, columns: Sequence[str], rows: Iterable[Sequence[str]], *, title: str | None = None
+        self,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[str]],
+        *,
+        title: str | None = None,
+        wrap: Collection[str] | None = None,
     ) -> None:
-        """Print a table; in plain text, whitespace-aligned columns with a header line."""
-        body = [list(row) for row in rows]
-        if self.rich:
-            table = Table(title=title, show_lines=False, header_style="bold")
-            last = len(columns) - 1
-            for index, column in enumerate(columns):
-                # ids and times stay whole; only the last (free text) column wraps
-                table.add_column(column, no_wrap=index != last, overflow="fold")
-            for row in body:
-                table.add_row(*row)
-            self._console().print(table)
-            return
+        """Print a table: a header line, then one line per row, columns aligned.
+
+        ``wrap`` names the free-text columns, which may wrap to fit the width (default: the
+        last column); every other column is kept whole. When the columns do not fit the
+        width side by side, they are split into bands, each row taking one line per band
+        (the later ones indented) and a blank line between rows; when even one column does
+        not fit a line, each row is printed as a block of ``column  value`` lines.
+        """
+        names = [clean_text(column) for column in columns]
+        body = [[clean_text(cell) for cell in row] for row in rows]
+        free = {len(columns) - 1} if wrap is None else {columns.index(name) for name in wrap}
         if title:
-            click.echo(title, file=self._stream)
-        widths = [len(column) for column in columns]
+            self.heading(title)
+        bands = _bands(names, body, free, self.width)
+        if bands is None:
+            self._blocks(names, body, free, self.width or _UNLIMITED)
+            return
+        if len(bands) == 1:
+            self._emit(self._band(names, body, free, bands[0], header=True))
+            return
+        for band in bands:
+            self._emit(self._band(names, [], free, band, header=True))
         for row in body:
-            for index, cell in enumerate(row):
-                widths[index] = max(widths[index], len(cell))
-        for row in [list(columns), *body]:
-            text = "  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row))
-            click.echo(text.rstrip(), file=self._stream)
+            self._emit(Text(""))
+            for band in bands:
+                self._emit(self._band(names, [row], free, band, header=False))
+
+    def _band(
+        self,
+        names: Sequence[str],
+        body: Sequence[Sequence[str]],
+        free: Collection[int],
+        band: _Band,
+        *,
+        header: bool,
+    ) -> RenderableType:
+        """The columns of one band as a rich table without box, indented."""
+        table = Table(
+            box=None,
+            pad_edge=False,
+            padding=(0, 1),
+            show_edge=False,
+            show_header=header,
+            header_style="bold" if self.rich else "",
+        )
+        for index, width in zip(band.columns, band.widths, strict=True):
+            if index in free:
+                table.add_column(names[index], width=width, overflow="fold")
+            else:
+                table.add_column(names[index], width=width, no_wrap=True)
+        for row in body:
+            table.add_row(*(Text(row[index]) for index in band.columns))
+        return Padding(table, (0, 0, 0, band.indent), expand=False) if band.indent else table
+
+    def _blocks(
+        self, names: Sequence[str], body: Sequence[Sequence[str]], free: Collection[int], width: int
+    ) -> None:
+        """Each row as ``column  value`` lines, a blank line between rows."""
+        label_width = max(cell_len(name) for name in names) + _GAP
+        room = width - label_width
+        for number, row in enumerate(body):
+            if number:
+                self._emit(Text(""))
+            for index, (name, value) in enumerate(zip(names, row, strict=True)):
+                label = Text(name.ljust(label_width), style="bold" if self.rich else "")
+                if cell_len(value) <= room:
+                    self._emit(label + Text(value))
+                elif index in free and room >= _TEXT_MIN:
+                    lines = _wrap(value, room)
+                    self._emit(label + Text(lines[0]))
+                    for more in lines[1:]:
+                        self._emit(Text(" " * label_width + more))
+                else:  # an id wider than the room beside its name: on its own line, whole
+                    self._emit(Text(name, style=label.style))
+                    self._emit(Text("  " + value))
 
 
-def _escape(text: str) -> str:
-    return text.replace("[", "\\[")
+@attrs.frozen
+class _Band:
+    """Columns printed on one line of a row."""
+
+    #: indices of the columns, in order
+    columns: tuple[int, ...]
+    #: their widths
+    widths: tuple[int, ...]
+    #: spaces before the band (the first band has none)
+    indent: int
+
+
+def _keep_reset(match: re.Match[str]) -> str:
+    """Trailing blanks dropped; a style reset among them is kept."""
+    return "\x1b[0m" if "\x1b[" in match.group() else ""
+
+
+def _bands(
+    names: Sequence[str], body: Sequence[Sequence[str]], free: Collection[int], width: int | None
+) -> list[_Band] | None:
+    """How to lay a table out in ``width`` columns (None: no limit): its columns split into
+    as few bands as fit, in order; None when a single column does not fit a line.
+
+    A whole column is as wide as its widest cell. A free-text column is as wide as its
+    widest cell when there is room; otherwise it shares what is left of its band with the
+    band's other free columns, never narrower than its longest word (a device or an id
+    inside an error stays on one line) nor than ``_TEXT_MIN``.
+    """
+    longest = [
+        max([cell_len(name), *(cell_len(row[index]) for row in body)])
+        for index, name in enumerate(names)
+    ]
+    if width is None:
+        return [_Band(columns=tuple(range(len(names))), widths=tuple(longest), indent=0)]
+    floor = [
+        min(
+            size,
+            max(
+                cell_len(names[index]),
+                _TEXT_MIN,
+                *(cell_len(word) for row in body for word in row[index].split()),
+            ),
+        )
+        if index in free
+        else size
+        for index, size in enumerate(longest)
+    ]
+    groups: list[list[int]] = [[]]
+    used = 0
+    for index in range(len(names)):
+        indent = _INDENT if len(groups) > 1 else 0
+        need = floor[index] + (_GAP if groups[-1] else 0)
+        if used + need > width - indent:
+            if not groups[-1]:
+                return None
+            groups.append([])
+            indent, need = _INDENT, floor[index]
+            if need > width - indent:
+                return None
+        groups[-1].append(index)
+        used = used + need if len(groups[-1]) > 1 else need
+    bands = []
+    for number, group in enumerate(groups):
+        indent = _INDENT if number else 0
+        widths = {index: floor[index] for index in group}
+        spare = width - indent - _GAP * (len(group) - 1) - sum(widths.values())
+        growing = sorted((i for i in group if i in free), key=lambda i: longest[i] - floor[i])
+        for count, index in enumerate(growing):  # share the spare room, smallest need first
+            extra = min(spare // (len(growing) - count), longest[index] - floor[index])
+            widths[index] += extra
+            spare -= extra
+        bands.append(
+            _Band(columns=tuple(group), widths=tuple(widths[i] for i in group), indent=indent)
+        )
+    return bands
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Text wrapped at spaces to ``width`` cells. A word is never split (it may be an id):
+    one longer than ``width`` gets a line of its own."""
+    lines: list[str] = []
+    current = ""
+    for word in text.split(" "):
+        if current and cell_len(current) + 1 + cell_len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    lines.append(current)
+    return lines
 
 
 # --------------------------------------------------------------------------- formatting
@@ -256,7 +664,8 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
                 f"{len(summary.attempts)} of {action.policy.maximum_attempts} allowed",
             ),
             ("duplicates", str(summary.duplicates)),
-        ]
+        ],
+        wrap=("needs review", "superseded", "body"),
     )
     if summary.attempts:
         render_attempts(out, summary.attempts)
@@ -332,7 +741,7 @@ def render_history(out: Output, entries: Sequence[HistoryEntry], *, show_private
             [
                 str(entry.sequence),
                 when(entry.at),
-                entry.dispatch_id[:8],
+                entry.dispatch_id,
                 entry.event.value,
                 _arrow(entry.from_delivery, entry.to_delivery),
                 _arrow(entry.from_acceptance, entry.to_acceptance),
@@ -373,6 +782,7 @@ def render_review(
             ]
             for summary in summaries
         ),
+        wrap=("reasons",),
     )
     out.line(
         f"{len(summaries)} action(s) need a person: inspect with `starebrain history ID`, then"

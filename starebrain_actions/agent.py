@@ -48,6 +48,7 @@ from starebrain_actions.exceptions import (
     DispatchOutcomeUnknown,
     DispatchUnreachable,
     InvalidInput,
+    LinkDown,
     PhoneError,
     StaleTransition,
 )
@@ -166,7 +167,7 @@ class SmsAgent:
             PhoneUnavailable: the phone cannot be reached (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
-        from starebrain_actions._android import AndroidPhone, PhoneUnavailable
+        from starebrain_actions._android import AndroidPhone, PhoneUnavailable, connect_failure
 
         async with Ledger.open(db) as ledger:
             try:
@@ -179,9 +180,10 @@ class SmsAgent:
                         read_as_system=read_as_system,
                         send_path=send_path,
                     )
-            except TimeoutError:
+            except TimeoutError as exc:
                 raise PhoneUnavailable(
-                    f"{device}: did not answer within the {deadline_s:g} s deadline"
+                    connect_failure(exc)
+                    or f"{device}: did not answer within the {deadline_s:g} s deadline"
                 ) from None
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
             try:
@@ -203,8 +205,11 @@ class SmsAgent:
                 await phone.close()
 
     async def reconcile(self) -> DeviceReport:
-        """One reconcile pass on this agent's phone (reads only)."""
-        return await reconcile_device(self.ledger, self.phone)
+        """One reconcile pass on this agent's phone (reads only; it may void the fence of an
+        attempt whose command this agent gave up on, or that is older than ``void_after``)."""
+        return await reconcile_device(
+            self.ledger, self.phone, void_after=self.void_after, void_now=self._timed_out
+        )
 
     async def send(
         self,
@@ -305,6 +310,13 @@ class SmsAgent:
                     fence_evidence = await self._fence_evidence()
             except TimeoutError:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
+            except LinkDown:
+                # an outage: start no attempt whose fence could not be read; wait for the
+                # phone within the wait (an attempt without a fence could never be voided)
+                tell("waiting for the phone to answer")
+                if not await self._pause(give_up, clock):
+                    return SendOutcome(summary=await self.ledger.summary(action_id))
+                continue
             try:
                 record = await self.ledger.begin_attempt(
                     action_id, self.phone.device, actor=self.actor, evidence=fence_evidence
@@ -353,13 +365,18 @@ class SmsAgent:
 
     async def _fence_evidence(self) -> dict[str, str]:
         """The phone's fence epoch, noted on the attempt before it is sent, so that a later
-        pass can prove on the phone that its script never ran. A phone that cannot say
-        gives an attempt without a fence (it can then only be confirmed, never voided)."""
+        pass can prove on the phone that its script never ran, and the send path's own
+        evidence (the framework path's ``creator``). A phone that cannot give an epoch gives
+        an attempt without a fence (it can then only be confirmed, never voided)."""
+        path = getattr(self.phone, "path_evidence", None)
+        known: dict[str, str] = dict(path()) if callable(path) else {}
         try:
-            return {"fence_epoch": await self.phone.fence_epoch()}
+            return {**known, "fence_epoch": await self.phone.fence_epoch()}
+        except LinkDown:
+            raise  # the phone is out of reach: no attempt starts now (the caller waits)
         except PhoneError as exc:
             _log.warning("fence_epoch_unavailable", device=self.phone.device, error=str(exc))
-            return {}
+            return known
 
     async def _dispatch(
         self, record: ActionRecord, intent: SmsIntent, *, budget_s: float | None = None

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
+import math
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -25,6 +27,7 @@ import click
 
 from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
+from starebrain_actions._cli_devices import DEVICE_ENV
 from starebrain_actions._convert import converter
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._ledger import Ledger
@@ -119,16 +122,39 @@ def _settings(ctx: click.Context) -> Settings:
 
 
 def _ledger_path(settings: Settings, *, create: bool) -> Path:
-    """The ledger path to open; read commands refuse a missing file instead of creating one."""
+    """The ledger path to open; read commands refuse a missing file instead of creating one.
+
+    Only ``send`` creates a ledger (``Ledger.open`` makes the file mode 0600); in the default
+    location it also creates the directory, mode 0700. An existing ledger readable by other
+    users gets a warning on stderr: it holds phone numbers and message bodies.
+    """
     path = settings.db
     if path.exists():
+        _warn_if_readable(path)
         return path
     if not create:
         hint = f"pass --db PATH or set {DB_ENV}" if settings.db_is_default else "check --db"
         raise CliError(f"no ledger at {path} (nothing has been sent with it yet?); {hint}")
-    if settings.db_is_default:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if settings.db_is_default and not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.chmod(0o700)  # whatever the umask
     return path
+
+
+def _warn_if_readable(path: Path) -> None:
+    """Warn on stderr when the ledger file is readable by its group or by others."""
+    try:
+        status = path.stat()
+    except OSError:
+        return
+    mode = stat.S_IMODE(status.st_mode)
+    if stat.S_ISREG(status.st_mode) and mode & 0o044:
+        click.echo(
+            f"starebrain: warning: the ledger {path} is readable by other users (mode"
+            f" {mode:04o}) and holds phone numbers and message bodies; fix it with:"
+            f" chmod 600 {path}",
+            err=True,
+        )
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -148,16 +174,109 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Validate ``HOST:PORT`` device addresses (one or several)."""
+    """Validate ``HOST:PORT`` device addresses and ``usb:SERIAL`` names (one or several)."""
+    from android_bridge._usb import USB_PREFIX, usb_serial
+
     values = value if isinstance(value, tuple) else (value,)
     for item in values:
         if item is None:
             continue
-        match = _ADDRESS.match(item)
+        if item.startswith(USB_PREFIX):
+            try:
+                usb_serial(item)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+            continue
+        match = _ADDRESS.fullmatch(item)  # not .match: "$" would let a final newline in
         if match is None or not 0 < int(match.group(1)) < 65536:
             raise click.BadParameter(
-                f"expected HOST:PORT such as 127.0.0.1:5555, got {item!r}", ctx=ctx, param=param
+                f"expected HOST:PORT such as 127.0.0.1:5555, or usb:SERIAL, got {item!r}",
+                ctx=ctx,
+                param=param,
             )
+    return value
+
+
+#: The variable naming the ADB key (``android_bridge.KEY_PATH_ENV``, repeated so that the CLI
+#: starts without importing the ADB stack).
+KEY_PATH_ENV: Final = "STAREBRAIN_ADB_KEY"
+#: Longest duration any option takes, in seconds (ten years): far beyond any real wait, and
+#: far from where a timedelta or a datetime overflows.
+MAX_SECONDS: Final = 315_576_000
+
+
+class _Seconds(click.FloatRange):
+    """A duration in seconds: a finite number in a range. ``nan``, ``inf`` and values past
+    ``max`` are usage errors (exit 2) instead of overflows deep inside."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float = 0, maximum: float = MAX_SECONDS) -> None:
+        super().__init__(min=minimum, max=maximum)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
+
+
+class _Utf8Args:
+    """Refuses an argument that is not valid UTF-8 with a usage error (exit 2). Python turns
+    such bytes of ``argv`` into lone surrogates, which SQLite cannot store, JSON cannot carry
+    and a terminal cannot print: they are stopped before any command sees them."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = os.fsencode(arg)
+                raise click.UsageError(
+                    f"argument {raw!r} is not valid UTF-8; give numbers, bodies, ids and paths"
+                    " as UTF-8 text",
+                    ctx=ctx,
+                ) from None
+        return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+
+
+class _Group(_Utf8Args, _render.JsonErrorGroup):
+    """The ``starebrain`` group: JSON errors with ``--json``, UTF-8 arguments only."""
+
+
+class _Command(_Utf8Args, _render.JsonErrorCommand):
+    """A standalone command: JSON errors with ``--json``, UTF-8 arguments only."""
+
+
+def _check_key_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
+    """``--key`` (or ``$STAREBRAIN_ADB_KEY``) must name an existing key: a typo must not
+    silently make a new identity the phone has never authorised. Only the default key path
+    is created on first use."""
+    if value is not None and not value.exists():
+        raise click.BadParameter(
+            f"no key at {value}: create one with `starebrain key new --key {value}`, or omit"
+            " --key to use the default key (created on first use)",
+            ctx=ctx,
+            param=param,
+        )
+    chosen = os.environ.get(KEY_PATH_ENV) if value is None else None
+    if chosen and not Path(chosen).expanduser().exists():
+        raise click.BadParameter(
+            f"no key at {chosen} (from ${KEY_PATH_ENV}): create one with `starebrain key new"
+            f" --key {chosen}`, or unset {KEY_PATH_ENV} to use the default key",
+            ctx=ctx,
+            param=param,
+        )
+    return value
+
+
+def _check_report_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
+    """``--report``'s directory must exist: it is not created (a typo in a cron line should
+    fail, not scatter directories)."""
+    if value is not None and not (value.parent if str(value.parent) else Path()).is_dir():
+        raise click.BadParameter(
+            f"directory {value.parent} does not exist (it is not created)", ctx=ctx, param=param
+        )
     return value
 
 
@@ -182,8 +301,11 @@ def _key_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--key",
         "key_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        # readable=False: an unreadable key is the bridge's "bad key file PATH", as for the
+        # default key
+        type=click.Path(dir_okay=False, readable=False, path_type=Path),
         default=None,
+        callback=_check_key_path,
         help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
     )(function)
 
@@ -217,7 +339,7 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
 # --------------------------------------------------------------------------- group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="starebrain-actions")
 @click.option(
     "--db",
@@ -279,11 +401,20 @@ def settled(summary: ActionSummary) -> bool:
 @click.option(
     "--device",
     required=True,
+    envvar=DEVICE_ENV,
     callback=_check_address,
-    help="The phone to send through, as HOST:PORT (ADB over TCP).",
+    help="The phone to send through, as HOST:PORT (ADB over TCP) or usb:SERIAL (needs the"
+    f" [usb] extra). Also read from ${DEVICE_ENV}.",
 )
 @click.option("--to", "to", required=True, help="Recipient phone number (E.164 preferred).")
-@click.option("--body", required=True, help="The message text, exactly as it should arrive.")
+@click.option("--body", default=None, help="The message text, exactly as it should arrive.")
+@click.option(
+    "--body-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="Read the message text from this UTF-8 file (- for stdin) instead of --body; one"
+    " final line ending is dropped.",
+)
 @click.option(
     "--action-id",
     default=None,
@@ -292,21 +423,21 @@ def settled(summary: ActionSummary) -> bool:
 )
 @click.option(
     "--wait",
-    type=click.FloatRange(min=0),
+    type=_Seconds(),
     default=30.0,
     show_default=True,
     help="Seconds to wait for proof of the outcome before exiting 3 (unresolved).",
 )
 @click.option(
     "--max-attempts",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1000),
     default=3,
     show_default=True,
     help="Attempts allowed for a new action, the first included.",
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=_Seconds(),
     default=60.0,
     show_default=True,
     help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN and a "
@@ -314,7 +445,7 @@ def settled(summary: ActionSummary) -> bool:
 )
 @click.option(
     "--unverified-after",
-    type=click.FloatRange(min=0),
+    type=_Seconds(),
     default=600.0,
     show_default=True,
     help="Seconds after a dispatch before a sent message that never shows up goes to review "
@@ -322,7 +453,7 @@ def settled(summary: ActionSummary) -> bool:
 )
 @click.option(
     "--backoff",
-    type=click.FloatRange(min=0, max=86_400),
+    type=_Seconds(maximum=86_400),
     default=1.0,
     show_default=True,
     help="Seconds to wait before the second attempt; each further wait doubles, up to "
@@ -331,14 +462,14 @@ def settled(summary: ActionSummary) -> bool:
 )
 @click.option(
     "--max-backoff",
-    type=click.FloatRange(min=0, max=86_400),
+    type=_Seconds(maximum=86_400),
     default=60.0,
     show_default=True,
     help="Longest wait between two attempts, in seconds (before jitter).",
 )
 @click.option(
     "--rate-limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1_000_000),
     default=30,
     show_default=True,
     help="Sends started on the phone per minute at most (Android holds more behind a "
@@ -346,14 +477,14 @@ def settled(summary: ActionSummary) -> bool:
 )
 @click.option(
     "--connect-timeout",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=_Seconds(minimum=0.1, maximum=3600),
     default=5.0,
     show_default=True,
     help="Seconds to connect to the phone (never more than what is left of --wait).",
 )
 @click.option(
     "--command-timeout",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=_Seconds(minimum=0.1, maximum=3600),
     default=20.0,
     show_default=True,
     help="Seconds one command on the phone may take (never more than what is left of "
@@ -381,7 +512,8 @@ def send(
     ctx: click.Context,
     device: str,
     to: str,
-    body: str,
+    body: str | None,
+    body_file: str | None,
     action_id: str | None,
     wait: float,
     max_attempts: int,
@@ -408,8 +540,10 @@ def send(
         raise click.BadParameter(
             f"expected a two-letter country code such as US, got {region!r}", param_hint="--region"
         )
+    from starebrain_actions._cli_body import check_body, read_body
+
     try:
-        intent = SmsIntent(recipient=to, body=body, region=region)
+        intent = SmsIntent(recipient=to, body=read_body(body, body_file), region=region)
         policy = RetryPolicy(
             maximum_attempts=max_attempts,
             grace_window=timedelta(seconds=grace),
@@ -419,6 +553,7 @@ def send(
         )
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc
+    check_body(intent.recipient, intent.body, send_path)
     derived = action_id is None
     chosen_id = action_id if action_id is not None else derive_action_id(intent)
     path = _ledger_path(_settings(ctx), create=True)
@@ -555,7 +690,7 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
     path = _ledger_path(_settings(ctx), create=False)
 
     async def work() -> tuple[ActionSummary, list[dict[str, Any]]]:
-        async with Ledger.open(path) as ledger:
+        async with Ledger.open(path, read_only=True) as ledger:
             summary = await ledger.summary(action_id)
             return summary, await ledger.duplicates(action_id)
 
@@ -596,7 +731,7 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
 )
 @click.option(
     "--limit",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=1_000_000_000),
     default=50,
     show_default=True,
     help="At most this many actions, newest first (0: all).",
@@ -617,7 +752,7 @@ def list_command(
     wanted = Status(status_name.upper()) if status_name else None
 
     async def work() -> tuple[list[ActionSummary], Any]:
-        async with Ledger.open(path) as ledger:
+        async with Ledger.open(path, read_only=True) as ledger:
             now = ledger.now()
             found = await ledger.summaries(
                 status=wanted, device=device, limit=limit or None, now=now
@@ -643,7 +778,7 @@ def history(ctx: click.Context, action_id: str, as_json: bool, show_private: boo
     path = _ledger_path(_settings(ctx), create=False)
 
     async def work() -> list[Any]:
-        async with Ledger.open(path) as ledger:
+        async with Ledger.open(path, read_only=True) as ledger:
             return await ledger.history(action_id)
 
     entries = _run(work())
@@ -663,7 +798,7 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
     path = _ledger_path(_settings(ctx), create=False)
 
     async def work() -> tuple[list[ActionSummary], Any]:
-        async with Ledger.open(path) as ledger:
+        async with Ledger.open(path, read_only=True) as ledger:
             now = ledger.now()
             return await ledger.needing_review(now=now), now
 
@@ -702,7 +837,7 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
 @click.option(
     "--expect",
     "expect_version",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=2**63 - 1),
     default=None,
     metavar="VERSION",
     help="The attempt's version you looked at (the v column of status and review): the "
@@ -746,10 +881,11 @@ def resolve(
 
     provider_row = _parse_row(row) if row is not None else None
 
-    async def work() -> ActionSummary:
-        async with Ledger.open(path) as ledger:
+    async def work() -> tuple[ActionSummary, Any, bool]:
+        async with Ledger.open(path, create=False) as ledger:
+            seen = {item.dispatch_id: item.version for item in await ledger.attempts(action_id)}
             try:
-                await ledger.resolve(
+                record = await ledger.resolve(
                     action_id,
                     as_sent=ruling == "sent",
                     reason=reason,
@@ -761,14 +897,36 @@ def resolve(
                 )
             except StaleTransition as exc:
                 raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
-            return await ledger.summary(action_id)
+            # a ruling already in force writes nothing: the version stays what it was
+            changed = seen.get(record.dispatch_id) != record.version
+            return await ledger.summary(action_id), record, changed
 
-    summary = _run(work())
+    summary, record, changed = _run(work())
+    decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
+    resend = ruling == "not-sent" and (
+        decision.redispatch or decision.reason is RedispatchReason.BACKOFF
+    )
     if as_json:
-        _render.emit_json(_render.summary_data(summary, show_private=False))
+        data = _render.summary_data(summary, show_private=False)
+        data["changed"] = changed
+        data["resend_will_follow"] = resend
+        _render.emit_json(data)
         return
     out = _render.Output()
-    out.line(f"resolved {action_id} as {ruling} by {name}: now {summary.status.value}")
+    if changed:
+        out.line(f"resolved {action_id} as {ruling} by {name}: now {summary.status.value}")
+    else:
+        out.line(
+            f"attempt {record.dispatch_id} of {action_id} is already ruled {ruling} by"
+            f" {record.resolved_by}: nothing written (now {summary.status.value})"
+        )
+    if resend and changed:
+        out.line(
+            f"a resend will follow: the next `starebrain send` of {action_id} (or the agent's"
+            " retry) sends the SMS again"
+        )
+    elif ruling == "not-sent" and changed:
+        out.line(f"no resend will follow ({decision.reason.value}): see `starebrain review`")
     _render.render_summary(out, summary, show_private=False)
 
 
@@ -795,8 +953,10 @@ def _login_name() -> str | None:
     "--device",
     "devices",
     multiple=True,
+    envvar=DEVICE_ENV,
     callback=_check_address,
-    help="A device to read (HOST:PORT); repeatable. [default: every device with attempts"
+    help="A device to read (HOST:PORT or usb:SERIAL); repeatable. Also read from"
+    f" ${DEVICE_ENV} (several separated by spaces). [default: every device with attempts"
     " in flight]",
 )
 @_key_option
@@ -816,7 +976,7 @@ def reconcile(
     show_bar = sys.stderr.isatty() and not as_json
 
     async def work() -> ReconcilePass | None:
-        async with Ledger.open(path) as ledger:
+        async with Ledger.open(path, create=False) as ledger:
             targets = list(devices) or await ledger.devices_in_flight()
             if not targets:
                 return None
@@ -832,7 +992,9 @@ def reconcile(
     result = _run(work())
     if result is None:
         if as_json:
-            _render.emit_json({"devices": [], "changes": []})
+            _render.emit_json(
+                {"started_at": None, "finished_at": None, "devices": [], "changes": []}
+            )
         else:
             click.echo("nothing in flight: no device to read")
         return
@@ -894,15 +1056,19 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             "--device",
             "devices",
             multiple=True,
+            envvar=DEVICE_ENV,
             callback=_check_address,
-            help="Also read this device (HOST:PORT) even with nothing in flight; repeatable.",
+            help="Also read this device (HOST:PORT or usb:SERIAL) even with nothing in flight;"
+            f" repeatable. Also read from ${DEVICE_ENV} (several separated by spaces).",
         ),
         click.option(
             "--report",
             "report_path",
             type=click.Path(dir_okay=False, path_type=Path),
             default=None,
-            help="Write the JSON report here (atomically: a temporary file, then a rename).",
+            callback=_check_report_path,
+            help="Write the JSON report here (atomically: a temporary file, then a rename);"
+            " its directory must exist.",
         ),
         click.option(
             "--archive",
@@ -911,6 +1077,12 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Keep a Markdown copy as DIR/YYYY-MM-DD.md (-2, -3... for later runs that"
             " day); committed when DIR is in a git repository.",
+        ),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Report the ledger as it stands: read no phone, write nothing to the ledger"
+            " and take no lock (the ledger is opened read-only: works on a read-only copy).",
         ),
         _key_option,
         _json_option,
@@ -928,34 +1100,43 @@ def run_nightly_command(
     archive_dir: Path | None,
     key_path: Path | None,
     as_json: bool,
+    dry_run: bool = False,
 ) -> int:
     """The nightly job behind both ``starebrain nightly`` and ``scripts/nightly_reconcile.py``.
 
     Returns the exit status: 0 nothing needs a person (or another run holds the lock), 1
-    something does, 2 usage error (including a missing or unusable ledger).
+    something does, 2 usage error (including a missing or unusable ledger). ``dry_run``: no
+    phone read, no lock, the ledger opened read-only.
     """
     from starebrain_actions import _nightly
 
     path = settings.db
     if not path.exists():
         raise CliUsageError(f"no ledger at {path}; check --db or ${DB_ENV}")
+    _warn_if_readable(path)
     try:
-        with _nightly.nightly_lock(path):
+        with nullcontext() if dry_run else _nightly.nightly_lock(path):
             report = asyncio.run(
                 _nightly.run_nightly(
                     path,
                     devices=devices,
                     key_path=key_path,
                     read_as_system=settings.read_as_system,
+                    dry_run=dry_run,
                 )
             )
     except _nightly.NightlyBusy as exc:
-        click.echo(f"starebrain nightly: {exc}")
+        if as_json:
+            _render.emit_json({"skipped": str(exc), "exit_code": _nightly.EXIT_OK})
+        else:
+            click.echo(f"starebrain nightly: {exc}")
         return _nightly.EXIT_OK
     except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
         raise CliUsageError(f"cannot use the ledger: {exc}") from exc
     code = report.exit_code
     data = _nightly.report_data(report)
+    if dry_run:
+        data["dry_run"] = True
     if report_path is not None:
         try:
             _nightly.write_json_atomic(report_path, data)
@@ -979,6 +1160,8 @@ def run_nightly_command(
         for note in notes:
             click.echo(note, err=True)
     else:
+        if dry_run:
+            click.echo("dry run: the ledger as it stands; no phone was read, nothing was written")
         for line in _nightly.summary_lines(report) + notes:
             click.echo(line)
     return code
@@ -994,6 +1177,7 @@ def nightly(
     archive_dir: Path | None,
     key_path: Path | None,
     as_json: bool,
+    dry_run: bool,
 ) -> None:
     """Reconcile every device with attempts in flight, then report what needs a person.
 
@@ -1004,6 +1188,7 @@ def nightly(
     ctx.exit(
         run_nightly_command(
             settings=_settings(ctx),
+            dry_run=dry_run,
             devices=devices,
             report_path=report_path,
             archive_dir=archive_dir,
@@ -1013,7 +1198,11 @@ def nightly(
     )
 
 
-@click.command("nightly_reconcile", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "nightly_reconcile",
+    cls=_Command,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -1042,6 +1231,7 @@ def nightly_main(
     archive_dir: Path | None,
     key_path: Path | None,
     as_json: bool,
+    dry_run: bool,
 ) -> None:
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
     code and exit statuses as ``starebrain nightly``."""
@@ -1054,6 +1244,7 @@ def nightly_main(
     ctx.exit(
         run_nightly_command(
             settings=settings,
+            dry_run=dry_run,
             devices=devices,
             report_path=report_path,
             archive_dir=archive_dir,
@@ -1071,3 +1262,15 @@ main.add_command(simulator_command)
 from starebrain_actions._demo import demo_command  # noqa: E402
 
 main.add_command(demo_command)
+
+from starebrain_actions._cli_keys import key_command  # noqa: E402
+
+main.add_command(key_command)
+
+from starebrain_actions._cli_devices import devices_command  # noqa: E402
+
+main.add_command(devices_command)
+
+from starebrain_actions._mcp_command import mcp_command  # noqa: E402
+
+main.add_command(mcp_command)

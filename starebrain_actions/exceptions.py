@@ -12,6 +12,7 @@ The tree says what a caller must do next::
     │   │   └── DispatchUnreachable       the phone could not be reached: FAIL, budget kept
     │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
     │   └── LookupFailed                  a read of the phone that proves nothing
+    │       └── LinkDown                  ...because the link to the phone is down
     └── LedgerError                       the SQLite store refused or could not do something
         ├── LedgerUnavailable             the database file cannot be opened or written
         ├── SchemaTooNew                  the file was written by a newer version; untouched
@@ -68,6 +69,10 @@ class DispatchOutcomeUnknown(PhoneError):
 
 class LookupFailed(PhoneError):
     """A read of the phone failed or cannot be trusted; it proves nothing either way."""
+
+
+class LinkDown(LookupFailed):
+    """The phone could not be reached, or the link failed mid-read: try again later."""
 
 
 class LedgerError(StarebrainError):

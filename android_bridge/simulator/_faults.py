@@ -28,7 +28,8 @@ class Fault(enum.StrEnum):
     PROVIDER_ERROR = "provider-error"
     #: The next shell command never answers and never runs (counts command lines, not sends).
     HANG = "hang"
-    #: The message is sent, then the command never answers: a timeout after a real send.
+    #: The message is sent, then the link stalls: the script runs on to its end on the phone,
+    #: but the command never answers (a timeout after a real send).
     HANG_AFTER_SEND = "hang-after-send"
     #: At the next send the phone reboots: every connection is reset, the user is locked
     #: until unlocked, and ``adb tcpip`` mode is lost (see ``SimulatedPhone.reboot``).

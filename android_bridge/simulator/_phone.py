@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import random
 import time
 from collections.abc import Awaitable, Iterable, Sequence
@@ -14,8 +15,8 @@ from typing import Final, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
-import structlog
 
+from android_bridge._log import get_logger
 from android_bridge.simulator._apps import (
     DEFAULT_APP,
     Channel,
@@ -64,7 +65,7 @@ from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
 from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, DropConnection
 
-log = structlog.get_logger("android_bridge.simulator")
+log = get_logger("android_bridge.simulator")
 
 _AUTOCORRECT: Final = {
     "teh": "the",
@@ -86,6 +87,17 @@ _BACKGROUND_BODIES: Final = (
     "Thanks!",
     "Your code is 4821",
 )
+
+
+class _Stall:
+    """The link of the command line being run stalled: its output no longer reaches the
+    client, and it never answers."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+
+_STALL: contextvars.ContextVar[_Stall] = contextvars.ContextVar("simulator_stall")
 
 
 class SimulatedPhone:
@@ -572,15 +584,31 @@ class SimulatedPhone:
                 self._connection_tasks.discard(task)
 
     async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
-        """Run one command line, streaming its output to ``output``; return its exit status."""
+        """Run one command line, streaming its output to ``output``; return its exit status.
+
+        After a ``hang-after-send`` the command line runs on to its end on the phone (adbd
+        keeps the shell running while the link is stalled), but nothing more of its output
+        reaches the client, and it never answers."""
         self.commands_run.append(command)
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
         if self.faults.take(Fault.HANG):
             log.info("simulator_fault_hang")
             await asyncio.Event().wait()
-        shell = Shell(self._commands(), on_output=output, after_command=self._after_command)
-        _, status = await shell.run_chunks(command)
+        stalled = _Stall()
+        token = _STALL.set(stalled)
+
+        async def deliver(fd: int, data: str) -> None:
+            if not stalled.on:
+                await output(fd, data)
+
+        try:
+            shell = Shell(self._commands(), on_output=deliver, after_command=self._after_command)
+            _, status = await shell.run_chunks(command)
+        finally:
+            _STALL.reset(token)
+        if stalled.on:
+            await asyncio.Event().wait()  # the reply never comes
         return status
 
     async def _after_command(self, argv: list[str], status: int) -> None:
@@ -769,8 +797,9 @@ class SimulatedPhone:
         if Fault.DROP_AFTER_SEND in faults:
             raise DropConnection("drop-after-send")
         if Fault.HANG_AFTER_SEND in faults:
-            # Sent, but the reply never comes; the client's timeout is all it will see.
-            await asyncio.Event().wait()
+            # Sent, but the reply never comes (the link stalls): the script runs on to its
+            # end on the phone; the client's timeout is all it will see (run_shell).
+            _STALL.get(_Stall()).on = True
 
     async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:
         if self.send_delay_ms == 0:

@@ -35,13 +35,12 @@ import struct
 from collections.abc import Callable
 from typing import Final, Protocol
 
-import structlog
-
+from android_bridge._log import get_logger
 from android_bridge.simulator import _wire
 from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey
 from android_bridge.simulator._shell import STDOUT_IS_TERMINAL, OutputFn
 
-log = structlog.get_logger("android_bridge.simulator")
+log = get_logger("android_bridge.simulator")
 
 #: How long to wait for a client's OKAY before giving up on a stream.
 _ACK_TIMEOUT_S: Final = 60.0

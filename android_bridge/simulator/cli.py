@@ -13,6 +13,8 @@ import attrs
 import click
 import structlog
 
+from android_bridge._keys import default_key_path
+from android_bridge._paths import simulator_dir
 from android_bridge.simulator._apps import (
     APP_PROFILES,
     DEFAULT_APP,
@@ -26,8 +28,9 @@ from android_bridge.simulator._platform import DEFAULT_RELEASE
 
 
 def default_directory() -> Path:
-    """Where the store and ``adb_keys`` live when not given: the user's starebrain app dir."""
-    return Path(click.get_app_dir("starebrain")) / "simulator"
+    """Where the store and ``adb_keys`` live when not given: ``simulator`` in the user's
+    starebrain configuration directory, the one that holds starebrain's own ADB key."""
+    return simulator_dir()
 
 
 def _parse_faults(
@@ -87,15 +90,15 @@ _FAULT_HELP = (
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="SQLite file holding the phone's sms table (created if missing). "
-    "[default: <app dir>/simulator/sms.db]",
+    "[default: <config dir>/simulator/sms.db]",
 )
 @click.option(
     "--authorized-keys",
     "authorized_keys_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The phone's adb_keys file: one base64 public key per line, as in "
-    "~/.android/adbkey.pub. [default: <app dir>/simulator/adb_keys]",
+    help="The phone's adb_keys file: one base64 public key per line, as in starebrain's "
+    "adbkey.pub. [default: <config dir>/simulator/adb_keys, beside starebrain's adbkey]",
 )
 @click.option(
     "--allow-new-keys",
@@ -297,16 +300,14 @@ def simulator_command(
     store = store_path or directory / "sms.db"
     keys = authorized_keys_path or directory / "adb_keys"
     if not keys.exists() and not allow_new_keys:
+        public_key = f"{default_key_path()}.pub"
         raise click.UsageError(
-            f"authorized keys file {keys} does not exist. Create it from your ADB public key "
-            f"(for example: cp ~/.android/adbkey.pub {keys}), or start with --allow-new-keys "
-            "to accept and remember the first key a client offers."
+            f"authorized keys file {keys} does not exist. Start with --allow-new-keys to "
+            "accept and remember the first key a client offers (as a phone's owner taps "
+            f"Allow), or authorize starebrain's key, once it exists: mkdir -p {keys.parent} "
+            f"&& cp {public_key} {keys}"
         )
-    level = logging.DEBUG if verbose else logging.INFO
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    _configure_logging(logging.DEBUG if verbose else logging.INFO)
     phone = SimulatedPhone(
         store_path=store,
         authorized_keys_path=keys,
@@ -341,6 +342,22 @@ def simulator_command(
         raise click.ClickException(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         ) from exc
+
+
+def _configure_logging(level: int) -> None:
+    """This command is an application: its events (and the bridge's, in this process) go to
+    stderr, pretty on a terminal; stdout carries only the ``listening`` and ``stopped`` lines."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )
 
 
 def _app_profile(

@@ -55,6 +55,9 @@ class DyingPhone:
     async def void(self, attempts: Any) -> Any:
         return await self._phone.void(attempts)
 
+    async def peek(self, attempts: Any) -> Any:
+        return await self._phone.peek(attempts)
+
     async def read_outgoing(self, **window: Any) -> PhoneRead:
         read = await self._phone.read_outgoing(**window)
         if self._step == "during_reconcile":

@@ -45,15 +45,17 @@ async def test_the_same_approved_action_twice_sends_one_sms(sms_phone: Any, agen
 async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """The connection drops after the send: the attempt stays PENDING, a read confirms it."""
+    """The link stalls after the send (the script runs to its end on the phone, its reply
+    never comes): the attempt stays PENDING, the fence's stage markers bound its window, and
+    a read confirms the one SMS."""
     phone = await sms_phone(root=False)
-    phone.inject_fault("drop-after-send")
-    async with agent_for(phone) as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    phone.inject_fault("hang-after-send")
+    async with agent_for(phone, command_timeout_s=1.0) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=6)
         ledger = agent.ledger
         history = [entry.event for entry in await ledger.history("A-17")]
     assert Status.SUCCEEDED == outcome.status
-    # the timed-out send is noted; a fence check may note that its script ran, before the read
+    # the timed-out send is noted; the fence check notes that its script ran, then the read
     # confirms it
     assert [Event.CREATED, Event.NOTE_ERROR] == history[:2]
     assert [Event.CONFIRM, Event.ACCEPT] == history[-2:]
@@ -61,6 +63,25 @@ async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
     assert outcome.record is not None
     assert "outcome unknown" in (outcome.record.last_error or "")
     assert [outcome.record.provider_object_id] == sent_rows(phone, TO, BODY)
+
+
+async def test_a_link_cut_right_after_the_send_key_goes_to_review_never_resent(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The connection drops right after the send key: the script is hung up before it
+    records its keys, so its window stays open, and a matching row could be the owner's as
+    well as ours (issue 10: an identical row whose origin cannot be told apart goes to
+    review). The action goes to review as AMBIGUOUS, one SMS went out, nothing is resent."""
+    phone = await sms_phone(root=False)
+    phone.inject_fault("drop-after-send")
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+        again = await agent.send("A-17", TO, BODY, wait=1)
+    assert (ReviewReason.AMBIGUOUS,) == again.summary.review_reasons
+    assert again.status in (Status.IN_FLIGHT, Status.UNKNOWN)
+    assert (1, 1) == (len(again.summary.attempts), len(sent_rows(phone, TO, BODY)))
+    record = outcome.record
+    assert record is not None and record.evidence.get("fence") == "claimed"
 
 
 async def test_changed_arguments_conflict_and_send_nothing(sms_phone: Any, agent_for: Any) -> None:
@@ -225,9 +246,9 @@ async def test_device_down_during_reconcile_fails_nothing(
     sms_phone: Any, agent_for: Any, db_path: Path, adb_key_path: Path
 ) -> None:
     """With the phone gone, a reconcile pass reports it unreachable and nothing becomes FAILED."""
-    phone = await sms_phone()
+    phone = await sms_phone(root=False)
     async with agent_for(phone, command_timeout_s=0.5) as agent:
-        phone.inject_fault("hang")
+        phone.inject_fault("stuck-outbox")  # sent, and out of the shell user's sight
         outcome = await agent.send("A-17", TO, BODY, wait=0.3)
     assert outcome.status in (Status.IN_FLIGHT, Status.UNKNOWN)
     await phone.stop()

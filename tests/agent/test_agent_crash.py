@@ -61,7 +61,7 @@ async def test_a_killed_sender_rerun_sends_exactly_one_sms(
     if step == "after_send":
         phone.inject_fault("hang-after-send")
     if step == "during_reconcile":
-        phone.inject_fault("drop-after-send")
+        phone.inject_fault("hang-after-send")
     await run_child(db_path, phone.serial, adb_key_path, step, phone)
     async with Ledger.open(db_path) as ledger:
         before = await ledger.attempts("A-17")

@@ -51,15 +51,30 @@ async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
     assert (DeliveryState.FAILED, "voided") == (first.delivery, first.evidence.get("fence"))
 
 
-async def test_a_send_cut_after_its_keys_is_confirmed_not_resent(
-    sms_phone: Any, agent_for: Any
-) -> None:
-    """Cut right after the send key: the message went out; the fence cannot be voided (the
-    script holds go), and a read confirms the one SMS."""
+async def test_a_send_cut_after_its_keys_is_never_resent(sms_phone: Any, agent_for: Any) -> None:
+    """Cut right after the send key, before the script recorded its keys: the message went
+    out; the fence cannot be voided (the script holds go), and the matching row cannot be
+    told from an identical text of the owner's (the window never closed): review as
+    AMBIGUOUS, one SMS, nothing resent."""
     phone = await sms_phone()
     async with agent_for(phone, policy=POLICY) as agent:
         await agent.phone.fence_epoch()
         phone.drop_after_command("input", nth=2)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        rerun = await agent.send("A-17", TO, BODY, wait=5)
+    assert (1, 1) == (sent(phone), len(rerun.summary.attempts))
+    assert (ReviewReason.AMBIGUOUS,) == rerun.summary.review_reasons
+
+
+async def test_a_send_whose_keys_were_recorded_is_confirmed_after_a_cut(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Cut once the script recorded its keys (the drop comes after the last ``ln``): the
+    stage markers close the window, and a read confirms the one SMS."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command("ln", nth=4)  # claim, am, go, keys
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
     assert (1, Status.SUCCEEDED, 1) == (sent(phone), rerun.status, len(rerun.summary.attempts))

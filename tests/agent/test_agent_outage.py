@@ -25,6 +25,7 @@ async def test_a_two_second_outage_spends_no_attempt(sms_phone: Any, agent_for: 
         initial_interval=timedelta(milliseconds=300),
     )
     async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+        await agent.phone.fence_epoch()  # asked once per connection, before the outage
         phone.disable_tcpip()
         back = asyncio.get_running_loop().call_later(
             2.0, lambda: asyncio.ensure_future(phone.enable_tcpip())
@@ -54,6 +55,7 @@ async def test_an_outage_longer_than_the_wait_leaves_the_action_waiting(
     phone = await sms_phone()
     policy = RetryPolicy(maximum_attempts=1, initial_interval=timedelta(milliseconds=200))
     async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+        await agent.phone.fence_epoch()  # asked once per connection, before the outage
         phone.disable_tcpip()
         outcome = await agent.send("A-1", TO, "Table 1 is ready", wait=1.5)
         assert not outcome.summary.review_reasons
@@ -62,3 +64,21 @@ async def test_an_outage_longer_than_the_wait_leaves_the_action_waiting(
         again = await agent.send("A-1", TO, "Table 1 is ready", wait=10)
     assert Status.SUCCEEDED == again.status
     assert 1 == sum(1 for t in phone.transmissions if t.body == "Table 1 is ready")
+
+
+async def test_no_attempt_starts_while_the_fence_cannot_be_read(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone is out of reach before this connection ever read its fence epoch: no attempt
+    is started (one without a fence could never be voided, and its rows never told from the
+    owner's); the send waits for the phone and goes out once it is back."""
+    phone = await sms_phone()
+    async with agent_for(phone, connect_timeout_s=0.5) as agent:
+        phone.disable_tcpip()
+        waited = await agent.send("A-1", TO, "Table 1 is ready", wait=1.0)
+        assert (Status.PLANNED, ()) == (waited.status, waited.summary.attempts)
+        await phone.enable_tcpip()
+        outcome = await agent.send("A-1", TO, "Table 1 is ready", wait=10)
+    record = outcome.record
+    assert record is not None and "fence_epoch" in record.evidence
+    assert (Status.SUCCEEDED, 1) == (outcome.status, len(outcome.summary.attempts))

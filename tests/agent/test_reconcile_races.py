@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
-from starebrain_actions import DeliveryState, Ledger, ReviewReason, SmsIntent, Status
+from starebrain_actions import DeliveryState, Ledger, RetryPolicy, ReviewReason, SmsIntent, Status
 from starebrain_actions._android import AndroidPhone
 from starebrain_actions._reconciler import reconcile_device
 
@@ -97,7 +98,8 @@ async def test_the_owners_identical_text_inside_our_window_goes_to_review_not_re
         first = await agent.send("A-17", TO, BODY, wait=0.2)
         record = first.record
         assert record is not None and record.device_clock_ms is not None
-        owner = await _owner_sends(phone, BODY, record.device_clock_ms + 10)
+        first_key = record.evidence["keys_window_ms"][0]
+        owner = await _owner_sends(phone, BODY, first_key + 10)
         await agent.send("A-17", TO, BODY, wait=3)
         await phone.wait_idle()
         await agent.reconcile()
@@ -136,3 +138,106 @@ async def test_the_owners_identical_text_after_our_window_is_never_ours(
     latest = summary.latest
     assert latest is not None and latest.provider_object_id not in (None, owner)
     assert (0, ()) == (summary.duplicates, summary.review_reasons)
+
+
+class PassBeforeTheSecondSend:
+    """The real phone; another process's reconcile pass runs right after the receipt of the
+    second attempt, before its send (the attempt has no watermark yet)."""
+
+    def __init__(self, phone: AndroidPhone, ledger: Ledger, reader: AndroidPhone) -> None:
+        self._phone, self._ledger, self._reader = phone, ledger, reader
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._phone, name)
+
+    async def dispatch(self, intent: Any, **fence: Any) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            await reconcile_device(self._ledger, self._reader)
+        return await self._phone.dispatch(intent, **fence)
+
+
+async def test_an_earlier_attempts_failed_row_never_fails_the_next_attempt(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """Found by the chaos test: the first send fails on the radio (a type 5 row, read through
+    su 1000) and its attempt is FAILED; a pass running between the second attempt's receipt
+    and its send took that old FAILED row as proof the second attempt failed too, and a third
+    copy was sent. A FAILED attempt's row stays its own: one SMS goes out, SUCCEEDED."""
+    phone = await sms_phone()
+    phone.inject_fault("send-fails")
+    async with agent_for(phone) as agent:
+        reader = await AndroidPhone.connect(
+            phone.serial, key_path=adb_key_path, read_as_system=True
+        )
+        try:
+            agent.phone = PassBeforeTheSecondSend(agent.phone, agent.ledger, reader)  # type: ignore[assignment]
+            outcome = await agent.send("A-17", TO, BODY, wait=8)
+        finally:
+            await reader.close()
+    await phone.wait_idle()
+    assert Status.SUCCEEDED == outcome.status
+    assert [DeliveryState.FAILED, DeliveryState.CONFIRMED] == [
+        record.delivery for record in outcome.summary.attempts
+    ]
+    assert 1 == sum(1 for t in phone.transmissions if t.body == BODY)
+
+
+async def test_a_killed_senders_attempt_never_takes_the_owners_identical_text(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """Found by the chaos test: a sender is killed right after its receipt (nothing reached
+    the phone), and the owner then sends the very same text to the same person. The attempt's
+    send window is unknown, so no row is attributed to it before its fence is read: the fence
+    is voided (the script never ran), the attempt is FAILED, and the rerun sends ours; the
+    owner's row is never taken for it."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), agent.policy)
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.begin_attempt("A-17", phone.serial, evidence={"fence_epoch": epoch})
+        owner = await _owner_sends(phone, BODY, phone.now_ms())
+        await reconcile_device(agent.ledger, agent.phone)  # too young to void: nothing taken
+        waiting = await agent.ledger.summary("A-17")
+        await reconcile_device(agent.ledger, agent.phone, void_after=timedelta(0))
+        voided = await agent.ledger.summary("A-17")
+        outcome = await agent.send("A-17", TO, BODY, wait=8)
+    first = voided.attempts[0]
+    assert (DeliveryState.PENDING, None) == (
+        waiting.attempts[0].delivery,
+        waiting.attempts[0].provider_object_id,
+    )
+    assert (DeliveryState.FAILED, "voided") == (first.delivery, first.evidence.get("fence"))
+    assert Status.SUCCEEDED == outcome.status
+    latest = outcome.record
+    assert latest is not None and latest.provider_object_id not in (None, owner)
+    assert 1 == sum(1 for t in phone.transmissions if t.body == BODY)
+
+
+async def test_the_owners_text_before_our_first_key_is_no_mismatch(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Found by the chaos test: the app sends ours as RCS chat (nothing in content://sms) and,
+    while the compose window is still opening, the owner texts the same person something
+    else. That row lies inside the round trip but before our first key: the window the
+    script's own clock gives (first key to last key) excludes it, so it is no MISMATCH and
+    nothing is sent again; the attempt goes to review."""
+    phone = await sms_phone(focus_delay_ms=600)
+    phone.inject_fault("rcs-send")
+    policy = RetryPolicy(
+        maximum_attempts=3,
+        initial_interval=timedelta(0),
+        grace_window=timedelta(seconds=1),
+        unverified_after=timedelta(seconds=3),
+    )
+    async with agent_for(phone, policy=policy) as agent:
+        sending = asyncio.create_task(agent.send("A-17", TO, BODY, wait=8))
+        await asyncio.sleep(0.3)  # the round trip is under way, the app not yet focused
+        await _owner_sends(phone, "Call me back pls", phone.now_ms())
+        outcome = await sending
+    assert 1 == len(outcome.summary.attempts)
+    assert [("rcs", BODY)] == [(t.channel, t.body) for t in phone.transmissions if t.body == BODY]
+    assert outcome.status is not Status.SUCCEEDED
+    record = outcome.record
+    assert record is not None and record.provider_object_id is None

@@ -309,12 +309,15 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_ledger_side_never_imports_the_bridge() -> None:
-    """Only the composition modules (CLI, agent facade, adapter, demo) import android_bridge."""
+    """Only the composition modules (the CLI and its command modules ``_cli_*``, the MCP
+    server ``_mcp*``, agent facade, adapter, demo) import android_bridge."""
     package = Path(starebrain_actions.__file__).parent
     composition = {"cli.py", "agent.py", "_android.py", "_nightly.py", "_demo.py", "_render.py"}
     composition.add("_model.py")  # android_bridge.recipients only (see the test above)
     importers = {
         path.name for path in package.glob("*.py") if "android_bridge" in imported_modules(path)
     }
-    assert importers <= composition
+    applications = {name for name in importers if name.startswith(("_cli_", "_mcp"))}
+    assert importers - applications <= composition
+    assert not {"_ledger.py", "_core.py", "_reconciler.py", "_convert.py"} & importers
     assert "_android.py" in importers

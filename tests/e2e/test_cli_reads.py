@@ -217,19 +217,25 @@ def test_default_db_from_environment(
 
 
 def test_rich_tables_on_a_tty(seeded_ledger: Path) -> None:
-    """On a TTY the same data is drawn as rich tables (box-drawing borders)."""
+    """On a TTY the same data is laid out by rich for the terminal's width, without a box:
+    wide enough, one line per row as in piped output; narrower, rows span bands, every
+    value still whole."""
 
     async def load() -> tuple[list[ActionSummary], datetime]:
         async with Ledger.open(seeded_ledger) as ledger:
             return await ledger.summaries(), ledger.now()
 
     summaries, now = asyncio.run(load())
-    buffer = io.StringIO()
-    render_list(Output(rich=True, stream=buffer), summaries, now=now, show_private=False)
-    text = buffer.getvalue()
-    assert "┃" in text or "│" in text
-    assert "bad-text" in text and "MISMATCH" in text
-    assert RECIPIENT not in text
+    wide, narrow = io.StringIO(), io.StringIO()
+    render_list(Output(rich=True, stream=wide, width=120), summaries, now=now, show_private=False)
+    render_list(Output(rich=True, stream=narrow, width=60), summaries, now=now, show_private=False)
+    for text in (wide.getvalue(), narrow.getvalue()):
+        assert "│" not in text and "┃" not in text
+        assert "bad-text" in text and "MISMATCH" in text
+        assert RECIPIENT not in text
+    assert 1 + len(SEEDED) == len(wide.getvalue().splitlines())
+    assert all(len(line) <= 60 for line in narrow.getvalue().splitlines())
+    assert len(narrow.getvalue().splitlines()) > 2 * len(SEEDED)
 
 
 def test_ledger_untouched_by_reads(seeded_ledger: Path, run_cli: RunCli) -> None:

@@ -67,10 +67,29 @@ async def test_send_json(phone: SimulatedPhone, ledger_path: Path, adb_key_path:
 async def test_send_reply_lost_is_one_sms(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """The connection drops after the send: the CLI reconciles by reading, exits 0, one SMS."""
-    phone = await phone_factory(faults=["drop-after-send"])
-    result = await send(ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY)
+    """The link stalls after the send (the reply never comes): the CLI's command times out,
+    the fence shows the script pressed its keys, a read confirms: exit 0, one SMS."""
+    phone = await phone_factory(faults=["hang-after-send"])
+    result = await send(
+        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
+        "--command-timeout", "1", "--wait", "10",
+    )  # fmt: skip
     assert 0 == result.exit_code, result.output
+    assert [BODY] == sent_bodies(phone)
+
+
+async def test_send_cut_right_after_the_send_key_is_review_never_resent(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The connection drops right after the send key, before the script recorded its keys:
+    the matching row cannot be told from an identical text of the owner's, so the action goes
+    to review (AMBIGUOUS, exit 3); a rerun sends nothing more."""
+    phone = await phone_factory(faults=["drop-after-send"])
+    args = ("--to", RECIPIENT, "--body", BODY, "--wait", "5")
+    first = await send(ledger_path, adb_key_path, phone.serial, *args)
+    again = await send(ledger_path, adb_key_path, phone.serial, *args, "--wait", "1")
+    assert (3, 3) == (first.exit_code, again.exit_code), first.output + again.output
+    assert "AMBIGUOUS" in again.stdout
     assert [BODY] == sent_bodies(phone)
 
 

@@ -34,6 +34,7 @@ def test_report_of_a_ledger_that_needs_a_person(
     """The JSON report counts statuses and lists mismatches, duplicates, spent budgets, the
     dead device and the review items; exit 1 because people must look."""
     report_path = tmp_path / "reports" / "latest.json"
+    report_path.parent.mkdir()  # --report creates no directory
     result = run_cli("nightly", "--report", str(report_path))
     assert 1 == result.exit_code, result.output
     report = json.loads(report_path.read_text(encoding="utf-8"))

@@ -312,3 +312,19 @@ async def test_transitions_are_logged_with_personal_data_redacted(ledger: Ledger
     text = repr(logs)
     assert "555 0100" not in text
     assert "4821" not in text
+
+
+async def test_an_attempt_in_review_whose_command_is_over_frees_the_phone(ledger: Ledger) -> None:
+    """Schema version 3: an unresolved attempt flagged AMBIGUOUS or STUCK (reached only once
+    its send command ended) no longer holds its device's lease; another action may start an
+    attempt on that phone, while its own action waits for a proof or a ruling."""
+    for n, reason in enumerate((ReviewReason.AMBIGUOUS, ReviewReason.STUCK)):
+        await ledger.create_action(f"held-{n}", INTENT)
+        record = await ledger.begin_attempt(f"held-{n}", "dev")
+        with pytest.raises(DeviceBusy):
+            await ledger.create_action(f"next-{n}", SmsIntent(recipient="+12025550101", body="x"))
+            await ledger.begin_attempt(f"next-{n}", "dev")
+        await ledger.apply(flag_for_review(record, reason, now=ledger.now()))
+        nxt = await ledger.begin_attempt(f"next-{n}", "dev")
+        assert DeliveryState.PENDING is nxt.delivery
+        await ledger.apply(fail_delivery(nxt, reason="test", now=ledger.now()))

@@ -1,0 +1,141 @@
+"""Long chaos runs: the ledger agent against a naive retry-on-timeout agent, same workload.
+
+Run: ``python benchmarks/chaos.py --actions 300 --seed 7`` (``--help`` for the knobs). Each
+run starts simulated phones, agent processes it ``kill -9``s and restarts, concurrent
+reconcile passes, human messages to the same recipients, twins, outages and every fault of
+the simulator (see ``tests/chaos/harness.py``), lets the system settle, and measures from the
+phones' own stores: tracker-caused duplicate SMS, lost receipts, invariant violations and
+lies (all must be 0 for the ledger agent). The same workload then runs with a naive agent
+that sends through the bridge's dispatcher and retries on any error, with no ledger.
+
+Prints a table of both runs, the ledger run's outcomes and faults, and what explains any
+non-zero figure; the work folders (ledger, phones' stores, ``sends.jsonl``, ``humans.json``,
+the children's logs) are kept with ``--keep``. Exits 1 when a metric of the ledger agent is
+not zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.chaos.harness import ChaosConfig, ChaosReport, format_table, iter_details, run_chaos
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--actions", type=int, default=300, help="actions, twins included")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--phones", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--workers", type=int, default=6, help="sender processes")
+    parser.add_argument("--twins", type=int, default=None, help="twin pairs (default: 5%%)")
+    parser.add_argument(
+        "--cli-senders",
+        type=float,
+        default=0.25,
+        help="share of the senders that run `starebrain send` per action",
+    )
+    parser.add_argument(
+        "--chaos-seconds", type=float, default=None, help="default: 0.6 s per action"
+    )
+    parser.add_argument("--settle-seconds", type=float, default=None, help="default: 60 s+")
+    parser.add_argument("--kill-every", type=float, default=2.0, help="mean seconds")
+    parser.add_argument("--outage-every", type=float, default=8.0, help="mean seconds")
+    parser.add_argument("--human-every", type=float, default=1.0, help="mean seconds")
+    parser.add_argument(
+        "--operator-after",
+        type=float,
+        default=10.0,
+        help="an operator rules (from what the phones show) on an attempt holding its phone in"
+        " review this many seconds; negative: never (the phone waits for a person)",
+    )
+    parser.add_argument("--max-attempts", type=int, default=3)
+    parser.add_argument("--naive-tries", type=int, default=3)
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive agent's run")
+    parser.add_argument("--keep", action="store_true", help="keep the work folders")
+    return parser
+
+
+def _config(args: argparse.Namespace, agent: str) -> ChaosConfig:
+    twins = args.twins if args.twins is not None else max(1, args.actions // 20)
+    chaos = args.chaos_seconds if args.chaos_seconds is not None else max(25.0, 0.6 * args.actions)
+    settle = args.settle_seconds if args.settle_seconds is not None else 60.0 + 0.1 * args.actions
+    return ChaosConfig(
+        seed=args.seed,
+        actions=args.actions,
+        twins=twins,
+        phones=args.phones,
+        workers=args.workers,
+        cli_senders=args.cli_senders,
+        agent=agent,
+        naive_tries=args.naive_tries,
+        chaos_s=chaos,
+        settle_s=settle,
+        kill_every_s=args.kill_every,
+        outage_every_s=args.outage_every,
+        human_every_s=args.human_every,
+        max_attempts=args.max_attempts,
+        operator_after_s=args.operator_after if args.operator_after >= 0 else None,
+    )
+
+
+def _say(text: str) -> None:
+    print(f"-- {text}", flush=True)
+
+
+async def _run(args: argparse.Namespace, root: Path) -> list[ChaosReport]:
+    reports = [await run_chaos(_config(args, "ledger"), root / "ledger", say=_say)]
+    if not args.no_naive:
+        reports.append(await run_chaos(_config(args, "naive"), root / "naive", say=_say))
+    return reports
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    root = Path(tempfile.mkdtemp(prefix="starebrain-chaos-"))
+    try:
+        reports = asyncio.run(_run(args, root))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    ledger = reports[0]
+    print()
+    print(format_table(reports))
+    print()
+    print("ledger agent, actions at the end:")
+    for name, count in sorted(ledger.statuses.items()):
+        print(f"  {name:28} {count}")
+    print("faults consumed (both phones):")
+    for name, count in ledger.faults_consumed.items():
+        print(f"  {name:28} {count}")
+    print("workload:")
+    for name, count in sorted(ledger.counts.items()):
+        print(f"  {name:28} {count}")
+    for report in reports:
+        lines = list(iter_details(report))
+        if lines:
+            print(f"\n{report.config.agent} agent, details:")
+            for line in lines:
+                print(f"  {line}")
+    if args.keep:
+        print(f"\nwork folders kept in {root}")
+    print(
+        f"\nseed {args.seed}: ledger agent {'clean' if ledger.clean else 'NOT CLEAN'}"
+        f" ({ledger.tracker_duplicates} duplicates, {ledger.lost_receipts} lost receipts,"
+        f" {ledger.invariant_violations} invariant violations, {ledger.lies} lies)"
+    )
+    return 0 if ledger.clean else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

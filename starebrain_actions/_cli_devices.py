@@ -1,0 +1,298 @@
+"""``starebrain devices``: every phone the ledger or the user names, whether it answers, its
+Android release, its default SMS app, and which attempt holds its lease.
+
+Each phone is asked in one connection and one round trip after the handshake (``getprop``
+and the SMS role holder, read exactly as the send script's ``role`` check reads it:
+``android_bridge._dispatcher.ROLE_HOLDER_READ``), all phones at once, each within its own
+timeout. A phone that does not answer is a row saying why, not a failure of the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import click
+
+from starebrain_actions._model import LEASE_RELEASING_REVIEWS, ActionRecord
+
+#: Environment variable naming the phone (or phones, separated by spaces) used when
+#: ``--device`` is not given, by every command that takes one.
+DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
+#: Review reasons with which an unresolved attempt no longer holds its device's lease (the
+#: ledger's ``attempts_device_lease`` index).
+_LEASE_RELEASED: Final = LEASE_RELEASING_REVIEWS
+_PACKAGE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+")
+
+
+@attrs.frozen(kw_only=True)
+class Lease:
+    """The unresolved attempt that holds a phone (no other action may send through it)."""
+
+    #: the attempt's action
+    action_id: str
+    #: the attempt
+    dispatch_id: str
+    #: its number within its action
+    attempt: int
+    #: when it was dispatched
+    since: datetime
+
+
+@attrs.frozen(kw_only=True)
+class DeviceReport:
+    """One row of ``starebrain devices``."""
+
+    #: the device name (``host:port`` or ``usb:SERIAL``)
+    device: str
+    #: named with ``--device`` or ``$STAREBRAIN_DEVICE``
+    named: bool
+    #: named in the ledger's attempts
+    in_ledger: bool
+    #: it connected, authenticated and answered the shell
+    answers: bool
+    #: why it did not answer (None when it did)
+    error: str | None = None
+    #: ``ro.build.version.release``, e.g. "14"
+    android_release: str | None = None
+    #: ``ro.build.version.sdk``, e.g. 34
+    sdk: int | None = None
+    #: the holder of the SMS role (the default SMS app), None when none is set or not read
+    sms_app: str | None = None
+    #: what the role read printed when it is not one package (several, or unreadable)
+    sms_app_note: str | None = None
+    #: the shell's uid on the phone (2000 shell, 0 root)
+    shell_uid: int | None = None
+    #: the ledger's unresolved attempt holding this phone, if any
+    lease: Lease | None = None
+
+
+def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
+    """Device -> the unresolved attempt holding its lease (UNVERIFIED and RCS_SUSPECTED
+    attempts are unresolved but have released it)."""
+    holders: dict[str, Lease] = {}
+    for record in in_flight:
+        if record.review_reason in _LEASE_RELEASED:
+            continue
+        holders.setdefault(
+            record.device,
+            Lease(
+                action_id=record.action_id,
+                dispatch_id=record.dispatch_id,
+                attempt=record.attempt,
+                since=record.dispatched_at,
+            ),
+        )
+    return holders
+
+
+def parse_role_holder(output: str) -> tuple[str | None, str | None]:
+    """The default SMS app from the role read's output: (package, None), (None, None) when no
+    app holds the role, or (None, what was printed) when it is not one package."""
+    text = output.strip()
+    if text in ("", "null"):
+        return None, None
+    if _PACKAGE.fullmatch(text):
+        return text, None
+    return None, text[:200]
+
+
+async def probe(
+    device: str, *, key_path: Path | None, timeout_s: float
+) -> tuple[bool, dict[str, Any]]:
+    """Connect to ``device`` and read its release and SMS role holder.
+
+    Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
+    """
+    from android_bridge import BridgeError, Device
+    from android_bridge._dispatcher import ROLE_HOLDER_READ
+
+    try:
+        async with asyncio.timeout(timeout_s * 4):
+            handle = await Device.connect(
+                device, key_path=key_path, connect_timeout_s=timeout_s, command_timeout_s=timeout_s
+            )
+            async with handle:
+                facts = await handle.facts()
+                release, sdk, role = await handle.run(
+                    [
+                        "getprop ro.build.version.release",
+                        "getprop ro.build.version.sdk",
+                        f"{ROLE_HOLDER_READ}; printf '%s\\n' \"$r\"",
+                    ]
+                )
+    except TimeoutError:
+        return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
+    except (BridgeError, ValueError, OSError) as exc:
+        message = str(exc) or type(exc).__name__
+        return False, {"error": message if device in message else f"{device}: {message}"}
+    sdk_text = sdk.output.strip()
+    package, note = parse_role_holder(role.output)
+    return True, {
+        "android_release": release.output.strip() or None,
+        "sdk": int(sdk_text) if sdk_text.isdigit() else None,
+        "sms_app": package,
+        "sms_app_note": note,
+        "shell_uid": facts.uid,
+    }
+
+
+async def gather_reports(
+    ledger_path: Path | None,
+    named: Sequence[str],
+    *,
+    key_path: Path | None,
+    timeout_s: float,
+) -> list[DeviceReport]:
+    """Every phone named or in the ledger, probed concurrently: named ones first, in the
+    order given, then the ledger's, sorted."""
+    from starebrain_actions._ledger import Ledger
+
+    known: set[str] = set()
+    holders: dict[str, Lease] = {}
+    if ledger_path is not None:
+        async with Ledger.open(ledger_path, read_only=True) as ledger:
+            for summary in await ledger.summaries():
+                known.update(record.device for record in summary.attempts)
+            holders = lease_holders(await ledger.in_flight())
+    order = list(dict.fromkeys([*named, *sorted(known)]))
+    probes = await asyncio.gather(
+        *(probe(device, key_path=key_path, timeout_s=timeout_s) for device in order)
+    )
+    return [
+        DeviceReport(
+            device=device,
+            named=device in named,
+            in_ledger=device in known,
+            answers=answered,
+            lease=holders.get(device),
+            **fields,
+        )
+        for device, (answered, fields) in zip(order, probes, strict=True)
+    ]
+
+
+def exit_code(reports: Sequence[DeviceReport]) -> int:
+    """0 when at least one phone answered and every phone named explicitly answered; else 1
+    (no phone known, none answered, or a named one did not)."""
+    if not any(report.answers for report in reports):
+        return 1
+    return 0 if all(report.answers for report in reports if report.named) else 1
+
+
+def report_data(reports: Sequence[DeviceReport]) -> dict[str, Any]:
+    """The ``--json`` document."""
+    from starebrain_actions._convert import converter
+
+    return {
+        "devices": [converter.unstructure(report) for report in reports],
+        "answered": sum(report.answers for report in reports),
+        "exit_code": exit_code(reports),
+    }
+
+
+def render(reports: Sequence[DeviceReport]) -> None:
+    """The text table: one row per phone."""
+    from starebrain_actions import _render
+
+    rows = []
+    for report in reports:
+        android = "-"
+        if report.android_release or report.sdk is not None:
+            android = f"{report.android_release or '?'} (API {report.sdk or '?'})"
+        sms_app = report.sms_app or (
+            f"? {report.sms_app_note}"
+            if report.sms_app_note
+            else ("none" if report.answers else "-")
+        )
+        lease = "free"
+        if report.lease is not None:
+            lease = (
+                f"{report.lease.action_id} attempt {report.lease.attempt}"
+                f" ({report.lease.dispatch_id}) since {_render.when(report.lease.since)}"
+            )
+        elif not report.in_ledger:
+            lease = "-"
+        rows.append(
+            [
+                report.device,
+                "yes" if report.answers else "NO",
+                android,
+                sms_app,
+                lease,
+                report.error or "-",
+            ]
+        )
+    _render.Output().table(["device", "answers", "android", "sms app", "lease", "error"], rows)
+
+
+def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    from starebrain_actions.cli import _check_address
+
+    return _check_address(ctx, param, value)
+
+
+@click.command("devices")
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    envvar=DEVICE_ENV,
+    callback=_check_devices,
+    help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
+    f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.1, max=60),
+    default=3.0,
+    show_default=True,
+    help="Seconds each phone gets for each step (the handshake, each round trip), four"
+    " times that in all; one that takes longer is reported as not answering.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@click.pass_context
+def devices_command(
+    ctx: click.Context,
+    devices: tuple[str, ...],
+    key_path: Path | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """List the phones: each one the ledger's attempts name or --device gives, whether it
+    answers, its Android release, its default SMS app and the attempt holding it.
+
+    Never sends and never writes. Exit status: 0 when at least one phone answered and every
+    phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none
+    answered, or one you named did not).
+    """
+    from starebrain_actions import _render
+    from starebrain_actions.cli import CliError, _run, _settings
+
+    settings = _settings(ctx)
+    ledger_path = settings.db if settings.db.exists() else None
+    reports = _run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
+    if not reports:
+        where = "the ledger names none" if ledger_path else f"no ledger at {settings.db} yet"
+        raise CliError(
+            f"no phone known ({where}): give one with --device HOST:PORT (or usb:SERIAL) or"
+            f" set {DEVICE_ENV}"
+        )
+    if as_json:
+        _render.emit_json(report_data(reports))
+    else:
+        render(reports)
+    ctx.exit(exit_code(reports))

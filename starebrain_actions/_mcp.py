@@ -1,0 +1,951 @@
+"""The MCP server behind ``starebrain mcp``: ``SmsAgent`` offered to AI agents as tools.
+
+A model that retries a tool call after a timeout is the duplicate-send case this product
+exists for, so every guarantee of the agent holds through the tools: ``send_sms`` is
+idempotent on ``action_id`` and the intent (the ledger's fingerprint), never resends while an
+attempt is unresolved, and returns within the caller's wait with the status as it stands.
+
+Inside one server process, concurrent ``send_sms`` calls for one action share one running send
+(a *flight*): the send runs in a task the server owns, so a call the client cancels or gives
+up on (a timeout) leaves the send to finish its step on the phone instead of cutting it off
+mid-command, and a repeat joins it. Calls for different actions on one phone share one ADB
+connection (``android_bridge.Device`` runs one command at a time) and one ``SmsAgent``; the
+ledger's device lease keeps a single send in flight per phone, across processes too.
+
+``--max-sends-per-hour`` counts the attempts the ledger holds for the server's phones over
+the last hour, so the limit holds across restarts; the check and the receipt of a new
+attempt happen under one lock, so concurrent calls cannot overshoot it within a process.
+
+Written with the official SDK's v2 ``MCPServer`` (the FastMCP API under its new name):
+tools from annotated functions, pydantic models as structured output, stdio and streamable
+HTTP transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import ipaddress
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, cast
+
+import attrs
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from android_bridge.exceptions import BridgeError
+from starebrain_actions._core import should_redispatch
+from starebrain_actions._ledger import Ledger
+from starebrain_actions._logging import get_logger
+from starebrain_actions._mcp_results import (
+    OPEN_STATUSES,
+    ChangeView,
+    DeviceView,
+    ReconcileResult,
+    ReviewList,
+    SmsResult,
+    sms_result,
+    status_line,
+)
+from starebrain_actions._model import ActionRecord, ActionSummary, RetryPolicy, SmsIntent, Status
+from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
+from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
+from starebrain_actions.cli import derive_action_id, settled
+from starebrain_actions.exceptions import (
+    FingerprintConflict,
+    InvalidInput,
+    NotFound,
+    PhoneError,
+    StaleTransition,
+    StarebrainError,
+)
+
+__all__ = [
+    "SEND_WINDOW",
+    "WAIT_CEILING_S",
+    "SendLimitReached",
+    "ServerConfig",
+    "SmsService",
+    "build_server",
+    "open_service",
+    "parse_http_address",
+    "serve",
+]
+
+_log = get_logger("starebrain.mcp")
+
+#: The most ``wait_seconds`` may ask for in the tool's schema; ``--max-wait`` lowers it.
+WAIT_CEILING_S: Final = 600.0
+#: Sends started on the server's phones that ``--max-sends-per-hour`` counts over.
+SEND_WINDOW: Final = timedelta(hours=1)
+
+SERVER_INSTRUCTIONS: Final = (
+    "starebrain sends SMS through the user's Android phones and never sends the same message"
+    " twice. Give every message you intend to send its own stable action_id and reuse exactly"
+    " that action_id, recipient and text on every retry (after a timeout, an error or a"
+    " restart): a repeated call resumes the same action and never sends a second SMS. Read"
+    " `status` and follow `next_step` in every result. Never work around an unresolved or"
+    " failed result by sending under a new action_id: that is how duplicates happen. Actions"
+    " listed by list_review wait for a person: tell the user instead of resending."
+)
+
+
+class SendLimitReached(StarebrainError):
+    """The server's ``--max-sends-per-hour`` is used up; no attempt was started."""
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """What ``starebrain mcp``'s options decided."""
+
+    #: the ledger file
+    db: Path
+    #: the phones, ``host:port``; the first is the default for a new action
+    devices: tuple[str, ...]
+    #: the ADB private key (None: the default key)
+    key_path: Path | None = None
+    #: read phones through ``su 1000`` (userdebug/eng builds)
+    read_as_system: bool = False
+    #: the retry policy of actions this server creates
+    policy: RetryPolicy = attrs.field(factory=RetryPolicy)
+    #: region for national numbers (None: international numbers only)
+    region: str | None = None
+    #: the longest ``wait_seconds`` honoured
+    max_wait_s: float = 60.0
+    #: ``wait_seconds`` when the call gives none
+    default_wait_s: float = 20.0
+    #: sends started on the server's phones per hour at most (None: no limit)
+    max_sends_per_hour: int | None = None
+    #: sends started on one phone per minute at most (Android's SmsUsageMonitor)
+    rate_limit: int = RATE_LIMIT_PER_MINUTE
+    #: "ui", "framework" or "auto"
+    send_path: str = "ui"
+    #: seconds to connect to a phone
+    connect_timeout_s: float = 5.0
+    #: seconds one command on a phone may take
+    command_timeout_s: float = 20.0
+    #: offer the ``resolve`` tool (an operator's ruling)
+    allow_resolve: bool = False
+    #: the name ``resolve`` records as the operator
+    operator: str = "mcp"
+    #: show numbers and bodies in results' ``record`` (redacted by default)
+    show_private: bool = False
+    #: seconds between two reads while waiting for proof
+    poll_interval_s: float = 0.25
+
+    def __attrs_post_init__(self) -> None:
+        if not self.devices:
+            raise InvalidInput("the MCP server needs at least one phone (--device HOST:PORT)")
+        if not 1.0 <= self.max_wait_s <= WAIT_CEILING_S:
+            raise InvalidInput(f"max_wait_s must be between 1 and {WAIT_CEILING_S:g}")
+        if self.max_sends_per_hour is not None and self.max_sends_per_hour < 1:
+            raise InvalidInput("max_sends_per_hour must be at least 1")
+
+
+# --------------------------------------------------------------------------- the service
+
+
+@attrs.define
+class _SendCap:
+    """``--max-sends-per-hour``: attempts the ledger holds for these phones in the window."""
+
+    limit: int
+    devices: tuple[str, ...]
+    lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+
+    async def started(self, ledger: Ledger) -> int:
+        since = ledger.now() - SEND_WINDOW
+        return sum([await ledger.dispatches_since(device, since) for device in self.devices])
+
+    async def check(self, ledger: Ledger, action_id: str) -> None:
+        """Raises SendLimitReached when the window is full."""
+        count = await self.started(ledger)
+        if count >= self.limit:
+            raise SendLimitReached(
+                f"send limit reached: {count} send(s) started on this server's phones in the"
+                f" last hour (--max-sends-per-hour {self.limit}); no send was started for"
+                f" action {action_id}"
+            )
+
+
+class _CappedLedger(Ledger):
+    """The server's ledger: a new attempt's receipt is refused (``SendLimitReached``) when
+    the hourly send limit is used up, the count and the receipt under one lock."""
+
+    cap: _SendCap | None = None
+
+    async def begin_attempt(
+        self,
+        action_id: str,
+        device: str,
+        *,
+        now: datetime | None = None,
+        actor: str = "agent",
+        evidence: Mapping[str, Any] | None = None,
+    ) -> ActionRecord:
+        cap = self.cap
+        if cap is None:
+            return await super().begin_attempt(
+                action_id, device, now=now, actor=actor, evidence=evidence
+            )
+        async with cap.lock:
+            await cap.check(self, action_id)
+            return await super().begin_attempt(
+                action_id, device, now=now, actor=actor, evidence=evidence
+            )
+
+
+class _Phones:
+    """One connected ``SmsAgent`` per phone, connected on first use and kept."""
+
+    def __init__(self, ledger: Ledger, config: ServerConfig) -> None:
+        self._ledger = ledger
+        self._config = config
+        self._agents: dict[str, SmsAgent] = {}
+        self._locks = {device: asyncio.Lock() for device in config.devices}
+
+    async def agent(self, device: str, *, within_s: float) -> SmsAgent:
+        """The agent of ``device``, connecting within ``within_s`` seconds if needed.
+
+        Raises:
+            PhoneUnavailable: the phone cannot be reached now (nothing is recorded).
+        """
+        from starebrain_actions._android import AndroidPhone, PhoneUnavailable
+
+        config = self._config
+        async with self._locks[device]:
+            known = self._agents.get(device)
+            if known is not None:
+                return known
+            try:
+                async with asyncio.timeout(within_s):
+                    phone = await AndroidPhone.connect(
+                        device,
+                        key_path=config.key_path,
+                        connect_timeout_s=max(0.1, min(config.connect_timeout_s, within_s)),
+                        command_timeout_s=config.command_timeout_s,
+                        read_as_system=config.read_as_system,
+                        send_path=config.send_path,
+                    )
+            except TimeoutError:
+                raise PhoneUnavailable(
+                    f"{device}: did not answer within {within_s:.1f} s"
+                ) from None
+            phone.remember_highest_id(await self._ledger.device_floor(device, self._ledger.now()))
+            agent = SmsAgent(
+                self._ledger,
+                phone,
+                policy=config.policy,
+                region=config.region,
+                poll_interval_s=config.poll_interval_s,
+                rate_limit=config.rate_limit,
+                actor="mcp",
+                void_after=max(VOID_AFTER, timedelta(seconds=config.command_timeout_s + 5)),
+            )
+            self._agents[device] = agent
+            _log.info("mcp_phone_connected", device=device)
+            return agent
+
+    async def close(self) -> None:
+        for agent in self._agents.values():
+            with contextlib.suppress(Exception):
+                await agent.phone.close()
+        self._agents.clear()
+
+
+@attrs.define
+class _Flight:
+    """One running ``SmsAgent.send`` of an action, shared by every call that asks for it."""
+
+    task: asyncio.Task[ActionSummary]
+    #: loop time at which its wait ends
+    ends_at: float
+
+
+class SmsService:
+    """What the tools do, over one ledger and the server's phones."""
+
+    def __init__(self, ledger: _CappedLedger, config: ServerConfig) -> None:
+        self.ledger = ledger
+        self.config = config
+        self.phones = _Phones(ledger, config)
+        self._flights: dict[str, _Flight] = {}
+        #: the step each running send is at (``SmsAgent.send``'s ``on_step``)
+        self._steps: dict[str, str] = {}
+        self._cap = (
+            _SendCap(limit=config.max_sends_per_hour, devices=config.devices)
+            if config.max_sends_per_hour is not None
+            else None
+        )
+        ledger.cap = self._cap
+
+    # ------------------------------------------------------------------ send_sms
+
+    async def send_sms(
+        self,
+        *,
+        action_id: str | None,
+        to: str,
+        body: str,
+        wait_seconds: float | None,
+        device: str | None,
+    ) -> SmsResult:
+        """Send at most once per action; see the tool's description."""
+        loop = asyncio.get_running_loop()
+        wait = self.config.default_wait_s if wait_seconds is None else wait_seconds
+        give_up = loop.time() + min(max(wait, 0.0), self.config.max_wait_s)
+        # a send this call starts gets at least the default wait, however short the call's:
+        # it goes on in the server after a quick return, and a repeat joins it
+        send_until = max(give_up, loop.time() + self.config.default_wait_s)
+        if device is not None and device not in self.config.devices:
+            raise ToolError(
+                f"unknown device {device!r}, nothing sent; this server's phones are"
+                f" {', '.join(self.config.devices)}"
+            )
+        try:
+            intent = SmsIntent(recipient=to, body=body, region=self.config.region)
+        except InvalidInput as exc:
+            raise ToolError(f"bad input, nothing sent: {exc}") from exc
+        derived = action_id is None
+        chosen = action_id if action_id is not None else derive_action_id(intent)
+        try:
+            known: ActionSummary | None = await self.ledger.summary(chosen)
+        except NotFound:
+            known = None
+        if known is not None and known.action.fingerprint != intent.fingerprint:
+            raise self._changed_intent(chosen)
+        if known is None:
+            # a first attempt would start: over the limit, nothing is written at all
+            await self._check_cap(chosen, None)
+            try:
+                await self.ledger.create_action(chosen, intent, self.config.policy)
+            except FingerprintConflict as exc:  # created meanwhile with another intent
+                raise self._changed_intent(chosen) from exc
+            except InvalidInput as exc:
+                raise ToolError(f"bad input, nothing sent: {exc}") from exc
+        while True:
+            flight = self._flights.get(chosen)
+            if flight is None:
+                summary = await self.ledger.summary(chosen)
+                if settled(summary):
+                    return self._result(summary, derived=derived)
+                target = self._device_for(summary, device)
+                if target is None:
+                    return self._result(summary, derived=derived)
+                await self._check_cap(chosen, summary)
+                flight = self._launch(chosen, intent, target, send_until)
+            left = give_up - loop.time()
+            await asyncio.wait([flight.task], timeout=max(0.0, left))
+            if not flight.task.done():
+                # the send goes on in the server; the caller gets the status as it stands
+                summary = await self.ledger.summary(chosen)
+                return self._result(summary, derived=derived, sending=True)
+            summary = await self._landed(flight, chosen)
+            rejoin = (
+                summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
+            ) and flight.ends_at < give_up - MIN_DISPATCH_S
+            if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
+                return self._result(summary, derived=derived)
+            # the send this call joined had a shorter wait: carry on with the time left
+
+    def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
+        """The phone a send of this action runs on: an unresolved attempt's own phone (None
+        when that phone is not this server's), else the one asked for, the latest
+        attempt's, or the first."""
+        latest = summary.latest
+        if latest is not None and summary.status in OPEN_STATUSES:
+            return latest.device if latest.device in self.config.devices else None
+        if asked is not None:
+            return asked
+        if latest is not None and latest.device in self.config.devices:
+            return latest.device
+        return self.config.devices[0]
+
+    def _changed_intent(self, action_id: str) -> ToolError:
+        _log.info("mcp_intent_changed", action_id=action_id)
+        return ToolError(
+            f"changed intent, nothing sent: action {action_id!r} already exists with another"
+            " recipient or text. To retry that message, repeat its original recipient and"
+            " text; to send a different message, use a new action_id."
+        )
+
+    async def _check_cap(self, action_id: str, summary: ActionSummary | None) -> None:
+        """Refuse at once, before connecting, a call that would start a send over the limit
+        (``summary`` None: a new action)."""
+        if self._cap is None:
+            return
+        if summary is not None:
+            decision = should_redispatch(summary.action, summary.attempts, self.ledger.now())
+            if not decision.redispatch:
+                return
+        try:
+            await self._cap.check(self.ledger, action_id)
+        except SendLimitReached as exc:
+            _log.warning("mcp_send_limit_reached", action_id=action_id)
+            where = f"{status_line(summary)}" if summary is not None else "Nothing was recorded"
+            raise ToolError(
+                f"{exc}. Nothing was sent. {where}. Do not retry under another action_id;"
+                " tell the user, or try again later with the same one."
+            ) from exc
+
+    def _launch(self, action_id: str, intent: SmsIntent, device: str, give_up: float) -> _Flight:
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(
+            self._fly(action_id, intent, device, give_up - loop.time()),
+            name=f"starebrain-send-{action_id}",
+        )
+        flight = _Flight(task=task, ends_at=give_up)
+        self._flights[action_id] = flight
+
+        def landed(done: asyncio.Task[ActionSummary]) -> None:
+            if self._flights.get(action_id) is flight:
+                del self._flights[action_id]
+                self._steps.pop(action_id, None)
+            if not done.cancelled() and done.exception() is not None:
+                _log.info(
+                    "mcp_send_ended_with_error",
+                    action_id=action_id,
+                    error=type(done.exception()).__name__,
+                )
+
+        task.add_done_callback(landed)
+        return flight
+
+    async def _fly(
+        self, action_id: str, intent: SmsIntent, device: str, wait_s: float
+    ) -> ActionSummary:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        agent = await self.phones.agent(device, within_s=max(0.1, wait_s))
+
+        def waiting(message: str) -> None:
+            _log.info("mcp_send_waiting", action_id=action_id, device=device, detail=message)
+
+        outcome = await agent.send(
+            action_id,
+            intent.recipient,
+            intent.body,
+            wait=max(0.0, wait_s - (loop.time() - started)),
+            on_wait=waiting,
+            on_step=lambda step: self._steps.__setitem__(action_id, step),
+            hard_deadline=True,
+        )
+        return outcome.summary
+
+    async def _landed(self, flight: _Flight, action_id: str) -> ActionSummary:
+        """The summary a finished flight returned, or a tool error saying what happened."""
+        task = flight.task
+        if task.cancelled():
+            raise ToolError(f"the server is shutting down; {await self._status(action_id)}")
+        error = task.exception()
+        if error is None:
+            return task.result()
+        from starebrain_actions._android import PhoneUnavailable
+
+        if isinstance(error, SendLimitReached):
+            raise ToolError(
+                f"{error}. {await self._status(action_id)}. Do not retry under another"
+                " action_id; tell the user, or try again later with the same one."
+            )
+        if isinstance(error, PhoneUnavailable):
+            raise ToolError(
+                f"the phone cannot be reached ({error}); no send was started by this call."
+                f" {await self._status(action_id)}. Call send_sms again later with the same"
+                " action_id."
+            )
+        if isinstance(error, StarebrainError | BridgeError):
+            raise ToolError(
+                f"{type(error).__name__}: {error}. {await self._status(action_id)}; calling"
+                " send_sms again with the same action_id never sends twice."
+            )
+        raise error
+
+    async def _status(self, action_id: str) -> str:
+        line = status_line(await self.ledger.summary(action_id))
+        return line[0].upper() + line[1:]
+
+    def _result(
+        self, summary: ActionSummary, *, derived: bool | None, sending: bool = False
+    ) -> SmsResult:
+        return sms_result(
+            summary,
+            now=self.ledger.now(),
+            derived=derived,
+            show_private=self.config.show_private,
+            sending=sending,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    async def sms_status(self, *, action_id: str, detail: bool) -> SmsResult:
+        """The action as the ledger holds it; reads no phone."""
+        try:
+            summary = await self.ledger.summary(action_id)
+        except NotFound as exc:
+            raise ToolError(
+                f"no action {action_id!r} in the ledger: nothing was ever sent under that id"
+            ) from exc
+        return sms_result(
+            summary,
+            now=self.ledger.now(),
+            detail=detail,
+            show_private=self.config.show_private,
+        )
+
+    async def list_review(self) -> ReviewList:
+        """Actions waiting for a person."""
+        now = self.ledger.now()
+        found = await self.ledger.needing_review(now=now)
+        return ReviewList(
+            count=len(found),
+            actions=[sms_result(summary, now=now) for summary in found],
+            next_step=(
+                "Nothing needs a person."
+                if not found
+                else "A person must decide these (starebrain review / resolve): do not resend"
+                " them under any action_id; tell the user which ones and why."
+            ),
+        )
+
+    async def reconcile(self, *, device: str | None) -> ReconcileResult:
+        """One read-only pass over ``device`` or every phone with a send in flight."""
+        if device is not None and device not in self.config.devices:
+            raise ToolError(
+                f"unknown device {device!r}; this server's phones are"
+                f" {', '.join(self.config.devices)}"
+            )
+        if device is not None:
+            targets = [device]
+        else:
+            busy = set(await self.ledger.devices_in_flight())
+            targets = [name for name in self.config.devices if name in busy]
+        reports = await asyncio.gather(*(self._reconcile_one(name) for name in targets))
+        changes = [change for report in reports for change in report.changes]
+        unreachable = [report.device for report in reports if not report.reachable]
+        in_flight = sum(report.in_flight for report in reports)
+        if not targets:
+            step = "Nothing is in flight on this server's phones: nothing to read."
+        elif unreachable:
+            step = (
+                f"Could not read {', '.join(unreachable)}: nothing changed there; try again"
+                " later. Nothing was sent."
+            )
+        elif in_flight:
+            step = (
+                f"{in_flight} send(s) still unproven; call reconcile or sms_status again in a"
+                " while. Nothing was sent."
+            )
+        else:
+            step = "Every send on these phones is settled; check each action with sms_status."
+        return ReconcileResult(
+            devices=[
+                DeviceView(
+                    device=report.device,
+                    reachable=report.reachable,
+                    error=report.error,
+                    changes=len(report.changes),
+                    in_flight=report.in_flight,
+                )
+                for report in reports
+            ],
+            changes=[
+                ChangeView(
+                    action_id=change.action_id,
+                    dispatch_id=change.dispatch_id,
+                    event=change.event.value,
+                    from_status=change.from_status,
+                    to_status=change.to_status,
+                )
+                for change in changes
+            ],
+            next_step=step,
+        )
+
+    async def _reconcile_one(self, device: str) -> DeviceReport:
+        try:
+            agent = await self.phones.agent(device, within_s=self.config.connect_timeout_s * 2)
+        except PhoneError as exc:
+            in_flight = len(await self.ledger.in_flight(device))
+            return DeviceReport(device=device, reachable=False, error=str(exc), in_flight=in_flight)
+        return await reconcile_device(self.ledger, agent.phone, void_after=agent.void_after)
+
+    # ------------------------------------------------------------------ resolve
+
+    async def resolve(
+        self,
+        *,
+        action_id: str,
+        ruling: Literal["sent", "not-sent"],
+        reason: str,
+        dispatch_id: str | None,
+        expect_version: int | None,
+    ) -> SmsResult:
+        """An operator's ruling on an attempt (offered only with ``--allow-resolve``)."""
+        try:
+            await self.ledger.resolve(
+                action_id,
+                as_sent=ruling == "sent",
+                reason=reason,
+                operator=self.config.operator,
+                dispatch_id=dispatch_id,
+                expect_version=expect_version,
+            )
+        except (NotFound, InvalidInput, StaleTransition) as exc:
+            raise ToolError(f"not resolved: {exc}") from exc
+        return await self.sms_status(action_id=action_id, detail=False)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop the running sends: one whose command may be on its way to the phone gets
+        ``timeout_s`` to finish it (no command takes longer); the others only wait for
+        proof, and stop at once. A send cut off anyway is an unknown outcome a later read
+        settles, never a reason to send again."""
+        flights = dict(self._flights)
+        if not flights:
+            return
+        sending = [
+            flight.task
+            for action_id, flight in flights.items()
+            if self._steps.get(action_id) == "sending"
+        ]
+        _log.info("mcp_draining_sends", sends=len(flights), sending=len(sending))
+        if sending:
+            await asyncio.wait(sending, timeout=timeout_s)
+        tasks = [flight.task for flight in flights.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
+    """Open the ledger and make the service; on exit, let running sends finish, then close
+    the phones and the ledger.
+
+    Raises:
+        LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
+    """
+    async with _CappedLedger.open(config.db) as opened:
+        ledger = cast(_CappedLedger, opened)
+        service = SmsService(ledger, config)
+        try:
+            yield service
+        finally:
+            await service.drain(config.command_timeout_s)
+            await service.phones.close()
+
+
+# --------------------------------------------------------------------------- the MCP server
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("starebrain-actions")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "0"
+
+
+def build_server(service: SmsService) -> MCPServer:
+    """The MCP server with its tools (``resolve`` only when the config allows it)."""
+    config = service.config
+    server: MCPServer = MCPServer(
+        "starebrain",
+        title="starebrain: SMS sent at most once",
+        instructions=SERVER_INSTRUCTIONS,
+        version=_version(),
+        log_level="WARNING",
+    )
+    devices = ", ".join(config.devices)
+
+    async def send_sms(
+        *,
+        action_id: Annotated[
+            str | None,
+            Field(
+                description="Your stable id for this one message, e.g. 'otp-4821-alice' (1 to"
+                " 200 printable ASCII characters, no spaces). Reuse it on every retry. Omit it"
+                " to have one derived from the recipient and text.",
+                min_length=1,
+                max_length=200,
+            ),
+        ] = None,
+        to: Annotated[
+            str,
+            Field(description="Recipient phone number, international form preferred"),
+        ],
+        body: Annotated[str, Field(description="The message text, exactly as it should arrive.")],
+        wait_seconds: Annotated[
+            float | None,
+            Field(
+                description="Return within this many seconds with the status as it stands"
+                " (the send itself goes on in the server).",
+                ge=0,
+                le=WAIT_CEILING_S,
+            ),
+        ] = None,
+        device: Annotated[
+            str | None,
+            Field(description="Which of the server's phones to send a new action through."),
+        ] = None,
+    ) -> SmsResult:
+        return await service.send_sms(
+            action_id=action_id, to=to, body=body, wait_seconds=wait_seconds, device=device
+        )
+
+    server.add_tool(
+        send_sms,
+        name="send_sms",
+        title="Send an SMS at most once",
+        description=(
+            "Send one SMS through the user's Android phone, at most once per action_id, and"
+            " report what the phone proves happened.\n\n"
+            "Choose one action_id per message you intend to send and reuse exactly that"
+            " action_id, recipient and text whenever you retry (after a timeout, an error or"
+            " a restart): a repeated call never sends a second SMS; it resumes the action and"
+            " returns its status (the result repeats the action_id). A new action_id is a new"
+            " SMS. Without an action_id one is derived from the recipient and text, so the"
+            " same text to the same number is one action. The same action_id with another"
+            " recipient or text is an error and sends nothing.\n\n"
+            f"Returns within wait_seconds (default {config.default_wait_s:g}, at most"
+            f" {config.max_wait_s:g}) with the status as it stands: SUCCEEDED (done),"
+            " IN_FLIGHT, UNKNOWN or VERIFYING (not proven yet: call again later with the"
+            " same action_id, never a new one), FAILED (nothing went out), MISMATCH (another"
+            " text went out). Follow next_step.\n\n"
+            f"Phones: {devices} (the first is the default)."
+            + (
+                f" At most {config.max_sends_per_hour} sends per hour; a call over it is an"
+                " error and sends nothing."
+                if config.max_sends_per_hour is not None
+                else ""
+            )
+        ),
+        annotations=ToolAnnotations(
+            title="Send an SMS at most once",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=True,
+        ),
+        structured_output=True,
+    )
+
+    async def sms_status(
+        *,
+        action_id: Annotated[
+            str, Field(description="The action_id send_sms returned.", min_length=1)
+        ],
+        detail: Annotated[
+            bool,
+            Field(description="Also return every attempt's full record (redacted)."),
+        ] = False,
+    ) -> SmsResult:
+        return await service.sms_status(action_id=action_id, detail=detail)
+
+    server.add_tool(
+        sms_status,
+        name="sms_status",
+        title="Status of an SMS action",
+        description=(
+            "Where an SMS action stands, from the ledger only: reads nothing on the phone and"
+            " never sends. Returns the same fields as send_sms; follow next_step."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        structured_output=True,
+    )
+
+    async def reconcile(
+        *,
+        device: Annotated[
+            str | None,
+            Field(
+                description="One of the server's phones (default: every phone with a send"
+                " in flight)."
+            ),
+        ] = None,
+    ) -> ReconcileResult:
+        return await service.reconcile(device=device)
+
+    server.add_tool(
+        reconcile,
+        name="reconcile",
+        title="Read the phones",
+        description=(
+            "Read the phones once and settle what they prove about sends still in flight"
+            " (a send whose reply was lost, say). Never sends anything. Returns what changed;"
+            f" check each action with sms_status. Phones: {devices}."
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=True, idempotent_hint=True, open_world_hint=True
+        ),
+        structured_output=True,
+    )
+
+    async def list_review() -> ReviewList:
+        return await service.list_review()
+
+    server.add_tool(
+        list_review,
+        name="list_review",
+        title="Actions waiting for a person",
+        description=(
+            "The SMS actions automatic handling has stopped on, which a person must decide"
+            " (ambiguous, duplicated, mismatched, out of attempts, never seen on the phone),"
+            " with their reasons. Read only. Do not resend these; tell the user."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        structured_output=True,
+    )
+
+    if config.allow_resolve:
+
+        async def resolve(
+            *,
+            action_id: Annotated[str, Field(description="The action to rule on.", min_length=1)],
+            ruling: Annotated[
+                Literal["sent", "not-sent"],
+                Field(
+                    description="sent: the message went out and is this action's effect;"
+                    " not-sent: nothing went out (a later send_sms of it sends again)."
+                ),
+            ],
+            reason: Annotated[
+                str, Field(description="Why, kept in the action's history.", min_length=1)
+            ],
+            dispatch_id: Annotated[
+                str | None, Field(description="The attempt to rule on (default: the latest).")
+            ] = None,
+            expect_version: Annotated[
+                int | None,
+                Field(
+                    description="The attempt's version you looked at: refused if it changed.",
+                    ge=0,
+                ),
+            ] = None,
+        ) -> SmsResult:
+            return await service.resolve(
+                action_id=action_id,
+                ruling=ruling,
+                reason=reason,
+                dispatch_id=dispatch_id,
+                expect_version=expect_version,
+            )
+
+        server.add_tool(
+            resolve,
+            name="resolve",
+            title="Record an operator's ruling",
+            description=(
+                "Record an operator's ruling on an action's attempt, on behalf of"
+                f" {config.operator!r} (this server was started with --allow-resolve). Only"
+                " when the user has checked the phone and told you what happened; it clears"
+                " review and is kept in the history."
+            ),
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=True, open_world_hint=False
+            ),
+            structured_output=True,
+        )
+    return server
+
+
+# --------------------------------------------------------------------------- transports
+
+
+def parse_http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8000`` for IPv6; port 0 picks a free one).
+
+    Raises:
+        InvalidInput: not HOST:PORT.
+    """
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise InvalidInput(f"expected HOST:PORT such as 127.0.0.1:8000, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port_text)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _serve_http(
+    server: MCPServer, host: str, port: int, announce: Callable[[str], None]
+) -> None:
+    """Streamable HTTP at ``http://HOST:PORT/mcp`` (uvicorn; its logs go to stderr)."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    app = server.streamable_http_app(host=host)
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+
+    class Runner(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                announce(f"listening on http://{shown}:{bound_port}/mcp")
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises SIGINT/SIGTERM once it has shut down, which would end the
+            # process before the sends still running could finish their step: only stop
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self.handle_exit, signum, None)
+            try:
+                yield
+            finally:
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(signum)
+
+    runner = Runner(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on"))
+    try:
+        await runner.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+async def serve(
+    config: ServerConfig, *, http: tuple[str, int] | None, announce: Callable[[str], None]
+) -> None:
+    """Run the server over stdio, or over streamable HTTP when ``http`` is given;
+    ``announce(text)`` is told where it listens (on stderr: stdout is the protocol's)."""
+    async with open_service(config) as service:
+        server = build_server(service)
+        _log.info(
+            "mcp_server_started",
+            transport="http" if http else "stdio",
+            devices=list(config.devices),
+            max_sends_per_hour=config.max_sends_per_hour,
+        )
+        if http is None:
+            await server.run_stdio_async()
+        else:
+            host, port = http
+            if not _is_loopback(host):
+                announce(
+                    f"WARNING: listening on {host}, not a loopback address: anyone who can"
+                    " reach it can send SMS through your phones (the server has no"
+                    " authentication)"
+                )
+            await _serve_http(server, host, port, announce)

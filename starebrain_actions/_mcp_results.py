@@ -1,0 +1,298 @@
+"""What the MCP server tells a model: structured results, and one ``next_step`` sentence per
+state, derived from an action's summary (pure: no I/O).
+
+Every result carries both axes of the latest attempt, the derived status, the review reasons
+(and the superseded ones), the attempt count, the action id (repeated, and whether it was
+derived from the intent) and a ``next_step`` written for a model: what to do now, never
+"send it again under a new id".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, Field
+
+from starebrain_actions import _render
+from starebrain_actions._convert import format_time
+from starebrain_actions._core import should_redispatch
+from starebrain_actions._model import (
+    AcceptanceState,
+    ActionRecord,
+    ActionSummary,
+    DeliveryState,
+    RedispatchReason,
+    ReviewReason,
+    Status,
+)
+from starebrain_actions.cli import derive_action_id, settled
+
+__all__ = [
+    "OPEN_STATUSES",
+    "AttemptView",
+    "ChangeView",
+    "DeviceView",
+    "ReconcileResult",
+    "ReviewList",
+    "SmsResult",
+    "next_step",
+    "sms_result",
+    "status_line",
+]
+
+#: Statuses whose outcome is not proven yet (a read may still settle them).
+OPEN_STATUSES: Final = frozenset({Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING})
+
+
+class AttemptView(BaseModel):
+    """One dispatch attempt, as a model needs to see it."""
+
+    attempt: int = Field(description="1 for the first attempt, 2 for the next, ...")
+    dispatch_id: str
+    device: str = Field(description="The phone it was sent through (host:port).")
+    delivery: DeliveryState = Field(
+        description="PENDING: no proof yet; CONFIRMED: the phone shows it went out;"
+        " FAILED: provably nothing went out."
+    )
+    acceptance: AcceptanceState = Field(
+        description="PENDING: not checked yet; ACCEPTED: the text and recipient on the phone"
+        " match; REJECTED: something else went out."
+    )
+    review_reason: ReviewReason | None = None
+    dispatched_at: str
+    last_error: str | None = None
+
+
+class SmsResult(BaseModel):
+    """Where one SMS action stands: both axes, the derived status, and what to do next."""
+
+    action_id: str = Field(
+        description="The action's id. Pass exactly this id again to retry or to ask for its"
+        " status: a repeated send never sends a second SMS."
+    )
+    action_id_derived: bool = Field(
+        description="True when the id was derived from the recipient and text (none given):"
+        " the same text to the same number is then one action."
+    )
+    status: Status = Field(
+        description="SUCCEEDED: sent and the text verified on the phone. IN_FLIGHT: being sent,"
+        " not proven yet. UNKNOWN: still not proven past the grace window (it may have gone"
+        " out). VERIFYING: the phone shows it went out, text being checked. FAILED: nothing"
+        " went out. MISMATCH: something other than the intended text went out. PLANNED: no"
+        " attempt started yet."
+    )
+    next_step: str = Field(description="What to do now, in one sentence.")
+    delivery: DeliveryState | None = Field(
+        description="The latest attempt's delivery axis (None before any attempt)."
+    )
+    acceptance: AcceptanceState | None = Field(
+        description="The latest attempt's acceptance axis (None before any attempt)."
+    )
+    needs_review: bool = Field(description="True when a person must decide; do not resend.")
+    review_reasons: list[ReviewReason] = Field(
+        description="Why a person must look (empty: nobody needs to)."
+    )
+    superseded_reasons: list[ReviewReason] = Field(
+        description="Past problems a later attempt superseded (MISMATCH: a wrong text went"
+        " out before the good one); they stop nothing."
+    )
+    settled: bool = Field(
+        description="True when nothing can change this action any more without a person."
+    )
+    attempts: int = Field(description="Attempts made so far.")
+    max_attempts: int = Field(description="Attempts the action's budget allows.")
+    retry_at: str | None = Field(
+        default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
+    )
+    device: str | None = Field(default=None, description="The phone of the latest attempt.")
+    latest: AttemptView | None = Field(default=None, description="The latest attempt.")
+    record: dict[str, Any] | None = Field(
+        default=None,
+        description="Every attempt's full record, as `starebrain status --json` prints it"
+        " (only with detail=true).",
+    )
+
+
+class ReviewList(BaseModel):
+    """Actions waiting for a person."""
+
+    count: int
+    actions: list[SmsResult]
+    next_step: str
+
+
+class ChangeView(BaseModel):
+    """One transition a reconcile pass applied."""
+
+    action_id: str
+    dispatch_id: str
+    event: str
+    from_status: Status
+    to_status: Status
+
+
+class DeviceView(BaseModel):
+    """What a reconcile pass did on one phone."""
+
+    device: str
+    reachable: bool
+    error: str | None = None
+    changes: int = 0
+    in_flight: int = Field(default=0, description="Attempts on it still unresolved after the pass.")
+
+
+class ReconcileResult(BaseModel):
+    """One read-only pass over the phones."""
+
+    devices: list[DeviceView]
+    changes: list[ChangeView]
+    next_step: str
+
+
+def _reasons(reasons: Sequence[ReviewReason]) -> str:
+    return ", ".join(reason.value for reason in reasons)
+
+
+def next_step(summary: ActionSummary, *, now: datetime, sending: bool = False) -> str:
+    """One sentence telling a model what to do about an action in this state (pure).
+    ``sending``: a send of the action is running in the server right now."""
+    action_id = summary.action.action_id
+    again = f"call send_sms again with action_id {action_id!r}"
+    again_first = "C" + again[1:]  # the same words, starting a sentence
+    status = summary.status
+    decision = should_redispatch(summary.action, summary.attempts, now)
+    retry_allowed = decision.redispatch or decision.reason is RedispatchReason.BACKOFF
+    when = (
+        f" from {format_time(decision.retry_at)}"
+        if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+        else ""
+    )
+    blocking = [
+        reason
+        for reason in summary.review_reasons
+        if not (reason is ReviewReason.MISMATCH and retry_allowed)
+    ]
+    if status is Status.SUCCEEDED:
+        if blocking:
+            return (
+                f"Sent and verified on the phone, but a person must look ({_reasons(blocking)}):"
+                " do not send it again; tell the user."
+            )
+        return "Done: the SMS went out and the phone shows the intended text. Do not send it again."
+    if status is Status.PLANNED:
+        if sending:
+            return (
+                "The send is starting. Wait a few seconds and"
+                f" {again} (it never sends twice) to learn how it went."
+            )
+        return f"Nothing has been sent yet: {again} to send it."
+    if status in OPEN_STATUSES:
+        if blocking:
+            return (
+                f"Not proven either way and automatic handling has stopped ({_reasons(blocking)}):"
+                " the SMS may have gone out. Do not send it again under any action_id; tell the"
+                " user a person must check the phone (list_review)."
+            )
+        if status is Status.VERIFYING:
+            return (
+                "The phone shows the SMS went out; its text is being checked. Wait a few"
+                f" seconds and {again} (it never sends twice) or call sms_status."
+            )
+        if status is Status.IN_FLIGHT:
+            return (
+                "Being sent; not proven yet. Wait a few seconds and"
+                f" {again} (it never sends twice). Never retry under a new action_id."
+            )
+        return (
+            "Not proven yet, past the grace window: the SMS may have gone out. Do not send it"
+            f" under a new action_id; {again} later or call reconcile to read the phone; if it"
+            " stays UNKNOWN, tell the user a person must check the phone."
+        )
+    if status is Status.FAILED:
+        if blocking:
+            return (
+                f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"
+                " resend under a new action_id; tell the user."
+            )
+        if retry_allowed:
+            return f"Nothing went out (proven). {again_first}{when} to retry."
+        return (
+            "Nothing went out and the action has no attempt left"
+            f" ({decision.reason.value}). Tell the user; do not resend under a new action_id"
+            " without their consent."
+        )
+    # MISMATCH: something else went out
+    if retry_allowed and not blocking:
+        return (
+            "An incident: the phone sent something other than the intended text (tell the"
+            f" user). {again_first}{when} to send the intended text once."
+        )
+    return (
+        "An incident: the phone sent something other than the intended text, and no resend is"
+        f" allowed ({_reasons(blocking) or decision.reason.value}). Tell the user; a person"
+        " must review it."
+    )
+
+
+def _attempt_view(record: ActionRecord) -> AttemptView:
+    return AttemptView(
+        attempt=record.attempt,
+        dispatch_id=record.dispatch_id,
+        device=record.device,
+        delivery=record.delivery,
+        acceptance=record.acceptance,
+        review_reason=record.review_reason,
+        dispatched_at=format_time(record.dispatched_at),
+        last_error=record.last_error,
+    )
+
+
+def sms_result(
+    summary: ActionSummary,
+    *,
+    now: datetime,
+    derived: bool | None = None,
+    detail: bool = False,
+    show_private: bool = False,
+    sending: bool = False,
+) -> SmsResult:
+    """The model-facing result for an action (pure). ``derived`` None: tell from the id
+    (an id equal to the one derived from the intent was derived, or chosen the same way).
+    ``sending``: a send of it is running in the server right now."""
+    action = summary.action
+    latest = summary.latest
+    decision = should_redispatch(action, summary.attempts, now)
+    return SmsResult(
+        action_id=action.action_id,
+        action_id_derived=(
+            derived if derived is not None else action.action_id == derive_action_id(action.intent)
+        ),
+        status=summary.status,
+        next_step=next_step(summary, now=now, sending=sending),
+        delivery=latest.delivery if latest else None,
+        acceptance=latest.acceptance if latest else None,
+        needs_review=summary.needs_review,
+        review_reasons=list(summary.review_reasons),
+        superseded_reasons=list(summary.superseded_reasons),
+        settled=settled(summary),
+        attempts=len(summary.attempts),
+        max_attempts=action.policy.maximum_attempts,
+        retry_at=(
+            format_time(decision.retry_at)
+            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+            else None
+        ),
+        device=latest.device if latest else None,
+        latest=_attempt_view(latest) if latest else None,
+        record=_render.summary_data(summary, show_private=show_private) if detail else None,
+    )
+
+
+def status_line(summary: ActionSummary) -> str:
+    """``action A-17 is UNKNOWN after 1 attempt(s)`` for error messages."""
+    return (
+        f"action {summary.action.action_id} is {summary.status.value} after"
+        f" {len(summary.attempts)} attempt(s)"
+    )

@@ -1,0 +1,153 @@
+"""Chaos: agents killed and restarted, concurrent reconcile passes, outages, every fault of the
+simulator, twins and the phone's owner texting the same people. The phones' own stores must
+show no tracker-caused duplicate, no lost receipt, no broken invariant and no lie."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from android_bridge import Device, SmsDispatcher
+from android_bridge._fence import ensure_epoch
+from android_bridge.exceptions import DeviceUnreachable, OutcomeUnknown
+from android_bridge.simulator import Fault
+from android_bridge.simulator._faults import SEND_FAULTS
+
+from .harness import (
+    ActionSpec,
+    ChaosConfig,
+    PhoneRig,
+    iter_details,
+    run_chaos,
+    send_outcomes,
+    tally_sends,
+    tracker_duplicates_of,
+)
+
+#: Small enough for CI on two cores (about a minute), big enough to meet every send fault.
+CONFIG = ChaosConfig(seed=7, actions=22, twins=2, phones=2, workers=3, chaos_s=22.0, settle_s=25.0)
+TO, BODY = "+12025550100", "Your code is 4821"
+
+
+@pytest.mark.slow
+async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invariant_no_lie(
+    tmp_path: Path,
+) -> None:
+    """A fixed-seed run: whatever was killed, cut off, faulted or typed by the owner, the
+    phones show no SMS sent twice by the tracker, every send has its receipt, the ledger's
+    invariants hold, and no action claims SUCCEEDED or FAILED against what the phone shows."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    report = await run_chaos(CONFIG, tmp_path / "chaos")
+    explain = "\n".join(
+        [
+            f"seed {CONFIG.seed}; work folder {report.workdir}",
+            f"counts: {dict(report.counts)}",
+            f"statuses: {dict(report.statuses)}",
+            *iter_details(report),
+        ]
+    )
+    assert (0, 0, 0, 0) == (
+        report.tracker_duplicates,
+        report.lost_receipts,
+        report.invariant_violations,
+        report.lies,
+    ), explain
+    counts = report.counts
+    # the workload really ran: kills and restarts, owners typing, outages, faults, twins
+    assert counts.get("kills", 0) >= 3, explain
+    assert counts.get("restarts_agent", 0) >= 1, explain
+    assert counts.get("human_same_text", 0) >= 3, explain
+    assert counts.get("human_other_text", 0) >= 3, explain
+    assert counts.get("outages", 0) >= 1, explain
+    assert counts.get("reconcile_passes", 0) >= 10, explain
+    assert counts.get("app_sends", 0) >= CONFIG.actions // 2, explain
+    assert counts.get("twin_actions_attempted", 0) >= 1, explain
+    consumed = {name for name, count in report.faults_consumed.items() if count}
+    assert len(consumed & {fault.value for fault in SEND_FAULTS}) >= 8, explain
+    assert len(consumed) >= 12, explain
+    assert report.statuses.get("SUCCEEDED", 0) >= CONFIG.actions // 3, explain
+
+
+async def test_an_outage_refuses_connections_until_adb_tcpip(
+    phone: Any, adb_key_path: Path
+) -> None:
+    """``disable_tcpip`` (``adb usb``) resets the open connection and refuses new ones;
+    ``enable_tcpip`` (``adb tcpip``) takes them again on the same serial."""
+    device = await Device.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=1.0)
+    try:
+        assert b"ok" in await device.shell("echo ok")
+        phone.disable_tcpip()
+        with pytest.raises((DeviceUnreachable, OutcomeUnknown)):
+            await device.shell("echo ok")
+        with pytest.raises(DeviceUnreachable):
+            await Device.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=1.0)
+        assert not phone.tcpip_enabled
+        await phone.enable_tcpip()
+        assert b"ok" in await device.shell("echo ok")
+    finally:
+        await device.close()
+
+
+async def test_the_tally_counts_a_resent_message_not_the_owners_nor_the_apps_copy(
+    phone_factory: Any, adb_key_path: Path
+) -> None:
+    """The measurement itself: a resend after a timeout is a tracker-caused duplicate; the
+    owner's identical text and the app's own second copy (duplicate-send) are not."""
+    phone = await phone_factory(send_delay_ms=0)
+    rig = PhoneRig(0, phone, read_as_system=False)
+    rig.seed_max_sms = phone.store.max_id()
+    rig.attach()
+    spec = ActionSpec(action_id="A-1", recipient=TO, body=BODY, phone=0)
+    other = ActionSpec(action_id="A-2", recipient=TO, body="Your code is 1945", phone=0)
+    groups = {spec.intent_key: [spec], other.intent_key: [other]}
+    device = await Device.connect(phone.serial, key_path=adb_key_path, command_timeout_s=1.0)
+    try:
+        dispatcher = SmsDispatcher(device)
+        phone.inject_fault(Fault.HANG_AFTER_SEND)
+        with pytest.raises(OutcomeUnknown):
+            await dispatcher.send(TO, BODY)
+        await dispatcher.send(TO, BODY)  # the naive retry: a second SMS
+        phone.inject_fault(Fault.DUPLICATE_SEND)
+        await dispatcher.send(TO, other.body)  # the app sends it twice by itself
+    finally:
+        await device.close()
+    owner = phone.store.insert_outgoing(TO, BODY, date_ms=phone.now_ms())
+    phone.store.mark_sent(owner, date_sent_ms=phone.now_ms())
+    rig.human[owner] = "same"
+    tally = tally_sends(send_outcomes(rig, groups))
+    duplicates, explained = tracker_duplicates_of(groups, tally)
+    assert (2, 1) == (tally.out[spec.intent_key], tally.out[other.intent_key])
+    assert 1 == duplicates, explained
+    assert 5 == len([row for row in phone.store.rows(types=[2]) if row.body in (BODY, other.body)])
+
+
+async def test_the_tally_tells_twins_apart_by_the_attempt_that_pressed_the_keys(
+    phone_factory: Any, adb_key_path: Path
+) -> None:
+    """Twins share a text: two sends by attempts of one twin and none by the other are one
+    duplicate, which counting per text alone would miss; the fence claim in each send's
+    command names its attempt."""
+    phone = await phone_factory(send_delay_ms=0)
+    rig = PhoneRig(0, phone, read_as_system=False)
+    rig.attach()
+    twin = ActionSpec(action_id="A-1-twin", recipient=TO, body=BODY, phone=0, twin_of="A-1")
+    spec = ActionSpec(action_id="A-1", recipient=TO, body=BODY, phone=0)
+    groups = {spec.intent_key: [spec, twin]}
+    device = await Device.connect(phone.serial, key_path=adb_key_path)
+    try:
+        epoch = (await ensure_epoch(device)).epoch
+        dispatcher = SmsDispatcher(device)
+        await dispatcher.send(TO, BODY, fence=("d-1", epoch))
+        await dispatcher.send(TO, BODY, fence=("d-2", epoch))
+    finally:
+        await device.close()
+    outcomes = send_outcomes(rig, groups)
+    owners = {"d-1": "A-1", "d-2": "A-1"}
+    tally = tally_sends(outcomes, owners, {"A-1": spec.intent_key, "A-1-twin": twin.intent_key})
+    assert ["d-1", "d-2"] == [outcome.dispatch_id for outcome in outcomes]
+    assert (2, 0) == (tally.out_of["A-1"], tally.out_of["A-1-twin"])
+    assert 1 == tracker_duplicates_of(groups, tally)[0]

@@ -1,0 +1,371 @@
+"""`starebrain devices`, `$STAREBRAIN_DEVICE`, and phones named ``usb:SERIAL``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import ActionRecord, Ledger, RetryPolicy, SmsIntent, fail_delivery
+from starebrain_actions._cli_devices import DEVICE_ENV, lease_holders, parse_role_holder
+from starebrain_actions._model import ReviewReason
+from starebrain_actions.cli import main
+from tests.conftest import PhoneFactory
+from tests.e2e.conftest import BODY, RECIPIENT
+
+SENT = 2
+
+
+async def cli(*argv: str, env: dict[str, str] | None = None) -> Result:
+    """Run `starebrain ARGV` in-process, off the simulated phones' event loop."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, main, list(argv), env=env, catch_exceptions=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_device_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set $STAREBRAIN_DEVICE themselves when they mean to."""
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+
+
+@pytest.fixture
+def no_usb_support(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``libusb1`` unimportable, as it is without the ``[usb]`` extra."""
+    monkeypatch.setitem(sys.modules, "usb1", None)
+    monkeypatch.delitem(sys.modules, "adb_shell.transport.usb_transport", raising=False)
+
+
+async def hold_lease(ledger_path: Path, device: str, action_id: str) -> ActionRecord:
+    """Create an action and an unresolved attempt of it on ``device`` (it takes the lease)."""
+    async with Ledger.open(ledger_path) as ledger:
+        await ledger.create_action(
+            action_id, SmsIntent(recipient=RECIPIENT, body=BODY), RetryPolicy()
+        )
+        return await ledger.begin_attempt(action_id, device)
+
+
+async def resolved_attempt(ledger_path: Path, device: str, action_id: str) -> None:
+    """Create an action whose only attempt on ``device`` FAILED (no lease)."""
+    record = await hold_lease(ledger_path, device, action_id)
+    async with Ledger.open(ledger_path) as ledger:
+        await ledger.apply(fail_delivery(record, reason="test", now=ledger.now()))
+
+
+async def test_devices_reports_release_sms_app_and_answer(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """A named phone: it answers, its release and API level, its default SMS app; exit 0,
+    and no ledger is created."""
+    phone = await phone_factory(android=13, app="samsung")
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--device", phone.serial, "--key", str(adb_key_path)
+    )
+    assert 0 == result.exit_code, result.output
+    row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
+    expected = ["yes", "13", "(API", "33)", "com.samsung.android.messaging", "-", "-"]
+    assert expected == row.split()[1:]
+    assert not ledger_path.exists()
+
+
+async def test_devices_json_on_android_10_reads_the_setting(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Android 10 has no `cmd role get-role-holders`: the holder comes from the secure
+    setting, as the send script reads it."""
+    phone = await phone_factory(android=10, app="aosp")
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--device", phone.serial,
+        "--key", str(adb_key_path), "--json",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    data = json.loads(result.stdout)
+    (row,) = data["devices"]
+    assert {
+        "device": phone.serial,
+        "answers": True,
+        "android_release": "10",
+        "sdk": 29,
+        "sms_app": "com.android.messaging",
+        "sms_app_note": None,
+        "named": True,
+        "in_ledger": False,
+        "lease": None,
+        "error": None,
+        "shell_uid": 2000,
+    } == row
+    assert (1, 0) == (data["answered"], data["exit_code"])
+    assert 1 == data["schema_version"]
+
+
+async def test_no_default_sms_app_is_said(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Two SMS apps and no default: the row says none (a send would be refused)."""
+    phone = await phone_factory(second_sms_app=True)
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--device", phone.serial,
+        "--key", str(adb_key_path), "--json",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    (row,) = json.loads(result.stdout)["devices"]
+    assert (True, None, None) == (row["answers"], row["sms_app"], row["sms_app_note"])
+
+
+async def test_ledger_phones_with_lease_holder_and_one_that_does_not_answer(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """Without --device: every phone the ledger's attempts name; the one holding an
+    unresolved attempt shows it (action, attempt, dispatch id), the unreachable one is a row
+    saying why; exit 0 since one answered and none was named."""
+    holder = await hold_lease(ledger_path, phone.serial, "otp-lease")
+    gone = f"127.0.0.1:{closed_port}"
+    await resolved_attempt(ledger_path, gone, "otp-old")
+    result = await cli("--db", str(ledger_path), "devices", "--key", str(adb_key_path))
+    assert 0 == result.exit_code, result.output
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert {phone.serial, gone} == set(lines)
+    assert f"otp-lease attempt 1 ({holder.dispatch_id})" in lines[phone.serial]
+    assert ["NO", "-"] == lines[gone].split()[1:3]
+    assert "refused" in lines[gone].lower()
+    as_json = await cli("--db", str(ledger_path), "devices", "--key", str(adb_key_path), "--json")
+    data = json.loads(as_json.stdout)
+    by_device = {row["device"]: row for row in data["devices"]}
+    assert {
+        "action_id": "otp-lease",
+        "dispatch_id": holder.dispatch_id,
+        "attempt": 1,
+        "since": by_device[phone.serial]["lease"]["since"],
+    } == by_device[phone.serial]["lease"]
+    assert by_device[phone.serial]["lease"]["since"].endswith("Z")
+    assert (None, False) == (by_device[gone]["lease"], by_device[gone]["answers"])
+    assert by_device[gone]["in_ledger"] and not by_device[gone]["named"]
+
+
+async def test_a_named_phone_that_does_not_answer_is_exit_1(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """Every phone named with --device must answer for exit 0, even when another did."""
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--key", str(adb_key_path),
+        "--device", phone.serial, "--device", f"127.0.0.1:{closed_port}",
+    )  # fmt: skip
+    assert 1 == result.exit_code, result.output
+    assert 3 == len(result.stdout.splitlines())
+
+
+async def test_a_phone_that_has_not_authorised_the_key_does_not_answer(
+    phone_factory: PhoneFactory, ledger_path: Path, tmp_path: Path
+) -> None:
+    """A key the phone does not know: the row says it did not answer, within the timeout."""
+    phone = await phone_factory()
+    stranger = tmp_path / "stranger" / "adbkey"
+    assert 0 == (await cli("key", "new", "--key", str(stranger))).exit_code
+    started = asyncio.get_running_loop().time()
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--device", phone.serial,
+        "--key", str(stranger), "--timeout", "0.5", "--json",
+    )  # fmt: skip
+    assert 1 == result.exit_code, result.output
+    assert asyncio.get_running_loop().time() - started < 5
+    (row,) = json.loads(result.stdout)["devices"]
+    assert (False, phone.serial) == (row["answers"], row["device"])
+    assert row["error"]
+
+
+def test_no_phone_known_is_exit_1_with_the_hint(tmp_path: Path) -> None:
+    """No ledger and no --device: one line saying how to name a phone; exit 1."""
+    result = CliRunner().invoke(main, ["--db", str(tmp_path / "none.db"), "devices"])
+    assert 1 == result.exit_code
+    assert "--device HOST:PORT" in result.stderr and DEVICE_ENV in result.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+async def test_device_variable_names_the_phones(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """$STAREBRAIN_DEVICE (several separated by spaces) stands for --device."""
+    first, second = await phone_factory(), await phone_factory(android=12)
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--key", str(adb_key_path), "--json",
+        env={DEVICE_ENV: f"{first.serial} {second.serial}"},
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    rows = json.loads(result.stdout)["devices"]
+    assert [(first.serial, True, "15"), (second.serial, True, "12")] == [
+        (row["device"], row["named"], row["android_release"]) for row in rows
+    ]
+
+
+async def test_send_and_reconcile_take_the_device_from_the_variable(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """`send` without --device sends through $STAREBRAIN_DEVICE; `reconcile` reads it."""
+    env = {DEVICE_ENV: phone.serial}
+    sent = await cli(
+        "--db", str(ledger_path), "send", "--to", RECIPIENT, "--body", BODY,
+        "--key", str(adb_key_path), "--json", env=env,
+    )  # fmt: skip
+    assert 0 == sent.exit_code, sent.output
+    assert [phone.serial] == [a["device"] for a in json.loads(sent.stdout)["attempts"]]
+    assert [BODY] == [row.body for row in phone.store.rows(types=[SENT])]
+    read = await cli(
+        "--db", str(ledger_path), "reconcile", "--key", str(adb_key_path), "--json", env=env
+    )
+    assert 0 == read.exit_code, read.output
+    assert [phone.serial] == [report["device"] for report in json.loads(read.stdout)["devices"]]
+
+
+@pytest.mark.parametrize("value", ["usb:", "usb:ABC 123", "usb:-lead", "usb:a/b", "phone"])
+def test_malformed_device_names_are_exit_2(ledger_path: Path, value: str) -> None:
+    """A malformed HOST:PORT or usb:SERIAL, from the option or the variable, is a usage
+    error (exit 2) naming what is expected; nothing is recorded."""
+    message = ["--to", RECIPIENT, "--body", BODY]
+    for argv, env in (
+        (["send", "--device", value, *message], {}),
+        (["send", *message], {DEVICE_ENV: value}),
+        (["devices", "--device", value], {}),
+        (["reconcile"], {DEVICE_ENV: value}),
+    ):
+        result = CliRunner().invoke(main, ["--db", str(ledger_path), *argv], env=env)
+        assert 2 == result.exit_code, (argv, env, result.output)
+        assert "usb:SERIAL" in result.stderr
+    assert not ledger_path.exists()
+
+
+def test_usb_phone_without_the_extra_says_what_to_install(
+    no_usb_support: None, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """Without `starebrain-actions[usb]`, a usb:SERIAL phone is a clear error: `send` exits 1
+    having recorded no action, `devices` shows the row and exits 1."""
+    sent = CliRunner().invoke(
+        main,
+        ["--db", str(ledger_path), "send", "--device", "usb:0123456789ABCDEF", "--to", RECIPIENT,
+         "--body", BODY, "--key", str(adb_key_path), "--wait", "2"],
+    )  # fmt: skip
+    assert 1 == sent.exit_code, sent.output
+    assert "pip install 'starebrain-actions[usb]'" in sent.stderr
+    listed = CliRunner().invoke(
+        main,
+        ["--db", str(ledger_path), "devices", "--device", "usb:0123456789ABCDEF",
+         "--key", str(adb_key_path), "--json"],
+    )  # fmt: skip
+    assert 1 == listed.exit_code, listed.output
+    (row,) = json.loads(listed.stdout)["devices"]
+    assert row["in_ledger"] is False  # the failed send recorded no attempt
+    assert "pip install 'starebrain-actions[usb]'" in row["error"]
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("com.google.android.apps.messaging\n", ("com.google.android.apps.messaging", None)),
+        ("\n", (None, None)),
+        ("null\n", (None, None)),
+        ("com.a.sms;com.b.sms\n", (None, "com.a.sms;com.b.sms")),
+        ("Error: boom\n", (None, "Error: boom")),
+    ],
+)
+def test_role_holder_output(output: str, expected: tuple[str | None, str | None]) -> None:
+    """What the role read prints: one package, none (empty or `null`), or anything else
+    kept as a note."""
+    assert expected == parse_role_holder(output)
+
+
+def test_unverified_attempts_do_not_hold_the_lease() -> None:
+    """An UNVERIFIED or RCS_SUSPECTED attempt is unresolved but has released its phone (the
+    ledger's lease index); the other unresolved attempt is the holder."""
+    now = datetime.now(UTC)
+
+    def record(action_id: str, reason: ReviewReason | None) -> ActionRecord:
+        return ActionRecord(
+            action_id=action_id,
+            dispatch_id=f"d-{action_id}",
+            attempt=1,
+            device="127.0.0.1:5555",
+            dispatched_at=now,
+            review_reason=reason,
+        )
+
+    holders = lease_holders(
+        [record("late", ReviewReason.UNVERIFIED), record("chat", ReviewReason.RCS_SUSPECTED)]
+    )
+    assert {} == holders
+    holders = lease_holders([record("late", ReviewReason.UNVERIFIED), record("now", None)])
+    assert "now" == holders["127.0.0.1:5555"].action_id
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
+
+
+def docs_sample(command: str) -> tuple[list[str], list[str]]:
+    """The lines docs/cli.md shows after ``$ command`` up to the next prompt, and the lines
+    after that, up to the end of the block."""
+    lines = DOCS.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"$ {command}") + 1
+    end = lines.index("```", start)
+    prompt = next((i for i in range(start, end) if lines[i].startswith("$ ")), end)
+    return lines[start:prompt], lines[prompt:end]
+
+
+def tokens(line: str, names: dict[str, str]) -> list[str]:
+    """``line`` split on whitespace, with device names, dispatch ids and times made generic."""
+    for real, generic in names.items():
+        line = line.replace(real, generic)
+    return re.sub(TIME, "<time>", re.sub(UUID, "<dispatch>", line)).split()
+
+
+async def test_docs_sample_of_devices_is_what_it_prints(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """docs/cli.md's `devices` sample, ports, ids and times aside, is the real output: the
+    header, the answering phone with its lease, and the unreachable one (error text aside)."""
+    await hold_lease(ledger_path, phone.serial, "otp-1001")
+    gone = f"127.0.0.1:{closed_port}"
+    await resolved_attempt(ledger_path, gone, "otp-old")
+    result = await cli(
+        "--db", str(ledger_path), "devices", "--device", phone.serial, "--key", str(adb_key_path)
+    )
+    names = {phone.serial: "PHONE", gone: "GONE"}
+    documented, after = docs_sample("starebrain devices --device 127.0.0.1:5557")
+    doc_names = {"127.0.0.1:5557": "PHONE", "127.0.0.1:5559": "GONE"}
+    actual = [tokens(line, names) for line in result.stdout.splitlines()]
+    expected = [tokens(line, doc_names) for line in documented]
+    assert 0 == result.exit_code, result.output
+    assert expected[:2] == actual[:2]
+    assert expected[2][:5] == actual[2][:5]
+    assert "GONE:" == actual[2][5]
+    assert ["$ echo $?", "0"] == after
+
+
+def documented_fields(heading: str) -> set[str]:
+    """The backticked names in the first column of the table under ``### heading``."""
+    text = DOCS.read_text(encoding="utf-8")
+    match = re.search(rf"^### {re.escape(heading)}\n(.*?)(?=^#|\Z)", text, re.S | re.M)
+    assert match is not None, heading
+    return {
+        name
+        for line in match.group(1).splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", line.split("|")[1])
+    }
+
+
+async def test_devices_json_fields_are_the_documented_ones(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """`devices --json` prints exactly the fields docs/cli.md lists (Devices, Device)."""
+    await hold_lease(ledger_path, phone.serial, "otp-1001")
+    result = await cli("--db", str(ledger_path), "devices", "--key", str(adb_key_path), "--json")
+    data = json.loads(result.stdout)
+    assert documented_fields("Devices") == set(data)
+    assert documented_fields("Device") == set(data["devices"][0])
+    assert {"action_id", "dispatch_id", "attempt", "since"} == set(data["devices"][0]["lease"])

@@ -1,0 +1,133 @@
+"""Fixtures for the MCP server: ``starebrain mcp`` run as a real process, driven by the
+official SDK's own client over stdio or streamable HTTP, against simulated phones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult
+
+from android_bridge.simulator import SimulatedPhone
+
+TO = "+1 202 555 0100"
+BODY = "Your code is 4821"
+#: A policy fast enough for tests: UNKNOWN after a second, quick backoff, short timeouts.
+FAST = ["--grace", "1", "--backoff", "0.05", "--connect-timeout", "3", "--command-timeout", "5"]
+
+
+def starebrain() -> list[str]:
+    """The installed ``starebrain`` console script of this interpreter's environment."""
+    script = Path(sys.executable).parent / "starebrain"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+
+
+def server_args(db: Path, key: Path, phones: list[SimulatedPhone], *extra: str) -> list[str]:
+    """``starebrain --db DB mcp --device … --key KEY`` with the fast policy, then ``extra``."""
+    devices = [arg for phone in phones for arg in ("--device", phone.serial)]
+    return ["--db", str(db), "mcp", *devices, "--key", str(key), *FAST, *extra]
+
+
+@asynccontextmanager
+async def stdio_session(
+    args: list[str], *, errlog: IO[str], command: list[str] | None = None
+) -> AsyncIterator[Client]:
+    """The SDK's client over stdio, talking to ``starebrain ARGS`` in a subprocess
+    (``command`` replaces the executable part, e.g. to put a wrapper in front)."""
+    argv = [*(command or starebrain()), *args]
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
+        yield client
+
+
+@asynccontextmanager
+async def http_server(args: list[str]) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """``starebrain ARGS --http 127.0.0.1:0`` in a subprocess; yields its URL (read from the
+    line it prints on stderr) and the process. Stopped with SIGTERM at the end."""
+    process = await asyncio.create_subprocess_exec(
+        *starebrain(),
+        *args,
+        "--http",
+        "127.0.0.1:0",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "STAREBRAIN_DB": ""},
+    )
+    assert process.stderr is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                line = (await process.stderr.readline()).decode()
+                if not line:
+                    raise AssertionError(f"the server exited before listening: {seen}")
+                seen.append(line)
+                if "listening on " in line:
+                    url = line.split("listening on ", 1)[1].strip()
+                    break
+        yield url, process
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=30)
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    """A successful tool result's structured content (its text content holds the same JSON)."""
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    assert result.structured_content == json.loads(result.content[0].text)  # type: ignore[union-attr]
+    return dict(result.structured_content)
+
+
+def error_text(result: CallToolResult) -> str:
+    """A tool error's text."""
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+async def sent_once(phone: SimulatedPhone) -> None:
+    """Wait (10 s at most) until a message has left the phone."""
+    for _ in range(500):
+        if phone.transmissions:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("nothing left the phone within 10 s")
+
+
+def sms_out(phone: SimulatedPhone) -> list[str]:
+    """Bodies of every message that really left the phone (SMS, MMS or RCS)."""
+    return [transmission.body for transmission in phone.transmissions]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A fresh ledger path."""
+    return tmp_path / "ledger.db"
+
+
+@pytest.fixture
+def stderr_file(tmp_path: Path) -> Iterator[Callable[[str], IO[str]]]:
+    """``open_log(name)``: a file under tmp_path for a server's stderr (closed at teardown)."""
+    opened: list[IO[str]] = []
+
+    def open_log(name: str) -> IO[str]:
+        handle = (tmp_path / name).open("w+", encoding="utf-8")
+        opened.append(handle)
+        return handle
+
+    yield open_log
+    for handle in opened:
+        handle.close()

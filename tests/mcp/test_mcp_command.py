@@ -1,0 +1,67 @@
+"""``starebrain mcp``'s command line: usage errors, and a clear message without the SDK."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from starebrain_actions.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_usage_errors_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No phone, a malformed phone address (given or in $STAREBRAIN_DEVICE), a malformed
+    --http address or region: exit 2, and no ledger is created."""
+    monkeypatch.delenv("STAREBRAIN_DEVICE", raising=False)
+    db = tmp_path / "ledger.db"
+    cases = [
+        ["mcp"],
+        ["mcp", "--device", "no-port"],
+        ["mcp", "--device", "127.0.0.1:5555", "--http", "localhost"],
+        ["mcp", "--device", "127.0.0.1:5555", "--region", "USA"],
+    ]
+    for args in cases:
+        code, output = run("--db", str(db), *args)
+        assert 2 == code, (args, output)
+    monkeypatch.setenv("STAREBRAIN_DEVICE", "127.0.0.1:5555 no-port")
+    code, output = run("--db", str(db), "mcp")
+    assert 2 == code and "no-port" in output
+    assert not db.exists()
+
+
+@pytest.mark.slow
+def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> None:
+    """In a process where the MCP SDK cannot be imported, `starebrain mcp` exits 1 naming the
+    extra to install, and the other commands still work."""
+    script = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "from starebrain_actions.cli import main\n"
+        "main(sys.argv[1:])"
+    )
+    db = str(tmp_path / "l.db")
+    missing = subprocess.run(
+        [sys.executable, "-c", script, "--db", db, "mcp", "--device", "127.0.0.1:5555"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", script, "--db", db, "review"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert 1 == missing.returncode, missing.stderr
+    assert "pip install 'starebrain-actions[mcp]'" in missing.stderr
+    assert "" == missing.stdout
+    assert "no ledger at" in other.stderr

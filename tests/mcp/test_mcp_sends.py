@@ -1,0 +1,118 @@
+"""send_sms's promises, through the SDK's client and a server in this process, against
+simulated phones: it returns within its wait, never resends an unresolved attempt, keeps a
+send going after a quick return, and says when a phone cannot be reached."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from mcp.client import Client
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import RetryPolicy
+from starebrain_actions._mcp import ServerConfig, build_server, open_service
+
+from .conftest import BODY, TO, error_text, sms_out, structured
+
+PhoneFactory = Callable[..., Any]
+FAST = RetryPolicy(
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=1),
+    initial_interval=timedelta(milliseconds=50),
+)
+
+
+@asynccontextmanager
+async def client_on(
+    db: Path, key: Path, devices: list[str], **overrides: Any
+) -> AsyncIterator[Client]:
+    """The SDK's client on a server in this process (fast policy, short timeouts)."""
+    overrides.setdefault("policy", FAST)
+    overrides.setdefault("poll_interval_s", 0.05)
+    overrides.setdefault("command_timeout_s", 3.0)
+    overrides.setdefault("connect_timeout_s", 2.0)
+    config = ServerConfig(db=db, devices=tuple(devices), key_path=key, **overrides)
+    async with open_service(config) as service, Client(build_server(service)) as client:
+        yield client
+
+
+async def test_an_unresolved_attempt_is_never_sent_again(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """The app sends as RCS chat (nothing reaches the SMS store, so no read can prove it):
+    each call returns within its wait with the status as it stands, UNKNOWN once past the
+    grace window, and however often the model asks, nothing is sent again."""
+    phone: SimulatedPhone = await phone_factory(faults=["rcs-send"])
+    call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 1.2}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        seen = []
+        for _ in range(3):
+            started = time.monotonic()
+            data = structured(await client.call_tool("send_sms", call))
+            assert time.monotonic() - started < 1.2 + 1.0
+            seen.append((data["status"], data["attempts"], data["delivery"]))
+    assert ("UNKNOWN", 1, "PENDING") == seen[-1]
+    assert {1} == {attempts for _, attempts, _ in seen}
+    assert "Do not send it under a new action_id" in data["next_step"]
+    assert [BODY] == sms_out(phone) and "rcs" == phone.transmissions[0].channel
+
+
+async def test_a_quick_return_leaves_the_send_running_and_a_repeat_joins_it(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """wait_seconds 0 returns at once (the send is starting); the send goes on in the
+    server, and the next call with the same id learns it SUCCEEDED; one SMS."""
+    phone = await phone_factory(latency_ms=100)
+    call = {"action_id": "A-2", "to": TO, "body": BODY}
+    async with client_on(db_path, adb_key_path, [phone.serial], default_wait_s=10) as client:
+        started = time.monotonic()
+        quick = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 0}))
+        returned_after = time.monotonic() - started
+        final = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))
+    assert returned_after < 1.0
+    assert quick["status"] in ("PLANNED", "IN_FLIGHT"), quick
+    assert "send_sms again with action_id 'A-2'" in quick["next_step"]
+    assert ("SUCCEEDED", 1) == (final["status"], final["attempts"])
+    assert [BODY] == sms_out(phone)
+
+
+async def test_an_unreachable_phone_is_a_tool_error_that_sends_nothing(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """Nothing listens at the phone's address: a tool error saying no send was started; the
+    same call succeeds once the phone is up at the server's second address."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    phone = await phone_factory()
+    call = {"action_id": "A-3", "to": TO, "body": BODY, "wait_seconds": 5}
+    async with client_on(db_path, adb_key_path, [dead, phone.serial]) as client:
+        failed = await client.call_tool("send_sms", call)
+        other = structured(await client.call_tool("send_sms", {**call, "device": phone.serial}))
+    text = error_text(failed)
+    assert "cannot be reached" in text and "no send was started" in text
+    assert "PLANNED" in text
+    assert ("SUCCEEDED", phone.serial) == (other["status"], other["device"])
+    assert [BODY] == sms_out(phone)
+
+
+async def test_concurrent_calls_in_one_server_share_one_send(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """Ten identical calls at once, through one server: one send command on the phone, one
+    SMS, ten SUCCEEDED answers for the same action."""
+    phone = await phone_factory(latency_ms=50)
+    call = {"action_id": "A-4", "to": TO, "body": BODY, "wait_seconds": 20}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        results = await asyncio.gather(*(client.call_tool("send_sms", call) for _ in range(10)))
+    assert ["SUCCEEDED"] * 10 == [structured(result)["status"] for result in results]
+    assert 1 == sum(1 for command in phone.commands_run if "am start" in command)
+    assert [BODY] == sms_out(phone)
