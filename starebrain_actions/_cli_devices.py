@@ -19,6 +19,7 @@ from typing import Any, Final
 import attrs
 import click
 
+from starebrain_actions._cli_types import Seconds
 from starebrain_actions._model import LEASE_RELEASING_REVIEWS, ActionRecord
 
 #: Environment variable naming the phone (or phones, separated by spaces) used when
@@ -257,7 +258,7 @@ def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> An
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0.1, max=60),
+    type=Seconds(0.1, 60),
     default=3.0,
     show_default=True,
     help="Seconds each phone gets for each step (the handshake, each round trip), four"

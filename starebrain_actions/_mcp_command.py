@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from starebrain_actions._cli_types import Seconds
+
 #: Environment variable naming the phones (same as ``--device``; several separated by spaces).
 DEVICE_ENV = "STAREBRAIN_DEVICE"
 
@@ -76,7 +78,7 @@ def _announce(message: str) -> None:
 )
 @click.option(
     "--default-wait",
-    type=click.FloatRange(min=1, max=600),
+    type=Seconds(1, 600),
     default=20.0,
     show_default=True,
     help="Seconds send_sms waits for proof when the call gives no wait_seconds; a send a call"
@@ -84,7 +86,7 @@ def _announce(message: str) -> None:
 )
 @click.option(
     "--max-wait",
-    type=click.FloatRange(min=1, max=600),
+    type=Seconds(1, 600),
     default=60.0,
     show_default=True,
     help="The longest wait_seconds honoured (keep it under your MCP client's tool timeout).",
@@ -98,28 +100,28 @@ def _announce(message: str) -> None:
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     default=60.0,
     show_default=True,
     help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN.",
 )
 @click.option(
     "--unverified-after",
-    type=click.FloatRange(min=0),
+    type=Seconds(0),
     default=600.0,
     show_default=True,
     help="Seconds after a dispatch before a send never seen on the phone goes to review.",
 )
 @click.option(
     "--backoff",
-    type=click.FloatRange(min=0, max=86_400),
+    type=Seconds(0, 86_400),
     default=1.0,
     show_default=True,
     help="Seconds before the second attempt; doubling after, up to --max-backoff.",
 )
 @click.option(
     "--max-backoff",
-    type=click.FloatRange(min=0, max=86_400),
+    type=Seconds(0, 86_400),
     default=60.0,
     show_default=True,
     help="Longest wait between two attempts, in seconds.",
@@ -134,14 +136,14 @@ def _announce(message: str) -> None:
 )
 @click.option(
     "--connect-timeout",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=Seconds(0.1, 3600),
     default=5.0,
     show_default=True,
     help="Seconds to connect to a phone.",
 )
 @click.option(
     "--command-timeout",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=Seconds(0.1, 3600),
     default=20.0,
     show_default=True,
     help="Seconds one command on a phone may take (never more than a call's wait).",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-import math
 import os
 import re
 import stat
@@ -28,6 +27,7 @@ import click
 from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
 from starebrain_actions._cli_devices import DEVICE_ENV
+from starebrain_actions._cli_types import Seconds
 from starebrain_actions._convert import converter
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._ledger import Ledger
@@ -200,25 +200,8 @@ def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> An
 #: The variable naming the ADB key (``android_bridge.KEY_PATH_ENV``, repeated so that the CLI
 #: starts without importing the ADB stack).
 KEY_PATH_ENV: Final = "STAREBRAIN_ADB_KEY"
-#: Longest duration any option takes, in seconds (ten years): far beyond any real wait, and
-#: far from where a timedelta or a datetime overflows.
-MAX_SECONDS: Final = 315_576_000
-
-
-class _Seconds(click.FloatRange):
-    """A duration in seconds: a finite number in a range. ``nan``, ``inf`` and values past
-    ``max`` are usage errors (exit 2) instead of overflows deep inside."""
-
-    name = "seconds"
-
-    def __init__(self, minimum: float = 0, maximum: float = MAX_SECONDS) -> None:
-        super().__init__(min=minimum, max=maximum)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
-        return number
+#: Durations are finite seconds (``_cli_types.Seconds``).
+_Seconds = Seconds
 
 
 class _Utf8Args:

@@ -19,7 +19,8 @@ def run(*args: str) -> tuple[int, str]:
 
 def test_usage_errors_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No phone, a malformed phone address (given or in $STAREBRAIN_DEVICE), a malformed
-    --http address or region: exit 2, and no ledger is created."""
+    --http address or region, a duration that is not a finite number: exit 2, and no ledger
+    is created."""
     monkeypatch.delenv("STAREBRAIN_DEVICE", raising=False)
     db = tmp_path / "ledger.db"
     cases = [
@@ -27,6 +28,10 @@ def test_usage_errors_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         ["mcp", "--device", "no-port"],
         ["mcp", "--device", "127.0.0.1:5555", "--http", "localhost"],
         ["mcp", "--device", "127.0.0.1:5555", "--region", "USA"],
+        # durations are finite seconds, as everywhere in the CLI
+        ["mcp", "--device", "127.0.0.1:5555", "--grace", "nan"],
+        ["mcp", "--device", "127.0.0.1:5555", "--backoff", "inf"],
+        ["mcp", "--device", "127.0.0.1:5555", "--command-timeout", "nan"],
     ]
     for args in cases:
         code, output = run("--db", str(db), *args)
