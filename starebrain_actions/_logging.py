@@ -80,6 +80,10 @@ def redact_value(value: object) -> str:
     return f"<redacted len={len(text)} sha256={digest}>"
 
 
+#: A "+" and digits, with the separators numbers are written with.
+_PLUS_NUMBER = re.compile(r"\+\d[\d ()./-]{3,}\d")
+
+
 def redact_phone_numbers(
     text: str,
     region: str | None = DEFAULT_REDACTION_REGION,
@@ -103,6 +107,15 @@ def redact_phone_numbers(
             (match.start, match.end)
             for match in phonenumbers.PhoneNumberMatcher(text, pass_region, leniency=leniency)
         )
+    # the matcher gives up on a candidate it cannot balance (an unpaired "(" just before it,
+    # say): a "+" number it missed is still redacted when it is a possible number
+    for found in _PLUS_NUMBER.finditer(text):
+        try:
+            parsed = phonenumbers.parse(found.group(), None)
+        except phonenumbers.NumberParseException:
+            continue
+        if phonenumbers.is_possible_number(parsed):
+            spans.append((found.start(), found.end()))
     if not spans:
         return text
     pieces: list[str] = []

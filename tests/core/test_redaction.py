@@ -176,3 +176,10 @@ def test_configured_region_redacts_its_national_numbers() -> None:
         for name in ("starebrain", "android_bridge"):
             logging.getLogger(name).setLevel(logging.NOTSET)
     assert "123456" not in logs[0]["reason"]
+
+
+def test_an_international_number_after_an_unpaired_parenthesis_is_redacted() -> None:
+    """Found by hypothesis in CI: ``() +1 201-555-0000`` made the matcher give up on the
+    candidate; a "+" number it misses is still redacted when it is a possible number."""
+    redacted = redact_phone_numbers("() +1 201-555-0000 ", region=None)
+    assert "2015550000" not in "".join(ch for ch in redacted if ch.isdigit())
