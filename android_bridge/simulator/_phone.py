@@ -586,9 +586,11 @@ class SimulatedPhone:
     async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
         """Run one command line, streaming its output to ``output``; return its exit status.
 
-        After a ``hang-after-send`` the command line runs on to its end on the phone (adbd
-        keeps the shell running while the link is stalled), but nothing more of its output
-        reaches the client, and it never answers."""
+        After a ``hang-after-send`` the command line runs on to its end on the phone (adbd's
+        shell service runs it on its own, whether or not the client reads its output:
+        packages/modules/adb ``daemon/shell_service.cpp``, ``Subprocess``, android-10.0.0_r1
+        to android-15.0.0_r1), but nothing more of its output reaches the client, and it
+        never answers."""
         self.commands_run.append(command)
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)

@@ -202,6 +202,24 @@ async def test_hang_after_send_sends_but_never_answers(
     await device.close()
 
 
+async def test_hang_after_send_runs_the_rest_of_the_script(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """hang-after-send stalls the link, not the script: adbd's shell service runs the command
+    on its own (packages/modules/adb daemon/shell_service.cpp, ``Subprocess``; the client
+    not reading its output does not stop it), so what follows the send on the same command
+    line still runs on the phone, while the client never gets an answer."""
+    phone.inject_fault("hang-after-send")
+    device = await connect(phone, adb_signer)
+    after = "ln -s 42/. /data/local/tmp/after-the-send"
+    with pytest.raises(TcpTimeoutException):
+        await device.shell(
+            send_command("+15550100", BODY) + f" && {after}", transport_timeout_s=0.5
+        )
+    assert "42/." == phone.files.readlink("/data/local/tmp/after-the-send")
+    await device.close()
+
+
 @pytest.mark.parametrize(("completes", "final_type"), [(True, 2), (False, 5)])
 async def test_reboot_resets_every_connection(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, completes: bool, final_type: int
