@@ -202,7 +202,9 @@ def _ms(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def send_window(record: ActionRecord) -> tuple[int, int | None] | None:
+def send_window(
+    record: ActionRecord, *, margin_ms: int = KEYS_MARGIN_MS
+) -> tuple[int, int | None] | None:
     """The phone-clock span (ms) in which a UI-path attempt's app wrote its row: ``(start,
     end)``, ``end`` None when open. From the most exact evidence there is:
 
@@ -224,7 +226,7 @@ def send_window(record: ActionRecord) -> tuple[int, int | None] | None:
         if pressed is not None and done is not None:
             # one clock (the phone's) on both sides, and the app dates its row after the key
             # that sends it: nothing of ours is dated before the first key
-            return pressed, done + KEYS_MARGIN_MS
+            return pressed, done + margin_ms
     window, start = _ms(evidence.get("send_window_ms")), record.device_clock_ms
     if window is not None and start is not None:
         return start - CLOCK_SLACK_MS, start + window
@@ -236,15 +238,17 @@ def send_window(record: ActionRecord) -> tuple[int, int | None] | None:
                 stages[name] = int(ms)
         if "am" in stages:
             # the stage markers are the phone's own clock, which dates the row: after ``am``
-            end = stages["keys"] + KEYS_MARGIN_MS if "keys" in stages else None
+            end = stages["keys"] + margin_ms if "keys" in stages else None
             return stages["am"], end
     return None
 
 
-def _in_window(message: OutgoingMessage, record: ActionRecord) -> bool | None:
+def _in_window(
+    message: OutgoingMessage, record: ActionRecord, *, margin_ms: int = KEYS_MARGIN_MS
+) -> bool | None:
     """Is the row dated inside the attempt's own send window (:func:`send_window`)? None when
     the window is not known or the row has no date."""
-    window = send_window(record)
+    window = send_window(record, margin_ms=margin_ms)
     if window is None or message.date_ms is None:
         return None
     start, end = window
@@ -276,10 +280,12 @@ def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     creator = record.evidence.get("creator")
     if isinstance(creator, str):
         return message.creator == creator
-    window = send_window(record)
+    # the strict window, with no margin after the last key: a half match leads to a resend,
+    # so a row of ours the app dated a little late is rather left to review (UNVERIFIED)
+    window = send_window(record, margin_ms=0)
     if window is None or window[1] is None:
         return False  # a window the script never closed (cut off before its keys ended)
-    return _in_window(message, record) is True
+    return _in_window(message, record, margin_ms=0) is True
 
 
 def _awaits_fence(record: ActionRecord) -> bool:

@@ -241,3 +241,25 @@ async def test_the_owners_text_before_our_first_key_is_no_mismatch(
     assert outcome.status is not Status.SUCCEEDED
     record = outcome.record
     assert record is not None and record.provider_object_id is None
+
+
+async def test_the_owners_other_text_just_after_our_last_key_is_no_mismatch(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Found by the chaos test in CI: ours went out as RCS chat (nothing in content://sms) and
+    the owner's other text to the same person is dated 50 ms after our last key. A half match
+    leads to a resend, so it needs the strict window (first key to last key, no margin):
+    that row is no MISMATCH, and nothing is sent again."""
+    phone = await sms_phone()
+    phone.inject_fault("rcs-send")
+    async with agent_for(phone) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=0.2)
+        record = first.record
+        assert record is not None
+        last_key = record.evidence["keys_window_ms"][1]
+        await _owner_sends(phone, "Call me back", last_key + 50)
+        again = await agent.send("A-17", TO, BODY, wait=2)
+    assert 1 == len(again.summary.attempts)
+    assert [("rcs", BODY)] == [(t.channel, t.body) for t in phone.transmissions if t.body == BODY]
+    latest = again.record
+    assert latest is not None and latest.provider_object_id is None
