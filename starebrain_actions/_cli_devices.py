@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 import click
 
-from starebrain_actions._cli_types import Seconds
+from starebrain_actions._cli_types import Seconds, key_option
 from starebrain_actions._model import LEASE_RELEASING_REVIEWS, ActionRecord
 
 #: Environment variable naming the phone (or phones, separated by spaces) used when
@@ -248,13 +248,7 @@ def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> An
     help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
     f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
 )
-@click.option(
-    "--key",
-    "key_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-)
+@key_option
 @click.option(
     "--timeout",
     "timeout_s",

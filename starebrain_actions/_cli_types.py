@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import click
+
+from starebrain_actions._model import RetryPolicy
 
 #: Longest duration any option takes, in seconds (ten years): far beyond any real wait, and
 #: far from where a timedelta or a datetime overflows.
@@ -26,3 +32,114 @@ class Seconds(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
         return number
+
+
+#: The variable naming the ADB key (``android_bridge.KEY_PATH_ENV``, repeated so that the CLI
+#: starts without importing the ADB stack).
+KEY_PATH_ENV: Final = "STAREBRAIN_ADB_KEY"
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _check_key_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
+    """``--key`` (or ``$STAREBRAIN_ADB_KEY``) must name an existing key: a typo must not
+    silently make a new identity the phone has never authorised. Only the default key path
+    is created on first use."""
+    if value is not None and not value.exists():
+        raise click.BadParameter(
+            f"no key at {value}: create one with `starebrain key new --key {value}`, or omit"
+            " --key to use the default key (created on first use)",
+            ctx=ctx,
+            param=param,
+        )
+    chosen = os.environ.get(KEY_PATH_ENV) if value is None else None
+    if chosen and not Path(chosen).expanduser().exists():
+        raise click.BadParameter(
+            f"no key at {chosen} (from ${KEY_PATH_ENV}): create one with `starebrain key new"
+            f" --key {chosen}`, or unset {KEY_PATH_ENV} to use the default key",
+            ctx=ctx,
+            param=param,
+        )
+    return value
+
+
+def key_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--key PATH`` (``key_path``) of every command that connects to a phone."""
+    return click.option(
+        "--key",
+        "key_path",
+        # readable=False: an unreadable key is the bridge's "bad key file PATH", as for the
+        # default key
+        type=click.Path(dir_okay=False, readable=False, path_type=Path),
+        default=None,
+        callback=_check_key_path,
+        help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
+    )(function)
+
+
+_POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
+    click.option(
+        "--max-attempts",
+        type=click.IntRange(min=1, max=1000),
+        default=3,
+        show_default=True,
+        help="Attempts allowed for a new action, the first included.",
+    ),
+    click.option(
+        "--grace",
+        type=Seconds(),
+        default=60.0,
+        show_default=True,
+        help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN and a "
+        "message still queued goes to review.",
+    ),
+    click.option(
+        "--unverified-after",
+        type=Seconds(),
+        default=600.0,
+        show_default=True,
+        help="Seconds after a dispatch before a sent message that never shows up goes to "
+        "review (UNVERIFIED) and frees the phone for other actions.",
+    ),
+    click.option(
+        "--backoff",
+        type=Seconds(maximum=86_400),
+        default=1.0,
+        show_default=True,
+        help="Seconds to wait before the second attempt; each further wait doubles, up to "
+        "--max-backoff, give or take 20% jitter. An attempt that failed only because the "
+        "phone was unreachable spends no attempt, and waits the same way.",
+    ),
+    click.option(
+        "--max-backoff",
+        type=Seconds(maximum=86_400),
+        default=60.0,
+        show_default=True,
+        help="Longest wait between two attempts, in seconds (before jitter).",
+    ),
+)
+
+
+def policy_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The retry policy of a new action: ``max_attempts``, ``grace``, ``unverified_after``,
+    ``backoff`` and ``max_backoff`` (turn them into one with :func:`retry_policy`)."""
+    for option in reversed(_POLICY_OPTIONS):
+        function = option(function)
+    return function
+
+
+def retry_policy(
+    *, max_attempts: int, grace: float, unverified_after: float, backoff: float, max_backoff: float
+) -> RetryPolicy:
+    """The ``RetryPolicy`` the :func:`policy_options` describe.
+
+    Raises:
+        InvalidInput: a value the policy refuses.
+    """
+    return RetryPolicy(
+        maximum_attempts=max_attempts,
+        grace_window=timedelta(seconds=grace),
+        unverified_after=timedelta(seconds=unverified_after),
+        initial_interval=timedelta(seconds=backoff),
+        maximum_interval=timedelta(seconds=max_backoff),
+    )

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from starebrain_actions._cli_types import Seconds
+from starebrain_actions._cli_types import Seconds, key_option, policy_options, retry_policy
 
 #: Environment variable naming the phones (same as ``--device``; several separated by spaces).
 DEVICE_ENV = "STAREBRAIN_DEVICE"
@@ -91,41 +91,7 @@ def _announce(message: str) -> None:
     show_default=True,
     help="The longest wait_seconds honoured (keep it under your MCP client's tool timeout).",
 )
-@click.option(
-    "--max-attempts",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Attempts allowed for a new action, the first included.",
-)
-@click.option(
-    "--grace",
-    type=Seconds(0),
-    default=60.0,
-    show_default=True,
-    help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN.",
-)
-@click.option(
-    "--unverified-after",
-    type=Seconds(0),
-    default=600.0,
-    show_default=True,
-    help="Seconds after a dispatch before a send never seen on the phone goes to review.",
-)
-@click.option(
-    "--backoff",
-    type=Seconds(0, 86_400),
-    default=1.0,
-    show_default=True,
-    help="Seconds before the second attempt; doubling after, up to --max-backoff.",
-)
-@click.option(
-    "--max-backoff",
-    type=Seconds(0, 86_400),
-    default=60.0,
-    show_default=True,
-    help="Longest wait between two attempts, in seconds.",
-)
+@policy_options
 @click.option(
     "--rate-limit",
     type=click.IntRange(min=1),
@@ -160,13 +126,7 @@ def _announce(message: str) -> None:
     default=None,
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
 )
-@click.option(
-    "--key",
-    "key_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-)
+@key_option
 @click.option(
     "--show-private",
     is_flag=True,
@@ -209,10 +169,8 @@ def mcp_command(
 
     Only the protocol goes to stdout; logs go to stderr, with numbers and bodies redacted.
     """
-    from datetime import timedelta
 
     from starebrain_actions._logging import LOGGER_NAME, configure_logging
-    from starebrain_actions._model import RetryPolicy
     from starebrain_actions.cli import CliError, CliUsageError, Settings, _ledger_path
     from starebrain_actions.exceptions import InvalidInput, StarebrainError
 
@@ -247,12 +205,12 @@ def mcp_command(
             devices=phones,
             key_path=key_path,
             read_as_system=settings.read_as_system,
-            policy=RetryPolicy(
-                maximum_attempts=max_attempts,
-                grace_window=timedelta(seconds=grace),
-                unverified_after=timedelta(seconds=unverified_after),
-                initial_interval=timedelta(seconds=backoff),
-                maximum_interval=timedelta(seconds=max_backoff),
+            policy=retry_policy(
+                max_attempts=max_attempts,
+                grace=grace,
+                unverified_after=unverified_after,
+                backoff=backoff,
+                max_backoff=max_backoff,
             ),
             region=region.upper() if region else None,
             max_wait_s=max_wait,

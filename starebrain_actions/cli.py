@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -27,7 +27,12 @@ import click
 from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
 from starebrain_actions._cli_devices import DEVICE_ENV
-from starebrain_actions._cli_types import Seconds
+from starebrain_actions._cli_types import (
+    Seconds,
+    key_option,
+    policy_options,
+    retry_policy,
+)
 from starebrain_actions._convert import converter
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._ledger import Ledger
@@ -197,9 +202,6 @@ def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> An
     return value
 
 
-#: The variable naming the ADB key (``android_bridge.KEY_PATH_ENV``, repeated so that the CLI
-#: starts without importing the ADB stack).
-KEY_PATH_ENV: Final = "STAREBRAIN_ADB_KEY"
 #: Durations are finite seconds (``_cli_types.Seconds``).
 _Seconds = Seconds
 
@@ -231,28 +233,6 @@ class _Command(_Utf8Args, _render.JsonErrorCommand):
     """A standalone command: JSON errors with ``--json``, UTF-8 arguments only."""
 
 
-def _check_key_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
-    """``--key`` (or ``$STAREBRAIN_ADB_KEY``) must name an existing key: a typo must not
-    silently make a new identity the phone has never authorised. Only the default key path
-    is created on first use."""
-    if value is not None and not value.exists():
-        raise click.BadParameter(
-            f"no key at {value}: create one with `starebrain key new --key {value}`, or omit"
-            " --key to use the default key (created on first use)",
-            ctx=ctx,
-            param=param,
-        )
-    chosen = os.environ.get(KEY_PATH_ENV) if value is None else None
-    if chosen and not Path(chosen).expanduser().exists():
-        raise click.BadParameter(
-            f"no key at {chosen} (from ${KEY_PATH_ENV}): create one with `starebrain key new"
-            f" --key {chosen}`, or unset {KEY_PATH_ENV} to use the default key",
-            ctx=ctx,
-            param=param,
-        )
-    return value
-
-
 def _check_report_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
     """``--report``'s directory must exist: it is not created (a typo in a cron line should
     fail, not scatter directories)."""
@@ -280,17 +260,7 @@ def _read_as_system_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-def _key_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--key",
-        "key_path",
-        # readable=False: an unreadable key is the bridge's "bad key file PATH", as for the
-        # default key
-        type=click.Path(dir_okay=False, readable=False, path_type=Path),
-        default=None,
-        callback=_check_key_path,
-        help="ADB private key. [default: $STAREBRAIN_ADB_KEY or ~/.config/starebrain/adbkey]",
-    )(function)
+_key_option = key_option
 
 
 def _private_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -411,45 +381,7 @@ def settled(summary: ActionSummary) -> bool:
     show_default=True,
     help="Seconds to wait for proof of the outcome before exiting 3 (unresolved).",
 )
-@click.option(
-    "--max-attempts",
-    type=click.IntRange(min=1, max=1000),
-    default=3,
-    show_default=True,
-    help="Attempts allowed for a new action, the first included.",
-)
-@click.option(
-    "--grace",
-    type=_Seconds(),
-    default=60.0,
-    show_default=True,
-    help="Seconds after a dispatch before an unresolved attempt counts as UNKNOWN and a "
-    "message still queued goes to review.",
-)
-@click.option(
-    "--unverified-after",
-    type=_Seconds(),
-    default=600.0,
-    show_default=True,
-    help="Seconds after a dispatch before a sent message that never shows up goes to review "
-    "(UNVERIFIED) and frees the phone for other actions.",
-)
-@click.option(
-    "--backoff",
-    type=_Seconds(maximum=86_400),
-    default=1.0,
-    show_default=True,
-    help="Seconds to wait before the second attempt; each further wait doubles, up to "
-    "--max-backoff, give or take 20% jitter. An attempt that failed only because the phone "
-    "was unreachable spends no attempt, and waits the same way.",
-)
-@click.option(
-    "--max-backoff",
-    type=_Seconds(maximum=86_400),
-    default=60.0,
-    show_default=True,
-    help="Longest wait between two attempts, in seconds (before jitter).",
-)
+@policy_options
 @click.option(
     "--rate-limit",
     type=click.IntRange(min=1, max=1_000_000),
@@ -527,12 +459,12 @@ def send(
 
     try:
         intent = SmsIntent(recipient=to, body=read_body(body, body_file), region=region)
-        policy = RetryPolicy(
-            maximum_attempts=max_attempts,
-            grace_window=timedelta(seconds=grace),
-            unverified_after=timedelta(seconds=unverified_after),
-            initial_interval=timedelta(seconds=backoff),
-            maximum_interval=timedelta(seconds=max_backoff),
+        policy = retry_policy(
+            max_attempts=max_attempts,
+            grace=grace,
+            unverified_after=unverified_after,
+            backoff=backoff,
+            max_backoff=max_backoff,
         )
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc
