@@ -71,6 +71,19 @@ SHELL_ARG_PROTOCOL: Final = "v2"
 #: adb-shell ignores features and keeps using ``shell:``.
 DEVICE_FEATURES: Final = ("shell_v2",)
 
+#: The longest single ``execve`` argument Linux takes, terminating NUL included
+#: (``MAX_ARG_STRLEN``: 32 pages of 4 KiB, ``include/uapi/linux/binfmts.h``). adbd runs every
+#: ``shell:``, ``shell,v2:`` and ``exec:`` command as ``execle("/system/bin/sh", "sh", "-c",
+#: command)`` in a forked child (``Subprocess::ForkAndExec``, ``shell_service.cpp``, system/core
+#: android-10.0.0_r1, packages/modules/adb android-11 to 15), so a longer command never starts:
+#: the child writes ``exec '/system/bin/sh' failed: <strerror(E2BIG)>`` to the error pipe and
+#: ``ReportError`` gives the client ``error: <that>\n`` (on the shell protocol as a stderr
+#: packet, then exit status 126), then the stream closes. The ADB payload (up to 1 MiB) is no
+#: bound: such a command reaches adbd and fails there.
+MAX_ARG_STRLEN: Final = 32 * 4096
+#: What bionic's ``strerror(E2BIG)`` prints.
+_E2BIG_TEXT: Final = "Argument list too long"
+
 
 def shell_packet(packet_id: int, data: bytes) -> bytes:
     """One shell protocol packet: id byte, little-endian u32 length, data."""
@@ -312,7 +325,24 @@ class Connection:
         # does shell,v2,pty:; shell,v2: and exec: use pipes. A PTY makes stdout a terminal
         # for the command (toybox ls then prints columns, rm asks before read-only files).
         terminal = name == "shell" and (not shell_protocol or "pty" in arguments)
+        if len(payload.rstrip(b"\0").partition(b":")[2]) + 1 > MAX_ARG_STRLEN:
+            stream.task = asyncio.create_task(self._refuse_exec(stream))
+            return
         stream.task = asyncio.create_task(self._run_stream(stream, command, terminal=terminal))
+
+    async def _refuse_exec(self, stream: _Stream) -> None:
+        """What adbd sends when ``execle`` of the shell fails with ``E2BIG``: nothing ran."""
+        text = f"error: exec '/system/bin/sh' failed: {_E2BIG_TEXT}\n".encode()
+        try:
+            if stream.shell_protocol:
+                text = shell_packet(SHELL_ID_STDERR, text) + shell_packet(SHELL_ID_EXIT, b"\x7e")
+            await self._write(stream, text)
+            if not stream.closed:
+                stream.closed = True
+                self._streams.pop(stream.local_id, None)
+                await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
+        except (ConnectionError, TimeoutError):
+            self.abort()
 
     async def _write(self, stream: _Stream, data: bytes) -> None:
         """Send ``data`` in WRTE packets of at most max payload, each acknowledged."""

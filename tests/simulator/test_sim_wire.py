@@ -398,3 +398,29 @@ async def test_raw_octets_from_echo_reach_the_client_unchanged(
     finally:
         client.close()
     assert b"\x80\xff\xc3\xa9\n" == data
+
+
+@pytest.mark.parametrize("service", ["shell:", "exec:", "shell,v2,raw:"])
+async def test_a_command_longer_than_one_exec_argument_never_runs(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner, service: str
+) -> None:
+    """adbd execs ``/system/bin/sh -c <command>``: past ``MAX_ARG_STRLEN`` (131,072 bytes with
+    its NUL) ``execle`` fails with E2BIG, nothing runs, and the client reads adbd's
+    ``ReportError`` text (``shell_service.cpp`` ``ForkAndExec``/``ReportError``). One byte
+    shorter still runs."""
+    longest = "echo ran #" + "x" * (131_071 - len("echo ran #"))
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        refused = await run_service(client, service + longest + "x")
+        ran = await run_service(client, service + longest)
+    finally:
+        client.close()
+    error = b"error: exec '/system/bin/sh' failed: Argument list too long\n"
+    if service.startswith("shell,v2"):
+        assert [(2, error), (3, b"\x7e")] == shell_packets(refused)
+        assert [(1, b"ran\n"), (3, b"\x00")] == shell_packets(ran)
+    else:
+        assert error == refused
+        assert b"ran\n" == ran
+    assert [longest] == phone.commands_run
