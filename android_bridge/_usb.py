@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import re
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -103,9 +104,19 @@ class ThreadedTransport(BaseTransportAsync):  # type: ignore[misc]
             raise
 
     async def connect(self, transport_timeout_s: float | None) -> None:
-        """Open and connect the blocking transport (in a worker thread)."""
+        """Open and connect the blocking transport (in a worker thread).
+
+        A worker thread cannot be stopped: when the caller is cancelled (a deadline, Ctrl-C)
+        while it opens, the transport it opens late is closed as soon as it exists, so the
+        phone's USB interface is not left claimed by a handle nobody holds.
+        """
         self._broken = False
-        self._transport = await self._call(lambda: self._opener(transport_timeout_s))
+        opening = asyncio.ensure_future(self._call(lambda: self._opener(transport_timeout_s)))
+        try:
+            self._transport = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_late)
+            raise
 
     async def bulk_read(self, numbytes: int, transport_timeout_s: float | None) -> bytes:
         """Read up to ``numbytes`` (in a worker thread)."""
@@ -133,6 +144,14 @@ class ThreadedTransport(BaseTransportAsync):  # type: ignore[misc]
         if self._transport is None:
             raise ConnectionResetError(f"{self._name}: not connected")
         return self._transport
+
+
+def _close_late(opening: asyncio.Future[Any]) -> None:
+    """Close a transport whose opener finished after its caller gave up (in a thread)."""
+    if opening.cancelled() or opening.exception() is not None:
+        return
+    transport = opening.result()
+    threading.Thread(target=transport.close, name="close-abandoned-transport").start()
 
 
 def usb_transport(address: str) -> ThreadedTransport:

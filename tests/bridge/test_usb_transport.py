@@ -8,9 +8,11 @@ USB phone runs only in the ``device``-marked test, named by ``STAREBRAIN_TEST_US
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -122,6 +124,42 @@ async def test_thread_adapter_maps_transport_errors(
     await silent.close()
     with pytest.raises(ConnectionResetError, match="not connected"):
         await silent.bulk_write(b"x", 1)
+
+
+async def test_a_transport_opened_after_its_caller_gave_up_is_closed(
+    sim_phone: SimulatedPhone,
+) -> None:
+    """A worker thread cannot be cancelled: when the caller gives up while the blocking opener
+    runs (a deadline, Ctrl-C), the transport it opens late is closed, not left holding the
+    phone (a USB interface stays claimed until its handle closes)."""
+    host, port = sim_phone.serial.rsplit(":", 1)
+    release = threading.Event()
+    closed = threading.Event()
+    opened: list[TcpTransport] = []
+
+    class Recorded(TcpTransport):
+        def close(self) -> None:
+            super().close()
+            closed.set()
+
+    def slow_opener(timeout_s: float | None) -> TcpTransport:
+        transport = Recorded(host, int(port))
+        transport.connect(timeout_s)
+        opened.append(transport)
+        release.wait(10)
+        return transport
+
+    adapter = ThreadedTransport(slow_opener, name=sim_phone.serial)
+    connecting = asyncio.create_task(adapter.connect(1))
+    await asyncio.sleep(0.05)
+    connecting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await connecting
+    assert not adapter.is_alive()
+    assert not closed.is_set()
+    release.set()
+    assert await asyncio.to_thread(closed.wait, 10)
+    assert 1 == len(opened)
 
 
 @pytest.mark.device
