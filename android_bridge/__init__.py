@@ -1,51 +1,109 @@
-"""A small, honest Android SMS library over adb-shell."""
+"""A small, honest Android SMS library over adb-shell.
+
+Public names are imported lazily (``_EXPORTS``): importing one module of the bridge
+(``android_bridge.recipients``, say) does not load adb-shell and the cryptography it needs.
+"""
 
 from __future__ import annotations
 
-from android_bridge._device import Device, DeviceFacts
-from android_bridge._dispatcher import MessagingApp, SmsDispatcher
-from android_bridge._fence import (
-    FENCE_ROOT,
-    Epoch,
-    FenceReport,
-    FenceState,
-    ensure_epoch,
-    list_fences,
-    remove_fences,
-)
-from android_bridge._fence import peek as peek_fences
-from android_bridge._fence import void as void_fences
-from android_bridge._framework import (
-    SEND_TEXT_CODES,
-    FrameworkDispatcher,
-    probe_framework_send,
-)
-from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
-from android_bridge._matching import MatchResult, message_matches_intent, normalize_body
-from android_bridge._parser import parse_int_rows, parse_text_column
-from android_bridge._reader import SmsReader
-from android_bridge._records import (
-    OUTGOING_TYPES,
-    DispatchEvidence,
-    MessageType,
-    ProviderRead,
-    SmsMessage,
-)
-from android_bridge._shell import posix_quote
-from android_bridge.exceptions import (
-    BridgeError,
-    CommandRejected,
-    DeviceUnreachable,
-    IncompleteRead,
-    KeyFileError,
-    KeyPermissionError,
-    NotSent,
-    OutcomeUnknown,
-    ProviderError,
-    ReadFailed,
-    UnparseableOutput,
-)
-from android_bridge.recipients import NormalizedRecipient, normalize_recipient
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from android_bridge._device import Device, DeviceFacts
+    from android_bridge._dispatcher import MessagingApp, SmsDispatcher
+    from android_bridge._fence import (
+        FENCE_ROOT,
+        Epoch,
+        FenceReport,
+        FenceState,
+        ensure_epoch,
+        list_fences,
+        remove_fences,
+    )
+    from android_bridge._fence import peek as peek_fences
+    from android_bridge._fence import void as void_fences
+    from android_bridge._framework import (
+        SEND_TEXT_CODES,
+        FrameworkDispatcher,
+        probe_framework_send,
+    )
+    from android_bridge._keys import KEY_PATH_ENV, default_key_path, ensure_key
+    from android_bridge._matching import MatchResult, message_matches_intent, normalize_body
+    from android_bridge._parser import parse_int_rows, parse_text_column
+    from android_bridge._reader import SmsReader
+    from android_bridge._records import (
+        OUTGOING_TYPES,
+        DispatchEvidence,
+        MessageType,
+        ProviderRead,
+        SmsMessage,
+    )
+    from android_bridge._shell import posix_quote
+    from android_bridge.exceptions import (
+        BridgeError,
+        CommandRejected,
+        DeviceUnreachable,
+        IncompleteRead,
+        KeyFileError,
+        KeyPermissionError,
+        NotSent,
+        OutcomeUnknown,
+        ProviderError,
+        ReadFailed,
+        UnparseableOutput,
+    )
+    from android_bridge.recipients import NormalizedRecipient, normalize_recipient
+
+#: Where each public name is defined (``module`` or ``module:attribute``). A name is imported
+#: on first use, so that importing one submodule (the command line, say) loads only what it
+#: needs; ``from android_bridge import X`` works as with eager imports.
+_EXPORTS: dict[str, str] = {
+    "Device": "android_bridge._device",
+    "DeviceFacts": "android_bridge._device",
+    "MessagingApp": "android_bridge._dispatcher",
+    "SmsDispatcher": "android_bridge._dispatcher",
+    "Epoch": "android_bridge._fence",
+    "FENCE_ROOT": "android_bridge._fence",
+    "FenceReport": "android_bridge._fence",
+    "FenceState": "android_bridge._fence",
+    "ensure_epoch": "android_bridge._fence",
+    "list_fences": "android_bridge._fence",
+    "peek_fences": "android_bridge._fence:peek",
+    "remove_fences": "android_bridge._fence",
+    "void_fences": "android_bridge._fence:void",
+    "FrameworkDispatcher": "android_bridge._framework",
+    "SEND_TEXT_CODES": "android_bridge._framework",
+    "probe_framework_send": "android_bridge._framework",
+    "KEY_PATH_ENV": "android_bridge._keys",
+    "default_key_path": "android_bridge._keys",
+    "ensure_key": "android_bridge._keys",
+    "MatchResult": "android_bridge._matching",
+    "message_matches_intent": "android_bridge._matching",
+    "normalize_body": "android_bridge._matching",
+    "parse_int_rows": "android_bridge._parser",
+    "parse_text_column": "android_bridge._parser",
+    "SmsReader": "android_bridge._reader",
+    "DispatchEvidence": "android_bridge._records",
+    "MessageType": "android_bridge._records",
+    "OUTGOING_TYPES": "android_bridge._records",
+    "ProviderRead": "android_bridge._records",
+    "SmsMessage": "android_bridge._records",
+    "posix_quote": "android_bridge._shell",
+    "BridgeError": "android_bridge.exceptions",
+    "CommandRejected": "android_bridge.exceptions",
+    "DeviceUnreachable": "android_bridge.exceptions",
+    "IncompleteRead": "android_bridge.exceptions",
+    "KeyFileError": "android_bridge.exceptions",
+    "KeyPermissionError": "android_bridge.exceptions",
+    "NotSent": "android_bridge.exceptions",
+    "OutcomeUnknown": "android_bridge.exceptions",
+    "ProviderError": "android_bridge.exceptions",
+    "ReadFailed": "android_bridge.exceptions",
+    "UnparseableOutput": "android_bridge.exceptions",
+    "NormalizedRecipient": "android_bridge.recipients",
+    "normalize_recipient": "android_bridge.recipients",
+}
 
 __all__ = [
     "FENCE_ROOT",
@@ -93,3 +151,18 @@ __all__ = [
     "remove_fences",
     "void_fences",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Import a public name on first use (PEP 562), then keep it in the module."""
+    try:
+        module, _, attribute = _EXPORTS[name].partition(":")
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), attribute or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

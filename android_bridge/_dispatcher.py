@@ -1,7 +1,8 @@
 """Sending one SMS through the phone's messaging app, in one shell round trip.
 
 The round trip runs, in order: the list of ``_id`` values at or above the highest known one
-(the watermark), ``date +%s%3N`` (the device clock), the highest visible ``content://mms``
+(the watermark; with none known, only the highest visible row, ``--sort '_id DESC LIMIT
+1'``), ``date +%s%3N`` (the device clock), the highest visible ``content://mms``
 ``_id`` (where a message the app converts to MMS will land), then the send step::
 
     r=<the SMS role holder: cmd role get-role-holders android.app.role.SMS, or on
@@ -510,8 +511,9 @@ class SendRoundTrip:
 
 async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     """Run a send step in one round trip after the reads that let its artifact be found later:
-    the ``_id``/``date`` at or above the highest known id (the watermark), ``date +%s%3N``
-    and the highest visible ``content://mms`` id. Shared by every send path.
+    the ``_id``/``date`` at or above the highest known id (the watermark; with none known,
+    of the highest visible row only), ``date +%s%3N`` and the highest visible
+    ``content://mms`` id. Shared by every send path.
 
     Raises:
         DeviceUnreachable / NotSent: the command was not written.

@@ -1,34 +1,42 @@
 """Windowed, paged, exact reads of ``content://sms`` that say whether they prove anything.
 
 A window is every row with ``_id`` above a watermark (the *anchor*, a row known to exist),
-optionally only of some types and dated at or after a time. ``content query`` has no LIMIT
-(the provider's strict grammar refuses it), so pages are ranges of ``_id``.
+optionally only of some types and dated at or after a time. Pages are cut by ``LIMIT`` in
+``--sort`` (``_id ASC LIMIT n``): ``SmsProvider.query`` hands the caller's sort order to
+``SQLiteQueryBuilder.query`` as its ``orderBy``, which appends it after ``ORDER BY``, and the
+only check a restricted caller's sort order meets is ``SqlQueryChecker`` (no ``SELECT``
+token, no ``;``, no unterminated quote or comment), which ``LIMIT`` passes (TelephonyProvider
+``SmsProvider.java`` and ``SqlQueryChecker.java`` at android-10.0.0_r30 and
+android-15.0.0_r17; the simulator models it: ``simulator/_telephony.py`` ``_build_query``).
 
-One page is one shell round trip running, over the page's ``--where``:
+One page is one shell round trip running, over the page's ``--where`` and ``--sort``:
 
 1. an integer query (``_id``, ``thread_id``, ``type``, ``status``, ``date``, ``date_sent``,
-   ``sub_id``, ``error_code``): unambiguous, it fixes the exact list of rows;
-2. three text queries, ``_id`` plus one of ``address``, ``body``, ``creator`` each, parsed
-   against that list (see :mod:`android_bridge._parser`; stderr is discarded there so a
-   stray warning cannot end up inside the last body). The anchor's text is never read: it
-   is an incoming message (text a stranger chose) or the previous outgoing one, and a body
-   quoting the next row's header would make every later read refuse;
+   ``sub_id``, ``error_code``) of the page's anchor row and the next ``n`` window rows
+   (``LIMIT n+1``): unambiguous, it fixes the exact list of rows;
+2. three text queries, ``_id`` plus one of ``address``, ``body``, ``creator`` each, of the
+   same ``n`` window rows without the anchor (``LIMIT n``), parsed against that list (see
+   :mod:`android_bridge._parser`; stderr is discarded there so a stray warning cannot end up
+   inside the last body). The first anchor's text is never read: it is an incoming message
+   (text a stranger chose) or the previous outgoing one, and a body quoting the next row's
+   header would make every later read refuse; a later page's anchor is the previous page's
+   last row, whose text that page read;
 3. the integer query again: if it differs from the first, the rows changed mid-read and the
-   page is retried once, then refused;
-4. on the first page only, a *probe*: the ``_id`` of every window row beyond the first page,
-   plus the anchor. The later pages are cut from that list.
+   page is retried once, then refused.
 
-Every ``--where`` starts with a plain ``_id`` range (no top-level ``OR``), so SQLite walks
-the rowid index from the anchor on: the cost depends on the new rows, not the box size.
+A page that holds ``n`` window rows may not be the last: the next page is anchored at its
+last row. Every ``--where`` starts with a plain ``_id`` range (no top-level ``OR``), so
+SQLite walks the rowid index from the anchor on: the cost depends on the new rows, not the
+box size, and a read of ``r`` rows takes ``r // n + 1`` round trips.
 
-Completeness: the first page and the probe both include the anchor row ``_id == after_id``.
-If it comes back in both, the provider really answered, and the window (as of that round
-trip) is whole; if it does not (``No result found.``, an error, the row deleted), the read
-proves nothing. ``_id`` values are not AUTOINCREMENT on Android, so a deleted anchor's id can
-be reused: given the anchor's ``date`` the reader tells the two apart. With no anchor
-(``after_id == 0``: nothing was ever seen on the phone) the window is read in one unbounded
-page, complete only if it returns at least one row. A text value that prints as ``NULL`` is
-resolved by one more round trip.
+Completeness: every page includes its anchor row, a row known to exist (the read's anchor
+``_id == after_id``, then the last row of the page before). If each comes back, the provider
+really answered every page, and the window (as of each round trip) is whole; if one does not
+(``No result found.``, an error, the row deleted), the read proves nothing. ``_id`` values
+are not AUTOINCREMENT on Android, so a deleted anchor's id can be reused: given the anchor's
+``date`` the reader tells the two apart. With no anchor (``after_id == 0``: nothing was ever
+seen on the phone) the first page has none, and the read is complete only if it returns at
+least one row. A text value that prints as ``NULL`` is resolved by one more round trip.
 """
 
 from __future__ import annotations
@@ -68,8 +76,9 @@ TEXT_COLUMNS: tuple[str, ...] = ("address", "body", "creator")
 #: Types the shell user can see through the restricted view.
 SHELL_VISIBLE_TYPES: tuple[int, ...] = (1, 2)
 ALL_TYPES: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
-#: Default page size, in ``_id`` values.
-DEFAULT_PAGE_SIZE = 500
+#: Default page size, in rows (``LIMIT``): about 1 MB of output for rows of a typical size,
+#: and a read of 10,000 rows in 3 round trips.
+DEFAULT_PAGE_SIZE = 4_000
 #: Projection of the watermark query.
 LATEST_COLUMNS: tuple[str, ...] = ("_id", "date")
 _MAX_INT = 2**63 - 1
@@ -110,17 +119,22 @@ def _in_window(row: IntRow, *, types: Sequence[int], since_ms: int | None) -> bo
 
 def latest_ids_query(known_max_id: int, uri: str = "content://sms", *, prefix: str = "") -> str:
     """The command listing ``_id`` and ``date`` of every visible row at or above
-    ``known_max_id`` (0: of every row)."""
+    ``known_max_id``; with no known id (0), of the highest visible row only (``_id DESC
+    LIMIT 1``: see the module docstring for why ``LIMIT`` works)."""
     anchor = _checked_int(known_max_id, "known_max_id")
-    where = f"_id >= {anchor}" if anchor else "_id > 0"
-    return content_query(uri, LATEST_COLUMNS, where, prefix=prefix)
+    if not anchor:
+        return content_query(uri, LATEST_COLUMNS, "_id > 0", "_id DESC LIMIT 1", prefix=prefix)
+    return content_query(uri, LATEST_COLUMNS, f"_id >= {anchor}", prefix=prefix)
 
 
 @attrs.frozen(kw_only=True)
 class _Page:
     ints: list[IntRow]
     texts: dict[str, dict[int, str]]
-    probe_ids: list[int] | None
+    #: the row the page was anchored at (None: the first page of a read with no anchor)
+    anchor_id: int | None
+    #: how many window rows (the anchor left out) the page holds
+    window_rows: int
     #: outputs of extra steps that rode in this page's round trip
     extra: tuple[str, ...] = ()
 
@@ -141,8 +155,8 @@ class SmsReader:
         self._uri = uri
         self._page_size = page_size
 
-    def _query(self, projection: Iterable[str], where: str) -> str:
-        return content_query(self._uri, projection, where, prefix=self._device.content_prefix)
+    def _query(self, projection: Iterable[str], where: str, sort: str = "_id ASC") -> str:
+        return content_query(self._uri, projection, where, sort, prefix=self._device.content_prefix)
 
     async def read_since(
         self,
@@ -162,9 +176,10 @@ class SmsReader:
         ``date`` reused a deleted anchor's id; it is reported as a candidate and the read is
         not complete.
 
-        Round trips: one per page of ``page_size`` ids (one for the usual handful of new
+        Round trips: one per page of ``page_size`` rows (one for the usual handful of new
         rows), plus one if a text value reads ``NULL``, plus one per page that changed while
-        it was read. ``complete`` is true only if the anchor row came back (see module doc).
+        it was read. ``complete`` is true only if the anchor row, and each later page's
+        anchor, came back (see module doc).
 
         ``mms_after_id``: also read outgoing MMS above this ``content://mms`` ``_id`` (a
         converted message lands there; see :mod:`android_bridge._mms`): their first query
@@ -188,31 +203,24 @@ class SmsReader:
             since_s = max(0, mms_since // 1000) if mms_since is not None else None
             extra = (pdu_query(mms_after_id, since_s=since_s, prefix=self._device.content_prefix),)
         if anchor == 0:
-            first = await self._read_page(
-                f"_id > 0 AND {filters}", probe_where=None, extra_steps=extra
-            )
+            first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
         else:
-            high = anchor + self._page_size
-            first = await self._read_page(
-                f"_id >= {anchor} AND _id < {high} AND (_id = {anchor} OR ({filters}))",
-                text_where=f"_id > {anchor} AND _id < {high} AND {filters}",
-                probe_where=(
-                    f"_id >= {anchor} AND (_id = {anchor} OR (_id >= {high} AND {filters}))"
-                ),
-                skip_text_id=anchor,
-                extra_steps=extra,
-            )
+            first = await self._read_page(filters, anchor, extra_steps=extra)
         pages = [first]
-        probe_ids = first.probe_ids or []
-        rest = [row_id for row_id in probe_ids if row_id != anchor]
-        for start in range(0, len(rest), self._page_size):
-            chunk = rest[start : start + self._page_size]
-            page = await self._read_page(
-                f"_id >= {chunk[0]} AND _id <= {chunk[-1]} AND {filters}",
-                probe_where=None,
-                expected_ids=chunk,
-            )
+        # a full page may not be the last: the next one is anchored at its last row, which
+        # must come back in it (unless it is the read's own anchor, checked below)
+        lost_anchor: int | None = None
+        page = first
+        while page.window_rows == self._page_size:
+            last = page.ints[-1]
+            if last[0] is None:
+                raise UnparseableOutput("a row has no _id")
+            page = await self._read_page(filters, last[0])
             pages.append(page)
+            # the same row: its id and its date (an id can be reused; a status can change)
+            if not page.ints or (page.ints[0][0], page.ints[0][4]) != (last[0], last[4]):
+                lost_anchor = last[0]
+                break
         replacement = [
             row
             for row in first.ints
@@ -225,12 +233,15 @@ class SmsReader:
         if replacement:
             # The anchor's id was reused by a row in the window: it is a candidate, so its
             # text is needed after all (a one-row page cannot be split ambiguously).
-            pages.append(
-                await self._read_page(
-                    f"_id = {anchor} AND {filters}", probe_where=None, expected_ids=[anchor]
-                )
-            )
-        ints = [row for page in pages for row in page.ints if page is first or row[0] != anchor]
+            pages.append(await self._read_page(f"_id = {anchor} AND {filters}", None, whole=True))
+        # every page but the first leaves out its anchor: a row of the page before, or (the
+        # one-row page reading a replaced anchor's text) the first page's own anchor row
+        ints = [
+            row
+            for page in pages
+            for row in page.ints
+            if page is first or row[0] != (page.anchor_id or anchor)
+        ]
         ints = sorted(ints, key=lambda row: row[0] or 0)
         texts: dict[str, dict[int, str | None]] = {column: {} for column in TEXT_COLUMNS}
         for page in pages:
@@ -276,19 +287,22 @@ class SmsReader:
             )
         ids = [row[0] for row in ints if row[0] is not None]
         reason: str | None = None
-        if anchor == 0:
-            complete = bool(ids)
+        if anchor == 0 and not ids:
+            complete = False
+            reason = "no anchor row and no rows: the read proves nothing"
+        elif anchor == 0:
+            complete = lost_anchor is None
             if not complete:
-                reason = "no anchor row and no rows: the read proves nothing"
+                reason = f"page anchor row _id={lost_anchor} did not come back"
         elif anchor_replaced:
             complete = False
             reason = f"anchor row _id={anchor} was replaced by another row (id reused)"
         elif not anchor_seen:
             complete = False
             reason = f"anchor row _id={anchor} did not come back"
-        elif anchor not in probe_ids:
+        elif lost_anchor is not None:
             complete = False
-            reason = "the probe for rows beyond the first page did not return the anchor"
+            reason = f"page anchor row _id={lost_anchor} did not come back"
         else:
             complete = True
         mms_rows: tuple[MmsMessage, ...] = ()
@@ -339,32 +353,37 @@ class SmsReader:
 
     async def _read_page(
         self,
-        where: str,
+        filters: str,
+        anchor_id: int | None,
         *,
-        probe_where: str | None,
-        text_where: str | None = None,
-        skip_text_id: int | None = None,
-        expected_ids: Sequence[int] | None = None,
+        whole: bool = False,
         extra_steps: Sequence[str] = (),
     ) -> _Page:
         """Read one page, retrying once if its rows changed while it was read.
 
-        ``text_where`` (default ``where``) selects the rows whose text columns are read; on
-        the first page it leaves out the anchor (``skip_text_id``), whose text was chosen by
-        someone else (an incoming message, or the previous outgoing one).
+        ``anchor_id`` given: the anchor row and up to ``page_size`` window rows above it
+        (``filters``); the anchor's text is not read. None: up to ``page_size`` rows of
+        ``filters`` itself, or every one of them when ``whole`` (a one-row page).
         """
+        if anchor_id is None:
+            where = text_where = filters
+            limit = None if whole else self._page_size
+            int_limit = limit
+        else:
+            where = f"_id >= {anchor_id} AND (_id = {anchor_id} OR ({filters}))"
+            text_where = f"_id > {anchor_id} AND {filters}"
+            limit = self._page_size
+            int_limit = limit + 1
         for attempt in range(2):
             try:
-                page = await self._read_page_once(
+                return await self._read_page_once(
                     where,
-                    text_where if text_where is not None else where,
-                    probe_where,
-                    skip_text_id=skip_text_id,
+                    text_where,
+                    anchor_id=anchor_id,
+                    int_limit=int_limit,
+                    text_limit=limit,
                     extra_steps=extra_steps,
                 )
-                if expected_ids is not None and [row[0] for row in page.ints] != list(expected_ids):
-                    raise IncompleteRead("a page does not hold the rows the probe listed")
-                return page
             except IncompleteRead:
                 if attempt == 1:
                     raise
@@ -375,19 +394,21 @@ class SmsReader:
         self,
         where: str,
         text_where: str,
-        probe_where: str | None,
         *,
-        skip_text_id: int | None,
+        anchor_id: int | None,
+        int_limit: int | None,
+        text_limit: int | None,
         extra_steps: Sequence[str] = (),
     ) -> _Page:
-        int_query = self._query(INT_COLUMNS, where)
+        int_sort = "_id ASC" if int_limit is None else f"_id ASC LIMIT {int_limit}"
+        text_sort = "_id ASC" if text_limit is None else f"_id ASC LIMIT {text_limit}"
+        int_query = self._query(INT_COLUMNS, where, int_sort)
         steps = [int_query]
         steps += [
-            self._query(("_id", column), text_where) + " 2>/dev/null" for column in TEXT_COLUMNS
+            self._query(("_id", column), text_where, text_sort) + " 2>/dev/null"
+            for column in TEXT_COLUMNS
         ]
         steps.append(int_query)
-        if probe_where is not None:
-            steps.append(self._query(("_id",), probe_where))
         steps.extend(extra_steps)
         outputs = await self._device.run(steps)
         extra = tuple(step.output for step in outputs[len(outputs) - len(extra_steps) :])
@@ -396,16 +417,21 @@ class SmsReader:
         again = parse_int_rows(outputs[1 + len(TEXT_COLUMNS)].output, INT_COLUMNS)
         if first != again:
             raise IncompleteRead("the rows changed while they were being read")
-        ids = [row[0] for row in first if row[0] is not None and row[0] != skip_text_id]
+        window = [row for row in first if row[0] != anchor_id]
+        if text_limit is not None and len(window) > text_limit:
+            # the anchor did not come back, so LIMIT n+1 let one more window row in than the
+            # text queries (LIMIT n) read: it is left to the next page
+            cutoff = window[text_limit - 1][0] or 0
+            first = [row for row in first if (row[0] or 0) <= cutoff]
+            window = window[:text_limit]
+        ids = [row[0] for row in window if row[0] is not None]
         texts = {
             column: parse_text_column(outputs[1 + index].output, column, ids)
             for index, column in enumerate(TEXT_COLUMNS)
         }
-        probe_ids: list[int] | None = None
-        if probe_where is not None:
-            probe_rows = parse_int_rows(outputs[-1].output, ("_id",))
-            probe_ids = [row[0] for row in probe_rows if row[0] is not None]
-        return _Page(ints=first, texts=texts, probe_ids=probe_ids, extra=extra)
+        return _Page(
+            ints=first, texts=texts, anchor_id=anchor_id, window_rows=len(window), extra=extra
+        )
 
     async def _resolve_nulls(self, ambiguous: dict[str, list[int]]) -> dict[str, set[int]]:
         """For values printed as ``NULL``, ask which are SQL NULL and which the text.

@@ -29,6 +29,8 @@ from android_bridge import (
     ensure_epoch,
     list_fences,
     message_matches_intent,
+    normalize_body,
+    normalize_recipient,
     peek_fences,
     probe_framework_send,
     remove_fences,
@@ -393,6 +395,31 @@ class AndroidPhone:
                 "why": [_CODE_POINTS.sub("characters differ", item) for item in result.details],
             },
         )
+
+    def intent_keys(self, intent: SmsIntent) -> tuple[str | None, tuple[str, str] | None, str]:
+        """What :meth:`judge` compares on the intent's side: ``(region, recipient, body)``
+        (the reconciler's ``MatchKeys``; an invalid recipient has no key: it never matches)."""
+        region = intent.region or self._region
+        recipient = normalize_recipient(intent.recipient, region)
+        body = normalize_body(intent.body, loose_whitespace=self._loose_whitespace)
+        return region, (recipient.kind, recipient.value) if recipient.valid else None, body
+
+    def message_keys(
+        self, message: OutgoingMessage, scope: object
+    ) -> tuple[tuple[str, str] | None, str | None]:
+        """What :meth:`judge` compares on the row's side, read in ``scope`` (the region
+        :meth:`intent_keys` gave): an MMS to several recipients has no recipient key."""
+        region = scope if isinstance(scope, str) else None
+        recipient_key: tuple[str, str] | None = None
+        if message.kind is not ProviderKind.MMS or len(message.recipients) == 1:
+            recipient = normalize_recipient(message.recipient or "", region)
+            recipient_key = (recipient.kind, recipient.value) if recipient.valid else None
+        body = (
+            None
+            if message.body is None
+            else normalize_body(message.body, loose_whitespace=self._loose_whitespace)
+        )
+        return recipient_key, body
 
     async def close(self) -> None:
         """Close the ADB connection."""

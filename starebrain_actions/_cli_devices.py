@@ -158,8 +158,7 @@ async def gather_reports(
     holders: dict[str, Lease] = {}
     if ledger_path is not None:
         async with Ledger.open(ledger_path, read_only=True) as ledger:
-            for summary in await ledger.summaries():
-                known.update(record.device for record in summary.attempts)
+            known.update(await ledger.devices())
             holders = lease_holders(await ledger.in_flight())
     order = list(dict.fromkeys([*named, *sorted(known)]))
     probes = await asyncio.gather(

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import enum
 import functools
-import importlib.resources
 import json
 import os
 import re
@@ -26,7 +25,15 @@ import sqlite3
 import stat
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -37,11 +44,14 @@ import attrs
 from starebrain_actions import _core
 from starebrain_actions._convert import (
     ATTEMPT_COLUMNS,
+    _stored_intent,
     action_from_row,
-    converter,
     format_time,
     history_from_row,
+    parse_time,
     record_from_row,
+    structure,
+    to_jsonable,
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
@@ -85,6 +95,9 @@ T = TypeVar("T")
 
 _log = get_logger("starebrain.ledger")
 
+#: ``apply_many`` with at most this many transitions writes inline (``Ledger._write``).
+_INLINE_TRANSITIONS: Final = 8
+
 _ACTION_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 #: The log event written for each kind of history event.
@@ -126,7 +139,7 @@ DuplicateInput = (
 
 
 _ENCODER: Final = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=converter.unstructure
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=to_jsonable
 )
 
 
@@ -139,22 +152,41 @@ def _json(value: Mapping[str, Any]) -> str:
 _RELEASING: Final = ", ".join(f"'{reason.value}'" for reason in sorted(LEASE_RELEASING_REVIEWS))
 
 
-def _migrations() -> list[tuple[int, str]]:
-    folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
-    found: list[tuple[int, str]] = []
+#: Actions per page of ``Ledger.iter_summaries``.
+SUMMARY_PAGE: Final = 1000
+
+
+def _migration_files() -> list[tuple[int, Any]]:
+    """Each migration's number and file (a ``Path``, or a ``Traversable`` when the package
+    is not on a file system), in order.
+
+    Raises:
+        LedgerError: a migration is missing.
+    """
+    folder: Any = Path(__file__).with_name("schema") / "migrations"
+    if not folder.is_dir():  # a zipped package: importlib.resources can read it
+        import importlib.resources
+
+        folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
+    found: list[tuple[int, Any]] = []
     for entry in folder.iterdir():
         match = re.match(r"^(\d{4})_.*\.sql$", entry.name)
         if match:
-            found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
-    found.sort()
-    for expected, (number, _sql) in enumerate(found, start=1):
+            found.append((int(match.group(1)), entry))
+    found.sort(key=lambda item: item[0])
+    for expected, (number, _entry) in enumerate(found, start=1):
         if number != expected:
             raise LedgerError(f"migration {expected:04d} is missing from the package")
     return found
 
 
-#: The schema version this code writes.
-SCHEMA_VERSION: Final[int] = len(_migrations())
+def _migrations() -> list[tuple[int, str]]:
+    """Each migration's number and SQL, in order."""
+    return [(number, entry.read_text(encoding="utf-8")) for number, entry in _migration_files()]
+
+
+#: The schema version this code writes (counted without reading the migrations).
+SCHEMA_VERSION: Final[int] = len(_migration_files())
 
 
 def _utc_now() -> datetime:
@@ -357,6 +389,10 @@ class Ledger:
         self._clock = clock
         # Actions never change once created and are never deleted: safe to keep.
         self._actions: dict[str, Action] = {}
+        #: operations queued or running on the worker thread (see ``_write``'s ``inline``)
+        self._on_worker = 0
+        #: the busy timeout set on the connection, in ms
+        self._busy_ms = 10_000
 
     def _remember(self, action: Action) -> Action:
         if len(self._actions) >= 4096:
@@ -409,6 +445,7 @@ class Ledger:
             )
             connection.row_factory = sqlite3.Row
             ledger = cls(connection, file, clock or _utc_now)
+            ledger._busy_ms = int(busy_timeout_s * 1000)
             try:
                 try:
                     await ledger._prepare_with_retries(
@@ -454,14 +491,38 @@ class Ledger:
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the connection's worker thread: one thread hop."""
         raw = self._connection
+        busy = f"PRAGMA busy_timeout = {self._busy_ms}"
 
         def call() -> T:
-            return work(raw._conn)
+            # on this thread SQLite waits for a lock for as long as the busy timeout; the
+            # connection rests with none, for the inline writes of ``_write``
+            raw._conn.execute(busy)
+            try:
+                return work(raw._conn)
+            finally:
+                raw._conn.execute("PRAGMA busy_timeout = 0")
 
         # aiosqlite's own execute() is built on _execute; using it directly lets a whole
         # transaction cross the thread boundary once instead of once per statement.
+        # The job is counted until the worker has finished it, even when the caller is
+        # cancelled meanwhile (the shield): no inline write may start on the connection
+        # while a transaction of the worker may still be open on it.
+        job: asyncio.Future[T] = asyncio.ensure_future(raw._execute(call))  # type: ignore[no-untyped-call]
+        self._on_worker += 1
+        job.add_done_callback(self._worker_done)
+        with self._translated():
+            return await asyncio.shield(job)
+
+    def _worker_done(self, job: asyncio.Future[Any]) -> None:
+        self._on_worker -= 1
+        if not job.cancelled():
+            job.exception()  # retrieved: a caller cancelled meanwhile is not told again
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """SQLite's errors as the ledger's."""
         try:
-            return await raw._execute(call)  # type: ignore[no-untyped-call,no-any-return]
+            yield
         except UnicodeEncodeError as exc:
             # A str holding a lone surrogate (undecodable bytes from argv, say) cannot be
             # bound: SQLite stores UTF-8 only. Nothing was written (the write rolled back).
@@ -474,8 +535,18 @@ class Ledger:
                 raise  # constraint violations and programming errors keep their class
             raise _operational(self.path, exc) from exc
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
+    async def _write(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+        """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error.
+
+        ``inline``, for the short writes of the send path (a receipt, one transition): run it
+        on the event loop's thread, saving the two thread switches that cost more than the
+        write itself, when that cannot make the loop wait for a lock: nothing else of this
+        ledger is on the worker thread and SQLite grants the write lock at once (busy timeout
+        0). Otherwise, and whenever the lock is taken, the write goes to the worker thread,
+        which waits for the lock for as long as the busy timeout. The transaction, its
+        ``synchronous=FULL`` commit and its result are the same either way; inline, the
+        write also cannot be interrupted halfway by a cancellation of the caller.
+        """
 
         def transaction(db: sqlite3.Connection) -> T:
             db.execute("BEGIN IMMEDIATE")
@@ -487,7 +558,29 @@ class Ledger:
             db.execute("COMMIT")
             return result
 
+        if inline and self._on_worker == 0:
+            with self._translated():
+                db = self._connection._conn
+                if self._begin_at_once(db):
+                    try:
+                        result = work(db)
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    db.execute("COMMIT")
+                    return result
         return await self._run(transaction)
+
+    def _begin_at_once(self, db: sqlite3.Connection) -> bool:
+        """``BEGIN IMMEDIATE`` if the write lock is free now (the connection rests with busy
+        timeout 0, see ``_run``); False, with nothing begun, if not."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        return True
 
     def now(self) -> datetime:
         """The ledger's clock (UTC)."""
@@ -539,9 +632,9 @@ class Ledger:
                 (
                     action_id,
                     fingerprint,
-                    _json(converter.unstructure(intent)),
+                    _json(to_jsonable(intent)),
                     policy.maximum_attempts,
-                    _json(converter.unstructure(policy)),
+                    _json(to_jsonable(policy)),
                     format_time(when),
                     format_time(deadline) if deadline else None,
                 ),
@@ -555,7 +648,7 @@ class Ledger:
                 raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
             return action_from_row(stored), False
 
-        action, created = await self._write(work)
+        action, created = await self._write(work, inline=True)
         self._remember(action)
         _log.info(
             "action_created" if created else "action_reused",
@@ -655,7 +748,7 @@ class Ledger:
                 ) from exc
             return record
 
-        record = await self._write(work)
+        record = await self._write(work, inline=True)
         _log.info(
             "attempt_created",
             action_id=action_id,
@@ -690,7 +783,7 @@ class Ledger:
         def work(db: sqlite3.Connection) -> list[ActionRecord | LedgerError]:
             return [_apply_one(db, transition) for transition in transitions]
 
-        results = await self._write(work)
+        results = await self._write(work, inline=len(transitions) <= _INLINE_TRANSITIONS)
         for transition, result in zip(transitions, results, strict=True):
             _log_transition(transition, result)
         return results
@@ -930,7 +1023,9 @@ class Ledger:
             if device is not None:
                 sql += " AND device = ?"
                 params = (device,)
-            sql += " ORDER BY dispatched_at, dispatch_id"
+            # +: sorted after the lookup (attempts_by_device_state), not by walking every
+            # attempt of the device in dispatch order
+            sql += " ORDER BY +dispatched_at, dispatch_id"
             return [record_from_row(_row_dict(row)) for row in db.execute(sql, params)]
 
         return await self._run(work)
@@ -969,27 +1064,112 @@ class Ledger:
         limit: int | None = None,
         now: datetime | None = None,
     ) -> list[ActionSummary]:
-        """Actions (newest first) with their derived status, optionally filtered."""
-        when = require_aware("now", now) if now is not None else self.now()
+        """Actions (newest first) with their derived status, optionally filtered (a list of
+        what ``iter_summaries`` yields)."""
+        return [
+            summary
+            async for summary in self.iter_summaries(
+                status=status, device=device, needs_review=needs_review, limit=limit, now=now
+            )
+        ]
 
-        def work(db: sqlite3.Connection) -> list[ActionSummary]:
-            sql = "SELECT * FROM actions"
-            params: list[Any] = []
-            if device is not None:
-                sql += " WHERE action_id IN (SELECT action_id FROM attempts WHERE device = ?)"
-                params.append(device)
-            sql += " ORDER BY created_at DESC, action_id"
-            found: list[ActionSummary] = []
-            for row in db.execute(sql, params).fetchall():
-                summary = _summarize(db, action_from_row(_row_dict(row)), when)
+    async def iter_summaries(
+        self,
+        *,
+        status: Status | None = None,
+        device: str | None = None,
+        needs_review: bool | None = None,
+        notable_only: bool = False,
+        limit: int | None = None,
+        now: datetime | None = None,
+        page_size: int = SUMMARY_PAGE,
+    ) -> AsyncIterator[ActionSummary]:
+        """Actions newest first (``created_at`` descending, then ``action_id``) with their
+        derived status, optionally filtered, read a page at a time: memory stays flat
+        however large the ledger.
+
+        Each page is one query for its actions (a keyset range of ``actions_by_created``),
+        one for their attempts and one for their duplicate counts. Filters are narrowed in
+        SQL only to a superset of what they keep (``_prefilter``); every summary is then
+        derived by ``summarize`` and checked in Python, so the result is exactly the filter
+        applied to every action. ``notable_only``: only actions with an attempt that is not
+        a clean success (see ``ledger_tally``: the others are SUCCEEDED, nothing to review).
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+        if page_size < 1:
+            raise InvalidInput(f"page_size must be >= 1; got {page_size}")
+        where, params = _prefilter(status, device, needs_review, notable_only=notable_only)
+        after: tuple[str, str] | None = None
+        left = limit
+        while left is None or left > 0:
+            # a small limit reads a small page (the SQL filter may keep a few too many)
+            size = page_size if left is None else min(page_size, max(left, 16))
+            page, after = await self._run(
+                functools.partial(
+                    _summary_page, where=where, params=params, after=after, size=size, now=when
+                )
+            )
+            for summary in page:
                 if status is not None and summary.status is not status:
                     continue
                 if needs_review is not None and summary.needs_review is not needs_review:
                     continue
-                found.append(summary)
-                if limit is not None and len(found) >= limit:
-                    break
-            return found
+                yield summary
+                if left is not None:
+                    left -= 1
+                    if left == 0:
+                        return
+            if after is None:
+                return
+
+    async def ledger_tally(self) -> LedgerTally:
+        """Counts over every action, in a few index scans: the actions with no attempt
+        (PLANNED), those whose attempts are all clean successes (SUCCEEDED with nothing to
+        review, which ``iter_summaries(notable_only=True)`` leaves out), and the provider rows
+        ever recorded as duplicates."""
+
+        def work(db: sqlite3.Connection) -> LedgerTally:
+            actions = int(db.execute("SELECT count(*) FROM actions").fetchone()[0])
+            attempted = int(
+                db.execute("SELECT count(DISTINCT action_id) FROM attempts").fetchone()[0]
+            )
+            notable = int(
+                db.execute(
+                    f"SELECT count(DISTINCT action_id) FROM attempts WHERE {_NOTABLE}"
+                ).fetchone()[0]
+            )
+            duplicates = int(
+                db.execute(
+                    "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
+                ).fetchone()[0]
+            )
+            return LedgerTally(
+                actions=actions,
+                planned=actions - attempted,
+                quietly_succeeded=attempted - notable,
+                duplicates=duplicates,
+            )
+
+        return await self._run(work)
+
+    @contextlib.asynccontextmanager
+    async def read_snapshot(self) -> AsyncIterator[None]:
+        """Hold one read transaction for the block: every read in it sees the ledger as it
+        stood when the block began (a paged read that must be consistent across pages).
+        Nothing may be written through this ledger inside the block."""
+        await self._run(lambda db: db.execute("BEGIN DEFERRED"))
+        try:
+            await self._run(lambda db: db.execute("SELECT 1 FROM actions LIMIT 1").fetchall())
+            yield
+        finally:
+            await self._run(lambda db: db.execute("COMMIT"))
+
+    async def devices(self) -> list[str]:
+        """Every device any attempt was made on, sorted (an index scan)."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute("SELECT DISTINCT device FROM attempts ORDER BY device")
+            return [str(row[0]) for row in rows]
 
         return await self._run(work)
 
@@ -1054,14 +1234,23 @@ class Ledger:
         """
         when = format_time(require_aware("before", before))
 
+        # each maximum walks an index from the top and stops at the first attempt dispatched
+        # before ``before``: a few rows, however many attempts the device has (the unary +
+        # keeps the planner off the dispatch-time index: every attempt before ``before``)
         def work(db: sqlite3.Connection) -> int:
-            row = db.execute(
-                "SELECT max(max(coalesce(watermark_id, 0),"
-                " CASE WHEN provider_kind = ? THEN provider_object_id ELSE 0 END))"
-                " FROM attempts WHERE device = ? AND dispatched_at < ?",
-                (ProviderKind.SMS.value, device, when),
+            watermark = db.execute(
+                "SELECT watermark_id FROM attempts WHERE device = ? AND watermark_id IS NOT NULL"
+                " AND +dispatched_at < ? ORDER BY watermark_id DESC LIMIT 1",
+                (device, when),
             ).fetchone()
-            return int(row[0] or 0)
+            artifact = db.execute(
+                "SELECT provider_object_id FROM attempts WHERE device = ? AND provider_kind = ?"
+                " AND provider_object_id IS NOT NULL AND +dispatched_at < ?"
+                " ORDER BY provider_object_id DESC LIMIT 1",
+                (device, ProviderKind.SMS.value, when),
+            ).fetchone()
+            found = [int(row[0]) for row in (watermark, artifact) if row is not None]
+            return max(found, default=0)
 
         return await self._run(work)
 
@@ -1070,14 +1259,25 @@ class Ledger:
         what a reconcile pass of that device looks at (oldest first)."""
         when = format_time(require_aware("since", since))
 
+        # three disjoint index ranges (an OR over them would scan every attempt of the
+        # device): unresolved and unverified (attempts_by_device_state), and accepted or
+        # rejected since ``since`` (attempts_by_device_confirmed: the unary + keeps the
+        # planner from scanning every settled attempt of the device in the other index)
         def work(db: sqlite3.Connection) -> list[ActionRecord]:
             rows = db.execute(
-                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = ? AND"
-                " (delivery = 'PENDING' OR (delivery = 'CONFIRMED' AND"
-                " (acceptance = 'PENDING' OR confirmed_at >= ?))) ORDER BY dispatched_at",
-                (device, when),
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND delivery = 'PENDING'"
+                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND delivery = 'CONFIRMED' AND acceptance = 'PENDING'"
+                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND +delivery = 'CONFIRMED' AND +acceptance IN ('ACCEPTED', 'REJECTED')"
+                " AND confirmed_at >= :since",
+                {"device": device, "since": when},
             ).fetchall()
-            return [record_from_row(_row_dict(row)) for row in rows]
+            records = [record_from_row(_row_dict(row)) for row in rows]
+            # sorted here: an ORDER BY would lead the planner to walk every attempt of the
+            # device in dispatch order instead
+            return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
 
         return await self._run(work)
 
@@ -1091,6 +1291,21 @@ class Ledger:
                 (device, when),
             ).fetchone()
             return int(row[0])
+
+        return await self._run(work)
+
+    async def confirmation_delays(self, device: str, limit: int) -> list[timedelta]:
+        """For the ``limit`` attempts on ``device`` confirmed last, the time from each one's
+        receipt to its confirmation, latest first: how soon a read found what the phone sent
+        (an upper bound; a later pass may have confirmed some)."""
+
+        def work(db: sqlite3.Connection) -> list[timedelta]:
+            rows = db.execute(
+                "SELECT dispatched_at, confirmed_at FROM attempts WHERE device = ?"
+                " AND confirmed_at IS NOT NULL ORDER BY confirmed_at DESC LIMIT ?",
+                (device, limit),
+            ).fetchall()
+            return [parse_time(row[1]) - parse_time(row[0]) for row in rows]
 
         return await self._run(work)
 
@@ -1121,7 +1336,9 @@ class Ledger:
 
     async def _claimed_ids(self, device: str, kind: ProviderKind, above_id: int) -> set[int]:
         # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
-        # names no artifact); that row is still its own, never another attempt's proof
+        # names no artifact); that row is still its own, never another attempt's proof. Each
+        # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
+        # expressions it must spell exactly as the index does)
         def work(db: sqlite3.Connection) -> set[int]:
             rows = db.execute(
                 "SELECT provider_object_id FROM attempts WHERE device = :device AND"
@@ -1522,6 +1739,184 @@ def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionS
         ).fetchone()[0]
     )
     return summarize(action, attempts, now, duplicates=duplicates)
+
+
+#: An attempt that is not a clean success: unsettled, failed, rejected, or flagged for review.
+#: Written exactly as the WHERE of the partial index ``attempts_notable`` (migration 0004), so
+#: that SQLite can use it. ``summarize`` derives SUCCEEDED with no review and no superseded
+#: reason for an action whose attempts include none of these (the status of a CONFIRMED and
+#: ACCEPTED latest attempt; reasons come only from ``review_reason``, REJECTED attempts, and a
+#: spent budget, which is looked at only when the status is not SUCCEEDED).
+_NOTABLE: Final = (
+    "NOT (delivery = 'CONFIRMED' AND acceptance = 'ACCEPTED' AND review_reason IS NULL)"
+)
+
+#: The (delivery, acceptance) pair of the latest attempt for each status that has one.
+_STATUS_PAIRS: Final[Mapping[Status, tuple[str, str]]] = {
+    **{
+        status: (delivery.value, acceptance.value)
+        for (delivery, acceptance), status in _core.STATUS_TABLE.items()
+    },
+    Status.UNKNOWN: (DeliveryState.PENDING.value, AcceptanceState.PENDING.value),
+}
+
+
+@attrs.frozen(kw_only=True)
+class LedgerTally:
+    """Counts over a whole ledger (``Ledger.ledger_tally``)."""
+
+    #: every action
+    actions: int
+    #: actions with no attempt yet (status PLANNED)
+    planned: int
+    #: actions whose every attempt is CONFIRMED, ACCEPTED and unflagged: SUCCEEDED, nothing
+    #: to review, no superseded reason
+    quietly_succeeded: int
+    #: provider rows ever recorded as duplicates
+    duplicates: int
+
+
+def _prefilter(
+    status: Status | None, device: str | None, needs_review: bool | None, *, notable_only: bool
+) -> tuple[str, list[Any]]:
+    """SQL conditions on ``actions`` keeping a superset of the actions the filters keep.
+
+    ``summarize`` gives an action review reasons only from its attempts' ``review_reason``
+    (such an attempt is notable, ``_NOTABLE``), and BUDGET_EXHAUSTED when its latest attempt
+    is FAILED or REJECTED and ``should_redispatch`` finds the budget spent (at least
+    ``maximum_attempts`` attempts) or the deadline passed (the policy has one). An action of a
+    status other than SUCCEEDED and PLANNED has a latest attempt with that status's pair of
+    states, which is never CONFIRMED and ACCEPTED, so notable.
+
+    Each condition is a correlated ``EXISTS`` probing one action's attempts by key: a page
+    walks ``actions_by_created`` from where the last one stopped, so reading every page costs
+    one walk of the actions whatever the filter (an ``IN (subquery)`` would sort the whole
+    candidate set again for every page).
+    """
+    conditions: list[str] = []
+    params: list[Any] = []
+    own = "SELECT 1 FROM attempts WHERE attempts.action_id = actions.action_id"
+    if device is not None:
+        conditions.append(f"EXISTS ({own} AND device = ?)")
+        params.append(device)
+    if status is Status.PLANNED:
+        conditions.append(f"NOT EXISTS ({own})")
+    elif status is not None and status is not Status.SUCCEEDED:
+        conditions.append(f"EXISTS ({own} AND {_NOTABLE} AND delivery = ? AND acceptance = ?)")
+        params.extend(_STATUS_PAIRS[status])
+    elif notable_only:
+        conditions.append(f"EXISTS ({own} AND {_NOTABLE})")
+    if needs_review:
+        # reasons come from a review_reason, or from a spent budget (BUDGET_EXHAUSTED or
+        # DEADLINE_PASSED in should_redispatch), which needs a FAILED or REJECTED attempt and
+        # as many attempts as the policy allows, or a policy with a deadline
+        # (one probe of the action's notable attempts, which most actions do not have)
+        conditions.append(
+            f"EXISTS ({own} AND {_NOTABLE} AND (review_reason IS NOT NULL"
+            " OR ((delivery = 'FAILED' OR acceptance = 'REJECTED')"
+            " AND (json_extract(actions.policy_json, '$.schedule_to_close') IS NOT NULL"
+            " OR coalesce(json_extract(actions.policy_json, '$.maximum_attempts'), 0)"
+            " <= (SELECT count(*) FROM attempts AS every"
+            " WHERE every.action_id = actions.action_id)))))"
+        )
+    return " AND ".join(conditions), params
+
+
+def _summary_page(
+    db: sqlite3.Connection,
+    where: str,
+    params: Sequence[Any],
+    after: tuple[str, str] | None,
+    size: int,
+    now: datetime,
+) -> tuple[list[ActionSummary], tuple[str, str] | None]:
+    """One page of summaries after the keyset ``after`` (``created_at``, ``action_id`` of the
+    last action of the page before), and the keyset of this page's last action (None: it was
+    the last page). Three queries, whatever the page holds."""
+    conditions = [where] if where else []
+    bound: list[Any] = list(params)
+    if after is not None:
+        conditions.append("created_at <= ? AND NOT (created_at = ? AND action_id <= ?)")
+        bound += [after[0], after[0], after[1]]
+    sql = "SELECT * FROM actions"
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    sql += " ORDER BY created_at DESC, action_id LIMIT ?"
+    rows = db.execute(sql, [*bound, size]).fetchall()
+    if not rows:
+        return [], None
+    actions = [_cached_action(_row_dict(row)) for row in rows]
+    attempts, duplicates = _load_page(db, [action.action_id for action in actions])
+    page = [
+        summarize(
+            action,
+            attempts.get(action.action_id, ()),
+            now,
+            duplicates=duplicates.get(action.action_id, 0),
+        )
+        for action in actions
+    ]
+    last = rows[-1]
+    return page, (None if len(rows) < size else (str(last["created_at"]), str(last["action_id"])))
+
+
+def _load_page(
+    db: sqlite3.Connection, action_ids: Sequence[str]
+) -> tuple[dict[str, list[ActionRecord]], dict[str, int]]:
+    """The attempts (oldest first) and duplicate counts of these actions: one query each per
+    500 ids, through the ``(action_id, attempt)`` key and ``duplicates_by_dispatch``."""
+    attempts: dict[str, list[ActionRecord]] = {}
+    duplicates: dict[str, int] = {}
+    for start in range(0, len(action_ids), 500):
+        chunk = action_ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for row in db.execute(
+            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id IN ({marks})"
+            " ORDER BY action_id, attempt",
+            chunk,
+        ):
+            record = record_from_row(_row_dict(row))
+            attempts.setdefault(record.action_id, []).append(record)
+        for action_id, count in db.execute(
+            "SELECT attempts.action_id, count(*) FROM attempts JOIN duplicates"
+            " ON duplicates.dispatch_id = attempts.dispatch_id"
+            f" WHERE attempts.action_id IN ({marks}) GROUP BY attempts.action_id",
+            chunk,
+        ):
+            duplicates[str(action_id)] = int(count)
+    return attempts, duplicates
+
+
+def _cached_action(row: Mapping[str, Any]) -> Action:
+    """``action_from_row``, with the policy read once per distinct stored text (policies are
+    frozen records; a ledger holds few distinct ones). Anything unreadable is left to
+    ``action_from_row``, which names what is wrong."""
+    try:
+        policy = _stored_policy(row["policy_json"])
+        intent = json.loads(row["intent_json"])
+    except (CorruptRecord, ValueError, TypeError):
+        return action_from_row(row)
+    what = f"action {row['action_id']!r}"
+    return Action(
+        action_id=row["action_id"],
+        fingerprint=row["fingerprint"],
+        intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
+        policy=policy,
+        created_at=structure(row["created_at"], datetime, what + " created_at"),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_policy(text: str) -> RetryPolicy:
+    """The policy stored as ``text`` (a frozen record, shared by every action storing it).
+
+    Raises:
+        CorruptRecord: it cannot be read.
+    """
+    try:
+        return structure(json.loads(text), RetryPolicy, "policy")
+    except ValueError as exc:
+        raise CorruptRecord("policy is not JSON") from exc
 
 
 def summarize(

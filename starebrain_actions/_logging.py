@@ -11,6 +11,11 @@ Redaction happens in every logger returned by ``get_logger``, whatever the confi
 values under ``SENSITIVE_KEYS`` are replaced, and phone numbers inside other free text are
 found with ``phonenumbers.PhoneNumberMatcher`` (so an address such as ``127.0.0.1:5555`` stays
 readable).
+
+structlog and phonenumbers are imported on first use: the first event logged, the first
+``configure_logging``. A command that may log nothing at all (``starebrain status``) asks for
+``configure_logging_on_first_event`` instead, and starts without them (structlog's console
+renderer alone imports rich, pygments among it).
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ import os
 import re
 import sys
 from collections.abc import Callable, MutableMapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import phonenumbers
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 #: The parent of every logger of this package.
 LOGGER_NAME = "starebrain"
@@ -98,6 +103,8 @@ def redact_phone_numbers(
     """
     if not _DIGIT.search(text):
         return text
+    import phonenumbers
+
     passes: list[tuple[str | None, int]] = [(None, phonenumbers.Leniency.POSSIBLE)]
     if region is not None:
         passes.append((region, phonenumbers.Leniency.STRICT_GROUPING))
@@ -175,7 +182,10 @@ def configure_logging(
     ``show_sensitive`` (or ``STAREBRAIN_LOG_SENSITIVE=1``) turns redaction off;
     ``redaction_region`` is the region whose national numbers are redacted in free text.
     """
+    import structlog
+
     global _show_sensitive, _redaction_region
+    _pending.clear()
     if show_sensitive is not None:
         _show_sensitive = show_sensitive
     _redaction_region = redaction_region
@@ -217,6 +227,34 @@ def configure_logging(
         logging.getLogger(name).setLevel(level)
 
 
+#: ``configure_logging``'s arguments, kept by ``configure_logging_on_first_event``.
+_pending: dict[str, Any] = {}
+
+
+def configure_logging_on_first_event(
+    *,
+    json: bool | None = None,
+    level: int = logging.INFO,
+    show_sensitive: bool | None = None,
+    redaction_region: str | None = DEFAULT_REDACTION_REGION,
+) -> None:
+    """``configure_logging`` with these arguments, done when a logger of this package first
+    logs (or at once, if structlog is already imported): for a command whose only events
+    are this package's, so that it imports structlog only if it logs. Events of other
+    packages (``android_bridge``'s) follow the configuration only once it is done."""
+    arguments: dict[str, Any] = {
+        "json": json,
+        "level": level,
+        "show_sensitive": show_sensitive,
+        "redaction_region": redaction_region,
+    }
+    if "structlog" in sys.modules:
+        configure_logging(**arguments)
+        return
+    _pending.clear()
+    _pending.update(arguments)
+
+
 class _Route:
     """Where a library event goes after redaction: structlog's configured chain once the
     application configured structlog (so ``structlog.testing.capture_logs`` sees it too),
@@ -225,12 +263,24 @@ class _Route:
     ``android_bridge._log`` holds the same class: the ledger does not import the bridge.
     """
 
-    _render = structlog.processors.LogfmtRenderer(key_order=["event"], bool_as_flag=False)
+    _renderer: structlog.processors.LogfmtRenderer | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name
 
+    @classmethod
+    def _render(cls, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
+        if cls._renderer is None:
+            import structlog
+
+            cls._renderer = structlog.processors.LogfmtRenderer(
+                key_order=["event"], bool_as_flag=False
+            )
+        return cls._renderer(logger, method_name, event_dict)
+
     def __getattr__(self, method_name: str) -> Callable[..., Any]:
+        import structlog
+
         if method_name.startswith("_"):
             raise AttributeError(method_name)
         if structlog.is_configured():
@@ -252,6 +302,8 @@ def _drop_when_silent(
     logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     """Skip the work (redaction included) for an event the logging tree would drop anyway."""
+    import structlog
+
     if (
         isinstance(logger, _Route)
         and not structlog.is_configured()
@@ -264,9 +316,32 @@ def _drop_when_silent(
 def get_logger(name: str) -> Any:
     """A logger for ``name`` (under ``starebrain``) that always redacts, whatever the
     configuration, and stays silent until the application configures logging."""
-    return structlog.wrap_logger(
-        _Route(name), processors=[_drop_when_silent, redact_sensitive, _pass_through]
-    )
+    return _LazyLogger(name)
+
+
+class _LazyLogger:
+    """``get_logger``'s logger: the structlog logger, made when it is first used (importing
+    structlog then, and doing a pending ``configure_logging_on_first_event``)."""
+
+    __slots__ = ("_logger", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, method_name: str) -> Any:
+        if method_name.startswith("__"):
+            raise AttributeError(method_name)
+        logger = self._logger
+        if logger is None:
+            import structlog
+
+            if _pending:
+                configure_logging(**_pending)
+            logger = self._logger = structlog.wrap_logger(
+                _Route(self._name), processors=[_drop_when_silent, redact_sensitive, _pass_through]
+            )
+        return getattr(logger, method_name)
 
 
 def _pass_through(

@@ -14,7 +14,6 @@ from typing import Any
 
 import attrs
 
-from android_bridge.recipients import normalize_recipient
 from starebrain_actions.exceptions import InvalidInput
 
 # --------------------------------------------------------------------------- states
@@ -211,6 +210,10 @@ def canonical_recipient(recipient: str, region: str | None = None) -> str:
     """
     if not isinstance(recipient, str) or not recipient.strip():
         raise InvalidInput("recipient must not be empty")
+    # imported here: reading a stored intent the fingerprint vouches for needs no phonenumbers
+    # (``_convert._trusted_intent``), and the command line starts without it
+    from android_bridge.recipients import normalize_recipient
+
     normalized = normalize_recipient(recipient, region)
     if normalized.reason is not None:
         raise InvalidInput(f"recipient is not a phone number or short code: {normalized.reason}")

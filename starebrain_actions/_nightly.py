@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -29,7 +29,7 @@ import attrs
 
 from starebrain_actions._convert import converter, format_time
 from starebrain_actions._core import derive_status
-from starebrain_actions._ledger import Ledger, inspect_ledger
+from starebrain_actions._ledger import Ledger, LedgerTally, inspect_ledger
 from starebrain_actions._model import (
     LEASE_RELEASING_REVIEWS,
     ActionSummary,
@@ -342,33 +342,38 @@ async def run_nightly(
             except Exception as exc:  # a bad key, a bridge bug: report it, keep the report
                 failure = f"{type(exc).__name__}: {exc}"
         now = ledger.now()
-        summaries = await ledger.summaries(now=now)
-        in_flight = await ledger.in_flight()
-        duplicates: list[DuplicateLine] = []
-        for summary in summaries:
-            if {ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS} & set(summary.review_reasons):
-                for row in await ledger.duplicates(summary.action.action_id):
-                    duplicates.append(
-                        DuplicateLine(
-                            action_id=summary.action.action_id,
-                            dispatch_id=str(row["dispatch_id"]),
-                            device=str(row["device"]),
-                            provider_object_id=int(row["provider_object_id"]),
-                            seen_at=str(row["seen_at"]),
-                            provider_kind=str(row["provider_kind"]),
+        # one snapshot for every read below: the counts and the lists agree with each other
+        async with ledger.read_snapshot():
+            tally = await ledger.ledger_tally()
+            in_flight = await ledger.in_flight()
+            builder = _ReportBuilder(now)
+            duplicates: list[DuplicateLine] = []
+            # only actions with an attempt that is not a clean success are read one by one;
+            # the others are SUCCEEDED with nothing to list, counted by the tally
+            async for summary in ledger.iter_summaries(notable_only=True, now=now):
+                builder.add(summary)
+                if {ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS} & set(summary.review_reasons):
+                    for row in await ledger.duplicates(summary.action.action_id):
+                        duplicates.append(
+                            DuplicateLine(
+                                action_id=summary.action.action_id,
+                                dispatch_id=str(row["dispatch_id"]),
+                                device=str(row["device"]),
+                                provider_object_id=int(row["provider_object_id"]),
+                                seen_at=str(row["seen_at"]),
+                                provider_kind=str(row["provider_kind"]),
+                            )
                         )
-                    )
     pending_per_device: dict[str, int] = {}
     for record in in_flight:
         pending_per_device[record.device] = pending_per_device.get(record.device, 0) + 1
     device_lines = _device_lines(targets, result, failure, pending_per_device)
-    return build_report(
+    return builder.report(
         ledger_path=ledger_path,
-        now=now,
         duration_s=clock() - started,
         devices=device_lines,
-        summaries=summaries,
         duplicates=duplicates,
+        tally=tally,
     )
 
 
@@ -449,23 +454,54 @@ def build_report(
     now: datetime,
     duration_s: float,
     devices: Sequence[DeviceLine],
-    summaries: Sequence[ActionSummary],
+    summaries: Iterable[ActionSummary],
     duplicates: Sequence[DuplicateLine] = (),
+    tally: LedgerTally | None = None,
 ) -> NightlyReport:
-    """Assemble the report from what the ledger holds after the pass (pure)."""
-    counts = {status.value: 0 for status in Status}
-    by_age = {key: 0 for key, _ in AGE_BUCKETS}
-    unresolved: list[AttemptLine] = []
+    """Assemble the report from what the ledger holds after the pass (pure).
+
+    ``summaries`` is read once, in order. With ``tally``, they are only the actions with a
+    notable attempt (``Ledger.iter_summaries(notable_only=True)``), and the tally counts the
+    others and every duplicate."""
+    builder = _ReportBuilder(now)
     for summary in summaries:
-        counts[summary.status.value] += 1
+        builder.add(summary)
+    return builder.report(
+        ledger_path=ledger_path,
+        duration_s=duration_s,
+        devices=devices,
+        duplicates=duplicates,
+        tally=tally,
+    )
+
+
+class _ReportBuilder:
+    """The report's counts and lists, built one summary at a time: only what the report
+    lists is kept (unresolved attempts, actions for review, mismatches, spent budgets)."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.counts = {status.value: 0 for status in Status}
+        self.by_age = {key: 0 for key, _ in AGE_BUCKETS}
+        self.unresolved: list[AttemptLine] = []
+        self.review: list[ActionLine] = []
+        self.mismatches: list[ActionLine] = []
+        self.exhausted: list[ActionLine] = []
+        self.duplicates_total = 0
+
+    def add(self, summary: ActionSummary) -> None:
+        """Count one action and keep what the report lists of it."""
+        now = self.now
+        self.counts[summary.status.value] += 1
+        self.duplicates_total += summary.duplicates
         grace = summary.action.policy.grace_window
         for record in summary.attempts:
             if record.is_final:
                 continue
             elapsed = now - record.dispatched_at
             bucket = _bucket(elapsed)
-            by_age[bucket] += 1
-            unresolved.append(
+            self.by_age[bucket] += 1
+            self.unresolved.append(
                 AttemptLine(
                     action_id=record.action_id,
                     dispatch_id=record.dispatch_id,
@@ -481,59 +517,79 @@ def build_report(
                     lease_limit_s=int(summary.action.policy.unverified_after.total_seconds()),
                 )
             )
-    unresolved.sort(key=lambda line: line.dispatched_at)
-    review = [summary for summary in summaries if summary.needs_review]
-    mismatches = [
-        summary
-        for summary in summaries
-        if summary.status is Status.MISMATCH
-        or ReviewReason.MISMATCH in summary.review_reasons
-        or ReviewReason.MISMATCH in summary.superseded_reasons
-    ]
-    exhausted = [
-        summary for summary in summaries if ReviewReason.BUDGET_EXHAUSTED in summary.review_reasons
-    ]
-    unreachable = tuple(line.device for line in devices if not line.reachable)
-    attention: list[str] = []
-    if review:
-        attention.append(f"{len(review)} action(s) need review")
-    stranded = [line for line in devices if not line.reachable and line.in_flight_after]
-    for line in stranded:
-        attention.append(
-            f"device {line.device} is unreachable with {line.in_flight_after} attempt(s) in flight"
+        line: ActionLine | None = None
+        if summary.needs_review:
+            line = _action_line(summary)
+            self.review.append(line)
+        if (
+            summary.status is Status.MISMATCH
+            or ReviewReason.MISMATCH in summary.review_reasons
+            or ReviewReason.MISMATCH in summary.superseded_reasons
+        ):
+            line = line or _action_line(summary)
+            self.mismatches.append(line)
+        if ReviewReason.BUDGET_EXHAUSTED in summary.review_reasons:
+            self.exhausted.append(line or _action_line(summary))
+
+    def report(
+        self,
+        *,
+        ledger_path: Path,
+        duration_s: float,
+        devices: Sequence[DeviceLine],
+        duplicates: Sequence[DuplicateLine],
+        tally: LedgerTally | None,
+    ) -> NightlyReport:
+        """The report of everything added (and of ``tally``, the actions not added)."""
+        counts = dict(self.counts)
+        duplicates_total = self.duplicates_total
+        if tally is not None:
+            counts[Status.PLANNED.value] += tally.planned
+            counts[Status.SUCCEEDED.value] += tally.quietly_succeeded
+            duplicates_total = tally.duplicates
+        unresolved = sorted(self.unresolved, key=lambda line: line.dispatched_at)
+        unreachable = tuple(line.device for line in devices if not line.reachable)
+        attention: list[str] = []
+        if self.review:
+            attention.append(f"{len(self.review)} action(s) need review")
+        stranded = [line for line in devices if not line.reachable and line.in_flight_after]
+        for line in stranded:
+            attention.append(
+                f"device {line.device} is unreachable with {line.in_flight_after} attempt(s)"
+                " in flight"
+            )
+        stranded_devices = {line.device for line in stranded}
+        stale = [
+            line
+            for line in unresolved
+            if line.device not in stranded_devices
+            and (
+                (line.holds_lease and line.age_seconds >= line.lease_limit_s)
+                or line.age_seconds >= STALE_AFTER.total_seconds()
+            )
+        ]
+        if stale:
+            holders = sum(1 for line in stale if line.holds_lease)
+            attention.append(
+                f"{len(stale)} attempt(s) unresolved past their limit"
+                + (f", {holders} still holding their device's lease" if holders else "")
+            )
+        return NightlyReport(
+            generated_at=self.now,
+            ledger=str(ledger_path),
+            duration_s=round(duration_s, 3),
+            devices=tuple(devices),
+            status_counts=counts,
+            unresolved_by_age=dict(self.by_age),
+            unresolved=tuple(unresolved),
+            mismatches=tuple(self.mismatches),
+            duplicates=tuple(duplicates),
+            duplicates_total=duplicates_total,
+            budget_exhausted=tuple(self.exhausted),
+            unreachable_devices=unreachable,
+            review=tuple(self.review),
+            attention=tuple(attention),
         )
-    stranded_devices = {line.device for line in stranded}
-    stale = [
-        line
-        for line in unresolved
-        if line.device not in stranded_devices
-        and (
-            (line.holds_lease and line.age_seconds >= line.lease_limit_s)
-            or line.age_seconds >= STALE_AFTER.total_seconds()
-        )
-    ]
-    if stale:
-        holders = sum(1 for line in stale if line.holds_lease)
-        attention.append(
-            f"{len(stale)} attempt(s) unresolved past their limit"
-            + (f", {holders} still holding their device's lease" if holders else "")
-        )
-    return NightlyReport(
-        generated_at=now,
-        ledger=str(ledger_path),
-        duration_s=round(duration_s, 3),
-        devices=tuple(devices),
-        status_counts=counts,
-        unresolved_by_age=by_age,
-        unresolved=tuple(unresolved),
-        mismatches=tuple(_action_line(summary) for summary in mismatches),
-        duplicates=tuple(duplicates),
-        duplicates_total=sum(summary.duplicates for summary in summaries),
-        budget_exhausted=tuple(_action_line(summary) for summary in exhausted),
-        unreachable_devices=unreachable,
-        review=tuple(_action_line(summary) for summary in review),
-        attention=tuple(attention),
-    )
 
 
 # --------------------------------------------------------------------------- output

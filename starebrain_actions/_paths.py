@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-import platformdirs
-
 #: The application name used for every per-user directory (as in ``android_bridge._paths``).
 APP_NAME: Final = "starebrain"
 
@@ -18,6 +16,8 @@ APP_NAME: Final = "starebrain"
 def data_dir() -> Path:
     """The user's starebrain data directory (``$XDG_DATA_HOME/starebrain``, i.e.
     ``~/.local/share/starebrain`` on Linux). Not created here."""
+    import platformdirs  # only when no ledger path is given: a command starts sooner without
+
     return platformdirs.user_data_path(APP_NAME, appauthor=False)
 
 

@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: A command that finishes sooner than this shows nothing.
 SHOW_AFTER_S = 1.0
@@ -21,7 +23,11 @@ class Progress:
     line when stderr is a terminal; a no-op otherwise or when ``enabled`` is false."""
 
     def __init__(self, *, enabled: bool = True, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        if console is None:
+            from rich.console import Console  # imported by the commands that show progress
+
+            console = Console(stderr=True)
+        self.console = console
         self.enabled = enabled and self.console.is_terminal
         self._step = "starting"
         self._since = time.monotonic()

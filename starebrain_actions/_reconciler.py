@@ -1,8 +1,13 @@
 """Reconcile in-flight attempts against what phones show: reads only, never a send.
 
-A pass reads each device once (one windowed read, a few round trips whatever the number of
-attempts), attributes new outgoing rows to attempts, and applies every resulting transition
-of the pass in one transaction. The attribution itself (:func:`plan_device`) is pure.
+A pass reads each device once (one windowed read, paged by ``_id``: one round trip per few
+thousand rows above the lowest watermark watched), attributes new outgoing rows to attempts,
+and applies every resulting transition of the pass in one transaction. The attribution itself
+(:func:`plan_device`) is pure. Settled attempts (watched for later copies of their message)
+cost O(1) expected each: rows are looked up by their normalised recipient and body
+(:class:`MatchKeys`), never judged against every attempt. An unresolved attempt still looks
+at every row above its watermark (its evidence lists the unrelated ones), but only the rows
+sharing its recipient or body are judged; the device lease keeps such attempts few.
 
 Attribution on one device (the device lease means at most one attempt is in flight there):
 
@@ -35,9 +40,9 @@ Attribution on one device (the device lease means at most one attempt is in flig
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -83,6 +88,86 @@ CLOCK_TOLERANCE_MS = 5_000
 DUPLICATE_WATCH = timedelta(hours=24)
 
 Judge = Callable[[OutgoingMessage, SmsIntent], MatchVerdict]
+
+
+@runtime_checkable
+class MatchKeys(Protocol):
+    """The keys a judge compares, so that a pass finds the rows an intent may match by
+    lookup instead of judging every row against every attempt.
+
+    The contract (what :func:`plan_device` relies on, and
+    ``tests/core/test_core_attribution_index.py`` checks against the adapter's judge): with
+    ``scope, recipient, body = intent_keys(intent)`` and ``row_recipient, row_body =
+    message_keys(message, scope)``, whenever ``judge(message, intent)`` says
+    ``recipient_ok``, ``recipient`` is not None and equals ``row_recipient``; whenever it
+    says ``body_ok``, ``body`` is not None and equals ``row_body``. A row sharing neither key
+    is one the judge would find unrelated; the planner judges every other row itself.
+    """
+
+    def intent_keys(self, intent: SmsIntent) -> tuple[Hashable, Hashable | None, Hashable | None]:
+        """``(scope, recipient key, body key)``: None keys never match."""
+        ...
+
+    def message_keys(
+        self, message: OutgoingMessage, scope: Hashable
+    ) -> tuple[Hashable | None, Hashable | None]:
+        """``(recipient key, body key)`` of a row, read in ``scope`` (the intent's region)."""
+        ...
+
+
+class _RowIndex:
+    """The rows of one read by the keys of :class:`MatchKeys`, built once per scope (the
+    intent's region): each row is normalised once per pass, not once per attempt."""
+
+    def __init__(
+        self,
+        messages: Sequence[OutgoingMessage],
+        keys: MatchKeys,
+        taken: Collection[tuple[ProviderKind, int]],
+    ) -> None:
+        self._messages = messages
+        self._keys = keys
+        #: rows already claimed when the pass began: never a candidate for anything
+        self._taken = frozenset(taken)
+        self._row_keys: dict[Hashable, dict[tuple[ProviderKind, int], tuple[Any, Any]]] = {}
+        self._both: dict[Hashable, dict[tuple[Any, Any], list[OutgoingMessage]]] = {}
+
+    def _scope(self, scope: Hashable) -> dict[tuple[ProviderKind, int], tuple[Any, Any]]:
+        known = self._row_keys.get(scope)
+        if known is None:
+            known = {}
+            both: dict[tuple[Any, Any], list[OutgoingMessage]] = {}
+            for message in self._messages:
+                key = _key(message)
+                if key in self._taken:
+                    continue
+                recipient, body = self._keys.message_keys(message, scope)
+                known[key] = (recipient, body)
+                if recipient is not None and body is not None:
+                    both.setdefault((recipient, body), []).append(message)
+            self._row_keys[scope] = known
+            self._both[scope] = both
+        return known
+
+    def related(self, message: OutgoingMessage, intent_keys: tuple[Hashable, Any, Any]) -> bool:
+        """Does the row share the recipient or the body key with the intent (so that the
+        judge may find it a match or a half match)?"""
+        scope, recipient, body = intent_keys
+        row = self._scope(scope).get(_key(message))
+        if row is None:  # claimed before the pass: judged the slow way, never skipped
+            return True
+        return (recipient is not None and row[0] == recipient) or (
+            body is not None and row[1] == body
+        )
+
+    def matching(self, intent_keys: tuple[Hashable, Any, Any]) -> Sequence[OutgoingMessage]:
+        """The unclaimed rows sharing both keys with the intent, in read order: the only
+        rows the judge can find to match it."""
+        scope, recipient, body = intent_keys
+        if recipient is None or body is None:
+            return ()
+        self._scope(scope)
+        return self._both[scope].get((recipient, body), ())
 
 
 @attrs.frozen(kw_only=True)
@@ -324,11 +409,15 @@ def plan_device(
     now: datetime,
     *,
     claimed_mms: Iterable[int] = (),
+    keys: MatchKeys | None = None,
 ) -> DevicePlan:
     """Attribute the rows of one read to the watched attempts of one device (pure).
 
     ``claimed`` are SMS provider ids, ``claimed_mms`` MMS ids, already tied to an attempt or
-    a duplicate in the ledger.
+    a duplicate in the ledger. ``keys`` (the judge's :class:`MatchKeys`, when it has them)
+    lets each row cost O(1) expected instead of one judgement per watched attempt: the rows
+    sharing no key with an intent are the ones the judge finds unrelated, so only the others
+    are judged. The decisions are the same with or without them.
     """
     now = require_aware("now", now)
     taken: set[tuple[ProviderKind, int]] = {(ProviderKind.SMS, row_id) for row_id in claimed}
@@ -337,6 +426,7 @@ def plan_device(
     duplicates: list[tuple[str, int, Mapping[str, Any], ProviderKind]] = []
     confirmed: list[tuple[ActionRecord, Watched, tuple[ProviderKind, int]]] = []
     by_key = {_key(message): message for message in read.messages}
+    index = _RowIndex(read.messages, keys, taken) if keys is not None else None
 
     for item in sorted(watched, key=lambda w: w.record.dispatched_at):
         record, action = item.record, item.action
@@ -379,11 +469,19 @@ def plan_device(
         # matches: the owner sending the same text later, or a twin's message
         outside = [m.provider_object_id for m in candidates if _dated_outside(m, record)]
         candidates = [m for m in candidates if not _dated_outside(m, record)]
-        scored = [
-            (_score(verdict), message, verdict)
-            for message in candidates
-            for verdict in [judge(message, action.intent)]
-        ]
+        intent_keys = keys.intent_keys(action.intent) if keys is not None else None
+        # (score, row, verdict): a row sharing no key with the intent scores 0 unjudged
+        scored: list[tuple[int, OutgoingMessage, MatchVerdict | None]] = []
+        for message in candidates:
+            if (
+                index is not None
+                and intent_keys is not None
+                and not index.related(message, intent_keys)
+            ):
+                scored.append((0, message, None))
+                continue
+            verdict = judge(message, action.intent)
+            scored.append((_score(verdict), message, verdict))
         best = max((score for score, _m, _v in scored), default=-1)
         lookup: LookupResult
         extra: list[OutgoingMessage] = []
@@ -402,7 +500,7 @@ def plan_device(
                 },
             )
         elif best == 2:
-            matches = [(m, v) for score, m, v in scored if score == 2]
+            matches = [(m, v) for score, m, v in scored if score == 2 and v is not None]
             matches.sort(
                 key=lambda mv: (mv[0].outcome is not ArtifactOutcome.SENT, mv[0].provider_object_id)
             )
@@ -410,7 +508,7 @@ def plan_device(
             lookup = LookupResult(complete=read.complete, artifact=_artifact(chosen, verdict, read))
             extra = [m for m, _v in matches[1:] if m.outcome is ArtifactOutcome.SENT]
         elif best == 1:
-            half = [(m, v) for score, m, v in scored if score == 1]
+            half = [(m, v) for score, m, v in scored if score == 1 and v is not None]
             partial = [(m, v) for m, v in half if _provably_ours(m, record)]
             if not partial:
                 # rows matching only the recipient or only the body, with nothing to show they
@@ -469,7 +567,12 @@ def plan_device(
     # lower id than the row that confirmed it: the owner's identical text claimed first)
     for record, item, _artifact_key in confirmed:
         since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
-        for message in read.messages:
+        rows = (
+            read.messages
+            if index is None or keys is None
+            else index.matching(keys.intent_keys(item.action.intent))
+        )
+        for message in rows:
             if (
                 _above_floor(message, item)
                 and _key(message) not in taken
@@ -732,7 +835,15 @@ async def _reconcile_device_once(
         attrs.evolve(item, record=after_fence.get(item.record.dispatch_id, item.record))
         for item in watched
     ]
-    plan = plan_device(watched, read, claimed, phone.judge, when, claimed_mms=claimed_mms)
+    plan = plan_device(
+        watched,
+        read,
+        claimed,
+        phone.judge,
+        when,
+        claimed_mms=claimed_mms,
+        keys=phone if isinstance(phone, MatchKeys) else None,
+    )
     transitions = [*fenced, *plan.transitions]
     if void_after is not None:
         transitions += await _fence_transitions(

@@ -18,25 +18,23 @@ Three promises hold for every renderer here:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import io
 import json
 import re
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import tempfile
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final, TextIO
+from typing import IO, TYPE_CHECKING, Any, Final, TextIO
 
 import attrs
 import click
-from rich.cells import cell_len
-from rich.console import Console, RenderableType
-from rich.padding import Padding
-from rich.table import Table
-from rich.text import Text
+from rich.cells import cell_len  # light: rich.console and the rest are imported when printing
 
-from starebrain_actions._convert import converter, format_time
+from starebrain_actions._convert import format_time, to_jsonable
 from starebrain_actions._logging import SENSITIVE_KEYS
 from starebrain_actions._model import (
     ActionRecord,
@@ -46,6 +44,9 @@ from starebrain_actions._model import (
     Status,
     provider_row_name,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
 #: Stand-in for the hidden middle of a phone number (a fixed width: it reveals no length).
 _MASK = "•••••"
@@ -188,7 +189,7 @@ _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:
     """An action summary as JSON-able data: the record fields plus what is derived."""
-    data: dict[str, Any] = converter.unstructure(summary)
+    data: dict[str, Any] = to_jsonable(summary)
     data["needs_review"] = summary.needs_review
     data["latest"] = data["attempts"][-1] if data["attempts"] else None
     return dict(redact_data(data, show_private=show_private))
@@ -196,7 +197,7 @@ def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any
 
 def history_data(entries: Sequence[HistoryEntry], *, show_private: bool) -> list[Any]:
     """History entries as JSON-able data."""
-    return list(redact_data(converter.unstructure(list(entries)), show_private=show_private))
+    return list(redact_data(to_jsonable(list(entries)), show_private=show_private))
 
 
 def versioned(data: Any) -> Any:
@@ -217,7 +218,7 @@ def json_text(data: Any) -> str:
 
 def emit_json(data: Any) -> None:
     """Print ``data`` (records are unstructured first) as JSON with ``schema_version``."""
-    plain = converter.unstructure(data) if attrs.has(type(data)) else data
+    plain = to_jsonable(data) if attrs.has(type(data)) else data
     click.echo(json_text(versioned(plain)))
 
 
@@ -327,6 +328,8 @@ class Output:
         self._width = width
 
     def _console(self) -> Console:
+        from rich.console import Console
+
         # Resolved at print time so click's test runner (which swaps sys.stdout) sees it.
         return Console(
             file=self._stream or sys.stdout,
@@ -343,10 +346,27 @@ class Output:
             return self._width
         return self._console().width if self.rich else None
 
-    def _emit(self, renderable: RenderableType) -> None:
+    def _text(self, text: str, *, bold: bool = False) -> Any:
+        """``text`` for ``_emit``: a rich ``Text`` on a terminal (bold or not); otherwise the
+        string itself, which has no style and is printed as it is, as rich would print it."""
+        if not self.rich:
+            return text
+        from rich.text import Text
+
+        return Text(text, style="bold" if bold else "")
+
+    def _emit(self, renderable: RenderableType | str) -> None:
         # Text is printed as it is (soft wrap: the terminal folds a line too long, so an id
         # copied from it stays whole); tables are laid out to the width. Lines lose the
-        # padding rich gives their last cell.
+        # padding rich gives their last cell. A string (output that is not a terminal's,
+        # laid out here) is printed without rich, which piped output never needs to import.
+        if isinstance(renderable, str):
+            for text in (renderable + "\n").splitlines():
+                click.echo(_TRAILING_SPACE.sub(_keep_reset, text), file=self._stream)
+            return
+        from rich.console import Console
+        from rich.text import Text
+
         if self.rich:
             console = self._console()
         else:
@@ -370,11 +390,11 @@ class Output:
         width = self.width
         cleaned = clean_text(text)
         for part in [cleaned] if width is None else _wrap(cleaned, width):
-            self._emit(Text(part))
+            self._emit(self._text(part))
 
     def heading(self, text: str) -> None:
         """Print a section heading."""
-        self._emit(Text(clean_text(text), style="bold" if self.rich else ""))
+        self._emit(self._text(clean_text(text), bold=True))
 
     def fields(self, pairs: Iterable[tuple[str, str]], *, wrap: Collection[str] = ()) -> None:
         """Print ``name: value`` lines, names aligned. Values named in ``wrap`` are free text
@@ -385,18 +405,18 @@ class Output:
         label_width = max((cell_len(name) for name, _ in items), default=0) + 1
         width = self.width
         for (name, value), (key, _) in zip(items, given, strict=True):
-            label = Text(name.ljust(label_width), style="bold" if self.rich else "")
+            label = self._text(name.ljust(label_width), bold=True)
             room = None if width is None else width - label_width
             if room is None or cell_len(value) <= room:
-                self._emit(label + Text(value))
+                self._emit(label + self._text(value))
             elif key in wrap and room >= _TEXT_MIN:
                 lines = _wrap(value, room)
-                self._emit(label + Text(lines[0]))
+                self._emit(label + self._text(lines[0]))
                 for more in lines[1:]:
-                    self._emit(Text(" " * label_width + more))
+                    self._emit(self._text(" " * label_width + more))
             else:
-                self._emit(Text(name, style=label.style))
-                self._emit(Text("  " + value))
+                self._emit(self._text(name, bold=True))
+                self._emit(self._text("  " + value))
 
     def table(
         self,
@@ -429,7 +449,7 @@ class Output:
         for band in bands:
             self._emit(self._band(names, [], free, band, header=True))
         for row in body:
-            self._emit(Text(""))
+            self._emit(self._text(""))
             for band in bands:
                 self._emit(self._band(names, [row], free, band, header=False))
 
@@ -441,8 +461,24 @@ class Output:
         band: _Band,
         *,
         header: bool,
-    ) -> RenderableType:
-        """The columns of one band as a rich table without box, indented."""
+    ) -> RenderableType | str:
+        """The columns of one band as a rich table without box, indented; as the text rich
+        makes of it (cells padded to their column's width, two spaces apart) when the output
+        is not a terminal's and has no width, so that nothing wraps."""
+        if not self.rich and self._width is None:
+            rows = [names, *body] if header else body
+            return "\n".join(
+                " " * band.indent
+                + "  ".join(
+                    row[index] + " " * (width - cell_len(row[index]))
+                    for index, width in zip(band.columns, band.widths, strict=True)
+                )
+                for row in rows
+            )
+        from rich.padding import Padding
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(
             box=None,
             pad_edge=False,
@@ -468,19 +504,19 @@ class Output:
         room = width - label_width
         for number, row in enumerate(body):
             if number:
-                self._emit(Text(""))
+                self._emit(self._text(""))
             for index, (name, value) in enumerate(zip(names, row, strict=True)):
-                label = Text(name.ljust(label_width), style="bold" if self.rich else "")
+                label = self._text(name.ljust(label_width), bold=True)
                 if cell_len(value) <= room:
-                    self._emit(label + Text(value))
+                    self._emit(label + self._text(value))
                 elif index in free and room >= _TEXT_MIN:
                     lines = _wrap(value, room)
-                    self._emit(label + Text(lines[0]))
+                    self._emit(label + self._text(lines[0]))
                     for more in lines[1:]:
-                        self._emit(Text(" " * label_width + more))
+                        self._emit(self._text(" " * label_width + more))
                 else:  # an id wider than the room beside its name: on its own line, whole
-                    self._emit(Text(name, style=label.style))
-                    self._emit(Text("  " + value))
+                    self._emit(self._text(name, bold=True))
+                    self._emit(self._text("  " + value))
 
 
 @attrs.frozen
@@ -713,21 +749,158 @@ def render_list(
     if not summaries:
         out.line("no actions match")
         return
-    out.table(
-        ["action", "status", "to", "attempts", "device", "age", "review"],
-        (
-            [
-                summary.action.action_id,
-                summary.status.value,
-                recipient_text(summary, show_private=show_private),
-                str(len(summary.attempts)),
-                summary.latest.device if summary.latest else "-",
-                age(now - summary.action.created_at),
-                reasons_text(summary),
-            ]
-            for summary in summaries
-        ),
+    out.table(LIST_COLUMNS, (list_cells(summary, now, show_private) for summary in summaries))
+
+
+#: The columns of ``starebrain list``.
+LIST_COLUMNS: Final = ("action", "status", "to", "attempts", "device", "age", "review")
+
+
+def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> list[str]:
+    """One row of ``starebrain list``."""
+    return [
+        summary.action.action_id,
+        summary.status.value,
+        recipient_text(summary, show_private=show_private),
+        str(len(summary.attempts)),
+        summary.latest.device if summary.latest else "-",
+        age(now - summary.action.created_at),
+        reasons_text(summary),
+    ]
+
+
+async def stream_list(
+    out: Output,
+    summaries: Callable[[], AsyncIterator[ActionSummary]],
+    *,
+    now: datetime,
+    show_private: bool,
+) -> None:
+    """``render_list`` over summaries read as they come (``summaries()`` may be called twice,
+    and must yield the same actions each time: read them in one snapshot)."""
+
+    def rows() -> AsyncIterator[list[str]]:
+        return _cells_of(summaries(), lambda summary: list_cells(summary, now, show_private))
+
+    if not await stream_table(out, LIST_COLUMNS, rows):
+        out.line("no actions match")
+
+
+async def _cells_of(
+    summaries: AsyncIterator[ActionSummary], cells: Callable[[ActionSummary], list[str]]
+) -> AsyncIterator[list[str]]:
+    async for summary in summaries:
+        yield cells(summary)
+
+
+#: Rows ``stream_table`` keeps in memory; the cells of a longer table go to a temporary file.
+STREAM_BUFFER_ROWS: Final = 20_000
+
+
+async def stream_table(
+    out: Output,
+    columns: Sequence[str],
+    rows: Callable[[], AsyncIterator[Sequence[str]]],
+    *,
+    wrap: Collection[str] | None = None,
+    buffer_rows: int = STREAM_BUFFER_ROWS,
+) -> int:
+    """Print what ``out.table`` prints, byte for byte, in memory that does not grow with the
+    number of rows when it can; returns how many rows there were (0: nothing was printed).
+
+    The columns' widths are known only once every row is read. Up to ``buffer_rows`` rows
+    are kept in memory; past that, piped output (no width, no styles) whose cells are all
+    plain (``_plain_cell``: no tab, no line break) writes its cells to a temporary file, one
+    line per row, and prints from it. Any other long table (a terminal, a forced width, a
+    cell with a wide or combining character) is read again (``rows()``), whole, and laid
+    out by ``out.table``.
+    """
+    names = [clean_text(column) for column in columns]
+    widths = [len(name) for name in names]
+    plain = not out.rich and out.width is None and all(_plain_cell(name) for name in names)
+    kept: list[list[str]] = []
+    with contextlib.ExitStack() as stack:
+        spill: IO[str] | None = None
+        count = 0
+        async for row in rows():
+            count += 1
+            cells = [clean_text(cell) for cell in row]
+            if plain:
+                for index, text in enumerate(cells):
+                    if not _plain_cell(text):
+                        plain = False
+                        break
+                    widths[index] = max(widths[index], len(text))
+            if spill is not None:
+                if not plain:
+                    break  # read again below, whole
+                spill.write("\t".join(cells) + "\n")
+                continue
+            kept.append(list(row))
+            if plain and len(kept) > buffer_rows:
+                spill = stack.enter_context(
+                    tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
+                )
+                spill.writelines(
+                    "\t".join(clean_text(cell) for cell in kept_row) + "\n" for kept_row in kept
+                )
+                kept = []
+        if not count:
+            return 0
+        if not plain:
+            if spill is not None:
+                kept = [list(row) async for row in rows()]
+            out.table(columns, kept, wrap=wrap)
+            return len(kept)
+        last = len(names) - 1
+
+        def line(cells: Sequence[str]) -> str:
+            return "  ".join(
+                cell if index == last else cell.ljust(widths[index])
+                for index, cell in enumerate(cells)
+            ).rstrip(" ")
+
+        lines: Iterable[str]
+        if spill is None:
+            lines = (line([clean_text(cell) for cell in row]) for row in kept)
+        else:
+            spill.seek(0)
+            lines = (line(text[:-1].split("\t")) for text in spill)
+        batch = [line(names)]
+        for text in lines:
+            batch.append(text)
+            if len(batch) >= 512:
+                click.echo("\n".join(batch), file=out._stream)
+                batch = []
+        click.echo("\n".join(batch), file=out._stream)
+        return count
+
+
+def _plain_cell(text: str) -> bool:
+    """A cell ``stream_table`` may lay out itself: printable, one terminal cell per character
+    (no wide, combining or zero-width character), no space at either end and no two spaces in
+    a row (what rich prints as it is, padded with spaces)."""
+    return (
+        text.isprintable()
+        and (text.isascii() or cell_len(text) == len(text))
+        and text == text.strip(" ")
+        and "  " not in text
     )
+
+
+async def emit_json_stream(items: AsyncIterator[Mapping[str, Any]]) -> None:
+    """Print what ``emit_json(list(items))`` prints, byte for byte, an item at a time."""
+    first = True
+    async for item in items:
+        text = json_text(versioned(item))
+        click.echo(("[\n" if first else ",\n") + _indented(text), nl=False)
+        first = False
+    click.echo("[]" if first else "\n]")
+
+
+def _indented(text: str) -> str:
+    """``text`` with every line indented by two spaces (an array item in ``json_text``)."""
+    return "\n".join("  " + line for line in text.split("\n"))
 
 
 def render_history(out: Output, entries: Sequence[HistoryEntry], *, show_private: bool) -> None:
@@ -769,25 +942,54 @@ def render_review(
         out.line("nothing needs review")
         return
     out.table(
-        ["action", "status", "reasons", "to", "attempts", "duplicates", "age"],
-        (
-            [
-                summary.action.action_id,
-                summary.status.value,
-                reasons_text(summary),
-                recipient_text(summary, show_private=show_private),
-                f"{len(summary.attempts)}/{summary.action.policy.maximum_attempts}",
-                str(summary.duplicates),
-                age(now - summary.action.created_at),
-            ]
-            for summary in summaries
-        ),
+        REVIEW_COLUMNS,
+        (review_cells(summary, now, show_private) for summary in summaries),
         wrap=("reasons",),
     )
-    out.line(
-        f"{len(summaries)} action(s) need a person: inspect with `starebrain history ID`, then"
+    out.line(_review_footer(len(summaries)))
+
+
+#: The columns of ``starebrain review``.
+REVIEW_COLUMNS: Final = ("action", "status", "reasons", "to", "attempts", "duplicates", "age")
+
+
+def review_cells(summary: ActionSummary, now: datetime, show_private: bool) -> list[str]:
+    """One row of ``starebrain review``."""
+    return [
+        summary.action.action_id,
+        summary.status.value,
+        reasons_text(summary),
+        recipient_text(summary, show_private=show_private),
+        f"{len(summary.attempts)}/{summary.action.policy.maximum_attempts}",
+        str(summary.duplicates),
+        age(now - summary.action.created_at),
+    ]
+
+
+def _review_footer(count: int) -> str:
+    return (
+        f"{count} action(s) need a person: inspect with `starebrain history ID`, then"
         " `starebrain resolve ID --as sent|not-sent --reason TEXT`"
     )
+
+
+async def stream_review(
+    out: Output,
+    summaries: Callable[[], AsyncIterator[ActionSummary]],
+    *,
+    now: datetime,
+    show_private: bool,
+) -> None:
+    """``render_review`` over summaries read as they come (see ``stream_list``)."""
+
+    def rows() -> AsyncIterator[list[str]]:
+        return _cells_of(summaries(), lambda summary: review_cells(summary, now, show_private))
+
+    count = await stream_table(out, REVIEW_COLUMNS, rows, wrap=("reasons",))
+    if not count:
+        out.line("nothing needs review")
+        return
+    out.line(_review_footer(count))
 
 
 def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:

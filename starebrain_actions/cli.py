@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import importlib
 import logging
 import os
 import re
 import stat
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,17 +27,16 @@ import click
 
 from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
-from starebrain_actions._cli_devices import DEVICE_ENV
 from starebrain_actions._cli_types import (
     Seconds,
     key_option,
     policy_options,
     retry_policy,
 )
-from starebrain_actions._convert import converter
+from starebrain_actions._convert import to_jsonable
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._ledger import Ledger
-from starebrain_actions._logging import configure_logging
+from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
     ProviderKind,
@@ -64,6 +64,9 @@ T = TypeVar("T")
 
 #: Environment variable naming the ledger file (same as ``--db``).
 DB_ENV: Final = "STAREBRAIN_DB"
+#: Environment variable naming the phones (``_cli_devices.DEVICE_ENV``, kept here so that the
+#: CLI starts without importing the ``devices`` command).
+DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 #: Read phones through `su 1000` (the same name as `_android.READ_AS_SYSTEM_ENV`, kept here so
 #: that the CLI starts without importing the ADB stack).
 READ_AS_SYSTEM_ENV: Final = "STAREBRAIN_READ_AS_SYSTEM"
@@ -79,6 +82,8 @@ EXIT_MISMATCH: Final = 5
 EXIT_INTERRUPTED: Final = 130
 
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+#: Commands that reach no phone: their only log events are the ledger's (``main``).
+_LEDGER_ONLY_COMMANDS: Final = frozenset({"history", "list", "review", "status"})
 _ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
 
@@ -226,7 +231,29 @@ class _Utf8Args:
 
 
 class _Group(_Utf8Args, _render.JsonErrorGroup):
-    """The ``starebrain`` group: JSON errors with ``--json``, UTF-8 arguments only."""
+    """The ``starebrain`` group: JSON errors with ``--json``, UTF-8 arguments only.
+
+    The commands in ``LAZY_COMMANDS`` are imported when they are named (or listed by
+    ``--help``), so that every other command starts without loading their modules."""
+
+    #: command name -> ``module:attribute`` of its click command
+    LAZY_COMMANDS: Final = {
+        "demo": "starebrain_actions._demo:demo_command",
+        "devices": "starebrain_actions._cli_devices:devices_command",
+        "key": "starebrain_actions._cli_keys:key_command",
+        "mcp": "starebrain_actions._mcp_command:mcp_command",
+        "simulator": "android_bridge.simulator.cli:simulator_command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = self.LAZY_COMMANDS.get(cmd_name)
+        if where is not None and cmd_name not in self.commands:
+            module, _, attribute = where.partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 class _Command(_Utf8Args, _render.JsonErrorCommand):
@@ -313,7 +340,11 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
 @click.pass_context
 def main(ctx: click.Context, db: Path | None, log_level: str, read_as_system: bool) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
-    configure_logging(level=getattr(logging, log_level.upper()))
+    level = getattr(logging, log_level.upper())
+    if ctx.invoked_subcommand in _LEDGER_ONLY_COMMANDS:
+        configure_logging_on_first_event(level=level)  # start without structlog
+    else:
+        configure_logging(level=level)
     ctx.obj = Settings(
         db=db if db is not None else default_db_path(),
         db_is_default=db is None,
@@ -666,21 +697,28 @@ def list_command(
     path = _ledger_path(_settings(ctx), create=False)
     wanted = Status(status_name.upper()) if status_name else None
 
-    async def work() -> tuple[list[ActionSummary], Any]:
+    async def work() -> None:
         async with Ledger.open(path, read_only=True) as ledger:
             now = ledger.now()
-            found = await ledger.summaries(
-                status=wanted, device=device, limit=limit or None, now=now
-            )
-            return found, now
 
-    summaries, now = _run(work())
-    if as_json:
-        _render.emit_json(
-            [_render.summary_data(summary, show_private=show_private) for summary in summaries]
-        )
-        return
-    _render.render_list(_render.Output(), summaries, now=now, show_private=show_private)
+            def summaries() -> AsyncIterator[ActionSummary]:
+                return ledger.iter_summaries(
+                    status=wanted, device=device, limit=limit or None, now=now
+                )
+
+            # one snapshot: the text table reads the actions twice (widths, then rows)
+            async with ledger.read_snapshot():
+                if as_json:
+                    await _render.emit_json_stream(
+                        _render.summary_data(summary, show_private=show_private)
+                        async for summary in summaries()
+                    )
+                    return
+                await _render.stream_list(
+                    _render.Output(), summaries, now=now, show_private=show_private
+                )
+
+    _run(work())
 
 
 @main.command()
@@ -712,18 +750,25 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
     budget, stuck), with their reasons."""
     path = _ledger_path(_settings(ctx), create=False)
 
-    async def work() -> tuple[list[ActionSummary], Any]:
+    async def work() -> None:
         async with Ledger.open(path, read_only=True) as ledger:
             now = ledger.now()
-            return await ledger.needing_review(now=now), now
 
-    summaries, now = _run(work())
-    if as_json:
-        _render.emit_json(
-            [_render.summary_data(summary, show_private=show_private) for summary in summaries]
-        )
-        return
-    _render.render_review(_render.Output(), summaries, now=now, show_private=show_private)
+            def summaries() -> AsyncIterator[ActionSummary]:
+                return ledger.iter_summaries(needs_review=True, now=now)
+
+            async with ledger.read_snapshot():
+                if as_json:
+                    await _render.emit_json_stream(
+                        _render.summary_data(summary, show_private=show_private)
+                        async for summary in summaries()
+                    )
+                    return
+                await _render.stream_review(
+                    _render.Output(), summaries, now=now, show_private=show_private
+                )
+
+    _run(work())
 
 
 # --------------------------------------------------------------------------- writes
@@ -914,8 +959,8 @@ def reconcile(
             click.echo("nothing in flight: no device to read")
         return
     if as_json:
-        data = converter.unstructure(result)
-        data["changes"] = converter.unstructure(list(result.changes))
+        data = to_jsonable(result)
+        data["changes"] = to_jsonable(list(result.changes))
         _render.emit_json(data)
     else:
         render_pass(_render.Output(), result)
@@ -1169,23 +1214,5 @@ def nightly_main(
     )
 
 
-# Subcommands contributed by android_bridge (registered here so the bridge never imports us).
-from android_bridge.simulator.cli import simulator_command  # noqa: E402
-
-main.add_command(simulator_command)
-
-from starebrain_actions._demo import demo_command  # noqa: E402
-
-main.add_command(demo_command)
-
-from starebrain_actions._cli_keys import key_command  # noqa: E402
-
-main.add_command(key_command)
-
-from starebrain_actions._cli_devices import devices_command  # noqa: E402
-
-main.add_command(devices_command)
-
-from starebrain_actions._mcp_command import mcp_command  # noqa: E402
-
-main.add_command(mcp_command)
+# `simulator` (contributed by android_bridge, registered here so that the bridge never imports
+# us), `demo`, `devices`, `key` and `mcp` are imported when they are named (_Group).

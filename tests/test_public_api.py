@@ -33,22 +33,62 @@ def test_all_is_sorted_and_names_only_real_attributes(name: str) -> None:
 @pytest.mark.parametrize("name", PACKAGES)
 def test_init_only_reexports(name: str) -> None:
     """__init__.py holds imports, __all__ and a docstring, nothing else; every import is
-    exported."""
+    exported. A package that imports lazily holds its imports under ``TYPE_CHECKING``, a
+    table ``_EXPORTS`` naming exactly the same modules and names, and the ``__getattr__``
+    and ``__dir__`` that read it."""
     module = importlib.import_module(name)
     assert module.__file__ is not None
     tree = ast.parse(Path(module.__file__).read_text())
-    imported: set[str] = set()
+    imported: dict[str, str] = {}
+    lazy: dict[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             if node.module != "__future__":
-                imported |= {alias.asname or alias.name for alias in node.names}
+                imported |= _names(node)
         elif isinstance(node, ast.Import):
-            imported |= {alias.asname or alias.name for alias in node.names}
+            if all((alias.asname or "").startswith("_") for alias in node.names):
+                continue  # private imports: the lazy machinery's own
+            imported |= {alias.asname or alias.name: alias.name for alias in node.names}
+        elif isinstance(node, ast.If) and ast.unparse(node.test) == "_typing.TYPE_CHECKING":
+            for inner in node.body:
+                assert isinstance(inner, ast.ImportFrom), ast.dump(inner)[:80]
+                imported |= _names(inner)
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            assert ["__all__"] == [t.id for t in targets if isinstance(t, ast.Name)]
+            target = [t.id for t in targets if isinstance(t, ast.Name)]
+            assert target in (["__all__"], ["_EXPORTS"])
+            if target == ["_EXPORTS"]:
+                assert node.value is not None
+                lazy = ast.literal_eval(node.value)
+        elif isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+            continue
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # the docstring
         else:
             raise AssertionError(f"{name}/__init__.py holds {ast.dump(node)[:80]}")
-    assert imported == set(module.__all__)
+    assert set(module.__all__) == set(imported)
+    if lazy is not None:
+        assert imported == {
+            exported: (where if ":" in where else f"{where}:{exported}")
+            for exported, where in lazy.items()
+        }
+
+
+def _names(node: ast.ImportFrom) -> dict[str, str]:
+    """What a ``from … import …`` binds: each name and the ``module:attribute`` it is."""
+    return {alias.asname or alias.name: f"{node.module}:{alias.name}" for alias in node.names}
+
+
+@pytest.mark.parametrize("name", ["starebrain_actions", "android_bridge"])
+def test_lazy_exports_are_the_defined_objects(name: str) -> None:
+    """Each lazily exported name is the very object its module defines, and ``dir`` lists
+    every exported name before any is used."""
+    module = importlib.import_module(name)
+    assert set(module.__all__) <= set(dir(module))
+    for exported, where in module._EXPORTS.items():
+        source, _, attribute = where.partition(":")
+        assert getattr(importlib.import_module(source), attribute or exported) is getattr(
+            module, exported
+        )
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018

@@ -253,8 +253,22 @@ async def test_pages_cover_the_window_exactly(
         sim_phone.store.insert_outgoing(RECIPIENT, body, date_ms=_now(), message_type=2)
         expected.append(body)
     read = await SmsReader(sim_device, page_size=4).read_since(anchor)
-    # First page: ids anchor+1..anchor+3 (two sent rows); the probe lists the 9 others: 3 pages.
-    assert (expected, True, 4) == ([r.body for r in read.rows], read.complete, read.round_trips)
+    # LIMIT pages of 4 window rows (the inbox rows between them are not counted): 4, 4, 3.
+    assert (expected, True, 3) == ([r.body for r in read.rows], read.complete, read.round_trips)
+
+
+async def test_a_window_of_exactly_full_pages_ends_with_an_empty_anchored_page(
+    sim_phone: SimulatedPhone, sim_device: Device
+) -> None:
+    """8 rows in pages of 4: a full page may not be the last, so a third page, anchored at
+    the last row, proves there is nothing more; the read is complete."""
+    anchor = sim_phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
+    for index in range(8):
+        sim_phone.store.insert_outgoing(RECIPIENT, f"out {index}", date_ms=_now(), message_type=2)
+    read = await SmsReader(sim_device, page_size=4).read_since(anchor)
+    assert (8, True, 3) == (len(read.rows), read.complete, read.round_trips)
+    fresh = await SmsReader(sim_device, page_size=4).read_since(0)
+    assert (9, True, 3) == (len(fresh.rows) + 1, fresh.complete, fresh.round_trips)
 
 
 async def test_provider_error_in_a_paged_read_raises(
