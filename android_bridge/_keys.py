@@ -88,12 +88,10 @@ def load_signer(path: Path | None = None) -> Any:
         KeyPermissionError: the private key has loose permissions.
         KeyFileError: the key file is unreadable or not an RSA private key ("bad key file").
     """
-    from adb_shell.auth.sign_cryptography import CryptographySigner
-
     key_path = path if path is not None else default_key_path()
     try:
         key_path = ensure_key(key_path)
-        signer = CryptographySigner(str(key_path))
+        signer = _own_key_signer(key_path)
     except KeyPermissionError:
         raise
     except Exception as exc:
@@ -102,6 +100,27 @@ def load_signer(path: Path | None = None) -> Any:
         raise KeyFileError(f"bad key file {key_path}: {_reason(exc)}") from exc
     if not isinstance(signer.rsa_key, rsa.RSAPrivateKey):
         raise KeyFileError(f"bad key file {key_path}: not an RSA private key")
+    return signer
+
+
+def _own_key_signer(key_path: Path) -> Any:
+    """adb-shell's ``CryptographySigner`` over the user's own key, loaded without
+    cryptography's RSA consistency check (``unsafe_skip_rsa_key_validation``).
+
+    That check costs about 40 ms on every command that reaches a phone, and guards against
+    keys from elsewhere; this one is the user's own file, created here and refused unless it
+    is private (``ensure_key``). A file that is not a PEM RSA key is still refused; one that
+    parses but is inconsistent signs tokens the phone does not accept, and the phone asks for
+    authorization instead. The signer's own ``__init__`` (which loads with the check) is
+    skipped; its signing and public key are adb-shell's.
+    """
+    from adb_shell.auth.sign_cryptography import CryptographySigner
+
+    signer = CryptographySigner.__new__(CryptographySigner)
+    signer.public_key = key_path.with_name(key_path.name + ".pub").read_bytes()
+    signer.rsa_key = serialization.load_pem_private_key(
+        key_path.read_bytes(), None, unsafe_skip_rsa_key_validation=True
+    )
     return signer
 
 

@@ -328,3 +328,23 @@ async def test_an_attempt_in_review_whose_command_is_over_frees_the_phone(ledger
         nxt = await ledger.begin_attempt(f"next-{n}", "dev")
         assert DeliveryState.PENDING is nxt.delivery
         await ledger.apply(fail_delivery(nxt, reason="test", now=ledger.now()))
+
+
+async def test_actions_reads_many_ids_at_once_and_leaves_unknown_ones_out(
+    ledger_path: Path,
+) -> None:
+    """``actions`` (what a reconcile pass loads for its watched attempts) answers 1,200 ids,
+    more than one query's worth, with exactly what ``get_action`` reads, from a fresh handle
+    (nothing cached) and from the cache; unknown ids are left out."""
+    ids = [f"bulk-{n:04d}" for n in range(1_200)]
+    async with Ledger.open(ledger_path) as ledger:
+        for n, action_id in enumerate(ids):
+            await ledger.create_action(
+                action_id, SmsIntent(recipient="+12025550100", body=f"note {n}")
+            )
+    async with Ledger.open(ledger_path) as fresh:
+        found = await fresh.actions([*ids, "nobody", ids[0]])
+        again = await fresh.actions(ids[::7])
+        one_by_one = {action_id: await fresh.get_action(action_id) for action_id in ids}
+    assert one_by_one == found
+    assert {action_id: one_by_one[action_id] for action_id in ids[::7]} == again
