@@ -117,7 +117,7 @@ async def _read_cost(
                 read = await reader.read_since(box)
                 timings.append(time.perf_counter() - started)
                 assert read.complete and len(read.rows) == new
-            # A fresh handle knows no watermark yet: its first send lists every _id once.
+            # A fresh handle knows no watermark yet: its first send reads the highest _id (LIMIT 1).
             fresh = await Device.connect(phone.serial, key_path=key)
             async with fresh:
                 started = time.perf_counter()
@@ -134,7 +134,7 @@ async def bench_window(root: Path, latency_ms: int) -> None:
         f"{large * 1000:.1f} ms, ratio {large / small:.2f}x (target <= 1.5x)"
     )
     print(
-        f"first send on a handle with no known watermark (lists every _id once): "
+        f"first send on a handle with no known watermark (reads the highest _id): "
         f"{small_first * 1000:.0f} ms in a box of 200 rows, "
         f"{large_first * 1000:.0f} ms in a box of 100,100 rows"
     )

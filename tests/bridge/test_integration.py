@@ -58,7 +58,7 @@ async def test_happy_send_takes_two_round_trips(target: Target) -> None:
     """Dispatch is one round trip and the confirmation read another."""
     dispatcher = SmsDispatcher(target.device)
     reader = SmsReader(target.device)
-    warm_up = await dispatcher.send(target.recipient, "warm-up")  # lists every _id once
+    warm_up = await dispatcher.send(target.recipient, "warm-up")  # reads the highest _id (LIMIT 1)
     await _settle(target, warm_up)
     before = target.device.round_trips
     evidence = await dispatcher.send(target.recipient, "hello")
