@@ -6,8 +6,9 @@ Public names are imported lazily (``_EXPORTS``): importing one module of the bri
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from android_bridge._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from android_bridge._device import Device, DeviceFacts
@@ -153,16 +154,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """Import a public name on first use (PEP 562), then keep it in the module."""
-    try:
-        module, _, attribute = _EXPORTS[name].partition(":")
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(_importlib.import_module(module), attribute or name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, __all__, globals())

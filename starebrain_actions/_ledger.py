@@ -553,25 +553,13 @@ class Ledger:
 
         def transaction(db: sqlite3.Connection) -> T:
             db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            return result
+            return _commit_or_roll_back(db, work)
 
         if inline and self._on_worker == 0:
             with self._translated():
                 db = self._connection._conn
                 if self._begin_at_once(db):
-                    try:
-                        result = work(db)
-                    except BaseException:
-                        db.execute("ROLLBACK")
-                        raise
-                    db.execute("COMMIT")
-                    return result
+                    return _commit_or_roll_back(db, work)
         return await self._run(transaction)
 
     def _begin_at_once(self, db: sqlite3.Connection) -> bool:
@@ -1370,6 +1358,18 @@ class Ledger:
 
 
 # ---------------------------------------------------------------------- helpers (worker thread)
+
+
+def _commit_or_roll_back(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in the transaction just begun: committed if it returns, rolled back on
+    any error (the error goes on)."""
+    try:
+        result = work(db)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return result
 
 
 async def _connect(

@@ -16,7 +16,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -697,28 +697,44 @@ def list_command(
     path = _ledger_path(_settings(ctx), create=False)
     wanted = Status(status_name.upper()) if status_name else None
 
-    async def work() -> None:
-        async with Ledger.open(path, read_only=True) as ledger:
-            now = ledger.now()
+    _run(
+        _stream_summaries(
+            path,
+            lambda ledger, now: ledger.iter_summaries(
+                status=wanted, device=device, limit=limit or None, now=now
+            ),
+            _render.stream_list,
+            as_json=as_json,
+            show_private=show_private,
+        )
+    )
 
-            def summaries() -> AsyncIterator[ActionSummary]:
-                return ledger.iter_summaries(
-                    status=wanted, device=device, limit=limit or None, now=now
+
+async def _stream_summaries(
+    path: Path,
+    read: Callable[[Ledger, datetime], AsyncIterator[ActionSummary]],
+    render: Callable[..., Awaitable[None]],
+    *,
+    as_json: bool,
+    show_private: bool,
+) -> None:
+    """``list``/``review``: the summaries ``read`` yields, as a JSON array written item by
+    item, or laid out by ``render`` (``stream_list``/``stream_review``), memory flat."""
+    async with Ledger.open(path, read_only=True) as ledger:
+        now = ledger.now()
+
+        def summaries() -> AsyncIterator[ActionSummary]:
+            return read(ledger, now)
+
+        # one snapshot: the text table reads the actions twice (widths, then rows)
+        async with ledger.read_snapshot():
+            if as_json:
+                await _render.emit_json_stream(
+                    _render.summary_data(summary, show_private=show_private)
+                    async for summary in summaries()
                 )
-
-            # one snapshot: the text table reads the actions twice (widths, then rows)
-            async with ledger.read_snapshot():
-                if as_json:
-                    await _render.emit_json_stream(
-                        _render.summary_data(summary, show_private=show_private)
-                        async for summary in summaries()
-                    )
-                    return
-                await _render.stream_list(
-                    _render.Output(), summaries, now=now, show_private=show_private
-                )
-
-    _run(work())
+                return
+            await render(_render.Output(), summaries, now=now, show_private=show_private)
 
 
 @main.command()
@@ -750,25 +766,15 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
     budget, stuck), with their reasons."""
     path = _ledger_path(_settings(ctx), create=False)
 
-    async def work() -> None:
-        async with Ledger.open(path, read_only=True) as ledger:
-            now = ledger.now()
-
-            def summaries() -> AsyncIterator[ActionSummary]:
-                return ledger.iter_summaries(needs_review=True, now=now)
-
-            async with ledger.read_snapshot():
-                if as_json:
-                    await _render.emit_json_stream(
-                        _render.summary_data(summary, show_private=show_private)
-                        async for summary in summaries()
-                    )
-                    return
-                await _render.stream_review(
-                    _render.Output(), summaries, now=now, show_private=show_private
-                )
-
-    _run(work())
+    _run(
+        _stream_summaries(
+            path,
+            lambda ledger, now: ledger.iter_summaries(needs_review=True, now=now),
+            _render.stream_review,
+            as_json=as_json,
+            show_private=show_private,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- writes
