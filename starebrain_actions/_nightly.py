@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -41,6 +40,7 @@ from starebrain_actions._render import (
     SCHEMA_VERSION,
     age,
     clean_text,
+    json_text,
     md_code,
     md_table,
     md_text,
@@ -606,7 +606,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """
     if not path.parent.is_dir():
         raise FileNotFoundError(f"directory {path.parent} does not exist (it is not created)")
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    # as printed: characters a terminal could act on (C1 controls, bidi overrides) escaped
+    text = json_text(data) + "\n"
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
@@ -856,7 +857,7 @@ def archive_report(directory: Path, report: NightlyReport) -> ArchiveResult:
     if probe.returncode != 0 or probe.stdout.strip() != "true":
         return ArchiveResult(path=path)
     message = f"nightly report {path.stem}: " + (
-        "; ".join(report.attention) if report.needs_person else "nothing needs a person"
+        clean_text("; ".join(report.attention)) if report.needs_person else "nothing needs a person"
     )
     for args in (("add", "--", path.name), ("commit", "--quiet", "-m", message, "--", path.name)):
         done = _git(git, directory, *args)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +16,13 @@ import pytest
 from markdown_it import MarkdownIt
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery, note_error
-from starebrain_actions._nightly import DeviceLine, build_report, report_markdown
+from starebrain_actions._nightly import (
+    DeviceLine,
+    archive_report,
+    build_report,
+    report_markdown,
+    write_json_atomic,
+)
 from starebrain_actions._render import clean_text, md_code, md_text
 from tests.e2e.conftest import RECIPIENT, RunCli, json_of
 
@@ -201,3 +209,46 @@ def test_report_markdown_escapes_every_field(tmp_path: Path) -> None:
     assert "[dev](http://x)|" in html
     assert "led`ger &lt;x&gt;.db</code>" in html
     assert_tables_keep_their_columns(html)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_report_file_and_archive_commit_message_are_inert(tmp_path: Path) -> None:
+    """A device name holding an escape sequence and a bidi override (names come from users)
+    reaches the JSON report file only as ``\\u`` escapes, and the archive's git commit
+    message (the attention line) without them."""
+    device = DeviceLine(
+        device="dev\u202e\x1b[31m",
+        reachable=False,
+        error=HOSTILE_ERROR,
+        mode=None,
+        round_trips=0,
+        changes=(),
+        duplicates_recorded=0,
+        in_flight_after=1,
+    )
+    report = build_report(
+        ledger_path=tmp_path / "ledger.db",
+        now=datetime.now(UTC),
+        duration_s=0.1,
+        devices=[device],
+        summaries=[],
+    )
+    assert report.needs_person
+    written = tmp_path / "report.json"
+    write_json_atomic(written, {"attention": list(report.attention), "error": HOSTILE_ERROR})
+    text = written.read_text(encoding="utf-8")
+    assert None is CONTROL.search(text.replace("\n", ""))
+    assert "\\u202e" in text and "\\u001b" in text
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    subprocess.run(["git", "init", "-q", str(archive)], check=True)
+    result = archive_report(archive, report)
+    assert result.commit is not None, result
+    message = subprocess.run(
+        ["git", "-C", str(archive), "log", "-1", "--format=%B"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "unreachable with 1 attempt(s) in flight" in message
+    assert None is CONTROL.search(message.replace("\n", ""))
