@@ -10,6 +10,10 @@ Opening never harms a file that is not a ledger: a file that is not SQLite, or a
 database with other tables, is refused before anything is written to it. A new ledger file is
 created mode 0600 (it holds phone numbers and bodies); ``read_only`` opens SQLite read-only
 (``mode=ro``) for auditors and backups, and never migrates.
+
+The checks of a file before and after SQLite opens it, and the queries one action's reads
+run (summary, duplicates, history), live in ``_ledger_read``, which imports neither asyncio
+nor aiosqlite: ``open_read_only`` there runs the same functions on the caller's thread.
 """
 
 from __future__ import annotations
@@ -22,15 +26,12 @@ import json
 import os
 import re
 import sqlite3
-import stat
-import urllib.parse
 import uuid
 from collections.abc import (
     AsyncIterator,
     Callable,
     Collection,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
@@ -47,11 +48,40 @@ from starebrain_actions._convert import (
     _stored_intent,
     action_from_row,
     format_time,
-    history_from_row,
     parse_time,
     record_from_row,
     structure,
     to_jsonable,
+)
+from starebrain_actions._ledger_read import (
+    _OPEN_RETRY_FIRST_S,
+    _OPEN_RETRY_LONGEST_S,
+    _check_path,
+    _check_schema,
+    _connecting,
+    _FileKind,
+    _has_wal,
+    _load_action,
+    _load_attempts,
+    _migration_files,
+    _operational,
+    _read_only_uri,
+    _retry_open,
+    _row_dict,
+    _sqlite_errors,
+    _WalIndexUnavailable,
+    read_duplicates,
+    read_history,
+    read_summary,
+)
+from starebrain_actions._ledger_read import (
+    SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from starebrain_actions._ledger_read import (
+    inspect_ledger as inspect_ledger,
+)
+from starebrain_actions._ledger_read import (
+    summarize as summarize,
 )
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
@@ -159,167 +189,13 @@ SUMMARY_PAGE: Final = 1000
 _ACTION_CACHE: Final = 32_768
 
 
-def _migration_files() -> list[tuple[int, Any]]:
-    """Each migration's number and file (a ``Path``, or a ``Traversable`` when the package
-    is not on a file system), in order.
-
-    Raises:
-        LedgerError: a migration is missing.
-    """
-    folder: Any = Path(__file__).with_name("schema") / "migrations"
-    if not folder.is_dir():  # a zipped package: importlib.resources can read it
-        import importlib.resources
-
-        folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
-    found: list[tuple[int, Any]] = []
-    for entry in folder.iterdir():
-        match = re.match(r"^(\d{4})_.*\.sql$", entry.name)
-        if match:
-            found.append((int(match.group(1)), entry))
-    found.sort(key=lambda item: item[0])
-    for expected, (number, _entry) in enumerate(found, start=1):
-        if number != expected:
-            raise LedgerError(f"migration {expected:04d} is missing from the package")
-    return found
-
-
 def _migrations() -> list[tuple[int, str]]:
     """Each migration's number and SQL, in order."""
     return [(number, entry.read_text(encoding="utf-8")) for number, entry in _migration_files()]
 
 
-#: The schema version this code writes (counted without reading the migrations).
-SCHEMA_VERSION: Final[int] = len(_migration_files())
-
-
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-#: Tables every ledger has, whatever its schema version.
-_LEDGER_TABLES: Final = frozenset({"actions", "attempts", "history"})
-#: The first 16 bytes of every SQLite 3 database file.
-
-
-class _FileKind(enum.Enum):
-    """What is at the ledger path before SQLite touches it."""
-
-    MISSING = "missing"
-    EMPTY = "empty"
-    SQLITE = "sqlite"
-
-
-def _inspect(path: Path) -> _FileKind:
-    """Look at ``path`` without opening it with SQLite.
-
-    Raises:
-        LedgerUnavailable: a directory, a device or pipe (``/dev/null``), an unreadable file,
-            or a file that is not SQLite (it is left unchanged).
-    """
-    try:
-        status = path.stat()
-    except FileNotFoundError:
-        return _FileKind.MISSING
-    except OSError as exc:
-        raise LedgerUnavailable(f"cannot use the ledger path {path}: {exc.strerror}") from exc
-    if stat.S_ISDIR(status.st_mode):
-        raise LedgerUnavailable(f"ledger path {path} is a directory; give a file path")
-    if not stat.S_ISREG(status.st_mode):
-        raise LedgerUnavailable(
-            f"{path} is not a regular file (a device, a pipe or a socket), so not a ledger;"
-            " give the path of a ledger file"
-        )
-    if status.st_size == 0:
-        wal = path.with_name(path.name + "-wal")
-        if not (wal.exists() and wal.stat().st_size > 0):
-            return _FileKind.EMPTY
-        return _FileKind.SQLITE
-    if not os.access(path, os.R_OK):
-        raise LedgerUnavailable(f"ledger file {path} is not readable by this user")
-    if not _is_sqlite(path):
-        raise LedgerUnavailable(
-            f"{path} is not a SQLite database, so not a starebrain ledger; it was left unchanged"
-        )
-    return _FileKind.SQLITE
-
-
-_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
-
-
-def _is_sqlite(path: Path) -> bool:
-    """Ask SQLite itself whether ``path`` holds a database (read-only; nothing is written).
-
-    Never with a plain ``open()`` of the file: closing *any* descriptor of a file drops every
-    POSIX record lock the process holds on it (``fcntl`` semantics), SQLite's own included,
-    when a ledger is already open in this process (an agent per phone, say). Another process
-    could then checkpoint and delete the WAL under the live connection, losing its commits.
-    SQLite's unix VFS shares one lock record per file among a process's connections and keeps
-    such descriptors open while locks are held, so asking through SQLite is safe. A quiescent
-    file (no ``-shm``, no WAL content: nobody has it open) is read as immutable, which
-    creates no ``-wal``/``-shm`` beside it.
-    """
-    wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
-    quiescent = not shm.exists() and not (wal.exists() and wal.stat().st_size > 0)
-    try:
-        connection = sqlite3.connect(_read_only_uri(path, immutable=quiescent), uri=True)
-    except sqlite3.Error:
-        return True  # cannot tell here: the real open reports what is wrong
-    try:
-        connection.execute("PRAGMA schema_version").fetchone()
-    except sqlite3.DatabaseError as exc:
-        # anything but "file is not a database" (busy, damaged pages, a WAL file without its
-        # index) is SQLite's to report when the ledger is really opened
-        if "not a database" not in str(exc):
-            return True
-    else:
-        return True
-    finally:
-        connection.close()
-    # SQLite cannot read it: a damaged ledger keeps the magic string (its pages are
-    # reported as damaged), anything else is not SQLite. Reading the magic directly is safe
-    # now: no connection of this process can be using a file SQLite cannot read.
-    try:
-        with path.open("rb") as handle:
-            return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> _FileKind:
-    """Refuse, with the reason, a path this open must not use; say what is there.
-
-    Raises:
-        LedgerUnavailable: see ``Ledger.open``.
-    """
-    kind = _inspect(path)
-    parent = path.parent if str(path.parent) else Path()
-    if kind is _FileKind.MISSING:
-        if not parent.is_dir():
-            raise LedgerUnavailable(f"ledger directory {parent} does not exist")
-        if read_only or not create:
-            raise LedgerUnavailable(f"no ledger at {path}")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise LedgerUnavailable(f"cannot create the ledger in {parent}: directory is read-only")
-        return kind
-    if kind is _FileKind.EMPTY and (read_only or not create):
-        raise LedgerUnavailable(
-            f"{path} is an empty file, not a ledger (only a command that creates ledgers, such"
-            " as `starebrain send`, makes it one); it was left unchanged"
-        )
-    if read_only:
-        if not os.access(path, os.R_OK):
-            raise LedgerUnavailable(f"ledger file {path} is not readable by this user")
-        return kind
-    if not os.access(path, os.R_OK | os.W_OK):
-        raise LedgerUnavailable(
-            f"ledger file {path} is not readable and writable by this user (read commands"
-            " such as `starebrain list` open it read-only)"
-        )
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists() and not os.access(side, os.R_OK | os.W_OK):
-            raise LedgerUnavailable(f"{side} is not readable and writable by this user")
-    return kind
 
 
 def _create_private(path: Path) -> None:
@@ -333,52 +209,6 @@ def _create_private(path: Path) -> None:
     except OSError as exc:
         raise LedgerUnavailable(f"cannot create the ledger {path}: {exc.strerror}") from exc
     os.close(descriptor)
-
-
-def _read_only_uri(path: Path, *, immutable: bool) -> str:
-    """A ``file:`` URI opening ``path`` read-only (``immutable``: no locks, no ``-shm``)."""
-    quoted = urllib.parse.quote(os.fsencode(path.absolute()))
-    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
-class _WalIndexUnavailable(LedgerUnavailable):
-    """A read-only open of a WAL database found no ``-shm`` file it could open or create."""
-
-
-def inspect_ledger(path: str | os.PathLike[str], *, read_only: bool = False) -> None:
-    """Check, without writing or creating anything, that ``path`` holds a starebrain ledger
-    this version can use (``read_only``: without migrating it), for a caller about to create
-    files next to it (a lock) before opening it.
-
-    A quiescent ledger (no ``-shm``, no ``-wal`` content: nobody has it open) is read as
-    immutable, so that not even SQLite's ``-wal`` and ``-shm`` files are created.
-
-    Raises:
-        LedgerUnavailable: missing, empty, not SQLite, a foreign SQLite database, damaged, or
-            (``read_only``) in need of a migration.
-        SchemaTooNew: written by a newer version.
-    """
-    file = Path(path)
-    _check_path(file, read_only=True, create=False)
-    quiescent = not file.with_name(file.name + "-shm").exists() and not _has_wal(file)
-    for immutable in (True,) if quiescent else (False, True):
-        try:
-            with contextlib.closing(
-                sqlite3.connect(_read_only_uri(file, immutable=immutable), uri=True)
-            ) as db:
-                version, objects = _probe(db, file)
-                _classify(file, version, objects, read_only=read_only, create=False)
-                return
-        except _WalIndexUnavailable:
-            if immutable or _has_wal(file):
-                raise
-        except sqlite3.DatabaseError as exc:
-            raise _operational(file, exc) from exc
-
-
-def _has_wal(path: Path) -> bool:
-    wal = path.with_name(path.name + "-wal")
-    return wal.exists() and wal.stat().st_size > 0
 
 
 class Ledger:
@@ -472,7 +302,7 @@ class Ledger:
         SQLite reports at once, without waiting (switching a new file to WAL while the other
         migrates it): retry for as long as the busy timeout, then give up."""
         deadline = asyncio.get_running_loop().time() + busy_timeout_s
-        delay = 0.05
+        delay = _OPEN_RETRY_FIRST_S
         while True:
             try:
                 await self._run(
@@ -482,14 +312,10 @@ class Ledger:
                 )
                 return
             except LedgerUnavailable as exc:
-                if (
-                    isinstance(exc, _WalIndexUnavailable)
-                    or "locked" not in str(exc)
-                    or asyncio.get_running_loop().time() >= deadline
-                ):
+                if not _retry_open(exc, asyncio.get_running_loop().time(), deadline):
                     raise
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            delay = min(delay * 2, _OPEN_RETRY_LONGEST_S)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the connection's worker thread: one thread hop."""
@@ -521,22 +347,9 @@ class Ledger:
         if not job.cancelled():
             job.exception()  # retrieved: a caller cancelled meanwhile is not told again
 
-    @contextlib.contextmanager
-    def _translated(self) -> Iterator[None]:
-        """SQLite's errors as the ledger's."""
-        try:
-            yield
-        except UnicodeEncodeError as exc:
-            # A str holding a lone surrogate (undecodable bytes from argv, say) cannot be
-            # bound: SQLite stores UTF-8 only. Nothing was written (the write rolled back).
-            raise InvalidInput(
-                f"text holds {exc.object[exc.start : exc.end]!r}, which is not valid Unicode"
-                " (a lone surrogate, e.g. from bytes that are not UTF-8); nothing was written"
-            ) from exc
-        except sqlite3.DatabaseError as exc:
-            if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
-                raise  # constraint violations and programming errors keep their class
-            raise _operational(self.path, exc) from exc
+    def _translated(self) -> contextlib.AbstractContextManager[None]:
+        """SQLite's errors as the ledger's (``_sqlite_errors``)."""
+        return _sqlite_errors(self.path)
 
     async def _write(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
         """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error.
@@ -711,6 +524,7 @@ class Ledger:
                 busy.holder_action_id = str(holder[1])
                 busy.holder_since = str(holder[2])
                 raise busy
+            self._admit(db, action_id, device, when)
             record = ActionRecord(
                 action_id=action_id,
                 dispatch_id=str(uuid.uuid4()),
@@ -748,6 +562,12 @@ class Ledger:
             attempt=record.attempt,
         )
         return record
+
+    def _admit(self, db: sqlite3.Connection, action_id: str, device: str, when: datetime) -> None:
+        """A last check of a new attempt, run inside ``begin_attempt``'s write transaction
+        (so it holds across processes: SQLite lets one writer at a time); raising refuses
+        the attempt and writes nothing. Subclasses add limits here (``starebrain mcp``'s
+        hourly send cap); this one admits everything."""
 
     async def apply(self, transition: Transition) -> ActionRecord:
         """Apply one pure transition with compare-and-set, in its own transaction.
@@ -1039,12 +859,7 @@ class Ledger:
             NotFound: no such action.
         """
         when = require_aware("now", now) if now is not None else self.now()
-
-        def work(db: sqlite3.Connection) -> ActionSummary:
-            action = _load_action(db, action_id)
-            return _summarize(db, action, when)
-
-        return await self._run(work)
+        return await self._run(lambda db: read_summary(db, action_id, when))
 
     async def summaries(
         self,
@@ -1175,45 +990,13 @@ class Ledger:
         Raises:
             NotFound: no such action.
         """
-
-        def work(db: sqlite3.Connection) -> list[HistoryEntry]:
-            _load_action(db, action_id)
-            rows = db.execute(
-                "SELECT sequence, action_id, dispatch_id, event, at, actor, from_delivery,"
-                " to_delivery, from_acceptance, to_acceptance, evidence_json"
-                " FROM history WHERE action_id = ? ORDER BY sequence",
-                (action_id,),
-            ).fetchall()
-            return [history_from_row(_row_dict(row)) for row in rows]
-
-        return await self._run(work)
+        return await self._run(lambda db: read_history(db, action_id))
 
     async def duplicates(self, action_id: str) -> list[dict[str, Any]]:
         """Provider rows recorded as duplicates of the action's attempts: ``device``,
         ``provider_kind`` (``"sms"`` or ``"mms"``), ``provider_object_id``, ``dispatch_id``,
         ``seen_at`` and ``evidence``, oldest first."""
-
-        def work(db: sqlite3.Connection) -> list[dict[str, Any]]:
-            rows = db.execute(
-                "SELECT d.device, d.provider_kind, d.provider_object_id, d.dispatch_id,"
-                " d.seen_at, d.evidence_json FROM duplicates d JOIN attempts a"
-                " USING (dispatch_id) WHERE a.action_id = ?"
-                " ORDER BY d.seen_at, d.provider_kind, d.provider_object_id",
-                (action_id,),
-            ).fetchall()
-            return [
-                {
-                    "device": row[0],
-                    "provider_kind": row[1],
-                    "provider_object_id": row[2],
-                    "dispatch_id": row[3],
-                    "seen_at": row[4],
-                    "evidence": json.loads(row[5]),
-                }
-                for row in rows
-            ]
-
-        return await self._run(work)
+        return await self._run(lambda db: read_duplicates(db, action_id))
 
     async def device_floor(self, device: str, before: datetime) -> int:
         """The highest ``content://sms`` ``_id`` the ledger has seen on ``device`` from
@@ -1275,15 +1058,7 @@ class Ledger:
     async def dispatches_since(self, device: str, since: datetime) -> int:
         """How many attempts were started on ``device`` at or after ``since`` (a send rate)."""
         when = format_time(require_aware("since", since))
-
-        def work(db: sqlite3.Connection) -> int:
-            row = db.execute(
-                "SELECT count(*) FROM attempts WHERE device = ? AND dispatched_at >= ?",
-                (device, when),
-            ).fetchone()
-            return int(row[0])
-
-        return await self._run(work)
+        return await self._run(lambda db: dispatches_since(db, device, when))
 
     async def confirmation_delays(self, device: str, limit: int) -> list[timedelta]:
         """For the ``limit`` attempts on ``device`` confirmed last, the time from each one's
@@ -1360,6 +1135,14 @@ class Ledger:
 # ---------------------------------------------------------------------- helpers (worker thread)
 
 
+def dispatches_since(db: sqlite3.Connection, device: str, since: str) -> int:
+    """How many attempts were started on ``device`` at or after ``since`` (stored form)."""
+    row = db.execute(
+        "SELECT count(*) FROM attempts WHERE device = ? AND dispatched_at >= ?", (device, since)
+    ).fetchone()
+    return int(row[0])
+
+
 def _commit_or_roll_back(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     """Run ``work`` in the transaction just begun: committed if it returns, rolled back on
     any error (the error goes on)."""
@@ -1377,7 +1160,7 @@ async def _connect(
 ) -> aiosqlite.Connection:
     """An autocommit connection to ``file`` (a read-only URI when ``read_only``)."""
     target = _read_only_uri(file, immutable=immutable) if read_only else str(file)
-    try:
+    with _connecting(file):
         return await aiosqlite.connect(
             target,
             isolation_level=None,
@@ -1385,78 +1168,6 @@ async def _connect(
             check_same_thread=False,
             uri=read_only,
         )
-    except sqlite3.Error as exc:
-        raise LedgerUnavailable(f"cannot open ledger {file}: {exc}") from exc
-    except UnicodeError as exc:
-        raise LedgerUnavailable(
-            f"cannot open ledger {file!r}: its path is not valid UTF-8, which SQLite needs"
-        ) from exc
-
-
-def _probe(db: sqlite3.Connection, path: Path) -> tuple[int, list[tuple[str, str]]]:
-    """The schema version and the ``(type, name)`` of every schema object, read only.
-
-    Raises:
-        _WalIndexUnavailable: a read-only connection cannot open the WAL index.
-    """
-    try:
-        objects = [
-            (str(row[0]), str(row[1]))
-            for row in db.execute("SELECT type, name FROM sqlite_master ORDER BY name")
-        ]
-    except sqlite3.OperationalError as exc:
-        if "readonly" in str(exc) or "read-only" in str(exc):
-            raise _WalIndexUnavailable(
-                f"ledger {path} is in WAL mode and this user can neither open its -shm file"
-                f" nor create one: {exc}"
-            ) from exc
-        raise
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    return version, objects
-
-
-def _classify(
-    path: Path,
-    version: int,
-    objects: Sequence[tuple[str, str]],
-    *,
-    read_only: bool,
-    create: bool,
-) -> bool:
-    """Decide from the probe whether ``path`` is a ledger to use; True when it is a new one.
-
-    Raises:
-        LedgerUnavailable: an empty database that may not be created, a foreign database
-            (left unchanged), or (``read_only``) one that needs a migration.
-        SchemaTooNew: a ledger from a newer version.
-    """
-    tables = sorted(name for kind, name in objects if kind == "table")
-    if not objects and version == 0:
-        if create and not read_only:
-            return True
-        raise LedgerUnavailable(
-            f"{path} is an empty database, not a ledger (only a command that creates ledgers,"
-            " such as `starebrain send`, makes it one); it was left unchanged"
-        )
-    if not _LEDGER_TABLES <= set(tables):
-        shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
-        raise LedgerUnavailable(
-            f"{path} is a SQLite database but not a starebrain ledger (tables: {shown or 'none'},"
-            f" schema version {version}); it was left unchanged"
-        )
-    latest = SCHEMA_VERSION
-    if version > latest:
-        raise SchemaTooNew(
-            f"ledger {path} has schema version {version}, newer than this starebrain-actions"
-            f" understands ({latest}); upgrade the package. The file was not changed."
-        )
-    if read_only and version < latest:
-        raise LedgerUnavailable(
-            f"ledger {path} has schema version {version} and this starebrain-actions reads"
-            f" version {latest}; read-only commands never migrate: run a writing command"
-            " (send, reconcile, resolve, nightly) on it once, with write access, to migrate it"
-        )
-    return False
 
 
 def _prepare(
@@ -1467,13 +1178,10 @@ def _prepare(
     read_only: bool = False,
     create: bool = True,
 ) -> None:
+    _check_schema(db, path, busy_timeout_s, read_only=read_only, create=create)
+    if read_only:
+        return
     try:
-        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        version, objects = _probe(db, path)
-        _classify(path, version, objects, read_only=read_only, create=create)
-        db.execute("PRAGMA foreign_keys = ON")
-        if read_only:
-            return
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise LedgerUnavailable(f"ledger {path}: cannot switch to WAL (journal_mode={mode})")
@@ -1521,22 +1229,6 @@ def _statements(sql: str) -> Iterable[str]:
         raise LedgerError(f"migration ends with an incomplete statement: {pending[:60]!r}")
 
 
-def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
-    text = str(exc)
-    if "readonly" in text or "read-only" in text:
-        return LedgerUnavailable(f"ledger {path} is read-only: {text}")
-    if "not a database" in text or "malformed" in text:
-        return LedgerUnavailable(
-            f"ledger {path} is damaged (SQLite says: {text}); nothing was written: restore it"
-            " from a backup (`sqlite3 PATH .recover` may save what is left)"
-        )
-    if "locked" in text or "busy" in text:
-        return LedgerUnavailable(f"ledger {path} stayed locked by another writer: {text}")
-    if "unable to open" in text:
-        return LedgerUnavailable(f"cannot open ledger {path}: {text}")
-    return LedgerError(f"ledger {path}: {text}")
-
-
 def _not_this_action(
     db: sqlite3.Connection, action_id: str, dispatch_id: str, attempts: Sequence[ActionRecord]
 ) -> str:
@@ -1553,27 +1245,6 @@ def _not_this_action(
     return (
         f"action {action_id} has no attempt with dispatch id {dispatch_id} (its attempts: {known})"
     )
-
-
-def _row_dict(row: Any) -> dict[str, Any]:
-    if isinstance(row, sqlite3.Row):
-        return dict(row)
-    raise CorruptRecord("internal: rows must be sqlite3.Row")
-
-
-def _load_action(db: sqlite3.Connection, action_id: str) -> Action:
-    row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"no action with id {action_id!r}")
-    return action_from_row(_row_dict(row))
-
-
-def _load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]:
-    rows = db.execute(
-        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id = ? ORDER BY attempt",
-        (action_id,),
-    ).fetchall()
-    return [record_from_row(_row_dict(row)) for row in rows]
 
 
 def _load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
@@ -1740,18 +1411,6 @@ def _log_duplicate(sighting: DuplicateSighting, flag: Transition | None) -> None
         provider_object_id=sighting.provider_object_id,
         provider_kind=sighting.kind.value,
     )
-
-
-def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionSummary:
-    attempts = tuple(_load_attempts(db, action.action_id))
-    duplicates = int(
-        db.execute(
-            "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
-            " WHERE attempts.action_id = ?",
-            (action.action_id,),
-        ).fetchone()[0]
-    )
-    return summarize(action, attempts, now, duplicates=duplicates)
 
 
 #: An attempt that is not a clean success: unsettled, failed, rejected, or flagged for review.
@@ -1930,46 +1589,6 @@ def _stored_policy(text: str) -> RetryPolicy:
         return structure(json.loads(text), RetryPolicy, "policy")
     except ValueError as exc:
         raise CorruptRecord("policy is not JSON") from exc
-
-
-def summarize(
-    action: Action, attempts: Sequence[ActionRecord], now: datetime, *, duplicates: int = 0
-) -> ActionSummary:
-    """Derive an action's status and review reasons from its attempts (pure)."""
-    ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
-    if not ordered:
-        return ActionSummary(
-            action=action, attempts=(), status=Status.PLANNED, review_reasons=(), duplicates=0
-        )
-    latest = ordered[-1]
-    status = _core.derive_status(latest, now, action.policy.grace_window)
-    reasons: list[ReviewReason] = []
-    superseded: list[ReviewReason] = []
-    for record in ordered:
-        reason = record.review_reason
-        rejected = record.acceptance is AcceptanceState.REJECTED
-        if rejected and (record is not latest or reason is not ReviewReason.MISMATCH):
-            # a wrong message went out: a later attempt (or a later flag) superseded its
-            # MISMATCH, which stays on show
-            if ReviewReason.MISMATCH not in superseded:
-                superseded.append(ReviewReason.MISMATCH)
-            if reason is ReviewReason.MISMATCH:
-                continue
-        if reason is None or reason in reasons:
-            continue
-        reasons.append(reason)
-    if latest.resolved_by is None and latest.is_final and status is not Status.SUCCEEDED:
-        decision = _core.should_redispatch(action, ordered, now)
-        if decision.reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
-            reasons.append(ReviewReason.BUDGET_EXHAUSTED)
-    return ActionSummary(
-        action=action,
-        attempts=ordered,
-        status=status,
-        review_reasons=tuple(reasons),
-        duplicates=duplicates,
-        superseded_reasons=tuple(r for r in superseded if r not in reasons),
-    )
 
 
 def _refusal(action_id: str, decision: Any) -> AttemptRefused:

@@ -13,8 +13,9 @@ connection (``android_bridge.Device`` runs one command at a time) and one ``SmsA
 ledger's device lease keeps a single send in flight per phone, across processes too.
 
 ``--max-sends-per-hour`` counts the attempts the ledger holds for the server's phones over
-the last hour, so the limit holds across restarts; the check and the receipt of a new
-attempt happen under one lock, so concurrent calls cannot overshoot it within a process.
+the last hour, so the limit holds across restarts; it is counted inside the write
+transaction of a new attempt's receipt, so concurrent calls cannot overshoot it, not even
+from several servers sharing one ledger.
 
 Written with the official SDK's v2 ``MCPServer`` (the FastMCP API under its new name):
 tools from annotated functions, pydantic models as structured output, stdio and streamable
@@ -29,10 +30,11 @@ import importlib.metadata
 import ipaddress
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Final, Literal, cast
 
 import attrs
 from mcp.server.mcpserver import MCPServer
@@ -41,8 +43,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from android_bridge.exceptions import BridgeError
+from starebrain_actions._convert import format_time
 from starebrain_actions._core import should_redispatch
-from starebrain_actions._ledger import Ledger
+from starebrain_actions._ledger import Ledger, dispatches_since
 from starebrain_actions._logging import get_logger
 from starebrain_actions._mcp_results import (
     OPEN_STATUSES,
@@ -54,7 +57,7 @@ from starebrain_actions._mcp_results import (
     sms_result,
     status_line,
 )
-from starebrain_actions._model import ActionRecord, ActionSummary, RetryPolicy, SmsIntent, Status
+from starebrain_actions._model import ActionSummary, RetryPolicy, SmsIntent, Status
 from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
 from starebrain_actions.cli import derive_action_id, settled
@@ -140,7 +143,8 @@ class ServerConfig:
     operator: str = "mcp"
     #: show numbers and bodies in results' ``record`` (redacted by default)
     show_private: bool = False
-    #: seconds between two reads while waiting for proof
+    #: the longest wait between two reads while waiting for proof (the first read after a
+    #: send comes when the phone's messages have shown up before: ``SmsAgent``)
     poll_interval_s: float = 0.25
 
     def __attrs_post_init__(self) -> None:
@@ -161,15 +165,25 @@ class _SendCap:
 
     limit: int
     devices: tuple[str, ...]
-    lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
 
     async def started(self, ledger: Ledger) -> int:
         since = ledger.now() - SEND_WINDOW
         return sum([await ledger.dispatches_since(device, since) for device in self.devices])
 
     async def check(self, ledger: Ledger, action_id: str) -> None:
-        """Raises SendLimitReached when the window is full."""
-        count = await self.started(ledger)
+        """Raises SendLimitReached when the window is full (a check before connecting; the
+        one that counts runs in the receipt's transaction, ``_CappedLedger._admit``)."""
+        self._refuse_over(await self.started(ledger), action_id)
+
+    def check_in_transaction(self, db: sqlite3.Connection, action_id: str, now: datetime) -> None:
+        """Raises SendLimitReached when the window is full, counted inside the write
+        transaction of the new attempt's receipt: no other process can add one meanwhile."""
+        since = format_time(now - SEND_WINDOW)
+        self._refuse_over(
+            sum(dispatches_since(db, device, since) for device in self.devices), action_id
+        )
+
+    def _refuse_over(self, count: int, action_id: str) -> None:
         if count >= self.limit:
             raise SendLimitReached(
                 f"send limit reached: {count} send(s) started on this server's phones in the"
@@ -180,29 +194,14 @@ class _SendCap:
 
 class _CappedLedger(Ledger):
     """The server's ledger: a new attempt's receipt is refused (``SendLimitReached``) when
-    the hourly send limit is used up, the count and the receipt under one lock."""
+    the hourly send limit is used up, counted in the receipt's own write transaction, so the
+    limit holds for several servers sharing one ledger too."""
 
     cap: _SendCap | None = None
 
-    async def begin_attempt(
-        self,
-        action_id: str,
-        device: str,
-        *,
-        now: datetime | None = None,
-        actor: str = "agent",
-        evidence: Mapping[str, Any] | None = None,
-    ) -> ActionRecord:
-        cap = self.cap
-        if cap is None:
-            return await super().begin_attempt(
-                action_id, device, now=now, actor=actor, evidence=evidence
-            )
-        async with cap.lock:
-            await cap.check(self, action_id)
-            return await super().begin_attempt(
-                action_id, device, now=now, actor=actor, evidence=evidence
-            )
+    def _admit(self, db: sqlite3.Connection, action_id: str, device: str, when: datetime) -> None:
+        if self.cap is not None:
+            self.cap.check_in_transaction(db, action_id, when)
 
 
 class _Phones:

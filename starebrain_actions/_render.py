@@ -25,7 +25,6 @@ import io
 import json
 import re
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any, Final, TextIO
@@ -838,6 +837,8 @@ async def stream_table(
                 continue
             kept.append(list(row))
             if plain and len(kept) > buffer_rows:
+                import tempfile  # only a long listing spills: not paid by the others
+
                 spill = stack.enter_context(
                     tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
                 )

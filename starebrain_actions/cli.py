@@ -7,7 +7,6 @@ Read commands never create a ledger; ``send`` does. Every read command takes ``-
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import importlib
 import logging
@@ -17,7 +16,7 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -35,7 +34,7 @@ from starebrain_actions._cli_types import (
 )
 from starebrain_actions._convert import to_jsonable
 from starebrain_actions._core import should_redispatch
-from starebrain_actions._ledger import Ledger
+from starebrain_actions._ledger_read import open_read_only
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
@@ -45,7 +44,6 @@ from starebrain_actions._model import (
     SmsIntent,
     Status,
 )
-from starebrain_actions._progress import Progress
 from starebrain_actions.exceptions import (
     CorruptRecord,
     FingerprintConflict,
@@ -58,6 +56,8 @@ from starebrain_actions.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from starebrain_actions._ledger import Ledger
+    from starebrain_actions._progress import Progress
     from starebrain_actions.agent import ReconcilePass
 
 T = TypeVar("T")
@@ -169,8 +169,17 @@ def _warn_if_readable(path: Path) -> None:
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine, turning the ledger's errors into clear CLI errors."""
-    try:
+    import asyncio  # not by ``status`` and ``history``, which read through ``open_read_only``
+
+    with _ledger_errors():
         return asyncio.run(coroutine)
+
+
+@contextmanager
+def _ledger_errors() -> Iterator[None]:
+    """The ledger's (and the phone's) errors raised in the block, as clear CLI errors."""
+    try:
+        yield
     except FingerprintConflict:
         raise  # the caller decides what a conflict means
     except NotFound as exc:
@@ -181,6 +190,15 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         raise CliUsageError(str(exc)) from exc
     except (StarebrainError, BridgeError) as exc:
         raise CliError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _open_ledger(
+    path: Path, *, read_only: bool = False, create: bool = True
+) -> AbstractAsyncContextManager[Ledger]:
+    """``Ledger.open``, imported (with asyncio and aiosqlite) by the commands that use it."""
+    from starebrain_actions._ledger import Ledger
+
+    return Ledger.open(path, read_only=read_only, create=create)
 
 
 def _check_address(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -502,6 +520,8 @@ def send(
     check_body(intent.recipient, intent.body, send_path)
     derived = action_id is None
     chosen_id = action_id if action_id is not None else derive_action_id(intent)
+    from starebrain_actions._progress import Progress
+
     path = _ledger_path(_settings(ctx), create=True)
     summary = _run_send(
         path,
@@ -557,6 +577,7 @@ def _run_send(
 ) -> ActionSummary:
     """Send within ``wait`` seconds in all: connecting, every command on the phone and every
     wait fit inside it (``hard_deadline``)."""
+    from starebrain_actions._progress import Progress
     from starebrain_actions.agent import SmsAgent
 
     progress = progress or Progress(enabled=False)
@@ -572,7 +593,7 @@ def _run_send(
     async def steps() -> ActionSummary:
         # Settle what the ledger alone can settle, so a changed intent is exit 2 and a rerun
         # of a finished action exits as before even while the phone is down.
-        async with Ledger.open(path) as ledger:
+        async with _open_ledger(path) as ledger:
             try:
                 known: ActionSummary | None = await ledger.summary(action_id)
             except NotFound:
@@ -634,13 +655,8 @@ def _run_send(
 def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
     """Show one action: its status, review reasons and every attempt on both axes."""
     path = _ledger_path(_settings(ctx), create=False)
-
-    async def work() -> tuple[ActionSummary, list[dict[str, Any]]]:
-        async with Ledger.open(path, read_only=True) as ledger:
-            summary = await ledger.summary(action_id)
-            return summary, await ledger.duplicates(action_id)
-
-    summary, duplicates = _run(work())
+    with _ledger_errors(), open_read_only(path) as ledger:
+        summary, duplicates = ledger.summary(action_id), ledger.duplicates(action_id)
     if as_json:
         data = _render.summary_data(summary, show_private=show_private)
         data["duplicate_rows"] = _render.redact_data(duplicates, show_private=show_private)
@@ -720,7 +736,7 @@ async def _stream_summaries(
 ) -> None:
     """``list``/``review``: the summaries ``read`` yields, as a JSON array written item by
     item, or laid out by ``render`` (``stream_list``/``stream_review``), memory flat."""
-    async with Ledger.open(path, read_only=True) as ledger:
+    async with _open_ledger(path, read_only=True) as ledger:
         now = ledger.now()
 
         def summaries() -> AsyncIterator[ActionSummary]:
@@ -745,12 +761,8 @@ async def _stream_summaries(
 def history(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
     """Show every recorded transition of an action: time, event, both axes, actor, evidence."""
     path = _ledger_path(_settings(ctx), create=False)
-
-    async def work() -> list[Any]:
-        async with Ledger.open(path, read_only=True) as ledger:
-            return await ledger.history(action_id)
-
-    entries = _run(work())
+    with _ledger_errors(), open_read_only(path) as ledger:
+        entries = ledger.history(action_id)
     if as_json:
         _render.emit_json(_render.history_data(entries, show_private=show_private))
         return
@@ -848,7 +860,7 @@ def resolve(
     provider_row = _parse_row(row) if row is not None else None
 
     async def work() -> tuple[ActionSummary, Any, bool]:
-        async with Ledger.open(path, create=False) as ledger:
+        async with _open_ledger(path, create=False) as ledger:
             seen = {item.dispatch_id: item.version for item in await ledger.attempts(action_id)}
             try:
                 record = await ledger.resolve(
@@ -942,7 +954,7 @@ def reconcile(
     show_bar = sys.stderr.isatty() and not as_json
 
     async def work() -> ReconcilePass | None:
-        async with Ledger.open(path, create=False) as ledger:
+        async with _open_ledger(path, create=False) as ledger:
             targets = list(devices) or await ledger.devices_in_flight()
             if not targets:
                 return None
@@ -1074,6 +1086,8 @@ def run_nightly_command(
     something does, 2 usage error (including a missing or unusable ledger). ``dry_run``: no
     phone read, no lock, the ledger opened read-only.
     """
+    import asyncio
+
     from starebrain_actions import _nightly
 
     path = settings.db

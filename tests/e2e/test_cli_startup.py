@@ -33,6 +33,10 @@ HEAVY = (
     "starebrain_actions._cli_devices",
 )
 
+#: Modules the one-action read commands (``status``, ``history``) need not: they read
+#: through ``open_read_only`` on the main thread, not through the async ``Ledger``.
+ASYNC = ("asyncio", "aiosqlite", "starebrain_actions._ledger", "tempfile")
+
 #: Runs the command as the console script does, then lists the heavy modules it loaded.
 PROBE = """
 import json, sys
@@ -49,13 +53,13 @@ print(json.dumps({{"code": code, "loaded": [m for m in heavy if m in sys.modules
 """
 
 
-def probe(*args: str) -> tuple[int, list[str], str]:
-    """Exit status, heavy modules loaded and stdout of ``starebrain ARGS`` in a fresh
+def probe(*args: str, heavy: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+    """Exit status, ``heavy`` modules loaded and stdout of ``starebrain ARGS`` in a fresh
     interpreter with stdout piped."""
     env = {**os.environ}
     env.pop("STAREBRAIN_DB", None)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=json.dumps(HEAVY)), *args],
+        [sys.executable, "-c", PROBE.format(heavy=json.dumps(heavy)), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -90,6 +94,19 @@ def test_status_list_and_history_of_a_real_ledger_load_no_heavy_module(
         assert (args, []) == (args, loaded)
         assert code in (0, 1)  # review exits 1 when something needs a person
         assert out.strip()
+
+
+@pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
+def test_status_and_history_of_a_real_ledger_load_no_asyncio(
+    seeded_ledger: Path, as_json: list[str]
+) -> None:
+    """``status`` and ``history`` (found, or not) print a real ledger's action without
+    importing asyncio, aiosqlite or the async ledger."""
+    for args in (["status", "ok-dup"], ["history", "bad-text"], ["status", "no-such-action"]):
+        code, loaded, out = probe("--db", str(seeded_ledger), *args, *as_json, heavy=ASYNC)
+        assert (args, []) == (args, loaded)
+        assert (0 if args[1] != "no-such-action" else 1) == code
+        assert out.strip() or args[1] == "no-such-action"
 
 
 def test_status_output_in_a_fresh_process_is_the_in_process_output(seeded_ledger: Path) -> None:

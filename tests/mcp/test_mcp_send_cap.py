@@ -1,0 +1,39 @@
+"""``--max-sends-per-hour`` is counted inside the receipt's write transaction, so it holds for
+several servers sharing one ledger (two handles on one file, as two processes would open it)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from starebrain_actions import SmsIntent
+from starebrain_actions._mcp import SendLimitReached, _CappedLedger, _SendCap
+
+DEVICES = ("10.0.0.1:5555", "10.0.0.2:5555")
+
+
+@pytest.mark.parametrize("round_", range(10))
+async def test_two_servers_racing_for_the_last_send_of_the_hour_start_one(
+    tmp_path: Path, round_: int
+) -> None:
+    """Each server's own check sees no send yet; only one receipt may be written: the other
+    is refused with SendLimitReached and writes nothing."""
+    path = tmp_path / f"ledger-{round_}.db"
+    intent = SmsIntent(recipient="+12025550100", body="your code is 1234")
+    async with _CappedLedger.open(path) as first, _CappedLedger.open(path) as second:
+        for ledger in (first, second):
+            ledger.cap = _SendCap(limit=1, devices=DEVICES)  # type: ignore[attr-defined]
+        await first.create_action("a-1", intent)
+        await first.create_action("a-2", intent)
+        results = await asyncio.gather(
+            first.begin_attempt("a-1", DEVICES[0]),
+            second.begin_attempt("a-2", DEVICES[1]),
+            return_exceptions=True,
+        )
+        refused = [r for r in results if isinstance(r, SendLimitReached)]
+        assert 1 == len(refused), results
+        assert "--max-sends-per-hour 1" in str(refused[0])
+        started = [await first.attempts(action_id) for action_id in ("a-1", "a-2")]
+    assert [1] == sorted(len(attempts) for attempts in started if attempts)
