@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -39,7 +40,7 @@ def _keys(root: Path) -> tuple[Path, Path]:
     return key, authorized
 
 
-async def bench_round_trips(root: Path, latency_ms: int, sends: int = 10) -> None:
+async def bench_round_trips(root: Path, latency_ms: int, sends: int = 10) -> dict[str, float]:
     key, authorized = _keys(root)
     phone = SimulatedPhone(
         store_path=root / "rt.db", authorized_keys_path=authorized, latency_ms=latency_ms
@@ -60,14 +61,20 @@ async def bench_round_trips(root: Path, latency_ms: int, sends: int = 10) -> Non
                 assert read.complete and len(read.rows) == 1
                 per_send.append(device.round_trips - before)
             elapsed = time.perf_counter() - started
+    figures = {
+        "max": max(per_send),
+        "mean": statistics.mean(per_send),
+        "ms": elapsed / sends * 1000,
+    }
     print(
         f"round trips per happy-path send (dispatch + confirmation read): "
-        f"max {max(per_send)}, mean {statistics.mean(per_send):.2f} (target <= 2); "
-        f"{elapsed / sends * 1000:.0f} ms per send+confirm at latency {latency_ms} ms"
+        f"max {figures['max']}, mean {figures['mean']:.2f} (target <= 2); "
+        f"{figures['ms']:.0f} ms per send+confirm at latency {latency_ms} ms"
     )
+    return figures
 
 
-def bench_parse(rows: int = 50_000) -> None:
+def bench_parse(rows: int = 50_000) -> float:
     ids = list(range(1, rows + 1))
     int_rows = [(i, 7, 2, -1, 1_700_000_000_000 + i, 1_700_000_000_500 + i, 1, 0) for i in ids]
     int_text = render_rows(INT_COLUMNS, int_rows)
@@ -87,6 +94,7 @@ def bench_parse(rows: int = 50_000) -> None:
         f"parse throughput: {rows / elapsed:,.0f} rows/s over {rows:,} full rows "
         f"(integer query + 3 text queries; target >= 50,000 rows/s)"
     )
+    return rows / elapsed
 
 
 async def _read_cost(
@@ -126,9 +134,9 @@ async def _read_cost(
     return statistics.median(timings), first_send
 
 
-async def bench_window(root: Path, latency_ms: int) -> None:
+async def bench_window(root: Path, latency_ms: int, box: int = 100_000) -> tuple[float, float]:
     small, small_first = await _read_cost(root, "small", 100, 100, latency_ms)
-    large, large_first = await _read_cost(root, "large", 100_000, 100, latency_ms)
+    large, large_first = await _read_cost(root, "large", box, 100, latency_ms)
     print(
         f"reading 100 new rows: box of 100 rows {small * 1000:.1f} ms, box of 100,000 rows "
         f"{large * 1000:.1f} ms, ratio {large / small:.2f}x (target <= 1.5x)"
@@ -136,8 +144,40 @@ async def bench_window(root: Path, latency_ms: int) -> None:
     print(
         f"first send on a handle with no known watermark (reads the highest _id): "
         f"{small_first * 1000:.0f} ms in a box of 200 rows, "
-        f"{large_first * 1000:.0f} ms in a box of 100,100 rows"
+        f"{large_first * 1000:.0f} ms in a box of {box + 100:,} rows"
     )
+    return small, large
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    """The figures as rows for ``run_all.py`` (``quick``: a box of 10,000 rows, not 100,000)."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    box = 10_000 if quick else 100_000
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        trips = asyncio.run(bench_round_trips(root, 30))
+        rate = bench_parse(10_000 if quick else 50_000)
+        small, large = asyncio.run(bench_window(root, 30, box))
+    return [
+        {
+            "work": "bridge: round trips per send and its confirmation read (30 ms)",
+            "figure": f"max {trips['max']:.0f}, mean {trips['mean']:.2f}",
+            "target": "<= 2",
+            "met": trips["max"] <= 2,
+        },
+        {
+            "work": "bridge: parsing `content query` output",
+            "figure": f"{rate:,.0f} rows/s",
+            "target": ">= 50,000 rows/s",
+            "met": rate >= 50_000,
+        },
+        {
+            "work": f"bridge: reading 100 new rows, box of {box:,} vs of 100",
+            "figure": f"{large * 1000:.1f} vs {small * 1000:.1f} ms ({large / small:.2f}x)",
+            "target": "<= 1.5x",
+            "met": large / small <= 1.5,
+        },
+    ]
 
 
 def main() -> None:

@@ -35,6 +35,8 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("send", "bench_send"),
     ("startup", "bench_startup"),
     ("ledger", "bench_ledger"),
+    ("bridge", "bench_bridge"),
+    ("demo", "bench_demo"),
 )
 
 

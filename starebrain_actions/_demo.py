@@ -26,7 +26,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions._android import AndroidPhone
 from starebrain_actions._ledger import Ledger
 from starebrain_actions._logging import configure_logging
-from starebrain_actions._model import ActionSummary, ProviderKind, RetryPolicy
+from starebrain_actions._model import ActionSummary, ProviderKind, RetryPolicy, ReviewReason
 from starebrain_actions._reconciler import reconcile_pending
 from starebrain_actions._render import Output
 from starebrain_actions.agent import SmsAgent
@@ -320,9 +320,13 @@ def _show_sent_box(
             if record.provider_kind is ProviderKind.MMS:
                 continue  # the sent box shown is content://sms; MMS ids are another space
             provider_id = record.provider_object_id or record.evidence.get("provider_object_id")
+            label = summary.action.action_id
             if isinstance(provider_id, int):
-                label = summary.action.action_id
                 owner[provider_id] = label if record.provider_object_id else f"{label} (failed)"
+            elif record.review_reason is ReviewReason.AMBIGUOUS:
+                # rows that may be this attempt's or the owner's: a person rules
+                for row_id in record.evidence.get("identical_rows") or []:
+                    owner.setdefault(row_id, f"{label}? (review)")
     type_names = {2: "sent", 4: "outbox", 5: "failed", 6: "queued"}
     rows = [
         [
@@ -387,5 +391,5 @@ def run_demo(*, rich: bool | None = None) -> int:
 )
 def demo_command(rich: bool | None) -> None:
     """Show, on two simulated phones with the same faults, how many duplicate SMS the ledger
-    agent and a naive retry-on-timeout agent send (no phone needed; about 5 seconds)."""
+    agent and a naive retry-on-timeout agent send (no phone needed; about 10 seconds)."""
     raise SystemExit(run_demo(rich=rich))

@@ -28,6 +28,7 @@ from starebrain_actions._model import (
     DeliveryState,
     RedispatchReason,
     RetryPolicy,
+    ReviewReason,
     SmsIntent,
     Status,
 )
@@ -473,6 +474,10 @@ class SmsAgent:
                             watch.due_s,
                         )
                         watch.next_at = watch.returned + offset
+            if unresolved and latest is not None and latest.review_reason is ReviewReason.AMBIGUOUS:
+                # a person must rule whose the row is: no later read can tell, so waiting
+                # out ``wait`` would only delay the answer
+                return SendOutcome(summary=summary)
             if unresolved:
                 if watch is not None:
                     if give_up - clock() <= 0:
