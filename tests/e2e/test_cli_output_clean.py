@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery, note_error
 from starebrain_actions._nightly import (
     DeviceLine,
+    NightlyReport,
     archive_report,
     build_report,
     report_markdown,
@@ -183,25 +184,32 @@ def assert_tables_keep_their_columns(html: str) -> None:
             assert header == len(re.findall(r"<td>", row)), row
 
 
-def test_report_markdown_escapes_every_field(tmp_path: Path) -> None:
-    """Every value the report shows (ledger path, device, errors, ids, attention) renders as
-    the literal text it holds: no link, no HTML, no entity, no extra cell."""
-    device = DeviceLine(
-        device="[dev](http://x)|",
+def unreachable_report(device: str, error: str, ledger_path: Path) -> NightlyReport:
+    """A nightly report of one unreachable device with an attempt in flight."""
+    line = DeviceLine(
+        device=device,
         reachable=False,
-        error=MARKDOWN_ERROR + HOSTILE_ERROR,
+        error=error,
         mode=None,
         round_trips=0,
         changes=(),
         duplicates_recorded=0,
         in_flight_after=1,
     )
-    report = build_report(
-        ledger_path=tmp_path / "led`ger <x>.db",
+    return build_report(
+        ledger_path=ledger_path,
         now=datetime.now(UTC),
         duration_s=0.1,
-        devices=[device],
+        devices=[line],
         summaries=[],
+    )
+
+
+def test_report_markdown_escapes_every_field(tmp_path: Path) -> None:
+    """Every value the report shows (ledger path, device, errors, ids, attention) renders as
+    the literal text it holds: no link, no HTML, no entity, no extra cell."""
+    report = unreachable_report(
+        "[dev](http://x)|", MARKDOWN_ERROR + HOSTILE_ERROR, tmp_path / "led`ger <x>.db"
     )
     html = MarkdownIt("commonmark").enable("table").render(report_markdown(report))
     assert "<a " not in html and "<b>" not in html and "&#x202e;" not in html
@@ -216,23 +224,7 @@ def test_report_file_and_archive_commit_message_are_inert(tmp_path: Path) -> Non
     """A device name holding an escape sequence and a bidi override (names come from users)
     reaches the JSON report file only as ``\\u`` escapes, and the archive's git commit
     message (the attention line) without them."""
-    device = DeviceLine(
-        device="dev\u202e\x1b[31m",
-        reachable=False,
-        error=HOSTILE_ERROR,
-        mode=None,
-        round_trips=0,
-        changes=(),
-        duplicates_recorded=0,
-        in_flight_after=1,
-    )
-    report = build_report(
-        ledger_path=tmp_path / "ledger.db",
-        now=datetime.now(UTC),
-        duration_s=0.1,
-        devices=[device],
-        summaries=[],
-    )
+    report = unreachable_report("dev\u202e\x1b[31m", HOSTILE_ERROR, tmp_path / "ledger.db")
     assert report.needs_person
     written = tmp_path / "report.json"
     write_json_atomic(written, {"attention": list(report.attention), "error": HOSTILE_ERROR})
