@@ -393,6 +393,9 @@ class SmsAgent:
         off by the deadline is an unknown outcome, settled later by a read (never resent).
         Without it, a step already started runs to its own timeout.
 
+        An attempt in review as ``AMBIGUOUS`` (a matching row that may be the owner's as well
+        as ours) ends the wait at once: no later read can tell, a person rules.
+
         Raises:
             InvalidInput: empty or malformed recipient or body, or a bad action id.
             FingerprintConflict: ``action_id`` exists with another recipient or body;
