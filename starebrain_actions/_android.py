@@ -249,15 +249,22 @@ class AndroidPhone:
             return {"send_path": "framework", "creator": SHELL_PACKAGE}
         return {}
 
+    def _failed(self, step: str, exc: BaseException) -> str:
+        """``<device>: <step><what the bridge said>``, the device named once (the bridge's
+        messages already start with it)."""
+        text = str(exc)
+        prefix = f"{self.device}: "
+        return prefix + step + (text[len(prefix) :] if text.startswith(prefix) else text)
+
     async def fence_epoch(self) -> str:
         """The phone's fence epoch, asked once per connection; see ``Phone.fence_epoch``."""
         if self._epoch is None:
             try:
                 self._epoch = (await ensure_epoch(self._device)).epoch
             except (DeviceUnreachable, OutcomeUnknown) as exc:
-                raise LinkDown(f"{self.device}: fence epoch: {exc}") from exc
+                raise LinkDown(self._failed("fence epoch: ", exc)) from exc
             except BridgeError as exc:
-                raise LookupFailed(f"{self.device}: fence epoch: {exc}") from exc
+                raise LookupFailed(self._failed("fence epoch: ", exc)) from exc
         return self._epoch
 
     async def void(self, attempts: Sequence[tuple[str, str]]) -> tuple[FenceCheck, ...]:
@@ -274,7 +281,7 @@ class AndroidPhone:
         try:
             reports = await (void_fences if claim else peek_fences)(self._device, attempts)
         except BridgeError as exc:
-            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
+            raise LookupFailed(self._failed("fence: ", exc)) from exc
         return tuple(
             FenceCheck(
                 dispatch_id=report.dispatch_id,
@@ -290,14 +297,14 @@ class AndroidPhone:
         try:
             return await list_fences(self._device)
         except BridgeError as exc:
-            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
+            raise LookupFailed(self._failed("fence: ", exc)) from exc
 
     async def remove_fences(self, dispatch_ids: Sequence[str]) -> None:
         """Remove resolved attempts' fence names; see ``Phone.remove_fences``."""
         try:
             await remove_fences(self._device, dispatch_ids)
         except BridgeError as exc:
-            raise LookupFailed(f"{self.device}: fence: {exc}") from exc
+            raise LookupFailed(self._failed("fence: ", exc)) from exc
 
     async def read_outgoing(
         self,
@@ -317,7 +324,7 @@ class AndroidPhone:
                 mms_since_ms=mms_since_ms,
             )
         except BridgeError as exc:
-            raise LookupFailed(f"{self.device}: {exc}") from exc
+            raise LookupFailed(self._failed("", exc)) from exc
         visible = set(read.visible_types)
         messages = tuple(
             OutgoingMessage(

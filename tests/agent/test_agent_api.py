@@ -21,8 +21,9 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
-from starebrain_actions._android import PhoneUnavailable
+from starebrain_actions._android import AndroidPhone, PhoneUnavailable
 from starebrain_actions.agent import SmsAgent, reconcile_pending
+from starebrain_actions.exceptions import LookupFailed
 
 from .conftest import FAST, sent_rows
 
@@ -320,3 +321,21 @@ async def test_a_mismatch_is_explained_without_quoting_the_body(
     why = outcome.summary.attempts[0].evidence["why"]
     assert any("first difference at character" in item for item in why), why
     assert not any("U+" in item for item in why)
+
+
+async def test_a_read_that_fails_after_connecting_names_the_phone_once(
+    sms_phone: Any, adb_key_path: Path
+) -> None:
+    """The link goes down after the connection was made: the read's error names the phone
+    once, as ``<serial>: <what happened>`` (the bridge's message already starts with it)."""
+    phone = await sms_phone(root=False)
+    android = await AndroidPhone.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=1)
+    try:
+        phone.disable_tcpip()
+        with pytest.raises(LookupFailed) as failed:
+            await android.read_outgoing(after_id=1, anchor_date_ms=None)
+    finally:
+        await android.close()
+    text = str(failed.value)
+    assert text.startswith(f"{phone.serial}: ")
+    assert 1 == text.count(phone.serial), text
