@@ -632,21 +632,37 @@ async def _fence_transitions(
         for item in watched
         if _core.can_void(item.record)
         and item.record.dispatch_id not in settled
-        and (item.record.dispatch_id in void_now or now - item.record.dispatched_at >= void_after)
+        and _voidable(item.record, now, void_after, void_now)
     ]
-    if not candidates:
+    return await _check_fences(phone, candidates, now, claim=True)
+
+
+async def _check_fences(
+    phone: Phone, records: Sequence[ActionRecord], now: datetime, *, claim: bool
+) -> list[Transition]:
+    """Void (``claim``) or peek at the fences of ``records`` in one round trip; what each
+    proves. A peek that finds a script claimed but without its keys recorded proves nothing
+    yet: its sender may be pressing the keys right now, and recording the fence now would
+    leave the window open for good (a void, later, sees it whole)."""
+    if not records:
         return []
-    pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in candidates]
+    pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
     try:
-        checks = await phone.void(pairs)
+        checks = await (phone.void(pairs) if claim else phone.peek(pairs))
     except PhoneError as exc:
         _log.warning("fence_check_failed", device=phone.device, error=str(exc))
         return []
-    by_id = {record.dispatch_id: record for record in candidates}
+    by_id = {record.dispatch_id: record for record in records}
     transitions = []
     for check in checks:
         record = by_id.get(check.dispatch_id)
         if record is None:
+            continue
+        if (
+            not claim
+            and check.state == "claimed"
+            and "keys" not in {name for name, _ms in check.stages}
+        ):
             continue
         transition = _core.settle_by_fence(
             record, check.state, check.stages, now=now, voided_at=check.voided_at
@@ -678,45 +694,21 @@ async def _fence_first(
     ]
     if not awaiting:
         return []
-
-    def voidable(record: ActionRecord) -> bool:
-        return void_after is not None and (
-            record.dispatch_id in void_now or now - record.dispatched_at >= void_after
-        )
-
-    groups = [
-        (True, [r for r in awaiting if voidable(r)]),
-        (False, [r for r in awaiting if not voidable(r)]),
+    voidable = [r for r in awaiting if _voidable(r, now, void_after, void_now)]
+    peeked = [r for r in awaiting if r not in voidable]
+    return [
+        *await _check_fences(phone, voidable, now, claim=True),
+        *await _check_fences(phone, peeked, now, claim=False),
     ]
-    transitions: list[Transition] = []
-    for claim, records in groups:
-        if not records:
-            continue
-        pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
-        try:
-            checks = await (phone.void(pairs) if claim else phone.peek(pairs))
-        except PhoneError as exc:
-            _log.warning("fence_check_failed", device=phone.device, error=str(exc))
-            continue
-        by_id = {record.dispatch_id: record for record in records}
-        for check in checks:
-            record = by_id.get(check.dispatch_id)
-            if record is None:
-                continue
-            if (
-                not claim
-                and check.state == "claimed"
-                and "keys" not in {name for name, _ms in check.stages}
-            ):
-                # its sender may be pressing the keys right now: recording the fence now
-                # would leave the window open for good; a void, later, sees it whole
-                continue
-            transition = _core.settle_by_fence(
-                record, check.state, check.stages, now=now, voided_at=check.voided_at
-            )
-            if transition is not None:
-                transitions.append(transition)
-    return transitions
+
+
+def _voidable(
+    record: ActionRecord, now: datetime, void_after: timedelta | None, void_now: Collection[str]
+) -> bool:
+    """May this pass void the attempt's fence: old enough, or its own sender gave up on it."""
+    return void_after is not None and (
+        record.dispatch_id in void_now or now - record.dispatched_at >= void_after
+    )
 
 
 def _mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
