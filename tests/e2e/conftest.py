@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -148,3 +149,14 @@ async def seeded_ledger(ledger_path: Path, closed_port: int) -> Path:
     """A ledger holding the actions of ``SEEDED``; the in-flight one is on ``closed_port``."""
     await seed_ledger(ledger_path, waiting_device=f"127.0.0.1:{closed_port}")
     return ledger_path
+
+
+def without_file_override(command: list[str]) -> list[str]:
+    """``command`` run so that permission bits apply (root drops its override capabilities)."""
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permission bits cannot apply")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *command]

@@ -18,7 +18,7 @@ from android_bridge import Device, DeviceUnreachable, KeyPermissionError, ensure
 from starebrain_actions import Ledger, SmsIntent
 from starebrain_actions.cli import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import BODY, RECIPIENT, starebrain_command
+from tests.e2e.conftest import BODY, RECIPIENT, starebrain_command, without_file_override
 
 #: Fast timeouts: every step of these failures fits in them.
 FAST = ("--connect-timeout", "1", "--wait", "20")
@@ -206,17 +206,6 @@ async def test_the_bridge_raises_a_key_permission_error_for_a_bad_key(tmp_path: 
     key.chmod(0o600)
     with pytest.raises(KeyPermissionError, match=f"bad key file {key}"):
         await Device.connect("127.0.0.1:9", key_path=key, connect_timeout_s=0.5)
-
-
-def without_file_override(command: list[str]) -> list[str]:
-    """``command`` run so that permission bits apply (root drops its override capabilities)."""
-    if os.geteuid() != 0:
-        return command
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: permission bits cannot apply")
-    caps = "-dac_override,-dac_read_search"
-    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
 
 
 def test_an_unreadable_key_file_is_a_bad_key_file(

@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import stat
 import subprocess
@@ -19,7 +18,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from starebrain_actions.cli import main
-from tests.e2e.conftest import BODY, RECIPIENT, RunCli, seed_ledger, starebrain_command
+from tests.e2e.conftest import (
+    BODY,
+    RECIPIENT,
+    RunCli,
+    seed_ledger,
+    starebrain_command,
+    without_file_override,
+)
 
 SEND = ("send", "--device", "127.0.0.1:9", "--to", RECIPIENT, "--body", BODY)
 #: Every read command, on the seeded ledger.
@@ -45,17 +51,6 @@ def error_line(result: Result) -> str:
     """The one error line on stderr."""
     [line] = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     return line
-
-
-def without_file_override(command: list[str]) -> list[str]:
-    """``command`` run so that permission bits apply (root drops its override capabilities)."""
-    if os.geteuid() != 0:
-        return command
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: permission bits cannot apply")
-    caps = "-dac_override,-dac_read_search"
-    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
 
 
 def run_process(
