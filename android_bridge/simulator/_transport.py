@@ -74,12 +74,13 @@ DEVICE_FEATURES: Final = ("shell_v2",)
 #: The longest single ``execve`` argument Linux takes, terminating NUL included
 #: (``MAX_ARG_STRLEN``: 32 pages of 4 KiB, ``include/uapi/linux/binfmts.h``). adbd runs every
 #: ``shell:``, ``shell,v2:`` and ``exec:`` command as ``execle("/system/bin/sh", "sh", "-c",
-#: command)`` in a forked child (``Subprocess::ForkAndExec``, ``shell_service.cpp``, system/core
-#: android-10.0.0_r1, packages/modules/adb android-11 to 15), so a longer command never starts:
-#: the child writes ``exec '/system/bin/sh' failed: <strerror(E2BIG)>`` to the error pipe and
-#: ``ReportError`` gives the client ``error: <that>\n`` (on the shell protocol as a stderr
-#: packet, then exit status 126), then the stream closes. The ADB payload (up to 1 MiB) is no
-#: bound: such a command reaches adbd and fails there.
+#: command)`` in a forked child (``Subprocess::ForkAndExec``, ``adb/daemon/shell_service.cpp``,
+#: read in system/core at commit 238e2abc, before adb moved to packages/modules/adb, whose
+#: copy is not checked here; Linux refuses the exec whatever adbd does), so a longer command
+#: never starts: the child writes ``exec '/system/bin/sh' failed: <strerror(E2BIG)>`` to the
+#: error pipe and ``ReportError`` gives the client ``error: <that>\n`` (on the shell protocol
+#: as a stderr packet, then exit status 126), then the stream closes. The ADB payload (up to
+#: 1 MiB) is no bound: such a command reaches adbd and fails there.
 MAX_ARG_STRLEN: Final = 32 * 4096
 #: What bionic's ``strerror(E2BIG)`` prints.
 _E2BIG_TEXT: Final = "Argument list too long"

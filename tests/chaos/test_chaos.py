@@ -76,7 +76,9 @@ async def test_an_outage_refuses_connections_until_adb_tcpip(
     phone: Any, adb_key_path: Path
 ) -> None:
     """``disable_tcpip`` (``adb usb``) resets the open connection and refuses new ones;
-    ``enable_tcpip`` (``adb tcpip``) takes them again on the same serial."""
+    ``enable_tcpip`` (``adb tcpip``) takes them again on the same serial (adbd's ``usb:`` and
+    ``tcpip:`` services, ``restart_usb_service``/``restart_tcp_service``, system/core
+    ``adb/services.cpp`` android-10.0.0_r1)."""
     device = await Device.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=1.0)
     try:
         assert b"ok" in await device.shell("echo ok")

@@ -206,9 +206,11 @@ async def test_hang_after_send_runs_the_rest_of_the_script(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
     """hang-after-send stalls the link, not the script: adbd's shell service runs the command
-    on its own (packages/modules/adb daemon/shell_service.cpp, ``Subprocess``; the client
-    not reading its output does not stop it), so what follows the send on the same command
-    line still runs on the phone, while the client never gets an answer."""
+    on its own (system/core adb/daemon/shell_service.cpp android-10.0.0_r1, packages/modules/adb
+    daemon/shell_service.cpp android-11 to 15, ``Subprocess``; the client not reading its
+    output does not stop it until that output fills the PTY and socket buffers, kilobytes,
+    far more than a send script prints), so what follows the send on the same command line
+    still runs on the phone, while the client never gets an answer."""
     phone.inject_fault("hang-after-send")
     device = await connect(phone, adb_signer)
     after = "ln -s 42/. /data/local/tmp/after-the-send"

@@ -406,8 +406,9 @@ async def test_a_command_longer_than_one_exec_argument_never_runs(
 ) -> None:
     """adbd execs ``/system/bin/sh -c <command>``: past ``MAX_ARG_STRLEN`` (131,072 bytes with
     its NUL) ``execle`` fails with E2BIG, nothing runs, and the client reads adbd's
-    ``ReportError`` text (``shell_service.cpp`` ``ForkAndExec``/``ReportError``). One byte
-    shorter still runs."""
+    ``ReportError`` text (``adb/daemon/shell_service.cpp`` ``ForkAndExec``/``ReportError``,
+    read in system/core at commit 238e2abc, before adb moved to packages/modules/adb). One
+    byte shorter still runs."""
     longest = "echo ran #" + "x" * (131_071 - len("echo ran #"))
     client = await RawClient.open(phone)
     try:
