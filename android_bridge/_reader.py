@@ -127,6 +127,18 @@ def latest_ids_query(known_max_id: int, uri: str = "content://sms", *, prefix: s
     return content_query(uri, LATEST_COLUMNS, f"_id >= {anchor}", prefix=prefix)
 
 
+def _gaps(seen: set[int], *, low: int) -> tuple[tuple[int, int], ...]:
+    """The ``_id`` ranges (inclusive) above ``low`` and below ``max(seen)`` that ``seen``
+    leaves out."""
+    gaps = []
+    previous = low
+    for row_id in sorted(i for i in seen if i > low):
+        if row_id > previous + 1:
+            gaps.append((previous + 1, row_id - 1))
+        previous = row_id
+    return tuple(gaps)
+
+
 @attrs.frozen(kw_only=True)
 class _Page:
     ints: list[IntRow]
@@ -167,6 +179,7 @@ class SmsReader:
         anchor_date_ms: int | None = None,
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
+        find_unseen: bool = False,
     ) -> ProviderRead:
         """Read rows with ``_id > after_id`` (and ``date >= since_ms``) of the given types.
 
@@ -187,6 +200,12 @@ class SmsReader:
         and text when there are any (only those dated from ``mms_since_ms`` on, when given).
         They come back in ``mms_rows``.
 
+        ``find_unseen``: also list the ``_id`` of every visible row above the anchor outside
+        the window (incoming messages, say), in the first page's round trip, after its window
+        query (a row with a lower ``_id`` than a window row was inserted before it, so it is
+        listed), and report the ids no visible row holds in ``unseen_ids``. A row inserted
+        between two pages may show up as unseen: the gaps err towards too many.
+
         Raises:
             DeviceUnreachable / OutcomeUnknown: transport failures (a read has no side effect).
             ProviderError: the provider printed an error.
@@ -202,6 +221,8 @@ class SmsReader:
             mms_since = mms_since_ms if mms_since_ms is not None else since_ms
             since_s = max(0, mms_since // 1000) if mms_since is not None else None
             extra = (pdu_query(mms_after_id, since_s=since_s, prefix=self._device.content_prefix),)
+        if find_unseen:
+            extra += (self._query(("_id",), f"_id > {anchor} AND NOT ({filters})"),)
         if anchor == 0:
             first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
         else:
@@ -306,7 +327,12 @@ class SmsReader:
         else:
             complete = True
         mms_rows: tuple[MmsMessage, ...] = ()
-        if extra:
+        unseen: tuple[tuple[int, int], ...] | None = None
+        if find_unseen:
+            others = parse_int_rows(first.extra[-1], ("_id",))
+            seen = {anchor, *ids, *(row[0] for row in others if row[0] is not None)}
+            unseen = _gaps(seen, low=anchor)
+        if mms_after_id is not None:
             pdus = parse_pdus(first.extra[0])
             if pdus:
                 mms_rows = await read_details(
@@ -336,6 +362,7 @@ class SmsReader:
             round_trips=self._device.round_trips - before,
             incomplete_reason=reason,
             mms_rows=mms_rows,
+            unseen_ids=unseen,
         )
 
     async def read_after(

@@ -107,6 +107,12 @@ class ProviderRead:
     incomplete_reason: str | None = None
     #: Outgoing MMS above the MMS watermark, when the read was asked for them.
     mms_rows: tuple[MmsMessage, ...] = ()
+    #: ``_id`` ranges (inclusive) above the anchor and below the highest visible row that no
+    #: row this reader can see holds, when the read was asked for them (None: not asked).
+    #: ``_id`` is ``INTEGER PRIMARY KEY`` in ``mmssms.db``, so ids grow with each insert: a
+    #: gap is a row out of this reader's sight (outbox, failed, queued, draft in the
+    #: restricted view) or a deleted one. It says nothing of rows above the highest visible.
+    unseen_ids: tuple[tuple[int, int], ...] | None = None
 
 
 @attrs.frozen(kw_only=True)

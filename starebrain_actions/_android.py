@@ -313,6 +313,7 @@ class AndroidPhone:
         anchor_date_ms: int | None,
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
+        find_unseen: bool = False,
     ) -> PhoneRead:
         """One windowed read of outgoing rows; see ``Phone.read_outgoing``."""
         try:
@@ -322,6 +323,7 @@ class AndroidPhone:
                 anchor_date_ms=anchor_date_ms,
                 mms_after_id=mms_after_id,
                 mms_since_ms=mms_since_ms,
+                find_unseen=find_unseen,
             )
         except BridgeError as exc:
             raise LookupFailed(self._failed("", exc)) from exc
@@ -363,6 +365,7 @@ class AndroidPhone:
                 "max_seen_id": read.max_seen_id,
                 "incomplete_reason": read.incomplete_reason,
             },
+            unseen_ids=read.unseen_ids,
         )
 
     def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:

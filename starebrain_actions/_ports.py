@@ -57,6 +57,10 @@ class PhoneRead:
     round_trips: int
     #: about the read, JSON-able (window, why incomplete...)
     evidence: Mapping[str, Any] = attrs.field(factory=dict)
+    #: SMS ``_id`` ranges (inclusive) above the read's anchor and below its highest visible row
+    #: that no row this reader can see holds: rows out of sight (outbox, failed, queued, a
+    #: draft) or deleted ones. None: not asked for, or not known.
+    unseen_ids: tuple[tuple[int, int], ...] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -140,9 +144,12 @@ class Phone(Protocol):
         anchor_date_ms: int | None,
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
+        find_unseen: bool = False,
     ) -> PhoneRead:
         """Read outgoing rows above ``after_id`` (a row known to exist), and outgoing MMS
         above ``mms_after_id`` dated from ``mms_since_ms`` on when it is given.
+        ``find_unseen``: also report which SMS ids above ``after_id`` no visible row holds
+        (``PhoneRead.unseen_ids``).
 
         Raises:
             LookupFailed: the read failed; it proves nothing.

@@ -60,6 +60,7 @@ from starebrain_actions._model import (
     LookupResult,
     MatchVerdict,
     ProviderKind,
+    ReviewReason,
     SmsIntent,
     Status,
     Transition,
@@ -401,6 +402,115 @@ def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
     return message.provider_object_id > item.floor_id
 
 
+#: What :func:`_doubt` returns while a row out of sight may still come into view: nothing is
+#: planned for the attempt this pass.
+_WAIT = LookupResult(complete=False, evidence={"waiting_for": "rows out of sight"})
+#: How many ids out of sight an attempt's evidence lists.
+_UNSEEN_LISTED = 10
+
+
+def _unseen_below(
+    read: PhoneRead, floor_id: int, message: OutgoingMessage
+) -> tuple[int, list[int]]:
+    """How many SMS ids above ``floor_id`` and below the row the read shows no row for (rows
+    out of the reader's sight, or deleted ones), and the first few of them."""
+    if read.unseen_ids is None or message.kind is not ProviderKind.SMS:
+        return 0, []
+    count = 0
+    found: list[int] = []
+    for low, high in read.unseen_ids:
+        low, high = max(low, floor_id + 1), min(high, message.provider_object_id - 1)
+        if low > high:
+            continue
+        count += high - low + 1
+        found.extend(range(low, min(high, low + _UNSEEN_LISTED - 1) + 1))
+    return count, found[:_UNSEEN_LISTED]
+
+
+def _earlier_unseen(item: Watched, watched: Sequence[Watched], row: OutgoingMessage) -> int:
+    """How many rows out of sight between this attempt's watermark and ``row`` earlier
+    attempts of ours on the device account for: UI-path attempts still unresolved with no row
+    seen, whose app cannot send as chat (an RCS_SUSPECTED one may have written no row at
+    all), whose watermark is this attempt's or higher (nothing visible came between, so their
+    row lies above this one's watermark), and whose app wrote its row (last key plus the
+    margin) before this attempt's send key: each wrote at most one row, below any row of this
+    attempt's."""
+    mine = send_window(item.record, margin_ms=0)
+    if mine is None or mine[1] is None:
+        return 0
+    count = 0
+    for other in watched:
+        record = other.record
+        if (
+            other is item
+            or record.delivery is not DeliveryState.PENDING
+            or record.provider_object_id is not None
+            or isinstance(record.evidence.get("creator"), str)
+            or record.review_reason is ReviewReason.RCS_SUSPECTED
+            or other.floor_id < item.floor_id
+        ):
+            continue
+        window = send_window(record)
+        if window is not None and window[1] is not None and window[1] <= mine[1]:
+            count += 1
+    return count
+
+
+def _doubt(
+    read: PhoneRead,
+    item: Watched,
+    chosen: OutgoingMessage,
+    others: Sequence[OutgoingMessage],
+    now: datetime,
+    watched: Sequence[Watched] = (),
+) -> LookupResult | None:
+    """On the UI path, may ``chosen`` (a row dated inside the send window, matching the intent
+    in whole or, provably ours by its date, in part) be the owner's while this attempt's own
+    row failed or waits out of sight? The messaging app writes both alike, so their dates
+    and their text cannot tell them apart; what can:
+
+    * an ``_id`` above the watermark and below ``chosen`` that no visible row holds: a row
+      inserted after the watermark's and before ``chosen`` (``_id`` is ``INTEGER PRIMARY KEY``
+      in ``MmsSmsDatabaseHelper``, TelephonyProvider android-10.0.0_r30 and
+      android-15.0.0_r17: each insert takes the next id), which the restricted view hides
+      (outbox, failed, queued, draft) or someone deleted. It may be this attempt's, failed or
+      queued;
+    * another row identical to the intent in the window that was not sent (failed, or still
+      queued), when the reader sees every type.
+
+    Rows out of sight that earlier attempts of ours on the device account for
+    (:func:`_earlier_unseen`: sent before this one, their own rows never seen) cast no doubt:
+    the usual case after a send stuck in the outbox. What is left is three things at once: an
+    earlier attempt whose app wrote no row at all, this attempt's own row failing out of
+    sight, and the owner's identical text inside this attempt's window.
+
+    None: no doubt, ``chosen`` is the artifact. Otherwise, while a row out of sight or still
+    queued may yet show what it is and the grace window lasts: :data:`_WAIT` (nothing is
+    planned); then, or for a failed twin, review (AMBIGUOUS) with the rows as evidence:
+    never a claim (a message that failed would read SUCCEEDED), never a resend (a queued one
+    would go twice).
+    """
+    count, unseen = _unseen_below(read, item.floor_id, chosen)
+    if count and count <= _earlier_unseen(item, watched, chosen):
+        count, unseen = 0, []
+    unsent = [m for m in others if m.outcome is not ArtifactOutcome.SENT]
+    if not unseen and not unsent:
+        return None
+    may_change = bool(unseen) or any(m.outcome is ArtifactOutcome.QUEUED for m in unsent)
+    if may_change and now < item.record.dispatched_at + item.action.policy.grace_window:
+        return _WAIT
+    evidence: dict[str, Any] = {
+        "identical_rows": [chosen.provider_object_id, *(m.provider_object_id for m in others)],
+        "doubt": "a row of this attempt may be out of sight (failed or queued): the matching "
+        "row may be another's",
+    }
+    if unseen:
+        evidence["unseen_ids"] = unseen
+    if unsent:
+        evidence["unsent_identical_rows"] = [m.provider_object_id for m in unsent]
+    return LookupResult(complete=read.complete, ambiguous=True, evidence=evidence)
+
+
 def plan_device(
     watched: Sequence[Watched],
     read: PhoneRead,
@@ -505,8 +615,18 @@ def plan_device(
                 key=lambda mv: (mv[0].outcome is not ArtifactOutcome.SENT, mv[0].provider_object_id)
             )
             chosen, verdict = matches[0]
-            lookup = LookupResult(complete=read.complete, artifact=_artifact(chosen, verdict, read))
-            extra = [m for m, _v in matches[1:] if m.outcome is ArtifactOutcome.SENT]
+            doubt = (
+                _doubt(read, item, chosen, [m for m, _v in matches[1:]], now, watched)
+                if ui_path
+                else None
+            )
+            if doubt is not None:
+                lookup = doubt
+            else:
+                lookup = LookupResult(
+                    complete=read.complete, artifact=_artifact(chosen, verdict, read)
+                )
+                extra = [m for m, _v in matches[1:] if m.outcome is ArtifactOutcome.SENT]
         elif best == 1:
             half = [(m, v) for score, m, v in scored if score == 1 and v is not None]
             partial = [(m, v) for m, v in half if _provably_ours(m, record)]
@@ -519,7 +639,8 @@ def plan_device(
                 )
             elif len(partial) == 1:
                 chosen, verdict = partial[0]
-                lookup = LookupResult(
+                doubt = _doubt(read, item, chosen, (), now, watched) if ui_path else None
+                lookup = doubt or LookupResult(
                     complete=read.complete, artifact=_artifact(chosen, verdict, read)
                 )
             else:
@@ -539,12 +660,16 @@ def plan_device(
                     **({"outside_window_rows": outside} if outside else {}),
                 },
             )
-        planned = _core.reconcile(
-            record,
-            lookup,
-            now,
-            grace_window=grace,
-            unverified_after=action.policy.unverified_after,
+        planned = (
+            ()
+            if lookup is _WAIT
+            else _core.reconcile(
+                record,
+                lookup,
+                now,
+                grace_window=grace,
+                unverified_after=action.policy.unverified_after,
+            )
         )
         transitions.extend(planned)
         final = planned[-1].after if planned else record
@@ -812,6 +937,12 @@ async def _reconcile_device_once(
             anchor_date_ms=anchor_date,
             mms_after_id=mms_after_id,
             mms_since_ms=mms_since_ms,
+            # rows out of sight matter only to an unresolved attempt of the UI path: see _doubt
+            find_unseen=any(
+                item.record.delivery is DeliveryState.PENDING
+                and not isinstance(item.record.evidence.get("creator"), str)
+                for item in watched
+            ),
         )
     except PhoneError as exc:
         return await _unreachable(ledger, phone.device, watched, str(exc), when)

@@ -485,6 +485,13 @@ class SmsStore:
         """Move an outgoing row to FAILED with a generic radio error."""
         self.update(row_id, {"type": MESSAGE_TYPE_FAILED, "error_code": ERROR_GENERIC_FAILURE})
 
+    def delete(self, row_id: int) -> None:
+        """Delete one row, as the owner deleting a message does: its ``_id`` is left as a gap
+        (or taken again by the next insert, if it was the highest: ``_id INTEGER PRIMARY KEY``
+        without AUTOINCREMENT, ``MmsSmsDatabaseHelper`` at android-10.0.0_r30 and
+        android-15.0.0_r17)."""
+        self._db.execute("DELETE FROM sms WHERE _id = ?", (row_id,))
+
     # -- MMS -------------------------------------------------------------------------------
 
     def insert_pdu(self, **columns: object) -> int:

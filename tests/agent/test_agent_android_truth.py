@@ -8,6 +8,7 @@ again for it.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -160,3 +161,41 @@ async def test_an_app_that_alters_every_text_is_stopped_after_the_same_mismatch_
     assert 2 == len(phone.transmissions) == len(attempts)
     assert all(r.acceptance is AcceptanceState.REJECTED for r in attempts)
     assert (Status.MISMATCH, True) == (outcome.status, outcome.summary.needs_review)
+
+
+@pytest.mark.parametrize("fault", ["send-fails", "stuck-outbox"])
+async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_claimed(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, fault: str
+) -> None:
+    """The chaos run's lie, replayed: read through the restricted view, our send fails (or
+    stays queued) out of sight, and the owner's identical text lands right after it, dated
+    inside our send window. The gap its ``_id`` leaves proves a row out of sight lies
+    between the watermark and the owner's: the action never reads SUCCEEDED (our message
+    never went out), and nothing is sent again. Past the grace window it is in review."""
+    phone = await sms_phone(root=False)
+    phone.inject_fault(fault)
+    top = phone.store.max_id()
+
+    async def owner_texts_right_after_ours() -> int:
+        for _ in range(10_000):  # polls the store every 2 ms, for 20 s at most
+            if phone.store.max_id() != top:
+                break
+            await asyncio.sleep(0.002)
+        row = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
+        phone.store.mark_sent(row, date_sent_ms=phone.now_ms())
+        return row
+
+    owner = asyncio.create_task(owner_texts_right_after_ours())
+    policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+    async with agent_for(phone, policy=policy) as agent, asyncio.timeout(60):
+        first = await agent.send("A-17", TO, BODY, wait=0.5)
+        owners_row = await owner
+        await asyncio.sleep(1.0)
+        await settle(agent, db_path, adb_key_path, phone)
+        summary = await agent.ledger.summary("A-17")
+    ours = phone.store.row(top + 1)
+    assert ours is not None and ours.type in (4, 5) and owners_row == top + 2
+    assert Status.SUCCEEDED not in (first.status, summary.status)
+    assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
+    assert (1, None) == (agent.dispatches, summary.attempts[0].provider_object_id)
+    assert [top + 1] == summary.attempts[0].evidence["unseen_ids"]

@@ -62,6 +62,7 @@ async def test_a_send_cut_after_its_keys_is_never_resent(sms_phone: Any, agent_f
         phone.drop_after_command("input", nth=2)
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
+    await phone.wait_idle()  # the radio's send, after the key (send_delay_ms)
     assert (1, 1) == (sent(phone), len(rerun.summary.attempts))
     assert (ReviewReason.AMBIGUOUS,) == rerun.summary.review_reasons
 

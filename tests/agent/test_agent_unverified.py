@@ -7,10 +7,12 @@ and a row that shows up later is still attributed to it, even after other sends.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, Status
+from starebrain_actions._reconciler import KEYS_MARGIN_MS
 from starebrain_actions.agent import reconcile_pending
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
@@ -62,12 +64,15 @@ async def test_late_rows_are_attributed_to_their_reviewed_attempts(
 ) -> None:
     """Two attempts on one phone went to review (their rows stayed out of sight) and a third
     action was sent meanwhile; when the two rows finally show up as sent, each confirms its
-    own attempt, and the third's row is not taken by either."""
+    own attempt, and the third's row is not taken by either. The third is confirmed at once:
+    the two ids out of sight below its row are the two earlier attempts', written before its
+    send key (their keys ended, plus the app's margin for writing its row, before it)."""
     phone = await sms_phone(root=False, app="aosp")
     async with agent_for(phone, policy=NOW_REVIEW) as agent:
         phone.inject_fault("stuck-outbox", count=2)
         one = await agent.send("A-1", TO, BODY, wait=0.5)
         two = await agent.send("A-2", OTHER_TO, OTHER_BODY, wait=0.5)
+        await asyncio.sleep(KEYS_MARGIN_MS / 1000)
         three = await agent.send("A-3", THIRD_TO, THIRD_BODY, wait=5)
         for row in phone.store.rows(types=[4]):
             phone.store.mark_sent(row._id, date_sent_ms=phone.now_ms())
@@ -82,6 +87,31 @@ async def test_late_rows_are_attributed_to_their_reviewed_attempts(
     assert [rows[BODY], rows[OTHER_BODY], rows[THIRD_BODY]] == [
         final[a].latest.provider_object_id for a in ("A-1", "A-2", "A-3") if final[a].latest
     ]
+
+
+async def test_a_send_right_after_one_stuck_out_of_sight_waits_for_it_to_show(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """A send pressed within the app's margin after an earlier send whose row is out of sight
+    cannot tell whose row the hidden id below its own is (the earlier one's app may still have
+    been writing it): its row is not claimed while that row stays hidden. Once the stuck row
+    shows up as sent, both are confirmed, each with its own row, and nothing is sent twice."""
+    phone = await sms_phone(root=False, app="aosp")
+    async with agent_for(phone, policy=NOW_REVIEW) as agent:
+        phone.inject_fault("stuck-outbox")
+        await agent.send("A-1", TO, BODY, wait=0.3)
+        second = await agent.send("A-2", OTHER_TO, OTHER_BODY, wait=0.5)
+        (stuck,) = phone.store.rows(types=[4])
+        phone.store.mark_sent(stuck._id, date_sent_ms=phone.now_ms())
+        await reconcile_pending(agent.ledger, [phone.serial], key_path=str(adb_key_path))
+        final = {a: await agent.ledger.summary(a) for a in ("A-1", "A-2")}
+    assert Status.SUCCEEDED is not second.status
+    assert second.record is not None and second.record.provider_object_id is None
+    rows = {row.body: row._id for row in phone.store.rows(types=[2])}
+    assert [rows[BODY], rows[OTHER_BODY]] == [
+        final[a].latest.provider_object_id for a in ("A-1", "A-2") if final[a].latest
+    ]
+    assert 2 == agent.dispatches  # one attempt each: nothing sent again
 
 
 async def test_a_send_over_the_phone_rate_limit_waits_and_says_so(

@@ -193,6 +193,47 @@ async def test_reading_as_system_sees_every_type(
     )
 
 
+async def test_rows_out_of_sight_are_reported_as_unseen_ids(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """``find_unseen``: the ids above the anchor that no visible row holds are the rows the
+    restricted view hides (outbox, failed, draft) and deleted ones; incoming rows, visible
+    but outside the window, are listed and leave no gap. Ids above the highest visible row
+    are not reported (nothing shows they exist)."""
+    phone = await make_phone()
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
+    stuck = phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
+    failed = phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
+    phone.store.insert_incoming("+12025550100", "reply", date_ms=_now())
+    draft = phone.store.insert_outgoing(RECIPIENT, "draft", date_ms=_now(), message_type=3)
+    sent = phone.store.insert_outgoing(RECIPIENT, "sent", date_ms=_now(), message_type=2)
+    phone.store.insert_outgoing(RECIPIENT, "on top", date_ms=_now(), message_type=5)
+    async with await _connect(phone, bridge_key) as device:
+        read = await SmsReader(device).read_since(anchor, find_unseen=True)
+        plain = await SmsReader(device).read_since(anchor)
+    assert ((stuck, failed), (draft, draft)) == read.unseen_ids
+    assert ([sent], True) == ([row.id for row in read.rows], read.complete)
+    assert (None, 1) == (plain.unseen_ids, read.round_trips)
+
+
+async def test_a_read_as_system_sees_only_deleted_ids_as_unseen(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """The system uid sees every type: what is left unseen was deleted."""
+    phone = await make_phone(build_type="userdebug")
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
+    phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)
+    gone = phone.store.insert_incoming("+12025550100", "deleted", date_ms=_now())
+    phone.store.insert_outgoing(RECIPIENT, "draft", date_ms=_now(), message_type=3)
+    phone.store.insert_outgoing(RECIPIENT, "sent", date_ms=_now(), message_type=2)
+    phone.store.delete(gone)
+    async with await Device.connect(
+        phone.serial, key_path=bridge_key, read_as_system=True
+    ) as device:
+        read = await SmsReader(device).read_since(anchor, find_unseen=True)
+    assert ((gone, gone),) == read.unseen_ids
+
+
 async def test_reading_as_system_is_refused_on_a_user_build(
     make_phone: PhoneFactory, bridge_key: Path
 ) -> None:

@@ -118,11 +118,88 @@ def test_extra_matching_rows_are_duplicates() -> None:
     assert [("d-1", 12)] == [(d[0], d[1]) for d in plan.duplicates]
 
 
-def test_a_sent_row_wins_over_a_failed_one() -> None:
-    """If the app failed once and then sent, the SENT row is the artifact."""
-    rows = read(row(11, outcome=ArtifactOutcome.FAILED), row(12))
-    plan = plan_device([pending()], rows, set(), judge, NOW)
+def test_a_sent_row_wins_over_a_failed_one_on_the_framework_path() -> None:
+    """On the framework path both rows are our package's (``creator``): the SENT one is the
+    artifact."""
+    item = pending(evidence={"send_window_ms": 2_000, "creator": "com.android.shell"})
+    rows = read(
+        *(
+            attrs.evolve(message, creator="com.android.shell")
+            for message in (row(11, outcome=ArtifactOutcome.FAILED), row(12))
+        )
+    )
+    plan = plan_device([item], rows, set(), judge, NOW)
     assert 12 == plan.transitions[0].after.provider_object_id
+
+
+def test_a_sent_row_beside_a_failed_twin_goes_to_review_on_the_ui_path() -> None:
+    """On the UI path the app writes our row and its owner's alike: a FAILED and a SENT row
+    identical to the intent inside the window may be our failed send and the owner's text.
+    Claiming the SENT one would call a failed message SUCCEEDED: review (AMBIGUOUS), with
+    both rows as evidence, at once (a failed row does not change)."""
+    rows = read(row(11, outcome=ArtifactOutcome.FAILED), row(12))
+    (flagged,) = plan_device([pending()], rows, set(), judge, NOW).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    assert DeliveryState.PENDING == flagged.after.delivery
+    assert [12, 11] == flagged.after.evidence["identical_rows"]
+    assert [11] == flagged.after.evidence["unsent_identical_rows"]
+
+
+def unseen(*messages: OutgoingMessage, gaps: tuple[tuple[int, int], ...]) -> PhoneRead:
+    """A shell-mode read (restricted view) of these rows, with ``gaps`` out of sight."""
+    return attrs.evolve(read(*messages, full_view=False), unseen_ids=gaps)
+
+
+def test_an_identical_row_above_a_row_out_of_sight_is_not_claimed() -> None:
+    """The chaos run's residual risk: our send failed (or is queued) out of sight as row 11,
+    and the owner's identical text, row 12, is dated inside our window. The gap at 11 proves
+    a row was inserted after the watermark and before 12: it may be ours. Within the grace
+    window nothing is planned (a queued row may yet be sent and show up); after it, review
+    (AMBIGUOUS) with the ids out of sight: never SUCCEEDED."""
+    rows = unseen(row(12), gaps=((11, 11),))
+    assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
+    late = NOW + ACTION.policy.grace_window
+    (flagged,) = plan_device([pending()], rows, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    assert flagged.after.provider_object_id is None
+    assert [11] == flagged.after.evidence["unseen_ids"]
+    # once the row shows up (ours, sent from the outbox), the first identical row confirms
+    # and the owner's is recorded against it, of unknown origin
+    shown = unseen(row(11), row(12), gaps=())
+    plan = plan_device([pending()], shown, set(), judge, late)
+    assert 11 == plan.transitions[0].after.provider_object_id
+    assert [(12, "unknown")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+
+
+def test_rows_out_of_sight_at_or_below_the_watermark_or_above_the_match_change_nothing() -> None:
+    """Only a gap between the watermark and the matching row casts doubt on it: one at or
+    below the watermark predates the send, and one above the row was inserted after it."""
+    rows = unseen(row(12), row(14, body="other"), gaps=((8, 10), (13, 13)))
+    plan = plan_device([pending()], rows, set(), judge, NOW)
+    assert [Event.CONFIRM, Event.ACCEPT] == [t.event for t in plan.transitions]
+    assert 12 == plan.transitions[-1].after.provider_object_id
+
+
+def test_a_half_match_above_a_row_out_of_sight_is_never_a_mismatch() -> None:
+    """A MISMATCH leads to a resend: a half match dated in the window, above a row out of
+    sight (ours, maybe, queued), waits and then goes to review instead."""
+    rows = unseen(row(12, body="Your code is 482"), gaps=((11, 11),))
+    assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
+    late = NOW + ACTION.policy.grace_window
+    (flagged,) = plan_device([pending()], rows, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    assert AcceptanceState.PENDING == flagged.after.acceptance
+
+
+def test_a_queued_identical_twin_in_full_view_waits_then_goes_to_review() -> None:
+    """Read as the system uid, a queued row identical to the intent beside a sent one may be
+    ours still in the outbox: nothing is planned while it may be sent, review after."""
+    rows = read(row(11), row(12, outcome=ArtifactOutcome.QUEUED))
+    assert () == plan_device([pending()], rows, set(), judge, NOW).transitions
+    late = NOW + ACTION.policy.grace_window
+    (flagged,) = plan_device([pending()], rows, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    assert [12] == flagged.after.evidence["unsent_identical_rows"]
 
 
 def test_a_single_partial_match_is_a_mismatch() -> None:
