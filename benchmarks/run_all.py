@@ -37,6 +37,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("ledger", "bench_ledger"),
     ("bridge", "bench_bridge"),
     ("demo", "bench_demo"),
+    ("postgres", "bench_postgres"),
 )
 
 

@@ -144,7 +144,7 @@ async def probe(
 
 
 async def gather_reports(
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     named: Sequence[str],
     *,
     key_path: Path | None,
@@ -274,13 +274,18 @@ def devices_command(
     answered, or one you named did not).
     """
     from starebrain_actions import _render
+    from starebrain_actions._cli_db import describe, is_url
     from starebrain_actions.cli import CliError, _run, _settings
 
     settings = _settings(ctx)
-    ledger_path = settings.db if settings.db.exists() else None
+    # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
+    known = is_url(settings.db) or Path(settings.db).exists()
+    ledger_path = settings.db if known else None
     reports = _run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
     if not reports:
-        where = "the ledger names none" if ledger_path else f"no ledger at {settings.db} yet"
+        where = (
+            "the ledger names none" if ledger_path else f"no ledger at {describe(settings.db)} yet"
+        )
         raise CliError(
             f"no phone known ({where}): give one with --device HOST:PORT (or usb:SERIAL) or"
             f" set {DEVICE_ENV}"

@@ -37,12 +37,12 @@ from collections.abc import (
 )
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import aiosqlite
 import attrs
 
-from starebrain_actions import _core
+from starebrain_actions import _core, _pg
 from starebrain_actions._convert import (
     ATTEMPT_COLUMNS,
     _stored_intent,
@@ -120,6 +120,9 @@ from starebrain_actions.exceptions import (
     SchemaTooNew,
     StaleTransition,
 )
+
+if TYPE_CHECKING:
+    from starebrain_actions._ledger_pg import PgBackend
 
 T = TypeVar("T")
 
@@ -215,9 +218,18 @@ class Ledger:
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 
     def __init__(
-        self, connection: aiosqlite.Connection, path: Path, clock: Callable[[], datetime]
+        self,
+        connection: aiosqlite.Connection | None,
+        path: Path | str,
+        clock: Callable[[], datetime],
+        *,
+        backend: PgBackend | None = None,
     ) -> None:
+        #: the SQLite connection (None on PostgreSQL)
         self._connection = connection
+        #: the PostgreSQL backend (None on SQLite)
+        self._pg = backend
+        #: the file, or (PostgreSQL) the URL without its password
         self.path = path
         self._clock = clock
         # Actions never change once created and are never deleted: safe to keep.
@@ -266,6 +278,16 @@ class Ledger:
                 database of something else, damaged, or (``read_only``) in need of a migration.
             SchemaTooNew: the database was written by a newer version (it is not touched).
         """
+        if _pg.is_url(path):
+            async with cls._open_postgresql(
+                str(path),
+                busy_timeout_s=busy_timeout_s,
+                clock=clock,
+                read_only=read_only,
+                create=create,
+            ) as ledger:
+                yield ledger
+            return
         file = Path(path)
         create = create and not read_only
         kind = _check_path(file, read_only=read_only, create=create)
@@ -295,6 +317,35 @@ class Ledger:
             finally:
                 await connection.close()
 
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def _open_postgresql(
+        cls,
+        url: str,
+        *,
+        busy_timeout_s: float,
+        clock: Callable[[], datetime] | None,
+        read_only: bool,
+        create: bool,
+    ) -> AsyncIterator[Ledger]:
+        """``open`` for a ``postgresql://`` URL (see ``_ledger_pg``): ``busy_timeout_s`` bounds
+        how long a statement may wait for a lock (six times over, as SQLite's busy timeout
+        is per lock and a write takes several)."""
+        from starebrain_actions._ledger_pg import PgBackend, prepare
+
+        database = _pg.PgDatabase.shared(url)
+        try:
+            backend = PgBackend(
+                database, read_only=read_only, statement_timeout_s=max(busy_timeout_s, 1.0) * 6
+            )
+            ledger = cls(None, database.where, clock or _utc_now, backend=backend)
+            create = create and not read_only
+            with ledger._translated():
+                await backend.run(lambda db: prepare(db, read_only=read_only, create=create))
+            yield ledger
+        finally:
+            await asyncio.to_thread(database.release)
+
     async def _prepare_with_retries(
         self, file: Path, busy_timeout_s: float, *, read_only: bool = False, create: bool = True
     ) -> None:
@@ -319,7 +370,11 @@ class Ledger:
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` on the connection's worker thread: one thread hop."""
+        if self._pg is not None:
+            with self._translated():
+                return await self._pg.run(work)
         raw = self._connection
+        assert raw is not None
         busy = f"PRAGMA busy_timeout = {self._busy_ms}"
 
         def call() -> T:
@@ -368,6 +423,10 @@ class Ledger:
             db.execute("BEGIN IMMEDIATE")
             return _commit_or_roll_back(db, work)
 
+        if self._pg is not None:
+            with self._translated():
+                return await self._pg.write(work)
+        assert self._connection is not None
         if inline and self._on_worker == 0:
             with self._translated():
                 db = self._connection._conn
@@ -385,6 +444,35 @@ class Ledger:
                 return False
             raise
         return True
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str, *, wait: bool = True) -> AsyncIterator[bool]:
+        """Hold a lock named ``name`` across every process (every host) using this ledger,
+        for the block; yields whether it is held. On PostgreSQL a session advisory lock (the
+        server drops it when its holder's connection ends: a crash never leaves it taken);
+        ``wait=False`` yields False at once when another holds it. On SQLite nothing is taken
+        (yields True): its callers either lock a file of their own (the nightly job) or rely
+        on SQLite's one writer (a reconcile pass's snapshot check)."""
+        if self._pg is None:
+            yield True
+            return
+        database = self._pg.database
+        holder = database.session_lock(name, wait=wait)
+        try:
+            with self._translated():
+                await asyncio.to_thread(holder.__enter__)
+        except _pg.LockBusy:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            await asyncio.to_thread(holder.__exit__, None, None, None)
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return "sqlite" if self._pg is None else "postgresql"
 
     def now(self) -> datetime:
         """The ledger's clock (UTC)."""
@@ -504,6 +592,9 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> ActionRecord:
+            # one writer per action and per device from here to COMMIT (SQLite: the write
+            # lock already; PostgreSQL: advisory locks), so the checks below hold at insert
+            _pg.lock(db, f"action:{action_id}", f"device:{device}")
             action = self._action(db, action_id)
             attempts = _load_attempts(db, action_id)
             decision = _core.should_redispatch(action, attempts, when)
@@ -743,6 +834,8 @@ class Ledger:
         ]:
             if snapshot is not None:
                 device, listed_at, known = snapshot
+                # no attempt may start on the device until this pass commits
+                _pg.lock(db, f"device:{device}")
                 newer = [
                     row[0]
                     for row in db.execute(
@@ -904,7 +997,13 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
         if page_size < 1:
             raise InvalidInput(f"page_size must be >= 1; got {page_size}")
-        where, params = _prefilter(status, device, needs_review, notable_only=notable_only)
+        where, params = _prefilter(
+            status,
+            device,
+            needs_review,
+            notable_only=notable_only,
+            dialect="sqlite" if self._pg is None else "postgresql",
+        )
         after: tuple[str, str] | None = None
         left = limit
         while left is None or left > 0:
@@ -963,6 +1062,10 @@ class Ledger:
         """Hold one read transaction for the block: every read in it sees the ledger as it
         stood when the block began (a paged read that must be consistent across pages).
         Nothing may be written through this ledger inside the block."""
+        if self._pg is not None:
+            async with self._pg.snapshot():
+                yield
+            return
         await self._run(lambda db: db.execute("BEGIN DEFERRED"))
         try:
             await self._run(lambda db: db.execute("SELECT 1 FROM actions LIMIT 1").fetchall())
@@ -1121,15 +1224,28 @@ class Ledger:
                 " provider_kind = :kind AND provider_object_id > :above"
                 " UNION SELECT provider_object_id FROM duplicates WHERE device = :device AND"
                 " provider_kind = :kind AND provider_object_id > :above"
-                " UNION SELECT json_extract(evidence_json, '$.provider_object_id') FROM attempts"
-                " WHERE device = :device AND delivery = 'FAILED'"
-                " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
-                " AND json_extract(evidence_json, '$.provider_object_id') > :above",
+                f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
                 {"device": device, "kind": kind.value, "above": above_id},
             )
             return {int(row[0]) for row in rows if isinstance(row[0], int)}
 
         return await self._run(work)
+
+
+#: The FAILED rows a device's failed attempts keep in their evidence, above ``:above``, spelled
+#: as the index ``attempts_failed_rows`` is (SQLite: migration 0006; PostgreSQL: the jsonb
+#: number compares as a number, and a value that is not one never passes ``>``).
+_FAILED_ROWS: Final[Mapping[str, str]] = {
+    "sqlite": "SELECT json_extract(evidence_json, '$.provider_object_id') FROM attempts"
+    " WHERE device = :device AND delivery = 'FAILED'"
+    " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
+    " AND json_extract(evidence_json, '$.provider_object_id') > :above",
+    "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint FROM attempts"
+    " WHERE device = :device AND delivery = 'FAILED'"
+    " AND coalesce(evidence_json::jsonb ->> 'provider_kind', 'sms') = :kind"
+    " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
+    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)",
+}
 
 
 # ---------------------------------------------------------------------- helpers (worker thread)
@@ -1313,7 +1429,8 @@ def _apply_one(db: sqlite3.Connection, transition: Transition) -> ActionRecord |
             params[name] = _column_value(value)
     sql = _update_sql(changed)
     try:
-        cursor = db.execute(sql, params)
+        with _pg.savepoint(db):
+            cursor = db.execute(sql, params)
     except sqlite3.IntegrityError as exc:
         return LedgerError(f"attempt {before.dispatch_id}: the database refused it: {exc}")
     if cursor.rowcount == 1:
@@ -1363,18 +1480,20 @@ def _insert_duplicate(
             f"attempt {sighting.dispatch_id} is not confirmed: a duplicate needs an original"
         )
     try:
-        cursor = db.execute(
-            "INSERT OR IGNORE INTO duplicates (device, provider_kind, provider_object_id,"
-            " dispatch_id, seen_at, evidence_json) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                record.device,
-                sighting.kind.value,
-                sighting.provider_object_id,
-                sighting.dispatch_id,
-                format_time(when),
-                _json(sighting.evidence),
-            ),
-        )
+        with _pg.savepoint(db):
+            cursor = db.execute(
+                "INSERT INTO duplicates (device, provider_kind, provider_object_id,"
+                " dispatch_id, seen_at, evidence_json) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                (
+                    record.device,
+                    sighting.kind.value,
+                    sighting.provider_object_id,
+                    sighting.dispatch_id,
+                    format_time(when),
+                    _json(sighting.evidence),
+                ),
+            )
     except sqlite3.IntegrityError as exc:
         raise LedgerError(
             f"provider row {provider_row_name(sighting.kind, sighting.provider_object_id)}"
@@ -1448,8 +1567,24 @@ class LedgerTally:
     duplicates: int
 
 
+#: An action's policy fields in SQL, per dialect (PostgreSQL reads the JSON text as jsonb).
+_POLICY_DEADLINE: Final[Mapping[str, str]] = {
+    "sqlite": "json_extract(actions.policy_json, '$.schedule_to_close')",
+    "postgresql": "(actions.policy_json::jsonb ->> 'schedule_to_close')",
+}
+_POLICY_MAXIMUM: Final[Mapping[str, str]] = {
+    "sqlite": "json_extract(actions.policy_json, '$.maximum_attempts')",
+    "postgresql": "(actions.policy_json::jsonb ->> 'maximum_attempts')::bigint",
+}
+
+
 def _prefilter(
-    status: Status | None, device: str | None, needs_review: bool | None, *, notable_only: bool
+    status: Status | None,
+    device: str | None,
+    needs_review: bool | None,
+    *,
+    notable_only: bool,
+    dialect: str = "sqlite",
 ) -> tuple[str, list[Any]]:
     """SQL conditions on ``actions`` keeping a superset of the actions the filters keep.
 
@@ -1486,8 +1621,8 @@ def _prefilter(
         conditions.append(
             f"EXISTS ({own} AND {_NOTABLE} AND (review_reason IS NOT NULL"
             " OR ((delivery = 'FAILED' OR acceptance = 'REJECTED')"
-            " AND (json_extract(actions.policy_json, '$.schedule_to_close') IS NOT NULL"
-            " OR coalesce(json_extract(actions.policy_json, '$.maximum_attempts'), 0)"
+            f" AND ({_POLICY_DEADLINE[dialect]} IS NOT NULL"
+            f" OR coalesce({_POLICY_MAXIMUM[dialect]}, 0)"
             " <= (SELECT count(*) FROM attempts AS every"
             " WHERE every.action_id = actions.action_id)))))"
         )

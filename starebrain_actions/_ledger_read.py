@@ -325,7 +325,7 @@ def _classify(
     return False
 
 
-def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
+def _operational(path: Path | str, exc: sqlite3.Error) -> LedgerError:
     text = str(exc)
     if "readonly" in text or "read-only" in text:
         return LedgerUnavailable(f"ledger {path} is read-only: {text}")
@@ -342,9 +342,9 @@ def _operational(path: Path, exc: sqlite3.Error) -> LedgerError:
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
-    if isinstance(row, sqlite3.Row):
-        return dict(row)
-    raise CorruptRecord("internal: rows must be sqlite3.Row")
+    if isinstance(row, sqlite3.Row) or callable(getattr(row, "items", None)):
+        return dict(row.items()) if not isinstance(row, sqlite3.Row) else dict(row)
+    raise CorruptRecord("internal: rows must be sqlite3.Row or asyncpg.Record")
 
 
 def _load_action(db: sqlite3.Connection, action_id: str) -> Action:
@@ -458,7 +458,7 @@ def _retry_open(exc: LedgerUnavailable, now: float, deadline: float) -> bool:
 
 
 @contextlib.contextmanager
-def _sqlite_errors(path: Path) -> Iterator[None]:
+def _sqlite_errors(path: Path | str) -> Iterator[None]:
     """SQLite's errors as the ledger's."""
     try:
         yield

@@ -111,8 +111,8 @@ class SendLimitReached(StarebrainError):
 class ServerConfig:
     """What ``starebrain mcp``'s options decided."""
 
-    #: the ledger file
-    db: Path
+    #: the ledger: a SQLite file path, or a PostgreSQL URL (a ``str``)
+    db: Path | str
     #: the phones, ``host:port``; the first is the default for a new action
     devices: tuple[str, ...]
     #: the ADB private key (None: the default key)

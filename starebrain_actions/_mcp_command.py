@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget
 from starebrain_actions._cli_types import Seconds, key_option, policy_options, retry_policy
 
 #: Environment variable naming the phones (same as ``--device``; several separated by spaces).
@@ -44,9 +45,9 @@ def _announce(message: str) -> None:
 )
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DbTarget(),
     default=None,
-    help="The ledger file. [default: starebrain's --db, $STAREBRAIN_DB, or the user's ledger]",
+    help=f"{DB_HELP} [default: starebrain's --db, $STAREBRAIN_DB, or the user's ledger]",
 )
 @click.option(
     "--http",
@@ -142,7 +143,7 @@ def _announce(message: str) -> None:
 def mcp_command(
     ctx: click.Context,
     devices: tuple[str, ...],
-    db: Path | None,
+    db: LedgerTarget | None,
     http_address: str | None,
     max_sends_per_hour: int | None,
     allow_resolve: bool,

@@ -4,7 +4,10 @@ Run by cron as ``starebrain nightly`` (or ``scripts/nightly_reconcile.py``). It 
 phones (through ``reconcile_pending``), never sends. It is safe to start twice: an OS file
 lock (``fcntl.flock`` on ``<ledger>.nightly.lock``) lets one run work while a second one
 says so and leaves; the kernel drops the lock when its holder dies, so a crash never wedges
-later nights. A device that cannot be reached is reported, never fatal.
+later nights. On PostgreSQL (a ``postgresql://`` URL) the lock is the ledger's advisory lock
+``nightly`` instead (``Ledger.exclusive``), held across hosts and dropped by the server when
+its holder's connection ends; no file is made. A device that cannot be reached is reported,
+never fatal.
 
 The report holds no phone numbers and no bodies: it is meant to be archived (and committed).
 """
@@ -79,6 +82,10 @@ EXIT_NEEDS_PERSON: Final = 1
 EXIT_USAGE: Final = 2
 
 Progress = Callable[[str, int, int], None]
+
+
+#: The name of the nightly job's lock in a PostgreSQL ledger (``Ledger.exclusive``).
+NIGHTLY_LOCK: Final = "nightly"
 
 
 class NightlyBusy(Exception):
@@ -180,7 +187,7 @@ class NightlyReport:
     """Everything the nightly job found; written as JSON, summarised on stdout."""
 
     generated_at: datetime
-    #: the ledger file read
+    #: the ledger read: its file path, or its URL without the password
     ledger: str
     #: wall time of the whole run
     duration_s: float
@@ -298,7 +305,7 @@ def _read_holder(descriptor: int) -> str:
 
 
 async def run_nightly(
-    ledger_path: Path,
+    ledger_path: Path | str,
     *,
     devices: Sequence[str] = (),
     key_path: Path | None = None,
@@ -314,17 +321,30 @@ async def run_nightly(
     report of the ledger as it stands, opened read-only (a read-only file or directory, an
     auditor's copy, a backup); no lock is needed.
 
-    The caller holds :func:`nightly_lock` (unless ``dry_run``). A device that is down is
-    reported, never fatal.
+    On SQLite the caller holds :func:`nightly_lock` (unless ``dry_run``); on PostgreSQL
+    (``ledger_path`` a URL) this takes the ledger's advisory lock ``nightly`` itself, before
+    anything is read. A device that is down is reported, never fatal.
 
     Raises:
+        NightlyBusy: (PostgreSQL) another run, on any host, holds the lock.
         LedgerUnavailable, SchemaTooNew: the ledger cannot be opened.
     """
     from starebrain_actions._reconciler import FENCE_RETENTION
     from starebrain_actions.agent import reconcile_pending
 
     started = clock()
-    async with Ledger.open(ledger_path, read_only=dry_run, create=False) as ledger:
+    async with contextlib.AsyncExitStack() as stack:
+        ledger = await stack.enter_async_context(
+            Ledger.open(ledger_path, read_only=dry_run, create=False)
+        )
+        if not dry_run:
+            # a no-op yielding True on SQLite, where the caller holds the file lock
+            held = await stack.enter_async_context(ledger.exclusive(NIGHTLY_LOCK, wait=False))
+            if not held:
+                raise NightlyBusy(
+                    f"another nightly run holds the lock {NIGHTLY_LOCK!r} of {ledger.path};"
+                    " leaving this run without touching anything"
+                )
         busy = [] if dry_run else await ledger.devices_in_flight()
         targets = [] if dry_run else list(dict.fromkeys([*busy, *devices]))
         result: ReconcilePass | None = None
@@ -369,7 +389,7 @@ async def run_nightly(
         pending_per_device[record.device] = pending_per_device.get(record.device, 0) + 1
     device_lines = _device_lines(targets, result, failure, pending_per_device)
     return builder.report(
-        ledger_path=ledger_path,
+        ledger_path=ledger.path,
         duration_s=clock() - started,
         devices=device_lines,
         duplicates=duplicates,
@@ -450,7 +470,7 @@ def _action_line(summary: ActionSummary) -> ActionLine:
 
 def build_report(
     *,
-    ledger_path: Path,
+    ledger_path: Path | str,
     now: datetime,
     duration_s: float,
     devices: Sequence[DeviceLine],
@@ -534,7 +554,7 @@ class _ReportBuilder:
     def report(
         self,
         *,
-        ledger_path: Path,
+        ledger_path: Path | str,
         duration_s: float,
         devices: Sequence[DeviceLine],
         duplicates: Sequence[DuplicateLine],

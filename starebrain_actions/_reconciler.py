@@ -899,9 +899,12 @@ async def reconcile_device(
     reason = ""
     for _ in range(_PASS_TRIES):
         try:
-            return await _reconcile_device_once(
-                ledger, phone, now, duplicate_watch, void_after, void_now
-            )
+            # one pass per device at a time across hosts (PostgreSQL: an advisory lock; on
+            # SQLite the snapshot check of apply_pass, under its one writer, does the work)
+            async with ledger.exclusive(f"reconcile:{phone.device}"):
+                return await _reconcile_device_once(
+                    ledger, phone, now, duplicate_watch, void_after, void_now
+                )
         except PassOutdated as exc:
             reason = str(exc)
             _log.info("reconcile_pass_redone", device=phone.device, reason=reason)

@@ -301,7 +301,8 @@ class SmsAgent:
         send_path: str = "ui",
         deadline_s: float | None = None,
     ) -> AsyncIterator[SmsAgent]:
-        """Open the ledger at ``db`` and connect to the phone at ``device`` (``host:port``).
+        """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
+        ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
 
         ``read_as_system``: read the phone through ``su 1000`` (userdebug/eng builds), which
         also shows outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM``).

@@ -26,6 +26,7 @@ import click
 
 from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
+from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget, is_url, read_one
 from starebrain_actions._cli_types import (
     Seconds,
     key_option,
@@ -34,7 +35,6 @@ from starebrain_actions._cli_types import (
 )
 from starebrain_actions._convert import to_jsonable
 from starebrain_actions._core import should_redispatch
-from starebrain_actions._ledger_read import open_read_only
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Environment variable naming the ledger file (same as ``--db``).
+#: Environment variable naming the ledger, a file path or a PostgreSQL URL (same as ``--db``).
 DB_ENV: Final = "STAREBRAIN_DB"
 #: Environment variable naming the phones (``_cli_devices.DEVICE_ENV``, kept here so that the
 #: CLI starts without importing the ``devices`` command).
@@ -113,8 +113,8 @@ class CliUsageError(CliError):
 class Settings:
     """What the group's global options decided, passed to every subcommand."""
 
-    #: the ledger file
-    db: Path
+    #: the ledger: a file path, or a PostgreSQL URL (a ``str``)
+    db: LedgerTarget
     #: True when ``db`` is the built-in default (its directory may be created)
     db_is_default: bool
     #: read phones through ``su 1000`` (``--read-as-system``)
@@ -131,14 +131,18 @@ def _settings(ctx: click.Context) -> Settings:
     return settings
 
 
-def _ledger_path(settings: Settings, *, create: bool) -> Path:
+def _ledger_path(settings: Settings, *, create: bool) -> LedgerTarget:
     """The ledger path to open; read commands refuse a missing file instead of creating one.
 
     Only ``send`` creates a ledger (``Ledger.open`` makes the file mode 0600); in the default
     location it also creates the directory, mode 0700. An existing ledger readable by other
-    users gets a warning on stderr: it holds phone numbers and message bodies.
+    users gets a warning on stderr: it holds phone numbers and message bodies. A PostgreSQL
+    URL is returned as it is: the commands open it with ``create=False`` where they read, and
+    the ledger's own error says when the schema holds no ledger.
     """
-    path = settings.db
+    if is_url(settings.db):
+        return settings.db
+    path = Path(settings.db)
     if path.exists():
         _warn_if_readable(path)
         return path
@@ -193,7 +197,7 @@ def _ledger_errors() -> Iterator[None]:
 
 
 def _open_ledger(
-    path: Path, *, read_only: bool = False, create: bool = True
+    path: LedgerTarget, *, read_only: bool = False, create: bool = True
 ) -> AbstractAsyncContextManager[Ledger]:
     """``Ledger.open``, imported (with asyncio and aiosqlite) by the commands that use it."""
     from starebrain_actions._ledger import Ledger
@@ -260,6 +264,7 @@ class _Group(_Utf8Args, _render.JsonErrorGroup):
         "devices": "starebrain_actions._cli_devices:devices_command",
         "key": "starebrain_actions._cli_keys:key_command",
         "mcp": "starebrain_actions._mcp_command:mcp_command",
+        "migrate": "starebrain_actions._cli_migrate:migrate_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",
     }
 
@@ -341,10 +346,10 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
 @click.version_option(package_name="starebrain-actions")
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DbTarget(),
     envvar=DB_ENV,
     default=None,
-    help=f"The ledger file (SQLite). Also read from ${DB_ENV}."
+    help=f"{DB_HELP} Also read from ${DB_ENV}."
     " [default: $XDG_DATA_HOME/starebrain/ledger.db, i.e. ~/.local/share/starebrain/ledger.db]",
 )
 @click.option(
@@ -356,7 +361,7 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
 )
 @_read_as_system_option
 @click.pass_context
-def main(ctx: click.Context, db: Path | None, log_level: str, read_as_system: bool) -> None:
+def main(ctx: click.Context, db: LedgerTarget | None, log_level: str, read_as_system: bool) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
     level = getattr(logging, log_level.upper())
     if ctx.invoked_subcommand in _LEDGER_ONLY_COMMANDS:
@@ -559,7 +564,7 @@ def _tell_waiting(message: str) -> None:
 
 
 def _run_send(
-    path: Path,
+    path: LedgerTarget,
     device: str,
     action_id: str,
     intent: SmsIntent,
@@ -655,8 +660,10 @@ def _run_send(
 def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
     """Show one action: its status, review reasons and every attempt on both axes."""
     path = _ledger_path(_settings(ctx), create=False)
-    with _ledger_errors(), open_read_only(path) as ledger:
-        summary, duplicates = ledger.summary(action_id), ledger.duplicates(action_id)
+    with _ledger_errors():
+        summary, duplicates = read_one(
+            path, lambda ledger: (ledger.summary(action_id), ledger.duplicates(action_id))
+        )
     if as_json:
         data = _render.summary_data(summary, show_private=show_private)
         data["duplicate_rows"] = _render.redact_data(duplicates, show_private=show_private)
@@ -727,7 +734,7 @@ def list_command(
 
 
 async def _stream_summaries(
-    path: Path,
+    path: LedgerTarget,
     read: Callable[[Ledger, datetime], AsyncIterator[ActionSummary]],
     render: Callable[..., Awaitable[None]],
     *,
@@ -761,8 +768,8 @@ async def _stream_summaries(
 def history(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
     """Show every recorded transition of an action: time, event, both axes, actor, evidence."""
     path = _ledger_path(_settings(ctx), create=False)
-    with _ledger_errors(), open_read_only(path) as ledger:
-        entries = ledger.history(action_id)
+    with _ledger_errors():
+        entries = read_one(path, lambda ledger: ledger.history(action_id))
     if as_json:
         _render.emit_json(_render.history_data(entries, show_private=show_private))
         return
@@ -1091,11 +1098,15 @@ def run_nightly_command(
     from starebrain_actions import _nightly
 
     path = settings.db
-    if not path.exists():
-        raise CliUsageError(f"no ledger at {path}; check --db or ${DB_ENV}")
-    _warn_if_readable(path)
+    url = is_url(path)
+    if not url:
+        path = Path(path)
+        if not path.exists():
+            raise CliUsageError(f"no ledger at {path}; check --db or ${DB_ENV}")
+        _warn_if_readable(path)
     try:
-        with nullcontext() if dry_run else _nightly.nightly_lock(path):
+        # on PostgreSQL ``run_nightly`` takes the lock, an advisory lock in the database
+        with nullcontext() if dry_run or url else _nightly.nightly_lock(Path(path)):
             report = asyncio.run(
                 _nightly.run_nightly(
                     path,
@@ -1164,6 +1175,11 @@ def nightly(
     For cron. Exit status: 0 nothing needs a person, 1 something does (review items, or an
     unreachable device still holding attempts), 2 usage error. A second run while one is
     going prints one line and exits 0 without touching anything.
+
+    The lock is <ledger>.nightly.lock next to a SQLite file; with a postgresql:// URL it is an
+    advisory lock in the database (no file), which also keeps runs on other hosts apart.
+    --report and --archive name their own places, whatever the ledger; a report names a URL
+    ledger without its password.
     """
     ctx.exit(
         run_nightly_command(
@@ -1185,11 +1201,10 @@ def nightly(
 )
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DbTarget(),
     envvar=DB_ENV,
     default=None,
-    help=f"The ledger file (SQLite). Also read from ${DB_ENV}."
-    " [default: $XDG_DATA_HOME/starebrain/ledger.db]",
+    help=f"{DB_HELP} Also read from ${DB_ENV}. [default: $XDG_DATA_HOME/starebrain/ledger.db]",
 )
 @click.option(
     "--log-level",
@@ -1203,7 +1218,7 @@ def nightly(
 @click.pass_context
 def nightly_main(
     ctx: click.Context,
-    db: Path | None,
+    db: LedgerTarget | None,
     log_level: str,
     read_as_system: bool,
     devices: tuple[str, ...],

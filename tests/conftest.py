@@ -1,8 +1,11 @@
-"""Shared fixtures: an ADB key pair and simulated phones to talk to with adb-shell."""
+"""Shared fixtures: an ADB key pair, simulated phones to talk to with adb-shell, and a fresh
+PostgreSQL schema per test."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from adb_shell.auth.keygen import keygen
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge.simulator import SimulatedPhone
+from tests._postgres import TEST_PG_ENV, OwnServer, fresh_schema
 
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
 
@@ -69,6 +73,55 @@ async def phone_factory(tmp_path: Path, authorized_keys_path: Path) -> AsyncIter
 async def phone(phone_factory: PhoneFactory) -> SimulatedPhone:
     """A started simulated phone in shell mode on a free port, with a fresh store and no delay."""
     return await phone_factory()
+
+
+_SESSION_SERVER: OwnServer | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """PostgreSQL for the tests that need it: ``STAREBRAIN_TEST_PG`` if set (``.ci/run``
+    sets it), else the server on 127.0.0.1:5432 if one listens, else a throwaway server of
+    the session's own from the distribution's binaries (so that a plain ``pytest`` works on
+    a machine with PostgreSQL installed but not running), stopped at the end. With none of
+    these, the tests that need PostgreSQL fail, they are not skipped. Run before test workers
+    start (``pytest -n``), which find the server in the environment they inherit."""
+    global _SESSION_SERVER
+    own = os.environ.get("STAREBRAIN_TEST_PG_OWN") == "1"  # ignore 5432 (to try this path)
+    if os.environ.get(TEST_PG_ENV) or (not own and _default_server_listens()):
+        return
+    if not (shutil.which("initdb") or any(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
+        return
+    server = OwnServer()
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        return
+    _SESSION_SERVER = server
+    os.environ[TEST_PG_ENV] = server.url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the session's own PostgreSQL, if this process started one."""
+    if _SESSION_SERVER is not None:
+        _SESSION_SERVER.stop()
+
+
+def _default_server_listens() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """A PostgreSQL URL whose connections land in a fresh, empty schema of this test's own,
+    dropped at teardown. The server is ``STAREBRAIN_TEST_PG``'s (``.ci/run`` provides one); if
+    it cannot be reached the test fails, it is not skipped."""
+    async with fresh_schema() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -76,7 +76,10 @@ async def main(db: str, serial: str, key: str, step: str) -> None:
         if step == "before_commit":
             await ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
             die()
-        phone = await AndroidPhone.connect(serial, key_path=key, command_timeout_s=30)
+        # during_reconcile: the send hangs (hang-after-send) until this timeout, then the
+        # first read kills the process; other steps die (or are killed) long before it
+        timeout_s = 3 if step == "during_reconcile" else 30
+        phone = await AndroidPhone.connect(serial, key_path=key, command_timeout_s=timeout_s)
         agent = SmsAgent(ledger, DyingPhone(phone, step), policy=POLICY, poll_interval_s=0.05)
         await agent.send("A-17", TO, BODY, wait=30)
     print("finished without dying", flush=True)

@@ -14,6 +14,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import RetryPolicy
 from starebrain_actions._demo import seed_history
 from starebrain_actions.agent import SmsAgent
+from tests._postgres import fresh_schema
 
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
 SENT = 2
@@ -53,10 +54,15 @@ async def sms_phone(phone_factory: PhoneFactory) -> Callable[..., Awaitable[Simu
     return start
 
 
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    """A fresh ledger path."""
-    return tmp_path / "ledger.db"
+@pytest.fixture(params=("sqlite", "postgresql"))
+async def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh ledger: a SQLite file path, or the URL of a fresh PostgreSQL schema (every
+    agent test runs on both backends: issue 13, no behaviour may differ)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "ledger.db")
+        return
+    async with fresh_schema() as url:
+        yield url
 
 
 @pytest.fixture

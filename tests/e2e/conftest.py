@@ -1,15 +1,22 @@
-"""End-to-end fixtures: real ledger files in known states, the CLI runner, the installed
-command, and a loopback port nobody listens on."""
+"""End-to-end fixtures: real ledgers in known states, the CLI runner, the installed command,
+and a loopback port nobody listens on.
+
+Backends (issue 13): a test whose fixtures reach ``ledger_target`` (``seeded_ledger`` does,
+and ``run_cli`` follows it) runs twice, on a SQLite file and on a fresh PostgreSQL schema,
+unless it names ``ledger_path`` among its own arguments: that says it needs the file itself
+(its bytes, its mode, a lock file beside it, ``sqlite3``), and it stays SQLite's.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,7 @@ from starebrain_actions import (
     try_accept,
 )
 from starebrain_actions.cli import main
+from tests._postgres import fresh_schema
 
 #: What ``seeded_ledger`` holds: action id -> derived status.
 SEEDED = {
@@ -42,6 +50,19 @@ RECIPIENT = "+12025550100"
 BODY = "Your code is 4821"
 
 RunCli = Callable[..., Result]
+#: Where a ledger lives: a SQLite file, or a PostgreSQL URL.
+Target = Path | str
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests reaching ``ledger_target`` run on both backends, except those that name
+    ``ledger_path`` themselves (they reach into the SQLite file)."""
+    if "ledger_target" not in metafunc.fixturenames:
+        return
+    own = inspect.signature(metafunc.function).parameters
+    backends = ("sqlite",) if "ledger_path" in own else BACKENDS
+    metafunc.parametrize("ledger_target", backends, indirect=True)
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +81,17 @@ def ledger_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+async def ledger_target(request: pytest.FixtureRequest, ledger_path: Path) -> AsyncIterator[Target]:
+    """Where the test's ledger lives: ``ledger_path`` (not created yet), or the URL of a fresh,
+    empty PostgreSQL schema dropped after the test."""
+    if request.param == "sqlite":
+        yield ledger_path
+        return
+    async with fresh_schema() as url:
+        yield url
+
+
+@pytest.fixture
 def closed_port() -> int:
     """A loopback TCP port with nothing listening on it (connections are refused)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -68,13 +100,21 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def run_cli(ledger_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunCli:
-    """Invoke ``starebrain --db <ledger_path> ARGS...`` in-process with click's runner."""
+def run_cli(
+    request: pytest.FixtureRequest, ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> RunCli:
+    """Invoke ``starebrain --db <ledger> ARGS...`` in-process with click's runner: the test's
+    ``ledger_target`` when it has one (either backend), else ``ledger_path``."""
     monkeypatch.delenv("STAREBRAIN_DB", raising=False)
+    target: Target = (
+        request.getfixturevalue("ledger_target")
+        if "ledger_target" in request.fixturenames
+        else ledger_path
+    )
 
-    def run(*args: str, db: Path | None = None) -> Result:
+    def run(*args: str, db: Target | None = None) -> Result:
         runner = CliRunner()
-        return runner.invoke(main, ["--db", str(db or ledger_path), *args], catch_exceptions=False)
+        return runner.invoke(main, ["--db", str(db or target), *args], catch_exceptions=False)
 
     return run
 
@@ -108,7 +148,7 @@ def json_of(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-async def seed_ledger(path: Path, *, waiting_device: str) -> None:
+async def seed_ledger(path: Target, *, waiting_device: str) -> None:
     """Fill a ledger with one action per interesting state (see ``SEEDED``)."""
     intent = SmsIntent(recipient=RECIPIENT, body=BODY)
     one_try = RetryPolicy(maximum_attempts=1, grace_window=timedelta(seconds=60))
@@ -145,10 +185,11 @@ async def seed_ledger(path: Path, *, waiting_device: str) -> None:
 
 
 @pytest.fixture
-async def seeded_ledger(ledger_path: Path, closed_port: int) -> Path:
-    """A ledger holding the actions of ``SEEDED``; the in-flight one is on ``closed_port``."""
-    await seed_ledger(ledger_path, waiting_device=f"127.0.0.1:{closed_port}")
-    return ledger_path
+async def seeded_ledger(ledger_target: Target, closed_port: int) -> Target:
+    """A ledger holding the actions of ``SEEDED``; the in-flight one is on ``closed_port``.
+    A file path, or on the PostgreSQL run a URL (see the module's docstring)."""
+    await seed_ledger(ledger_target, waiting_device=f"127.0.0.1:{closed_port}")
+    return ledger_target
 
 
 def without_file_override(command: list[str]) -> list[str]:

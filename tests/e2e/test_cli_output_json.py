@@ -261,7 +261,7 @@ def test_nightly_report_fields_and_names(
     assert status["superseded_reasons"] == line["superseded_reasons"] == line["superseded"]
 
 
-def test_nightly_busy_is_json(seeded_ledger: Path, run_cli: RunCli) -> None:
+def test_nightly_busy_is_json(seeded_ledger: Path, ledger_path: Path, run_cli: RunCli) -> None:
     """A second nightly run while one holds the lock says so in JSON under `--json`, exit 0."""
     with nightly_lock(seeded_ledger):
         result = run_cli("nightly", "--json")

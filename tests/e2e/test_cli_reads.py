@@ -238,7 +238,7 @@ def test_rich_tables_on_a_tty(seeded_ledger: Path) -> None:
     assert len(narrow.getvalue().splitlines()) > 2 * len(SEEDED)
 
 
-def test_ledger_untouched_by_reads(seeded_ledger: Path, run_cli: RunCli) -> None:
+def test_ledger_untouched_by_reads(seeded_ledger: Path, ledger_path: Path, run_cli: RunCli) -> None:
     """Read commands write nothing: the history table is the same before and after."""
 
     def rows() -> int:

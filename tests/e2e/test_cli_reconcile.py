@@ -17,7 +17,9 @@ from tests.e2e.conftest import BODY, RECIPIENT, RunCli
 SENT = 2
 
 
-async def in_flight_with_sent_row(ledger_path: Path, phone: SimulatedPhone, action_id: str) -> str:
+async def in_flight_with_sent_row(
+    ledger_path: Path | str, phone: SimulatedPhone, action_id: str
+) -> str:
     """An attempt whose send reached the phone but whose reply was lost: the row is in the
     sent box, the ledger still says PENDING. Returns its dispatch id."""
     async with Ledger.open(ledger_path) as ledger:

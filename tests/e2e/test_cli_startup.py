@@ -98,7 +98,7 @@ def test_status_list_and_history_of_a_real_ledger_load_no_heavy_module(
 
 @pytest.mark.parametrize("as_json", [[], ["--json"]], ids=["text", "json"])
 def test_status_and_history_of_a_real_ledger_load_no_asyncio(
-    seeded_ledger: Path, as_json: list[str]
+    seeded_ledger: Path, ledger_path: Path, as_json: list[str]
 ) -> None:
     """``status`` and ``history`` (found, or not) print a real ledger's action without
     importing asyncio, aiosqlite or the async ledger."""

@@ -16,13 +16,13 @@ from click.testing import CliRunner, Result
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, SmsIntent
 from starebrain_actions.cli import main
-from tests.e2e.conftest import BODY, RECIPIENT, RunCli, json_of
+from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target, json_of
 from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "nightly_reconcile.py"
 
 
-async def nightly(ledger_path: Path, key: Path, *args: str) -> Result:
+async def nightly(ledger_path: Target, key: Path, *args: str) -> Result:
     """Run `starebrain --db L nightly --key KEY ARGS` off the phone's event loop."""
     argv = ["--db", str(ledger_path), "nightly", "--key", str(key), *args]
     return await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
@@ -89,12 +89,13 @@ def test_unreachable_device_fails_nothing(
 
 
 async def test_clean_night_exits_0(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, tmp_path: Path
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, tmp_path: Path
 ) -> None:
-    """A lost reply is settled by the nightly pass; with nothing left for people, exit 0."""
-    await in_flight_with_sent_row(ledger_path, phone, "A-17")
+    """A lost reply is settled by the nightly pass; with nothing left for people, exit 0
+    (on both backends)."""
+    await in_flight_with_sent_row(ledger_target, phone, "A-17")
     report_path = tmp_path / "night.json"
-    result = await nightly(ledger_path, adb_key_path, "--report", str(report_path))
+    result = await nightly(ledger_target, adb_key_path, "--report", str(report_path))
     assert 0 == result.exit_code, result.output
     report = json.loads(report_path.read_text(encoding="utf-8"))
     assert report["needs_person"] is False and [] == report["attention"]

@@ -1,10 +1,9 @@
-"""Separate processes racing on one ledger file: exactly one winner each time."""
+"""Separate processes racing on one ledger (a SQLite file, or a PostgreSQL schema shared by
+processes with their own connections, as hosts would): exactly one winner each time."""
 
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -35,47 +34,45 @@ def race(target: object, args_for: list[tuple[object, ...]]) -> list[str]:
 
 
 async def test_processes_racing_begin_attempt_on_one_action_make_one_attempt(
-    ledger_path: Path,
+    ledger_target: str,
 ) -> None:
     """Eight processes call begin_attempt on the same action: one attempt exists after."""
-    async with Ledger.open(ledger_path) as ledger:
+    async with Ledger.open(ledger_target) as ledger:
         await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="hi"))
     results = race(
-        begin_attempt_worker, [(str(ledger_path), "A-1", f"dev-{n}") for n in range(WORKERS)]
+        begin_attempt_worker, [(ledger_target, "A-1", f"dev-{n}") for n in range(WORKERS)]
     )
     assert 1 == results.count("won")
     assert {"AttemptInFlight"} == set(results) - {"won"}
-    async with Ledger.open(ledger_path) as ledger:
+    async with Ledger.open(ledger_target) as ledger:
         assert 1 == len(await ledger.attempts("A-1"))
 
 
-async def test_processes_racing_for_one_device_make_one_attempt(ledger_path: Path) -> None:
+async def test_processes_racing_for_one_device_make_one_attempt(ledger_target: str) -> None:
     """Eight actions racing for the same device: the lease lets exactly one through."""
-    async with Ledger.open(ledger_path) as ledger:
+    async with Ledger.open(ledger_target) as ledger:
         for n in range(WORKERS):
             await ledger.create_action(f"A-{n}", SmsIntent(recipient="+12025550100", body=f"m{n}"))
-    results = race(
-        begin_attempt_worker, [(str(ledger_path), f"A-{n}", "dev") for n in range(WORKERS)]
-    )
+    results = race(begin_attempt_worker, [(ledger_target, f"A-{n}", "dev") for n in range(WORKERS)])
     assert 1 == results.count("won")
     assert {"DeviceBusy"} == set(results) - {"won"}
-    async with Ledger.open(ledger_path) as ledger:
+    async with Ledger.open(ledger_target) as ledger:
         assert 1 == len(await ledger.in_flight("dev"))
 
 
 async def test_processes_racing_transitions_have_one_winner_and_one_history_row(
-    ledger_path: Path,
+    ledger_target: str,
 ) -> None:
     """Eight processes confirm one record: one wins, the others are told they are stale,
     and history holds exactly one confirm and one accept."""
-    async with Ledger.open(ledger_path) as ledger:
+    async with Ledger.open(ledger_target) as ledger:
         await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="hi"))
         record = await ledger.begin_attempt("A-1", "dev")
     results = race(
         confirm_worker,
-        [(str(ledger_path), record.dispatch_id, 900 + n) for n in range(WORKERS)],
+        [(ledger_target, record.dispatch_id, 900 + n) for n in range(WORKERS)],
     )
     assert ["won"] == [result for result in results if result != "stale"]
-    with sqlite3.connect(ledger_path) as db:
-        events = [row[0] for row in db.execute("SELECT event FROM history ORDER BY sequence")]
+    async with Ledger.open(ledger_target) as ledger:
+        events = [entry.event.value for entry in await ledger.history("A-1")]
     assert ["created", "confirm", "accept"] == events

@@ -1,0 +1,194 @@
+"""What only the PostgreSQL backend has to get right: opening a schema, refusals that must not
+abort a whole batch, and locks shared by every host on one ledger and by no other ledger."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from starebrain_actions import (
+    DeliveryState,
+    Ledger,
+    LedgerError,
+    LedgerUnavailable,
+    SchemaTooNew,
+    SmsIntent,
+    confirm_delivery,
+)
+from starebrain_actions._ledger_pg import PG_SCHEMA_VERSION, VERSION_TABLE
+from starebrain_actions._pg import LOCK_KEY_SQL
+from tests._postgres import fresh_schema, pg_base_url, pg_schema_url
+
+
+def intent(n: int) -> SmsIntent:
+    return SmsIntent(recipient="+12025550100", body=f"m{n}")
+
+
+async def test_a_batch_with_one_refused_transition_applies_the_others(pg_url: str) -> None:
+    """PostgreSQL aborts a transaction at its first refused statement, where SQLite rolls back
+    only that statement. A batch holding a transition the database refuses (a provider row
+    already confirming another attempt) still applies every other one, and reports the
+    refusal in its place, as on SQLite."""
+    async with Ledger.open(pg_url) as ledger:
+        records = []
+        for n in range(4):
+            await ledger.create_action(f"A-{n}", intent(n))
+            records.append(await ledger.begin_attempt(f"A-{n}", f"dev-{n % 2}"))
+            if n < 2:  # the first two confirm at once, freeing their devices
+                await ledger.apply(
+                    confirm_delivery(records[-1], provider_object_id=100 + n, now=ledger.now())
+                )
+        now = ledger.now()
+        batch = [
+            confirm_delivery(records[2], provider_object_id=100, now=now),  # dev-0's row 100
+            confirm_delivery(records[3], provider_object_id=7, now=now),
+        ]
+        results = await ledger.apply_many(batch)
+        assert isinstance(results[0], LedgerError) and "UNIQUE" in str(results[0])
+        assert DeliveryState.CONFIRMED is results[1].delivery  # type: ignore[union-attr]
+        stored = await ledger.attempts_by_id(r.dispatch_id for r in records[2:])
+        assert [DeliveryState.PENDING, DeliveryState.CONFIRMED] == [
+            stored[r.dispatch_id].delivery for r in records[2:]
+        ]
+        history = await ledger.history("A-3")
+        assert ["created", "confirm"] == [e.event.value for e in history][:2]
+
+
+async def test_locks_are_shared_by_one_ledger_and_by_no_other(pg_url: str) -> None:
+    """``exclusive`` is held across processes on one ledger (here two opens with their own
+    pools stand for two hosts: the first holder keeps it from the second), and two ledgers in
+    two schemas of one database never share a lock (advisory locks belong to the database;
+    the key mixes in the schema)."""
+    async with (
+        fresh_schema() as other_url,
+        Ledger.open(pg_url) as one,
+        Ledger.open(other_url) as elsewhere,
+    ):
+        async with one.exclusive("nightly") as held:
+            assert held
+            async with elsewhere.exclusive("nightly", wait=False) as other_held:
+                assert other_held
+            # a second host on the same ledger: a connection of its own, the same schema
+            raw = await asyncpg.connect(pg_url)
+            try:
+                taken = await raw.fetchval(
+                    f"SELECT pg_try_advisory_lock({LOCK_KEY_SQL})", "nightly"
+                )
+            finally:
+                await raw.close()
+            assert taken is False
+        async with one.exclusive("nightly", wait=False) as again:
+            assert again  # released at the end of the block
+
+
+async def test_a_second_block_of_one_process_waits_for_the_first(pg_url: str) -> None:
+    """A session may take its own advisory lock twice; the ledger must not: a second block of
+    the same process asking for a held name waits (or, not waiting, is told it is held)."""
+    async with Ledger.open(pg_url) as ledger:
+        order: list[str] = []
+
+        async def second() -> None:
+            async with ledger.exclusive("reconcile:dev"):
+                order.append("second")
+
+        async with ledger.exclusive("reconcile:dev"):
+            async with ledger.exclusive("reconcile:dev", wait=False) as held:
+                assert not held
+            task = asyncio.create_task(second())
+            await asyncio.sleep(0.2)
+            order.append("first done")
+        await asyncio.wait_for(task, 5)
+        assert ["first done", "second"] == order
+
+
+async def test_a_schema_holding_other_tables_is_refused_and_left_alone(pg_url: str) -> None:
+    """As SQLite refuses a database of something else: nothing is created beside the other
+    tables, and the error says why."""
+    raw = await asyncpg.connect(pg_url)
+    try:
+        await raw.execute("CREATE TABLE invoices (id int)")
+        with pytest.raises(LedgerUnavailable, match="holds other tables"):
+            async with Ledger.open(pg_url):
+                pass
+        tables = await raw.fetch(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    finally:
+        await raw.close()
+    assert ["invoices"] == [row[0] for row in tables]
+
+
+async def test_a_missing_schema_or_an_empty_one_opened_without_create_is_refused() -> None:
+    """A search_path naming no schema, or (``create=False``, as read commands open) an empty
+    one, is refused with the reason; a read-only open of an empty schema writes nothing."""
+    missing = pg_schema_url(pg_base_url(), "t_no_such_schema_here")
+    with pytest.raises(LedgerUnavailable, match="does not exist"):
+        async with Ledger.open(missing):
+            pass
+    async with fresh_schema() as url:
+        for kwargs in ({"create": False}, {"read_only": True}):
+            with pytest.raises(LedgerUnavailable, match="holds no ledger"):
+                async with Ledger.open(url, **kwargs):  # type: ignore[arg-type]
+                    pass
+        raw = await asyncpg.connect(url)
+        try:
+            count = await raw.fetchval(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema ="
+                " current_schema()"
+            )
+        finally:
+            await raw.close()
+        assert 0 == count
+
+
+async def test_a_newer_schema_is_refused_untouched_and_read_only_never_writes(
+    pg_url: str,
+) -> None:
+    """A ledger a newer package wrote is refused (SchemaTooNew) and not changed; a read-only
+    open reads but refuses every write."""
+    async with Ledger.open(pg_url) as ledger:
+        await ledger.create_action("A-1", intent(1))
+    async with Ledger.open(pg_url, read_only=True) as reader:
+        assert "A-1" == (await reader.get_action("A-1")).action_id
+        with pytest.raises(LedgerUnavailable, match="read-only"):
+            await reader.create_action("A-2", intent(2))
+    raw = await asyncpg.connect(pg_url)
+    try:
+        await raw.execute(f"INSERT INTO {VERSION_TABLE} (version) VALUES ($1)", 99)
+        with pytest.raises(SchemaTooNew, match="99"):
+            async with Ledger.open(pg_url):
+                pass
+        versions = await raw.fetch(f"SELECT version FROM {VERSION_TABLE} ORDER BY version")
+    finally:
+        await raw.close()
+    assert [PG_SCHEMA_VERSION, 99] == [row[0] for row in versions]
+
+
+async def test_two_processes_opening_one_new_schema_migrate_it_once(pg_url: str) -> None:
+    """Two opens racing on an empty schema: one migrates (under an advisory lock), the other
+    finds the ledger made; one version row, one set of tables."""
+
+    async def open_and_write(n: int) -> None:
+        async with Ledger.open(pg_url) as ledger:
+            await ledger.create_action(f"A-{n}", intent(n))
+
+    await asyncio.gather(*(open_and_write(n) for n in range(4)))
+    raw = await asyncpg.connect(pg_url)
+    try:
+        versions = await raw.fetch(f"SELECT version FROM {VERSION_TABLE}")
+        actions = await raw.fetchval("SELECT count(*) FROM actions")
+    finally:
+        await raw.close()
+    assert ([PG_SCHEMA_VERSION], 4) == ([row[0] for row in versions], actions)
+
+
+async def test_the_password_never_appears_in_an_error() -> None:
+    """A URL's password is left out of the ledger's name in every message."""
+    base = pg_base_url().replace("postgresql://", "postgresql://nobody:s3cret@", 1)
+    url = pg_schema_url(base.replace("@127.0.0.1:5432", "@127.0.0.1:9"), "t_x")
+    with pytest.raises(LedgerUnavailable) as raised:
+        async with Ledger.open(url, busy_timeout_s=1):
+            pass
+    assert "s3cret" not in str(raised.value) and "***" in str(raised.value)
