@@ -227,6 +227,10 @@ def _check_recipient(intent: SmsIntent, _a: attrs.Attribute[Any], value: str) ->
 def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("body must not be empty")
+    if "\x00" in value:
+        # no send path carries it (``am`` extras and ``input text`` are C strings), and a
+        # PostgreSQL ledger cannot store it: refused alike on both backends
+        raise InvalidInput(f"body holds a NUL character (U+0000) at {value.index(chr(0))}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no phone can send it

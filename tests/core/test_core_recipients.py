@@ -206,3 +206,12 @@ def test_the_shared_rule_is_a_pure_leaf_module() -> None:
     forbidden = {"android_bridge", "starebrain_actions", "adb_shell", "aiosqlite", "structlog"}
     forbidden |= {"sqlite3", "asyncio", "socket"}
     assert set() == imported_modules(path) & forbidden
+
+
+@pytest.mark.parametrize("body", ["a\x00b", "\x00", "code 4821\x00"])
+def test_a_body_holding_nul_is_refused_on_every_backend(body: str) -> None:
+    """No send path can carry U+0000 (``am`` extras and ``input text`` are C strings) and a
+    PostgreSQL ledger cannot store it, where SQLite would: the intent refuses it, so both
+    backends behave the same (InvalidInput, exit 2 on the command line)."""
+    with pytest.raises(InvalidInput, match="NUL"):
+        SmsIntent(recipient="+12025550100", body=body)
