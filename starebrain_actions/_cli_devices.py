@@ -157,9 +157,14 @@ async def gather_reports(
     known: set[str] = set()
     holders: dict[str, Lease] = {}
     if ledger_path is not None:
-        async with Ledger.open(ledger_path, read_only=True) as ledger:
-            known.update(await ledger.devices())
-            holders = lease_holders(await ledger.in_flight())
+        from starebrain_actions._ledger_pg import NoLedger
+
+        try:
+            async with Ledger.open(ledger_path, read_only=True) as ledger:
+                known.update(await ledger.devices())
+                holders = lease_holders(await ledger.in_flight())
+        except NoLedger:
+            pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
     order = list(dict.fromkeys([*named, *sorted(known)]))
     probes = await asyncio.gather(
         *(probe(device, key_path=key_path, timeout_s=timeout_s) for device in order)

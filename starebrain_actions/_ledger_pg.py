@@ -49,6 +49,11 @@ def migrations() -> list[tuple[int, str]]:
 PG_SCHEMA_VERSION: Final[int] = len(migrations())
 
 
+class NoLedger(LedgerUnavailable):
+    """The URL's schema holds no ledger yet, and this open may not create one (what a
+    missing file is on SQLite)."""
+
+
 class PgBackend:
     """Runs the ledger's ``work(db)`` functions on PostgreSQL (the ``Ledger``'s backend)."""
 
@@ -141,7 +146,7 @@ def prepare(db: PgConnection, *, read_only: bool, create: bool) -> None:
                 " empty schema (search_path=…)"
             )
         if not create or read_only:
-            raise LedgerUnavailable(f"ledger {where}: schema {schema} holds no ledger")
+            raise NoLedger(f"ledger {where}: schema {schema} holds no ledger")
     elif version > latest:
         raise SchemaTooNew(
             f"ledger {where} has schema version {version}, newer than this starebrain-actions"

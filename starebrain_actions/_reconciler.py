@@ -463,6 +463,7 @@ def _doubt(
     others: Sequence[OutgoingMessage],
     now: datetime,
     watched: Sequence[Watched] = (),
+    altered: Sequence[OutgoingMessage] = (),
 ) -> LookupResult | None:
     """On the UI path, may ``chosen`` (a row dated inside the send window, matching the intent
     in whole or, provably ours by its date, in part) be the owner's while this attempt's own
@@ -476,7 +477,11 @@ def _doubt(
       (outbox, failed, queued, draft) or someone deleted. It may be this attempt's, failed or
       queued;
     * another row identical to the intent in the window that was not sent (failed, or still
-      queued), when the reader sees every type.
+      queued), when the reader sees every type;
+    * ``altered``: a row matching the intent in part and dated between this attempt's first
+      and last key, the evidence that makes such a row this attempt's MISMATCH: the app sent
+      ours altered (to a wrong number, or with its text changed), and the identical row is
+      then the owner's.
 
     Rows out of sight that earlier attempts of ours on the device account for
     (:func:`_earlier_unseen`: sent before this one, their own rows never seen) cast no doubt:
@@ -494,10 +499,14 @@ def _doubt(
     if count and count <= _earlier_unseen(item, watched, chosen):
         count, unseen = 0, []
     unsent = [m for m in others if m.outcome is not ArtifactOutcome.SENT]
-    if not unseen and not unsent:
+    if not unseen and not unsent and not altered:
         return None
     may_change = bool(unseen) or any(m.outcome is ArtifactOutcome.QUEUED for m in unsent)
-    if may_change and now < item.record.dispatched_at + item.action.policy.grace_window:
+    if (
+        may_change
+        and not altered
+        and now < item.record.dispatched_at + item.action.policy.grace_window
+    ):
         return _WAIT
     evidence: dict[str, Any] = {
         "identical_rows": [chosen.provider_object_id, *(m.provider_object_id for m in others)],
@@ -508,6 +517,8 @@ def _doubt(
         evidence["unseen_ids"] = unseen
     if unsent:
         evidence["unsent_identical_rows"] = [m.provider_object_id for m in unsent]
+    if altered:
+        evidence["altered_rows_in_keys_window"] = [m.provider_object_id for m in altered]
     return LookupResult(complete=read.complete, ambiguous=True, evidence=evidence)
 
 
@@ -615,8 +626,11 @@ def plan_device(
                 key=lambda mv: (mv[0].outcome is not ArtifactOutcome.SENT, mv[0].provider_object_id)
             )
             chosen, verdict = matches[0]
+            # a row of ours the app altered (its wrong recipient, its changed text), dated
+            # between our first and last key, beside a row identical to the intent
+            altered = [m for score, m, _v in scored if score == 1 and _provably_ours(m, record)]
             doubt = (
-                _doubt(read, item, chosen, [m for m, _v in matches[1:]], now, watched)
+                _doubt(read, item, chosen, [m for m, _v in matches[1:]], now, watched, altered)
                 if ui_path
                 else None
             )

@@ -199,3 +199,45 @@ async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_cla
     assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
     assert (1, None) == (agent.dispatches, summary.attempts[0].provider_object_id)
     assert [top + 1] == summary.attempts[0].evidence["unseen_ids"]
+
+
+@pytest.mark.parametrize("fault", ["wrong-recipient", "mangle-body"])
+async def test_the_owners_identical_text_beside_our_altered_row_is_never_claimed(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, fault: str
+) -> None:
+    """The chaos run's second lie, replayed: the app sent ours altered (to a wrong number,
+    or with its text changed), and the owner's identical text landed right after it inside
+    our window. Our altered row, dated between our first and last key, is the evidence; the
+    identical row is the owner's. The action never reads SUCCEEDED and goes to review."""
+    phone = await sms_phone(root=False)
+    phone.inject_fault(fault)
+    top = phone.store.max_id()
+
+    async def owner_texts_right_after_ours() -> None:
+        for _ in range(10_000):  # polls the store every 2 ms, for 20 s at most
+            if phone.store.max_id() != top:
+                break
+            await asyncio.sleep(0.002)
+        row = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
+        phone.store.mark_sent(row, date_sent_ms=phone.now_ms())
+
+    owner = asyncio.create_task(owner_texts_right_after_ours())
+    async with agent_for(phone) as agent, asyncio.timeout(60):
+        first = await agent.send("A-17", TO, BODY, wait=1)
+        await owner
+        await settle(agent, db_path, adb_key_path, phone)
+        summary = await agent.ledger.summary("A-17")
+    ours = phone.store.row(top + 1)
+    assert (
+        ours is not None
+        and ours.type == 2
+        and (ours.address, ours.body)
+        != (
+            "+12025550100",
+            BODY,
+        )
+    )
+    assert Status.SUCCEEDED not in (first.status, summary.status)
+    assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
+    assert [top + 1] == summary.attempts[0].evidence["altered_rows_in_keys_window"]
+    assert 1 == agent.dispatches

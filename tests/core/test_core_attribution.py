@@ -174,7 +174,7 @@ def test_an_identical_row_above_a_row_out_of_sight_is_not_claimed() -> None:
 def test_rows_out_of_sight_at_or_below_the_watermark_or_above_the_match_change_nothing() -> None:
     """Only a gap between the watermark and the matching row casts doubt on it: one at or
     below the watermark predates the send, and one above the row was inserted after it."""
-    rows = unseen(row(12), row(14, body="other"), gaps=((8, 10), (13, 13)))
+    rows = unseen(row(12), row(14, to="+12025550177", body="other"), gaps=((8, 10), (13, 13)))
     plan = plan_device([pending()], rows, set(), judge, NOW)
     assert [Event.CONFIRM, Event.ACCEPT] == [t.event for t in plan.transitions]
     assert 12 == plan.transitions[-1].after.provider_object_id
@@ -398,3 +398,20 @@ def test_a_later_copy_is_found_below_the_row_that_confirmed() -> None:
     item = Watched(record=confirmed, action=ACTION, floor_id=10)
     plan = plan_device([item], read(row(11), row(12)), {12}, judge, NOW)
     assert [(11, "unknown")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+
+
+def test_an_identical_row_beside_our_altered_row_goes_to_review() -> None:
+    """The app sent our text to a wrong number (or changed it): that half match, dated
+    between our first and last key, is ours; the row identical to the intent beside it is
+    then the owner's. Claiming it would read SUCCEEDED with nothing right sent: review
+    (AMBIGUOUS) at once, naming both."""
+    ours = row(11, to="+12025550199", date_ms=CLOCK + 50)
+    owners = row(12, date_ms=CLOCK + 900)
+    (flagged,) = plan_device([pending()], read(ours, owners), set(), judge, NOW).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    assert flagged.after.provider_object_id is None
+    assert [11] == flagged.after.evidence["altered_rows_in_keys_window"]
+    # a half match dated outside the keys (the owner's other text, later) casts no doubt
+    later = row(11, to="+12025550199", date_ms=CLOCK + 2_500)
+    plan = plan_device([pending()], read(later, owners), set(), judge, NOW)
+    assert 12 == plan.transitions[0].after.provider_object_id

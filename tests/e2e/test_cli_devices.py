@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import asyncpg
 import pytest
 from click.testing import CliRunner, Result
 
@@ -369,3 +370,25 @@ async def test_devices_json_fields_are_the_documented_ones(
     assert documented_fields("Devices") == set(data)
     assert documented_fields("Device") == set(data["devices"][0])
     assert {"action_id", "dispatch_id", "attempt", "since"} == set(data["devices"][0]["lease"])
+
+
+async def test_an_empty_postgresql_schema_is_no_ledger_yet_as_a_missing_file_is(
+    phone_factory: PhoneFactory, pg_url: str, adb_key_path: Path
+) -> None:
+    """Issue 13, one behaviour on both backends: ``devices`` on a PostgreSQL schema that holds
+    no ledger yet probes the named phone, exit 0, as on a SQLite file that does not exist yet,
+    and creates nothing in the schema."""
+    phone = await phone_factory()
+    result = await cli(
+        "--db", pg_url, "devices", "--device", phone.serial, "--key", str(adb_key_path)
+    )
+    assert 0 == result.exit_code, result.output
+    assert any(line.startswith(phone.serial) for line in result.stdout.splitlines())
+    raw = await asyncpg.connect(pg_url)
+    try:
+        tables = await raw.fetchval(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    finally:
+        await raw.close()
+    assert 0 == tables
