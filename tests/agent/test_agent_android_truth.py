@@ -30,6 +30,18 @@ TO, BODY = "+1 202 555 0100", "Your code is 4821"
 NO_GRACE = RetryPolicy(maximum_attempts=3, grace_window=timedelta(0))
 
 
+async def owner_texts_right_after(phone: Any, top: int) -> int:
+    """As soon as a row above ``top`` shows up in the store (ours), the phone's owner sends
+    the very same text to the same person: a SENT row dated now, inside our window."""
+    for _ in range(10_000):  # polls the store every 2 ms, for 20 s at most
+        if phone.store.max_id() != top:
+            break
+        await asyncio.sleep(0.002)
+    row: int = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
+    phone.store.mark_sent(row, date_sent_ms=phone.now_ms())
+    return row
+
+
 def sent_to(phone: Any, body: str) -> list[str]:
     """Channels of every message that left the phone carrying ``body``."""
     return [t.channel for t in phone.transmissions if t.body == body]
@@ -176,16 +188,7 @@ async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_cla
     phone.inject_fault(fault)
     top = phone.store.max_id()
 
-    async def owner_texts_right_after_ours() -> int:
-        for _ in range(10_000):  # polls the store every 2 ms, for 20 s at most
-            if phone.store.max_id() != top:
-                break
-            await asyncio.sleep(0.002)
-        row = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
-        phone.store.mark_sent(row, date_sent_ms=phone.now_ms())
-        return row
-
-    owner = asyncio.create_task(owner_texts_right_after_ours())
+    owner = asyncio.create_task(owner_texts_right_after(phone, top))
     policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
     async with agent_for(phone, policy=policy) as agent, asyncio.timeout(60):
         first = await agent.send("A-17", TO, BODY, wait=0.5)
@@ -213,15 +216,7 @@ async def test_the_owners_identical_text_beside_our_altered_row_is_never_claimed
     phone.inject_fault(fault)
     top = phone.store.max_id()
 
-    async def owner_texts_right_after_ours() -> None:
-        for _ in range(10_000):  # polls the store every 2 ms, for 20 s at most
-            if phone.store.max_id() != top:
-                break
-            await asyncio.sleep(0.002)
-        row = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
-        phone.store.mark_sent(row, date_sent_ms=phone.now_ms())
-
-    owner = asyncio.create_task(owner_texts_right_after_ours())
+    owner = asyncio.create_task(owner_texts_right_after(phone, top))
     async with agent_for(phone) as agent, asyncio.timeout(60):
         first = await agent.send("A-17", TO, BODY, wait=1)
         await owner

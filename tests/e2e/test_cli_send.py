@@ -1,4 +1,5 @@
-"""`starebrain send` against the simulated phone: one SMS per action, and the exit statuses."""
+"""`starebrain send` against the simulated phone: one SMS per action, and the exit statuses,
+on a SQLite file and on a PostgreSQL ledger alike."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Action, ActionSummary, RetryPolicy, SmsIntent, Status
 from starebrain_actions.cli import main, send_exit_code
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import BODY, RECIPIENT, starebrain_command
+from tests.e2e.conftest import BODY, RECIPIENT, Target, starebrain_command
 
 SENT = 2
 
 
-async def send(ledger_path: Path, key: Path, serial: str, *args: str) -> Result:
-    """Run `starebrain --db L send --device SERIAL --key KEY ARGS` off the phone's loop."""
-    argv = ["--db", str(ledger_path), "send", "--device", serial, "--key", str(key), *args]
+async def send(ledger: Target, key: Path, serial: str, *args: str) -> Result:
+    """Run `starebrain --db L send --device SERIAL --key KEY ARGS` off the phone's loop (a
+    file or, on the PostgreSQL run of a test, a URL)."""
+    argv = ["--db", str(ledger), "send", "--device", serial, "--key", str(key), *args]
     return await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
 
 
@@ -32,25 +34,25 @@ def sent_bodies(phone: SimulatedPhone) -> list[str | None]:
 
 
 async def test_send_succeeds_once_and_rerun_is_idempotent(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """Exit 0 on SUCCEEDED; rerunning the same command reuses the derived id and sends nothing."""
     args = ("--to", RECIPIENT, "--body", BODY, "--wait", "10")
-    first = await send(ledger_path, adb_key_path, phone.serial, *args)
+    first = await send(ledger_target, adb_key_path, phone.serial, *args)
     assert 0 == first.exit_code, first.output
     assert "SUCCEEDED" in first.stdout
     action_id = first.stdout.split()[2]
     assert action_id.startswith("sms-") and 20 == len(action_id)
-    again = await send(ledger_path, adb_key_path, phone.serial, *args)
+    again = await send(ledger_target, adb_key_path, phone.serial, *args)
     assert 0 == again.exit_code, again.output
     assert action_id == again.stdout.split()[2]
     assert [BODY] == sent_bodies(phone)
 
 
-async def test_send_json(phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path) -> None:
+async def test_send_json(phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path) -> None:
     """`send --json` prints the record with its status and exit code, redacted."""
     result = await send(
-        ledger_path, adb_key_path, phone.serial,
+        ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", BODY, "--action-id", "A-17", "--json",
     )  # fmt: skip
     assert 0 == result.exit_code, result.output
@@ -65,13 +67,13 @@ async def test_send_json(phone: SimulatedPhone, ledger_path: Path, adb_key_path:
 
 
 async def test_send_reply_lost_is_one_sms(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The link stalls after the send (the reply never comes): the CLI's command times out,
     the fence shows the script pressed its keys, a read confirms: exit 0, one SMS."""
     phone = await phone_factory(faults=["hang-after-send"])
     result = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
+        ledger_target, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
         "--command-timeout", "1", "--wait", "10",
     )  # fmt: skip
     assert 0 == result.exit_code, result.output
@@ -79,31 +81,31 @@ async def test_send_reply_lost_is_one_sms(
 
 
 async def test_send_cut_right_after_the_send_key_is_review_never_resent(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The connection drops right after the send key, before the script recorded its keys:
     the matching row cannot be told from an identical text of the owner's, so the action goes
     to review (AMBIGUOUS, exit 3); a rerun sends nothing more."""
     phone = await phone_factory(faults=["drop-after-send"])
     args = ("--to", RECIPIENT, "--body", BODY, "--wait", "5")
-    first = await send(ledger_path, adb_key_path, phone.serial, *args)
-    again = await send(ledger_path, adb_key_path, phone.serial, *args, "--wait", "1")
+    first = await send(ledger_target, adb_key_path, phone.serial, *args)
+    again = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "1")
     assert (3, 3) == (first.exit_code, again.exit_code), first.output + again.output
     assert "AMBIGUOUS" in again.stdout
     assert [BODY] == sent_bodies(phone)
 
 
 async def test_send_changed_intent_is_exit_2_and_sends_nothing(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The same --action-id with another body is a fingerprint conflict: exit 2, no SMS."""
     first = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
+        ledger_target, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
         "--action-id", "A-1",
     )  # fmt: skip
     assert 0 == first.exit_code, first.output
     changed = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", "Your code is 9999",
+        ledger_target, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", "Your code is 9999",
         "--action-id", "A-1",
     )  # fmt: skip
     assert 2 == changed.exit_code
@@ -112,7 +114,7 @@ async def test_send_changed_intent_is_exit_2_and_sends_nothing(
 
 
 async def test_send_bad_input_is_exit_2(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """A number with no digits, a blank body, a bad device or region: exit 2, nothing sent."""
     cases = [
@@ -122,20 +124,22 @@ async def test_send_bad_input_is_exit_2(
         ("--to", RECIPIENT, "--body", BODY, "--action-id", "has space"),
     ]
     for args in cases:
-        result = await send(ledger_path, adb_key_path, phone.serial, *args)
+        result = await send(ledger_target, adb_key_path, phone.serial, *args)
         assert 2 == result.exit_code, (args, result.output)
-    bad_device = await send(ledger_path, adb_key_path, "no-port", "--to", RECIPIENT, "--body", BODY)
+    bad_device = await send(
+        ledger_target, adb_key_path, "no-port", "--to", RECIPIENT, "--body", BODY
+    )
     assert 2 == bad_device.exit_code
     assert [] == sent_bodies(phone)
 
 
 async def test_send_mismatch_is_exit_5(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The app alters the text and no attempt is left: MISMATCH, exit 5."""
     phone = await phone_factory(faults=["mangle-body"])
     result = await send(
-        ledger_path, adb_key_path, phone.serial,
+        ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1",
     )  # fmt: skip
     assert 5 == result.exit_code, result.output
@@ -143,17 +147,17 @@ async def test_send_mismatch_is_exit_5(
 
 
 async def test_a_superseded_mismatch_stays_on_show(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """Issue 10, section 1: the app alters the first text, the resend goes out right: the
     action SUCCEEDED, needs no review, and `status` still shows the wrong text went out
     (MISMATCH, superseded), in text and in JSON."""
     phone = await phone_factory(faults=["mangle-body"])
     args = ("--action-id", "A-17", "--to", RECIPIENT, "--body", BODY, "--max-attempts", "2")
-    result = await send(ledger_path, adb_key_path, phone.serial, *args, "--wait", "10")
+    result = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "10")
     assert 0 == result.exit_code, result.output
     runner = CliRunner()
-    base = ["--db", str(ledger_path), "status", "A-17"]
+    base = ["--db", str(ledger_target), "status", "A-17"]
     text = await asyncio.to_thread(runner.invoke, main, base)
     assert "superseded" in text.stdout and "MISMATCH" in text.stdout, text.output
     shown = await asyncio.to_thread(runner.invoke, main, [*base, "--json"])
@@ -167,13 +171,13 @@ async def test_a_superseded_mismatch_stays_on_show(
 
 
 async def test_send_failed_without_budget_is_exit_4(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The radio fails, a read through su 1000 (--read-as-system, userdebug build) shows the
     FAILED row, and no attempt is left: exit 4."""
     phone = await phone_factory(build_type="userdebug", faults=["send-fails"])
     argv = [
-        "--db", str(ledger_path), "--read-as-system", "send", "--device", phone.serial,
+        "--db", str(ledger_target), "--read-as-system", "send", "--device", phone.serial,
         "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY,
         "--max-attempts", "1", "--wait", "10",
     ]  # fmt: skip
@@ -184,13 +188,13 @@ async def test_send_failed_without_budget_is_exit_4(
 
 
 async def test_send_failed_on_a_rooted_phone_stays_unresolved(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """adb root does not show the FAILED row (ProviderUtil.isAccessRestricted restricts uid 0
     too): the attempt stays unresolved, exit 3, and nothing is sent again."""
     phone = await phone_factory(root=True, faults=["send-fails"])
     result = await send(
-        ledger_path, adb_key_path, phone.serial,
+        ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", BODY, "--max-attempts", "3", "--wait", "1",
     )  # fmt: skip
     assert 3 == result.exit_code, result.output
@@ -198,34 +202,42 @@ async def test_send_failed_on_a_rooted_phone_stays_unresolved(
 
 
 async def test_send_unresolved_is_exit_3(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The message sits in the outbox when --wait ends: still unresolved, exit 3."""
     phone = await phone_factory(faults=["stuck-outbox"])
     result = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY, "--wait", "1.5"
+        ledger_target,
+        adb_key_path,
+        phone.serial,
+        "--to",
+        RECIPIENT,
+        "--body",
+        BODY,
+        "--wait",
+        "1.5",
     )
     assert 3 == result.exit_code, result.output
     assert "IN_FLIGHT" in result.stdout
 
 
 async def test_send_unreachable_device_is_exit_1(
-    ledger_path: Path, adb_key_path: Path, closed_port: int
+    ledger_target: Target, adb_key_path: Path, closed_port: int
 ) -> None:
     """A phone that refuses the connection: a clear error naming it, exit 1, nothing recorded."""
     serial = f"127.0.0.1:{closed_port}"
-    result = await send(ledger_path, adb_key_path, serial, "--to", RECIPIENT, "--body", BODY)
+    result = await send(ledger_target, adb_key_path, serial, "--to", RECIPIENT, "--body", BODY)
     assert 1 == result.exit_code
     assert serial in result.stderr
 
 
 async def test_installed_command_sends_once(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The installed `starebrain` console script sends through the phone and exits 0."""
     env = {key: value for key, value in os.environ.items() if key != "STAREBRAIN_DB"}
     process = await asyncio.create_subprocess_exec(
-        *starebrain_command(), "--db", str(ledger_path), "send", "--device", phone.serial,
+        *starebrain_command(), "--db", str(ledger_target), "send", "--device", phone.serial,
         "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
@@ -248,18 +260,26 @@ def test_unresolved_statuses_map_to_3(status: str) -> None:
 
 
 async def test_ledger_settles_reruns_while_the_phone_is_down(
-    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, closed_port: int
 ) -> None:
     """Once an action succeeded, a rerun exits 0 and a changed intent exits 2 from the ledger
     alone, without reaching for the (now unreachable) phone."""
     args = ("--to", RECIPIENT, "--body", BODY, "--action-id", "A-5")
-    first = await send(ledger_path, adb_key_path, phone.serial, *args)
+    first = await send(ledger_target, adb_key_path, phone.serial, *args)
     assert 0 == first.exit_code, first.output
     down = f"127.0.0.1:{closed_port}"
-    rerun = await send(ledger_path, adb_key_path, down, *args)
+    rerun = await send(ledger_target, adb_key_path, down, *args)
     assert 0 == rerun.exit_code, rerun.output
     changed = await send(
-        ledger_path, adb_key_path, down, "--to", RECIPIENT, "--body", "other", "--action-id", "A-5"
+        ledger_target,
+        adb_key_path,
+        down,
+        "--to",
+        RECIPIENT,
+        "--body",
+        "other",
+        "--action-id",
+        "A-5",
     )
     assert 2 == changed.exit_code, changed.output
     assert [BODY] == sent_bodies(phone)
@@ -279,18 +299,18 @@ async def test_default_ledger_is_created_under_xdg_data_home(
 
 
 async def test_send_names_the_attempt_it_waits_for(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """A send that meets another action's unresolved attempt on the phone says at once, on
     stderr, which attempt and action it waits for, and exits 3 when its wait ends."""
     phone = await phone_factory(faults=["stuck-outbox"])
     first = await send(
-        ledger_path, adb_key_path, phone.serial,
+        ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "1.5",
     )  # fmt: skip
     assert 3 == first.exit_code, first.output
     second = await send(
-        ledger_path, adb_key_path, phone.serial,
+        ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", "another text", "--action-id", "next-1", "--wait", "1.5",
     )  # fmt: skip
     assert 3 == second.exit_code, second.output
