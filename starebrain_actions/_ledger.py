@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 import uuid
 from collections.abc import (
     AsyncIterator,
@@ -456,14 +457,23 @@ class Ledger:
         if self._pg is None:
             yield True
             return
-        database = self._pg.database
-        holder = database.session_lock(name, wait=wait)
+        stop = threading.Event()
+        holder = self._pg.database.session_lock(name, wait=wait, stop=stop)
+        taking = asyncio.ensure_future(asyncio.to_thread(holder.__enter__))
         try:
             with self._translated():
-                await asyncio.to_thread(holder.__enter__)
+                await asyncio.shield(taking)
         except _pg.LockBusy:
             yield False
             return
+        except asyncio.CancelledError:
+            # the caller gave up while the lock was awaited: stop waiting, and release it if
+            # the thread took it meanwhile (else it would stay held until this process ends)
+            stop.set()
+            with contextlib.suppress(BaseException):
+                await taking
+                await asyncio.to_thread(holder.__exit__, None, None, None)
+            raise
         try:
             yield True
         finally:

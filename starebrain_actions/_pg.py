@@ -422,7 +422,14 @@ class PgDatabase:
                 self._loop.call(pool.release(raw), timeout=10)
 
     @contextlib.contextmanager
-    def session_lock(self, name: str, *, wait: bool, poll_s: float = 0.05) -> Iterator[None]:
+    def session_lock(
+        self,
+        name: str,
+        *,
+        wait: bool,
+        poll_s: float = 0.05,
+        stop: threading.Event | None = None,
+    ) -> Iterator[None]:
         """Hold the session advisory lock ``name`` for the block: another process (host)
         asking for it waits (``wait``, polling every ``poll_s``) or gets :class:`LockBusy`.
         Every session lock of this process is held on one connection kept for them (so a
@@ -431,18 +438,23 @@ class PgDatabase:
         the locks when that connection ends, so a holder that dies never leaves one taken.
 
         Raises:
-            LockBusy: not ``wait``, and another holds it.
+            LockBusy: not ``wait``, and another holds it; or ``stop`` was set while waiting
+                (the waiter gave up: nothing is held).
             LedgerUnavailable: the server cannot be reached.
         """
+
+        def give_up() -> bool:
+            return not wait or (stop is not None and stop.is_set())
+
         with self._held_changed:
             while name in self._held:
-                if not wait:
+                if give_up():
                     raise LockBusy(name)
-                self._held_changed.wait()
+                self._held_changed.wait(poll_s)
             self._held.add(name)
         try:
             while not self._locks_call("pg_try_advisory_lock", name):
-                if not wait:
+                if give_up():
                     raise LockBusy(name)
                 time.sleep(poll_s)
             try:

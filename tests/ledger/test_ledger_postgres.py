@@ -192,3 +192,31 @@ async def test_the_password_never_appears_in_an_error() -> None:
         async with Ledger.open(url, busy_timeout_s=1):
             pass
     assert "s3cret" not in str(raised.value) and "***" in str(raised.value)
+
+
+async def test_a_waiter_cancelled_while_another_host_holds_the_lock_leaves_it_free(
+    pg_url: str,
+) -> None:
+    """A caller cancelled while it waits for a lock another host holds (its pass timed out,
+    say) must not take the lock later and keep it: once the other host lets go, the lock is
+    free for everyone, this process included."""
+    other_host = await asyncpg.connect(pg_url)
+    try:
+        assert await other_host.fetchval(f"SELECT pg_try_advisory_lock({LOCK_KEY_SQL})", "x")
+        async with Ledger.open(pg_url) as ledger:
+
+            async def wait_for_it() -> None:
+                async with ledger.exclusive("x"):
+                    pass
+
+            waiter = asyncio.create_task(wait_for_it())
+            await asyncio.sleep(0.2)
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+            await other_host.fetchval(f"SELECT pg_advisory_unlock({LOCK_KEY_SQL})", "x")
+            await asyncio.sleep(0.3)  # longer than the waiter's polling interval
+            async with ledger.exclusive("x", wait=False) as held:
+                assert held
+            assert await other_host.fetchval(f"SELECT pg_try_advisory_lock({LOCK_KEY_SQL})", "x")
+    finally:
+        await other_host.close()
