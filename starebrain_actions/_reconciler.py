@@ -18,11 +18,18 @@ Attribution on one device (the device lease means at most one attempt is in flig
   and the window is known) is never its own, however well it matches: the app dates its row
   when the send is pressed (on the framework path the framework dates it when the radio
   answers, and ``creator`` decides instead);
-* a row matching the intent (recipient and body) is the artifact; a SENT row wins over a
-  FAILED one. A further matching row inside the window is recorded against the attempt: a
+* a row matching the intent (recipient and body) is the artifact; on the framework path a
+  SENT row wins over a FAILED one (on the UI path the pair goes to review: see below). A
+  further matching row inside the window is recorded against the attempt: a
   DUPLICATE when it is provably ours (the framework path's ``creator``), otherwise AMBIGUOUS
   (the messaging app wrote it: a second copy it sent, or its owner's identical text cannot
   be told apart). Either goes to review; neither leads to a resend;
+* a matching row is not claimed when a row of this attempt may be elsewhere (``_doubt``):
+  an ``_id`` between the watermark and it that no visible row holds (a row out of the
+  restricted view's sight, or deleted), which earlier attempts of ours do not account for;
+  a failed or queued identical twin (read as system); or a row of ours the app altered,
+  dated between our keys. It waits while a hidden row may still show up, then goes to review
+  (AMBIGUOUS): the owner's identical text is never taken for a message that failed;
 * otherwise a row that matches only the recipient or only the body is the artifact (judged
   a MISMATCH: the app changed it) only on positive evidence that it is this attempt's: its
   ``creator`` is the package the attempt sent through (the framework path), or it is dated
@@ -510,8 +517,13 @@ def _doubt(
         return _WAIT
     evidence: dict[str, Any] = {
         "identical_rows": [chosen.provider_object_id, *(m.provider_object_id for m in others)],
-        "doubt": "a row of this attempt may be out of sight (failed or queued): the matching "
-        "row may be another's",
+        "doubt": (
+            "a row of this attempt, altered by the app, is dated between its keys: the"
+            " matching row may be another's"
+            if altered
+            else "a row of this attempt may be out of sight (failed or queued): the matching"
+            " row may be another's"
+        ),
     }
     if unseen:
         evidence["unseen_ids"] = unseen
