@@ -177,7 +177,12 @@ class _SendCap:
 
     def check_in_transaction(self, db: sqlite3.Connection, action_id: str, now: datetime) -> None:
         """Raises SendLimitReached when the window is full, counted inside the write
-        transaction of the new attempt's receipt: no other process can add one meanwhile."""
+        transaction of the new attempt's receipt: no other process can add one meanwhile
+        (SQLite lets one writer at a time; on PostgreSQL the count is taken under an advisory
+        lock every capped receipt takes, last, after its action's and device's)."""
+        from starebrain_actions._pg import lock
+
+        lock(db, "mcp-send-cap")
         since = format_time(now - SEND_WINDOW)
         self._refuse_over(
             sum(dispatches_since(db, device, since) for device in self.devices), action_id
