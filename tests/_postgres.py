@@ -28,6 +28,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from starebrain_actions._pg import redact
+
 #: Names the server (a base URL, no search_path) tests put their schemas on.
 TEST_PG_ENV = "STAREBRAIN_TEST_PG"
 #: The server used when ``STAREBRAIN_TEST_PG`` is unset: a local one with trust auth.
@@ -55,13 +57,9 @@ def pg_schema_url(base_url: str, schema: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``, fit for an error message."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+    """``url`` with its password, if any, replaced by ``***``, fit for an error message (the
+    package's own ``_pg.redact``)."""
+    return redact(url)
 
 
 async def _connect(base_url: str, **kwargs: object) -> asyncpg.Connection:

@@ -199,7 +199,10 @@ async def test_rows_out_of_sight_are_reported_as_unseen_ids(
     """``find_unseen``: the ids above the anchor that no visible row holds are the rows the
     restricted view hides (outbox, failed, draft) and deleted ones; incoming rows, visible
     but outside the window, are listed and leave no gap. Ids above the highest visible row
-    are not reported (nothing shows they exist)."""
+    are not reported (nothing shows they exist). The simulated store numbers rows as
+    ``mmssms.db`` does: ``_id INTEGER PRIMARY KEY``, no AUTOINCREMENT (TelephonyProvider
+    ``MmsSmsDatabaseHelper.java`` at android-10.0.0_r30 and android-15.0.0_r17), and the
+    restricted view as ``ProviderUtil.isAccessRestricted`` (same tags)."""
     phone = await make_phone()
     anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     stuck = phone.store.insert_outgoing(RECIPIENT, "stuck", date_ms=_now(), message_type=4)
@@ -219,7 +222,10 @@ async def test_rows_out_of_sight_are_reported_as_unseen_ids(
 async def test_a_read_as_system_sees_only_deleted_ids_as_unseen(
     make_phone: PhoneFactory, bridge_key: Path
 ) -> None:
-    """The system uid sees every type: what is left unseen was deleted."""
+    """The system uid sees every type: what is left unseen was deleted (a deleted row's
+    ``_id`` stays a gap unless it was the highest: ``_id INTEGER PRIMARY KEY`` without
+    AUTOINCREMENT, ``MmsSmsDatabaseHelper.java`` at android-10.0.0_r30 and
+    android-15.0.0_r17)."""
     phone = await make_phone(build_type="userdebug")
     anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=_now())
     phone.store.insert_outgoing(RECIPIENT, "failed", date_ms=_now(), message_type=5)

@@ -9,11 +9,13 @@ unless it names ``ledger_path`` among its own arguments: that says it needs the 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -21,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import structlog
 from click.testing import CliRunner, Result
@@ -34,6 +37,7 @@ from starebrain_actions import (
     fail_delivery,
     try_accept,
 )
+from starebrain_actions._pg import is_url
 from starebrain_actions.cli import main
 from tests._postgres import fresh_schema
 
@@ -201,3 +205,20 @@ def without_file_override(command: list[str]) -> list[str]:
         pytest.skip("running as root without setpriv: permission bits cannot apply")
     caps = "-dac_override,-dac_read_search"
     return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
+
+
+def history_rows(target: Target) -> int:
+    """Rows in the ledger's append-only history (a SQLite file, or a PostgreSQL URL), read
+    around the product's own code."""
+    if is_url(str(target)):
+
+        async def count() -> int:
+            db = await asyncpg.connect(str(target))
+            try:
+                return int(await db.fetchval("SELECT count(*) FROM history"))
+            finally:
+                await db.close()
+
+        return asyncio.run(count())
+    with sqlite3.connect(target) as db:
+        return int(db.execute("SELECT count(*) FROM history").fetchone()[0])

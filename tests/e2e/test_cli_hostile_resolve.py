@@ -4,11 +4,8 @@ both backends (``seeded_ledger`` is a file, or a PostgreSQL URL)."""
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 from pathlib import Path
 
-import asyncpg
 import pytest
 from click.testing import Result
 
@@ -20,7 +17,7 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target, json_of
+from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target, history_rows, json_of
 
 pytestmark = pytest.mark.usefixtures("seeded_ledger")
 
@@ -37,22 +34,6 @@ async def succeeded_with_budget(seeded_ledger: Path) -> str:
         await ledger.apply(confirm)
         await ledger.apply(try_accept(confirm.after, MatchVerdict(matched=True), now=ledger.now()))
     return "ok-3"
-
-
-def history_rows(target: Target) -> int:
-    """Rows in the ledger's append-only history (a SQLite file, or a PostgreSQL URL)."""
-    if isinstance(target, str) and target.startswith("postgresql://"):
-
-        async def count() -> int:
-            db = await asyncpg.connect(target)
-            try:
-                return int(await db.fetchval("SELECT count(*) FROM history"))
-            finally:
-                await db.close()
-
-        return asyncio.run(count())
-    with sqlite3.connect(target) as db:
-        return int(db.execute("SELECT count(*) FROM history").fetchone()[0])
 
 
 def rule(run_cli: RunCli, action_id: str, ruling: str, *extra: str) -> Result:

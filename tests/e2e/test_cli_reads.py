@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sqlite3
 from datetime import datetime
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from starebrain_actions import ActionSummary, Ledger, confirm_delivery
 from starebrain_actions._render import Output, render_list
 from starebrain_actions.cli import main
-from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, RunCli, json_of
+from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, RunCli, history_rows, json_of
 
 pytestmark = pytest.mark.usefixtures("seeded_ledger")
 
@@ -240,15 +239,10 @@ def test_rich_tables_on_a_tty(seeded_ledger: Path) -> None:
 
 def test_ledger_untouched_by_reads(seeded_ledger: Path, ledger_path: Path, run_cli: RunCli) -> None:
     """Read commands write nothing: the history table is the same before and after."""
-
-    def rows() -> int:
-        with sqlite3.connect(seeded_ledger) as db:
-            return int(db.execute("SELECT count(*) FROM history").fetchone()[0])
-
-    before = rows()
+    before = history_rows(seeded_ledger)
     for args in (["list"], ["status", "ok-1"], ["review"], ["history", "ok-1"]):
         assert 0 == run_cli(*args).exit_code
-    assert before == rows()
+    assert before == history_rows(seeded_ledger)
 
 
 def test_log_level_writes_redacted_events_to_stderr(run_cli: RunCli) -> None:
