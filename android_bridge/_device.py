@@ -182,6 +182,12 @@ class DeviceFacts:
     #: not restrict: every type (outbox, failed, queued too) is visible. Root and the shell
     #: user both get the restricted view (``ProviderUtil.isAccessRestricted``).
     full_view: bool = False
+    #: ``ro.build.version.sdk`` (None when it did not print a number).
+    sdk: int | None = None
+    #: ``ro.build.fingerprint``: one build of one device; an update changes it.
+    build: str = ""
+    #: True when ``service check isms`` found the framework's SMS service.
+    isms: bool = False
 
 
 def region_from_props(sim_country: str, locale: str) -> str | None:
@@ -480,9 +486,17 @@ class Device:
         return script.split(text)
 
     async def facts(self) -> DeviceFacts:
-        """Mode (shell/root) and region, read once per handle in one round trip."""
+        """Mode (shell/root), region, release, build and the ``isms`` service, read once per
+        handle in one round trip."""
         if self._facts is None:
-            commands = ["id", "getprop gsm.sim.operator.iso-country", "getprop persist.sys.locale"]
+            commands = [
+                "id",
+                "getprop gsm.sim.operator.iso-country",
+                "getprop persist.sys.locale",
+                "getprop ro.build.version.sdk",
+                "getprop ro.build.fingerprint",
+                "service check isms",
+            ]
             if self._read_as_system:
                 commands.append(f"{SYSTEM_PREFIX}id")
             steps = await self.run(commands)
@@ -492,11 +506,24 @@ class Device:
             uid = int(match.group(1))
             region = region_from_props(steps[1].output, steps[2].output)
             full_view = self._read_as_system and bool(
-                re.match(r"uid=1000\(", steps[3].output) and steps[3].exit_status == 0
+                re.match(r"uid=1000\(", steps[6].output) and steps[6].exit_status == 0
             )
+            sdk = steps[3].output.strip()
             self._facts = DeviceFacts(
-                mode="root" if uid == 0 else "shell", uid=uid, region=region, full_view=full_view
+                mode="root" if uid == 0 else "shell",
+                uid=uid,
+                region=region,
+                full_view=full_view,
+                sdk=int(sdk) if sdk.isdigit() and len(sdk) < 6 else None,
+                build=steps[4].output.strip()[:300],
+                # frameworks/native cmds/service/service.cpp prints exactly this when found
+                isms=steps[5].output.strip() == "Service isms: found",
             )
+        return self._facts
+
+    @property
+    def cached_facts(self) -> DeviceFacts | None:
+        """What :meth:`facts` read, without a round trip (None before it has run)."""
         return self._facts
 
     @property

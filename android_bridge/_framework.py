@@ -56,7 +56,7 @@ import time
 from collections import deque
 from typing import Final, Literal
 
-from android_bridge._device import Device
+from android_bridge._device import Device, DeviceFacts
 from android_bridge._dispatcher import (
     CLAIM_MARKER,
     GO_MARKER,
@@ -133,26 +133,31 @@ def framework_send_command(
 
 
 async def probe_framework_send(device: Device) -> Literal[True] | str:
-    """True when this phone should accept the framework path, else the reason it would not.
+    """True when this phone may take the framework path, else the reason it may not.
 
-    One round trip: ``service check isms``, ``getprop ro.build.version.sdk`` and ``id``. The
-    probe sends nothing and calls nothing: every ``ISms`` method the shell could call
-    harmlessly (an invalid destination, say) answers the same ``Parcel(00000000 …)`` as a
-    real send, so no call can tell the right code from a wrong one; only the release table
-    can. What the probe cannot see: the ``SEND_SMS`` app-op set to ignore (then the send is
-    dropped silently), or a vendor build that reorders ``ISms``.
+    It sends nothing, calls nothing and costs no round trip of its own: it reads the facts the
+    handle took when it connected (``service check isms``, ``ro.build.version.sdk`` and
+    ``id``). Every ``ISms`` method the shell could call harmlessly (an invalid destination,
+    say) answers the same ``Parcel(00000000 …)`` as a real send, so no call can tell the right
+    code from a wrong one; only the release table can, and only a send whose row comes back
+    written by ``com.android.shell`` proves it on one build (the product's ``auto`` path asks
+    for that proof too). What the probe cannot see: the ``SEND_SMS`` app-op set to ignore
+    (then the send is dropped silently), a subscription the phone does not have, or a vendor
+    build that reorders ``ISms``.
 
     Raises:
         BridgeError: transport failures.
     """
-    steps = await device.run(["service check isms", "getprop ro.build.version.sdk", "id"])
-    if steps[0].output.strip() != "Service isms: found":
-        return f"the isms service is not there: {steps[0].output.strip()[:120]}"
-    sdk_text = steps[1].output.strip()
-    if not sdk_text.isdigit() or int(sdk_text) not in SEND_TEXT_CODES:
-        return f"no known sendTextForSubscriber code for API level {sdk_text[:20]!r}"
-    uid = re.search(r"uid=(\d+)", steps[2].output)
-    if uid is None or int(uid.group(1)) not in (0, 2000):
+    return framework_probe(await device.facts())
+
+
+def framework_probe(facts: DeviceFacts) -> Literal[True] | str:
+    """:func:`probe_framework_send`'s verdict on what a handle read when it connected."""
+    if not facts.isms:
+        return "the isms service is not there (service check isms)"
+    if facts.sdk not in SEND_TEXT_CODES:
+        return f"no known sendTextForSubscriber code for API level {facts.sdk}"
+    if facts.uid not in (0, 2000):
         return "the shell is neither the shell user nor root"
     return True
 
@@ -180,17 +185,16 @@ class FrameworkDispatcher:
         self._sdk: int | None = None
 
     async def sdk(self) -> int:
-        """The phone's ``ro.build.version.sdk`` (read once per dispatcher).
+        """The phone's ``ro.build.version.sdk``, as the handle read it when it connected.
 
         Raises:
             CommandRejected: a release without a known code. BridgeError: transport failures.
         """
         if self._sdk is None:
-            (step,) = await self._device.run(["getprop ro.build.version.sdk"])
-            text = step.output.strip()
-            if not text.isdigit() or int(text) not in SEND_TEXT_CODES:
-                raise CommandRejected(f"no known sendTextForSubscriber code for {text[:20]!r}")
-            self._sdk = int(text)
+            sdk = (await self._device.facts()).sdk
+            if sdk is None or sdk not in SEND_TEXT_CODES:
+                raise CommandRejected(f"no known sendTextForSubscriber code for API level {sdk}")
+            self._sdk = sdk
         return self._sdk
 
     async def send(

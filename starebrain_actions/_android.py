@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from android_bridge import (
@@ -89,6 +89,23 @@ def _app_evidence(am_output: str) -> dict[str, object]:
     return {"messaging_app": package, "rcs_possible": package in RCS_CAPABLE_APPS}
 
 
+#: ``framework_proof(device, build)``: does the ledger prove the framework path on this build
+#: of the phone (``device``: the ledger's name for it)? The answer and why, in words.
+FrameworkProof = Callable[[str, str], Awaitable[tuple[bool, str]]]
+
+
+async def _choose_path(device: Device, proof: FrameworkProof | None) -> tuple[str, str]:
+    """``auto``'s choice on ``device``, and why (see ``_send_path``)."""
+    probe = await probe_framework_send(device)
+    if probe is not True:
+        return "ui", f"the framework path is not open: {probe}"
+    if proof is None:
+        return "ui", "no ledger to prove the framework path by"
+    build = (await device.facts()).build
+    proven, why = await proof(device.serial, build)
+    return ("framework" if proven else "ui"), why
+
+
 class PhoneUnavailable(PhoneError):
     """The phone could not be connected to at all (nothing was sent or read)."""
 
@@ -112,6 +129,7 @@ class AndroidPhone:
         app: MessagingApp | None = None,
         loose_whitespace: bool = False,
         send_path: str = "ui",
+        path_choice: str = "",
     ) -> None:
         if send_path not in ("ui", "framework"):
             raise ValueError("send_path must be 'ui' or 'framework'")
@@ -120,6 +138,8 @@ class AndroidPhone:
         #: "ui" (the messaging app, through am and key events) or "framework" (``service
         #: call isms`` as the shell user: no UI, no RCS, rows marked com.android.shell)
         self.send_path = send_path
+        #: why ``auto`` chose ``send_path`` ("" when the caller named the path)
+        self.path_choice = path_choice
         self._dispatcher: SmsDispatcher | FrameworkDispatcher = (
             FrameworkDispatcher(device)
             if send_path == "framework"
@@ -141,13 +161,17 @@ class AndroidPhone:
         app: MessagingApp | None = None,
         read_as_system: bool | None = None,
         send_path: str = "ui",
+        framework_proof: FrameworkProof | None = None,
     ) -> AndroidPhone:
         """Connect and authenticate to ``serial`` (``host:port``).
 
         ``read_as_system``: read through ``su 1000`` (userdebug/eng builds), which also sees
         outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM`` is ``1``).
         ``send_path``: "ui" (the messaging app), "framework" (``service call isms``, no UI and
-        no RCS), or "auto" (the framework when a probe of the phone says it works).
+        no RCS), or "auto": the framework when the probe passes and
+        ``framework_proof(device, build)`` says this phone's record proves it on this build
+        (``ro.build.fingerprint``), else the app (without ``framework_proof``, always the
+        app); see ``_send_path``.
 
         Raises:
             PhoneUnavailable: the device cannot be reached, is not an ADB device, or has not
@@ -167,9 +191,9 @@ class AndroidPhone:
                 read_as_system=read_as_system,
             )
             region = await device.region()
+            choice = ""
             if send_path == "auto":
-                probe = await probe_framework_send(device)
-                send_path = "framework" if probe is True else "ui"
+                send_path, choice = await _choose_path(device, framework_proof)
             if send_path not in ("ui", "framework"):
                 await device.close()
                 raise PhoneUnavailable(f"{serial}: unknown send path {send_path!r}")
@@ -179,7 +203,7 @@ class AndroidPhone:
             raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial: the message quotes it (repr)
             raise PhoneUnavailable(str(exc)) from exc
-        return cls(device, region=region, app=app, send_path=send_path)
+        return cls(device, region=region, app=app, send_path=send_path, path_choice=choice)
 
     def remember_highest_id(self, row_id: int) -> None:
         """Tell the bridge a provider id known to exist (e.g. the ledger's last watermark), so
@@ -244,10 +268,25 @@ class AndroidPhone:
     def path_evidence(self) -> dict[str, str]:
         """What an attempt must know of the send path before it is sent: on the framework
         path, the package the framework will name as the row's ``creator`` (so that an attempt
-        whose round trip never ended is still attributed by creator, not by date)."""
+        whose round trip never ended is still attributed by creator, not by date) and the
+        phone's build; with ``auto``, why it took the path."""
+        # why ``auto`` took this path, for whoever reads the attempt later
+        why = {"path_choice": self.path_choice} if self.path_choice else {}
         if self.send_path == "framework":
-            return {"send_path": "framework", "creator": SHELL_PACKAGE}
-        return {}
+            # the build the send went out on: what a confirmed row proves (``_send_path``)
+            return {
+                "send_path": "framework",
+                "creator": SHELL_PACKAGE,
+                "build": self.build,
+                **why,
+            }
+        return why
+
+    @property
+    def build(self) -> str:
+        """The phone's ``ro.build.fingerprint`` as read when it connected ("" if unknown)."""
+        facts = self._device.cached_facts
+        return facts.build if facts is not None else ""
 
     def _failed(self, step: str, exc: BaseException) -> str:
         """``<device>: <step><what the bridge said>``, the device named once (the bridge's

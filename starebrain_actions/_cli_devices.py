@@ -71,6 +71,13 @@ class DeviceReport:
     shell_uid: int | None = None
     #: the ledger's unresolved attempt holding this phone, if any
     lease: Lease | None = None
+    #: ``ro.build.fingerprint`` (None when not read)
+    build: str | None = None
+    #: the path a send with ``--send-path auto`` would take now: "framework" or "ui" (None
+    #: when the phone did not answer)
+    auto_send_path: str | None = None
+    #: why (``starebrain_actions._send_path``)
+    auto_send_path_why: str | None = None
 
 
 def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
@@ -132,14 +139,23 @@ async def probe(
     except (BridgeError, ValueError, OSError) as exc:
         message = str(exc) or type(exc).__name__
         return False, {"error": message if device in message else f"{device}: {message}"}
+    from android_bridge._framework import framework_probe
+
     sdk_text = sdk.output.strip()
     package, note = parse_role_holder(role.output)
+    verdict = framework_probe(facts)
     return True, {
         "android_release": release.output.strip() or None,
         "sdk": int(sdk_text) if sdk_text.isdigit() else None,
         "sms_app": package,
         "sms_app_note": note,
         "shell_uid": facts.uid,
+        "build": facts.build or None,
+        # settled against the ledger's proof by ``gather_reports`` when the probe passed
+        "auto_send_path": None if verdict is True else "ui",
+        "auto_send_path_why": (
+            None if verdict is True else f"the framework path is not open: {verdict}"
+        ),
     }
 
 
@@ -153,9 +169,11 @@ async def gather_reports(
     """Every phone named or in the ledger, probed concurrently: named ones first, in the
     order given, then the ledger's, sorted."""
     from starebrain_actions._ledger import Ledger
+    from starebrain_actions._send_path import PROOF_WINDOW, framework_proven
 
     known: set[str] = set()
     holders: dict[str, Lease] = {}
+    records: dict[str, list[ActionRecord]] = {}
     if ledger_path is not None:
         from starebrain_actions._ledger_pg import NoLedger
 
@@ -163,12 +181,20 @@ async def gather_reports(
             async with Ledger.open(ledger_path, read_only=True) as ledger:
                 known.update(await ledger.devices())
                 holders = lease_holders(await ledger.in_flight())
+                for device in dict.fromkeys([*named, *known]):
+                    records[device] = await ledger.latest_attempts(device, PROOF_WINDOW)
         except NoLedger:
             pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
     order = list(dict.fromkeys([*named, *sorted(known)]))
     probes = await asyncio.gather(
         *(probe(device, key_path=key_path, timeout_s=timeout_s) for device in order)
     )
+    for device, (answered, fields) in zip(order, probes, strict=True):
+        if answered and fields["auto_send_path"] is None:
+            # the probe passed: the ledger's proof on this build decides, as for a send
+            proven, why = framework_proven(records.get(device, []), fields["build"] or "")
+            fields["auto_send_path"] = "framework" if proven else "ui"
+            fields["auto_send_path_why"] = why
     return [
         DeviceReport(
             device=device,
@@ -229,11 +255,14 @@ def render(reports: Sequence[DeviceReport]) -> None:
                 "yes" if report.answers else "NO",
                 android,
                 sms_app,
+                report.auto_send_path or "-",
                 lease,
                 report.error or "-",
             ]
         )
-    _render.Output().table(["device", "answers", "android", "sms app", "lease", "error"], rows)
+    _render.Output().table(
+        ["device", "answers", "android", "sms app", "auto path", "lease", "error"], rows
+    )
 
 
 def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

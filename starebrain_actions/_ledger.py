@@ -1168,6 +1168,20 @@ class Ledger:
 
         return await self._run(work)
 
+    async def latest_attempts(self, device: str, limit: int) -> list[ActionRecord]:
+        """The ``limit`` attempts started last on ``device``, newest first (an index range of
+        ``attempts_by_device_time``)."""
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = ?"
+                " ORDER BY dispatched_at DESC, dispatch_id DESC LIMIT ?",
+                (device, limit),
+            ).fetchall()
+            return [record_from_row(_row_dict(row)) for row in rows]
+
+        return await self._run(work)
+
     async def dispatches_since(self, device: str, since: datetime) -> int:
         """How many attempts were started on ``device`` at or after ``since`` (a send rate)."""
         when = format_time(require_aware("since", since))

@@ -131,8 +131,8 @@ class ServerConfig:
     max_sends_per_hour: int | None = None
     #: sends started on one phone per minute at most (Android's SmsUsageMonitor)
     rate_limit: int = RATE_LIMIT_PER_MINUTE
-    #: "ui", "framework" or "auto"
-    send_path: str = "ui"
+    #: "ui", "framework" or "auto" (``_send_path``)
+    send_path: str = "auto"
     #: seconds to connect to a phone
     connect_timeout_s: float = 5.0
     #: seconds one command on a phone may take

@@ -118,9 +118,10 @@ def _announce(message: str) -> None:
 @click.option(
     "--send-path",
     type=click.Choice(["ui", "framework", "auto"]),
-    default="ui",
+    default="auto",
     show_default=True,
-    help="How the phones send: ui (the messaging app), framework (service call isms), auto.",
+    help="How the phones send: ui (the messaging app), framework (service call isms), auto "
+    "(framework on a phone whose build the ledger has seen it work on, else ui).",
 )
 @click.option(
     "--region",

@@ -267,6 +267,10 @@ def _row_evidence(message: OutgoingMessage, read: PhoneRead) -> dict[str, Any]:
     }
     if message.kind is ProviderKind.MMS:
         evidence["provider_kind"] = message.kind.value
+    if message.creator is not None:
+        # the package that wrote the row: on the framework path, proof of that path
+        # (``_send_path``)
+        evidence["row_creator"] = message.creator
     return evidence
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +42,7 @@ from starebrain_actions._reconciler import (
     reconcile_device,
     reconcile_pending,
 )
+from starebrain_actions._send_path import PROOF_WINDOW, framework_proven
 from starebrain_actions.exceptions import (
     AttemptInFlight,
     AttemptRefused,
@@ -298,7 +300,7 @@ class SmsAgent:
         read_as_system: bool | None = None,
         void_after: timedelta | None = None,
         rate_limit: int = RATE_LIMIT_PER_MINUTE,
-        send_path: str = "ui",
+        send_path: str = "auto",
         deadline_s: float | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
@@ -311,9 +313,11 @@ class SmsAgent:
         a live sender's command is over by then). ``rate_limit``: sends started on the phone
         per minute at most (Android holds more behind a confirmation dialog). ``send_path``:
         "ui" (the messaging app), "framework" (``service call isms`` as the shell user: no
-        UI, no RCS, our rows told apart by ``creator``) or "auto" (the framework when a probe
-        of the phone says it works). ``deadline_s``: connecting (with its first round trips)
-        must be over within this many seconds, or PhoneUnavailable. ``poll_interval_s``: the
+        UI, no RCS, our rows told apart by ``creator``) or "auto" (the default: the framework
+        where the probe passes and this ledger holds proof of it on the phone's build, a
+        framework send confirmed by the shell's own row; else the app; see ``_send_path``).
+        ``deadline_s``: connecting (with its first round trips) must be over within this
+        many seconds, or PhoneUnavailable. ``poll_interval_s``: the
         longest wait between two reads of the phone while an outcome is unproven (after a
         send, the first read comes when this phone's rows have shown up before, learnt per
         phone and seeded from the ledger, then reads come 50 ms apart, the wait doubling up
@@ -336,6 +340,7 @@ class SmsAgent:
                         command_timeout_s=command_timeout_s,
                         read_as_system=read_as_system,
                         send_path=send_path,
+                        framework_proof=functools.partial(_framework_proof, ledger),
                     )
             except TimeoutError as exc:
                 raise PhoneUnavailable(
@@ -343,6 +348,13 @@ class SmsAgent:
                     or f"{device}: did not answer within the {deadline_s:g} s deadline"
                 ) from None
             phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
+            if phone.path_choice:
+                _log.info(
+                    "send_path_chosen",
+                    device=phone.device,
+                    send_path=phone.send_path,
+                    why=phone.path_choice,
+                )
             try:
                 yield cls(
                     ledger,
@@ -664,3 +676,9 @@ class SmsAgent:
             return False
         await asyncio.sleep(min(self.poll_interval_s, left))
         return True
+
+
+async def _framework_proof(ledger: Ledger, device: str, build: str) -> tuple[bool, str]:
+    """Does ``ledger`` prove the framework path on ``build`` of ``device``? (``_send_path``)"""
+    records = await ledger.latest_attempts(device, PROOF_WINDOW)
+    return framework_proven(records, build)

@@ -462,11 +462,12 @@ def settled(summary: ActionSummary) -> bool:
 @click.option(
     "--send-path",
     type=click.Choice(["ui", "framework", "auto"]),
-    default="ui",
+    default="auto",
     show_default=True,
     help="How the phone sends: ui (the messaging app, am start and key events), framework "
     "(service call isms as the shell user: no UI, no RCS, rows marked com.android.shell), "
-    "auto (framework when a probe of the phone says it works).",
+    "auto (framework once a framework send on this phone's build has come back as the "
+    "shell's own row, else ui; run one send with framework to prove it).",
 )
 @click.option(
     "--region",
@@ -575,7 +576,7 @@ def _run_send(
     *,
     read_as_system: bool = False,
     rate_limit: int = 30,
-    send_path: str = "ui",
+    send_path: str = "auto",
     connect_timeout: float = 5.0,
     command_timeout: float = 20.0,
     progress: Progress | None = None,

@@ -56,17 +56,6 @@ async def test_the_owners_identical_text_is_never_taken_for_ours(
     assert owner_row != record.provider_object_id
 
 
-async def test_auto_picks_the_framework_when_the_probe_says_it_works(
-    sms_phone: Any, agent_for: Any
-) -> None:
-    """send_path="auto" probes the phone (service check isms, the release's transaction code)
-    and sends through the framework on a phone that has it."""
-    phone = await sms_phone()
-    async with agent_for(phone, send_path="auto") as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=5)
-    assert (Status.SUCCEEDED, [SHELL]) == (outcome.status, [t.app for t in phone.transmissions])
-
-
 async def test_a_row_the_framework_writes_long_after_the_call_is_still_ours(
     sms_phone: Any, agent_for: Any
 ) -> None:

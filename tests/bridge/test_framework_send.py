@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from android_bridge import (
@@ -16,7 +17,8 @@ from android_bridge import (
     probe_framework_send,
     void_fences,
 )
-from android_bridge._framework import service_call_command
+from android_bridge._device import DeviceFacts
+from android_bridge._framework import framework_probe, service_call_command
 from tests.bridge.conftest import PhoneFactory
 
 TO = "+12025550143"
@@ -42,6 +44,41 @@ async def test_send_writes_one_shell_row_per_release(
         (row.type, row.creator, row.body) for row in phone.store.rows()
     ]
     assert 1 == len(phone.transmissions)
+
+
+async def test_the_handle_reads_what_the_probe_needs_in_its_first_round_trip(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """``facts`` reads the release, the build fingerprint and ``service check isms`` with the
+    uid and region, in one round trip; the probe then costs none of its own."""
+    phone = await make_phone(android=13)
+    async with await connect(phone.serial, bridge_key) as device:
+        facts = await device.facts()
+        trips = device.round_trips
+        assert await probe_framework_send(device) is True
+        assert trips == device.round_trips
+    assert (33, True, 2000) == (facts.sdk, facts.isms, facts.uid)
+    assert facts.build.startswith("starebrain/") and ":13/" in facts.build
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"isms": False}, "isms service is not there"),
+        ({"sdk": 28}, "API level 28"),
+        ({"sdk": None}, "API level None"),
+        ({"uid": 1000}, "neither the shell user nor root"),
+    ],
+)
+def test_the_probe_says_why_a_phone_cannot_take_the_framework_path(
+    change: dict[str, object], reason: str
+) -> None:
+    """No isms service, a release without a known code (Android 9 and older; a vendor's sdk
+    the table does not know), or a shell that is not uid 2000 or 0: the probe says so."""
+    good = DeviceFacts(mode="shell", uid=2000, region="US", sdk=35, build="b", isms=True)
+    assert framework_probe(good) is True
+    verdict = framework_probe(attrs.evolve(good, **change))  # type: ignore[arg-type]
+    assert isinstance(verdict, str) and reason in verdict
 
 
 async def test_owner_rows_are_told_apart_by_creator(

@@ -70,9 +70,39 @@ async def test_devices_reports_release_sms_app_and_answer(
     )
     assert 0 == result.exit_code, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
-    expected = ["yes", "13", "(API", "33)", "com.samsung.android.messaging", "-", "-"]
+    expected = ["yes", "13", "(API", "33)", "com.samsung.android.messaging", "ui", "-", "-"]
     assert expected == row.split()[1:]
     assert not ledger_path.exists()
+
+
+async def test_devices_says_which_path_auto_would_take_and_why(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """The column ``auto path`` is the choice a send with ``--send-path auto`` makes now: the
+    app until a framework send on this build came back as the shell's row, the framework
+    after it, and the app again on another build of the phone (ro.build.fingerprint)."""
+    phone = await phone_factory(android=14)
+    base = ["--db", str(ledger_path)]
+    device = ["--device", phone.serial, "--key", str(adb_key_path)]
+
+    async def auto_path() -> tuple[str, str]:
+        result = await cli(*base, "devices", *device, "--json")
+        assert 0 == result.exit_code, result.output
+        (report,) = json.loads(result.stdout)["devices"]
+        return report["auto_send_path"], report["auto_send_path_why"]
+
+    path, why = await auto_path()
+    assert ("ui", True) == (path, "no framework send" in why)
+    sent = await cli(
+        *base, "send", *device, "--to", RECIPIENT, "--body", BODY, "--send-path", "framework",
+        "--action-id", "proof-1", "--wait", "10",
+    )  # fmt: skip
+    assert 0 == sent.exit_code, sent.output
+    path, why = await auto_path()
+    assert ("framework", True) == (path, "proof-1" in why)
+    phone.build_type = "eng"
+    path, why = await auto_path()
+    assert ("ui", True) == (path, "no framework send" in why)
 
 
 async def test_devices_json_on_android_10_reads_the_setting(
@@ -100,6 +130,10 @@ async def test_devices_json_on_android_10_reads_the_setting(
         "lease": None,
         "error": None,
         "shell_uid": 2000,
+        "build": "starebrain/sb_sim/sbsim:10/QQ3A.200805.001/11269751:user/release-keys",
+        "auto_send_path": "ui",
+        "auto_send_path_why": "no framework send on this phone's build has come back yet"
+        " (send one with --send-path framework to prove it)",
     } == row
     assert (1, 0) == (data["answered"], data["exit_code"])
     assert 1 == data["schema_version"]
@@ -342,8 +376,8 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     expected = [tokens(line, doc_names) for line in documented]
     assert 0 == result.exit_code, result.output
     assert expected[:2] == actual[:2]
-    assert expected[2][:5] == actual[2][:5]
-    assert "GONE:" == actual[2][5]
+    assert expected[2][:6] == actual[2][:6]
+    assert "GONE:" == actual[2][6]
     assert ["$ echo $?", "0"] == after
 
 

@@ -1,0 +1,113 @@
+"""``send_path="auto"`` (the default): the framework path only on a phone build where this
+ledger holds proof of it, a framework send confirmed by a row ``com.android.shell`` wrote;
+the messaging app otherwise (``starebrain_actions._send_path``). Ground truth is the phone's
+own record of who sent what (``transmissions``: the app, or the shell through ``isms``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from starebrain_actions import RetryPolicy, ReviewReason, Status
+
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
+SHELL = "com.android.shell"
+MESSAGING = "com.google.android.apps.messaging"
+#: no retries, and an attempt never seen goes to review at once (UNVERIFIED)
+ONE_SHOT = RetryPolicy(maximum_attempts=1, unverified_after=timedelta(0))
+
+
+def senders(phone: Any) -> list[str]:
+    """Who the phone says sent each message, in order (ground truth, not the ledger)."""
+    return [transmission.app for transmission in phone.transmissions]
+
+
+async def test_a_new_ledger_sends_through_the_app_and_says_why(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The probe passes (isms is there, Android 14 is in the table, the shell is uid 2000), but
+    nothing this ledger holds proves the transaction code on this build: the app sends."""
+    phone = await sms_phone(android=14)
+    async with agent_for(phone) as agent:
+        assert ("ui", True) == (agent.phone.send_path, "framework" in agent.phone.path_choice)
+        outcome = await agent.send("A-1", TO, BODY, wait=5)
+    assert outcome.record is not None
+    assert Status.SUCCEEDED is outcome.status
+    assert [MESSAGING] == senders(phone)
+    assert "no framework send" in outcome.record.evidence["path_choice"]
+    assert "send_path" not in outcome.record.evidence
+
+
+async def test_one_confirmed_framework_send_proves_the_path_for_auto(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """A person sends once through the framework; its row comes back written by the shell on
+    this build (ro.build.fingerprint). The next agent on ``auto`` takes the framework path,
+    and its attempt names the proof."""
+    phone = await sms_phone(android=15)
+    async with agent_for(phone, send_path="framework") as agent:
+        first = await agent.send("A-1", TO, BODY, wait=5)
+    assert first.record is not None
+    assert SHELL == first.record.evidence["row_creator"]
+    async with agent_for(phone) as agent:
+        assert "framework" == agent.phone.send_path
+        second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
+    assert [SHELL, SHELL] == senders(phone)
+    assert second.record is not None
+    evidence = second.record.evidence
+    assert first.record.dispatch_id in evidence["path_choice"]
+    assert evidence["build"].endswith(":userdebug/test-keys")
+
+
+async def test_another_build_of_the_same_phone_is_not_proven(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The proof is per build: on another build of the same phone (here eng instead of
+    userdebug; an update changes ro.build.fingerprint the same way) ``auto`` uses the app
+    again until a framework send on that build comes back."""
+    phone = await sms_phone(android=13)
+    async with agent_for(phone, send_path="framework") as agent:
+        await agent.send("A-1", TO, BODY, wait=5)
+    phone.build_type = "eng"
+    async with agent_for(phone) as agent:
+        assert "ui" == agent.phone.send_path
+        outcome = await agent.send("A-2", TO, "Your code is 9917", wait=5)
+    assert Status.SUCCEEDED is outcome.status
+    assert [SHELL, MESSAGING] == senders(phone)
+
+
+async def test_a_framework_send_that_never_comes_back_turns_auto_back_to_the_app(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Proven once; then the SIM is swapped (a new subscription id), so the framework answers
+    its usual success parcel and sends nothing. That attempt goes to review as UNVERIFIED
+    (never sent again without proof), and the next ``auto`` agent sends through the app,
+    saying why: never two SMS for one action, counted on the phone."""
+    phone = await sms_phone(android=12)
+    async with agent_for(phone, send_path="framework") as agent:
+        await agent.send("A-1", TO, BODY, wait=5)
+    phone.sim_sub_ids = (2,)
+    async with agent_for(phone, policy=ONE_SHOT) as agent:
+        assert "framework" == agent.phone.send_path
+        lost = await agent.send("A-2", TO, "Your code is 9917", wait=3)
+    assert lost.record is not None
+    assert ReviewReason.UNVERIFIED is lost.record.review_reason
+    async with agent_for(phone) as agent:
+        assert "ui" == agent.phone.send_path
+        assert "UNVERIFIED" in agent.phone.path_choice
+        third = await agent.send("A-3", TO, "Your code is 5550", wait=5)
+    assert Status.SUCCEEDED is third.status
+    assert [SHELL, MESSAGING] == senders(phone)
+
+
+async def test_an_explicit_path_is_kept_whatever_the_record(sms_phone: Any, agent_for: Any) -> None:
+    """``send_path="ui"`` sends through the app even where the framework is proven, and says
+    no choice was made."""
+    phone = await sms_phone(android=11)
+    async with agent_for(phone, send_path="framework") as agent:
+        await agent.send("A-1", TO, BODY, wait=5)
+    async with agent_for(phone, send_path="ui") as agent:
+        assert ("ui", "") == (agent.phone.send_path, agent.phone.path_choice)
+        await agent.send("A-2", TO, "Your code is 9917", wait=5)
+    assert [SHELL, MESSAGING] == senders(phone)

@@ -1,0 +1,127 @@
+"""When the phone's record proves the framework path on one build, as a pure decision
+(``starebrain_actions._send_path.framework_proven``): each kind of attempt, and the order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from starebrain_actions import AcceptanceState, ActionRecord, DeliveryState, ReviewReason
+from starebrain_actions._send_path import framework_proven
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BUILD = "starebrain/sim/sim:15/AP4A.250205.002/11269751:user/release-keys"
+SHELL = "com.android.shell"
+FRAMEWORK = {"send_path": "framework", "creator": SHELL, "build": BUILD}
+
+
+def attempt(number: int, evidence: dict[str, Any], **fields: Any) -> ActionRecord:
+    """Attempt ``d-<number>`` (a later number: a later send) with this evidence."""
+    return ActionRecord(
+        action_id=f"A-{number}",
+        dispatch_id=f"d-{number}",
+        attempt=1,
+        device="dev",
+        dispatched_at=NOW + timedelta(seconds=number),
+        evidence=evidence,
+        **fields,
+    )
+
+
+def proven(number: int, **extra: Any) -> ActionRecord:
+    """A framework attempt confirmed by a row the shell wrote."""
+    return attempt(
+        number,
+        {**FRAMEWORK, "row_creator": SHELL, **extra},
+        delivery=DeliveryState.CONFIRMED,
+        acceptance=AcceptanceState.ACCEPTED,
+        provider_object_id=number,
+        confirmed_at=NOW,
+        accepted_at=NOW,
+    )
+
+
+def test_a_confirmed_row_of_the_shell_on_this_build_is_proof() -> None:
+    ok, why = framework_proven([proven(1)], BUILD)
+    assert ok and "d-1" in why
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {},  # the app's path
+        {**FRAMEWORK, "build": "another/build:14/x:user/release-keys"},
+        {"send_path": "framework", "creator": SHELL},  # sent before builds were noted
+    ],
+    ids=["ui-path", "another-build", "no-build"],
+)
+def test_other_paths_and_builds_prove_nothing(evidence: dict[str, Any]) -> None:
+    """A confirmation through the app, or on another build, says nothing of this build's
+    transaction code."""
+    record = attempt(
+        1,
+        {**evidence, "row_creator": SHELL},
+        delivery=DeliveryState.CONFIRMED,
+        provider_object_id=1,
+        confirmed_at=NOW,
+    )
+    assert (False, True) == (
+        framework_proven([record], BUILD)[0],
+        "no framework send" in framework_proven([record], BUILD)[1],
+    )
+
+
+def test_a_row_another_package_wrote_is_no_proof() -> None:
+    """A confirmation whose row names no creator, or another one, proves nothing."""
+    records = [
+        proven(2, row_creator="com.google.android.apps.messaging"),
+        attempt(1, FRAMEWORK, delivery=DeliveryState.CONFIRMED, provider_object_id=1),
+    ]
+    assert framework_proven(records, BUILD)[0] is False
+
+
+@pytest.mark.parametrize("reason", list(ReviewReason))
+def test_a_later_attempt_in_review_takes_the_proof_back(reason: ReviewReason) -> None:
+    """The latest framework attempt that came to an end went to review (UNVERIFIED: the
+    framework said yes and no row came; MISMATCH; DUPLICATE; ...): back to the app."""
+    later = attempt(2, FRAMEWORK, review_reason=reason)
+    ok, why = framework_proven([later, proven(1)], BUILD)
+    assert (False, True) == (ok, reason.value in why)
+
+
+def test_an_operators_ruling_without_our_row_takes_the_proof_back() -> None:
+    ruled = attempt(
+        2,
+        FRAMEWORK,
+        delivery=DeliveryState.CONFIRMED,
+        acceptance=AcceptanceState.ACCEPTED,
+        confirmed_at=NOW,
+        accepted_at=NOW,
+        resolved_by="ops",
+    )
+    ok, why = framework_proven([ruled, proven(1)], BUILD)
+    assert (False, True) == (ok, "operator" in why)
+
+
+def test_attempts_that_say_nothing_are_passed_over() -> None:
+    """In flight (PENDING, not in review) and FAILED before the framework was reached (a
+    voided fence, a refused check): the proof behind them still holds."""
+    in_flight = attempt(3, FRAMEWORK)
+    voided = attempt(2, {**FRAMEWORK, "fence": "voided"}, delivery=DeliveryState.FAILED)
+    ok, why = framework_proven([in_flight, voided, proven(1)], BUILD)
+    assert ok and "d-1" in why
+
+
+def test_the_newest_decisive_attempt_wins() -> None:
+    """Proven, lost, proven again: the newest decides (records come newest first)."""
+    lost = attempt(2, FRAMEWORK, review_reason=ReviewReason.UNVERIFIED)
+    assert framework_proven([proven(3), lost, proven(1)], BUILD)[0] is True
+    assert framework_proven([lost, proven(1)], BUILD)[0] is False
+
+
+def test_an_unknown_build_is_never_proven() -> None:
+    """A phone that does not tell its build cannot be matched to any proof."""
+    ok, why = framework_proven([proven(1, build="")], "")
+    assert (False, True) == (ok, "ro.build.fingerprint" in why)
