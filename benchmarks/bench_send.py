@@ -1,9 +1,10 @@
 """Benchmark ``SmsAgent.send`` and ``starebrain send`` against the phone's own floor.
 
 Run: ``python benchmarks/bench_send.py [--quick] [--sends N]``. The simulated phone answers
-each command after ``LATENCY_MS`` and its radio takes ``SEND_DELAY_MS`` to send; the product's
-default send path (``ui``: the messaging app, whose compose window takes the simulator's
-default focus delay to open) is used throughout, and the full run also times the framework
+each command after ``LATENCY_MS`` and its radio takes ``SEND_DELAY_MS`` to send; the ``ui``
+path (the messaging app, whose compose window takes the simulator's default focus delay to
+open; what the default, ``auto``, takes on a ledger that holds no framework send, as here) is
+used throughout, and the full run also times the framework
 path (``service call isms``: no window; at most 25 sends, as SmsUsageMonitor holds a
 package's 31st send of a minute). Prints:
 

@@ -39,6 +39,7 @@ from android_bridge import (
 from android_bridge._device import handshake_failure
 from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError
+from starebrain_actions._logging import get_logger
 from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
 from starebrain_actions.exceptions import (
@@ -49,6 +50,8 @@ from starebrain_actions.exceptions import (
     LookupFailed,
     PhoneError,
 )
+
+_log = get_logger("starebrain.phone")
 
 #: ``1``: every phone opened without an explicit choice reads through ``su 1000``.
 READ_AS_SYSTEM_ENV = "STAREBRAIN_READ_AS_SYSTEM"
@@ -130,6 +133,7 @@ class AndroidPhone:
         loose_whitespace: bool = False,
         send_path: str = "ui",
         path_choice: str = "",
+        framework_proof: FrameworkProof | None = None,
     ) -> None:
         if send_path not in ("ui", "framework"):
             raise ValueError("send_path must be 'ui' or 'framework'")
@@ -140,11 +144,11 @@ class AndroidPhone:
         self.send_path = send_path
         #: why ``auto`` chose ``send_path`` ("" when the caller named the path)
         self.path_choice = path_choice
-        self._dispatcher: SmsDispatcher | FrameworkDispatcher = (
-            FrameworkDispatcher(device)
-            if send_path == "framework"
-            else SmsDispatcher(device, app=app)
-        )
+        #: set with ``auto``: :meth:`choose_path` asks it again before each send
+        self._framework_proof = framework_proof
+        self._app = app
+        #: one dispatcher per path, kept (the framework's counts its sends for the usage limit)
+        self._dispatchers: dict[str, SmsDispatcher | FrameworkDispatcher] = {}
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
         self._epoch: str | None = None
@@ -203,7 +207,39 @@ class AndroidPhone:
             raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial: the message quotes it (repr)
             raise PhoneUnavailable(str(exc)) from exc
-        return cls(device, region=region, app=app, send_path=send_path, path_choice=choice)
+        return cls(
+            device,
+            region=region,
+            app=app,
+            send_path=send_path,
+            path_choice=choice,
+            framework_proof=framework_proof if choice else None,
+        )
+
+    def _dispatcher_for(self, path: str) -> SmsDispatcher | FrameworkDispatcher:
+        """The dispatcher of send path ``path``."""
+        known = self._dispatchers.get(path)
+        if known is None:
+            known = (
+                FrameworkDispatcher(self._device)
+                if path == "framework"
+                else SmsDispatcher(self._device, app=self._app)
+            )
+            self._dispatchers[path] = known
+        return known
+
+    async def choose_path(self) -> None:
+        """With ``auto``, choose the path again from the ledger's proof as it is now (a
+        framework send that went to review since turns the next one back to the app); call it
+        before an attempt's receipt, so that the receipt's path evidence and the send agree.
+        No round trip: the probe reads the connection's facts. Without ``auto``: nothing."""
+        if self._framework_proof is None:
+            return
+        path, why = await _choose_path(self._device, self._framework_proof)
+        if (path, why) != (self.send_path, self.path_choice):
+            if path != self.send_path:
+                _log.info("send_path_changed", device=self.device, send_path=path, why=why)
+            self.send_path, self.path_choice = path, why
 
     def remember_highest_id(self, row_id: int) -> None:
         """Tell the bridge a provider id known to exist (e.g. the ledger's last watermark), so
@@ -226,12 +262,23 @@ class AndroidPhone:
         return self._device.round_trips
 
     async def dispatch(
-        self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
+        self,
+        intent: SmsIntent,
+        *,
+        fence: tuple[str, str] | None = None,
+        path: str | None = None,
     ) -> DispatchReceipt:
-        """Send once; see ``Phone.dispatch``."""
+        """Send once; see ``Phone.dispatch``. ``path``: the path the attempt's receipt names
+        (None: the phone's current one); with ``auto`` the current one may have changed since
+        the receipt was written, and the send must go the way the receipt says."""
+        path = self.send_path if path is None else path
+        if path not in ("ui", "framework"):
+            raise ValueError("path must be 'ui' or 'framework'")
         started = time.monotonic()
         try:
-            evidence = await self._dispatcher.send(intent.recipient, intent.body, fence=fence)
+            evidence = await self._dispatcher_for(path).send(
+                intent.recipient, intent.body, fence=fence
+            )
         except DeviceUnreachable as exc:
             raise DispatchUnreachable(str(exc)) from exc
         except NotSent as exc:
@@ -259,8 +306,8 @@ class AndroidPhone:
                 "send_window_ms": int((time.monotonic() - started) * 1000) + SEND_WINDOW_MARGIN_MS,
                 **(
                     _app_evidence(evidence.am_output)
-                    if self.send_path == "ui"
-                    else self.path_evidence()
+                    if path == "ui"
+                    else self._framework_evidence()
                 ),
             },
         )
@@ -273,14 +320,12 @@ class AndroidPhone:
         # why ``auto`` took this path, for whoever reads the attempt later
         why = {"path_choice": self.path_choice} if self.path_choice else {}
         if self.send_path == "framework":
-            # the build the send went out on: what a confirmed row proves (``_send_path``)
-            return {
-                "send_path": "framework",
-                "creator": SHELL_PACKAGE,
-                "build": self.build,
-                **why,
-            }
+            return {**self._framework_evidence(), **why}
         return why
+
+    def _framework_evidence(self) -> dict[str, str]:
+        # the build the send went out on: what a confirmed row proves (``_send_path``)
+        return {"send_path": "framework", "creator": SHELL_PACKAGE, "build": self.build}
 
     @property
     def build(self) -> str:

@@ -225,6 +225,7 @@ class _Phones:
             PhoneUnavailable: the phone cannot be reached now (nothing is recorded).
         """
         from starebrain_actions._android import AndroidPhone, PhoneUnavailable
+        from starebrain_actions._send_path import ledger_proof
 
         config = self._config
         async with self._locks[device]:
@@ -240,6 +241,7 @@ class _Phones:
                         command_timeout_s=config.command_timeout_s,
                         read_as_system=config.read_as_system,
                         send_path=config.send_path,
+                        framework_proof=ledger_proof(self._ledger),
                     )
             except TimeoutError:
                 raise PhoneUnavailable(

@@ -100,10 +100,15 @@ class Phone(Protocol):
         ...
 
     async def dispatch(
-        self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
+        self,
+        intent: SmsIntent,
+        *,
+        fence: tuple[str, str] | None = None,
+        path: str | None = None,
     ) -> DispatchReceipt:
         """Send the intent once; with ``fence=(dispatch_id, epoch)`` the send first claims the
-        attempt's fence on the phone and sends nothing if it cannot.
+        attempt's fence on the phone and sends nothing if it cannot. ``path`` ("ui" or
+        "framework"): the send path the attempt's receipt names (None: the phone's own).
 
         Raises:
             DispatchNotSent: provably nothing was sent.

@@ -25,10 +25,13 @@ reached (a voided fence, a refused check), prove nothing either way and are pass
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 from starebrain_actions._model import ActionRecord, DeliveryState
+
+if TYPE_CHECKING:
+    from starebrain_actions._ledger import Ledger
 
 #: How many of a phone's latest attempts are searched for the proof (newest first). A proof
 #: older than that is not used: ``auto`` then sends through the app, the safe side.
@@ -68,3 +71,12 @@ def framework_proven(records: Sequence[ActionRecord], build: str) -> tuple[bool,
         "no framework send on this phone's build has come back yet"
         " (send one with --send-path framework to prove it)"
     )
+
+
+def ledger_proof(ledger: Ledger) -> Callable[[str, str], Awaitable[tuple[bool, str]]]:
+    """``framework_proof(device, build)`` for ``AndroidPhone.connect``, from ``ledger``."""
+
+    async def proof(device: str, build: str) -> tuple[bool, str]:
+        return framework_proven(await ledger.latest_attempts(device, PROOF_WINDOW), build)
+
+    return proof

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -42,7 +41,7 @@ from starebrain_actions._reconciler import (
     reconcile_device,
     reconcile_pending,
 )
-from starebrain_actions._send_path import PROOF_WINDOW, framework_proven
+from starebrain_actions._send_path import ledger_proof
 from starebrain_actions.exceptions import (
     AttemptInFlight,
     AttemptRefused,
@@ -340,7 +339,7 @@ class SmsAgent:
                         command_timeout_s=command_timeout_s,
                         read_as_system=read_as_system,
                         send_path=send_path,
-                        framework_proof=functools.partial(_framework_proof, ledger),
+                        framework_proof=ledger_proof(ledger),
                     )
             except TimeoutError as exc:
                 raise PhoneUnavailable(
@@ -591,6 +590,9 @@ class SmsAgent:
         pass can prove on the phone that its script never ran, and the send path's own
         evidence (the framework path's ``creator``). A phone that cannot give an epoch gives
         an attempt without a fence (it can then only be confirmed, never voided)."""
+        choose = getattr(self.phone, "choose_path", None)
+        if callable(choose):
+            await choose()  # ``auto``: the path the ledger's proof allows now
         path = getattr(self.phone, "path_evidence", None)
         known: dict[str, str] = dict(path()) if callable(path) else {}
         try:
@@ -624,7 +626,9 @@ class SmsAgent:
         try:
             try:
                 async with asyncio.timeout(budget_s):
-                    receipt = await self.phone.dispatch(intent, fence=fence)
+                    # the path the receipt names (``auto`` may choose another one meanwhile)
+                    path = "framework" if record.evidence.get("send_path") == "framework" else "ui"
+                    receipt = await self.phone.dispatch(intent, fence=fence, path=path)
             except TimeoutError:
                 raise DispatchOutcomeUnknown(
                     f"the send command was cut off by the deadline after {budget_s:.1f} s"
@@ -676,9 +680,3 @@ class SmsAgent:
             return False
         await asyncio.sleep(min(self.poll_interval_s, left))
         return True
-
-
-async def _framework_proof(ledger: Ledger, device: str, build: str) -> tuple[bool, str]:
-    """Does ``ledger`` prove the framework path on ``build`` of ``device``? (``_send_path``)"""
-    records = await ledger.latest_attempts(device, PROOF_WINDOW)
-    return framework_proven(records, build)

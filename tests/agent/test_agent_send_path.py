@@ -5,10 +5,11 @@ own record of who sent what (``transmissions``: the app, or the shell through ``
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
-from starebrain_actions import RetryPolicy, ReviewReason, Status
+from starebrain_actions import RetryPolicy, ReviewReason, SmsIntent, Status
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 SHELL = "com.android.shell"
@@ -111,3 +112,39 @@ async def test_an_explicit_path_is_kept_whatever_the_record(sms_phone: Any, agen
         assert ("ui", "") == (agent.phone.send_path, agent.phone.path_choice)
         await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert [SHELL, MESSAGING] == senders(phone)
+
+
+async def test_a_long_lived_agent_chooses_again_before_each_send(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An agent kept open (the MCP server's way) does not keep its first choice: its framework
+    send that went to review turns its very next send back to the app."""
+    phone = await sms_phone(android=14)
+    async with agent_for(phone, send_path="framework") as agent:
+        await agent.send("A-1", TO, BODY, wait=5)
+    async with agent_for(phone, policy=ONE_SHOT) as agent:
+        assert "framework" == agent.phone.send_path
+        phone.sim_sub_ids = (2,)
+        lost = await agent.send("A-2", TO, "Your code is 9917", wait=3)
+        assert lost.record is not None
+        assert ReviewReason.UNVERIFIED is lost.record.review_reason
+        phone.sim_sub_ids = (1,)
+        after = await agent.send("A-3", TO, "Your code is 5550", wait=5)
+        assert "ui" == agent.phone.send_path
+    assert after.record is not None
+    assert "UNVERIFIED" in after.record.evidence["path_choice"]
+    assert (Status.SUCCEEDED, [SHELL, MESSAGING]) == (after.status, senders(phone))
+
+
+async def test_a_send_goes_the_way_its_receipt_says(sms_phone: Any, agent_for: Any) -> None:
+    """The receipt is written first and names the path; the send takes that path even if
+    ``auto`` chose another one meanwhile (another send's choice, on the same handle)."""
+    phone = await sms_phone(android=15)
+    async with agent_for(phone, send_path="ui") as agent:
+        assert "ui" == agent.phone.send_path
+        intent = SmsIntent(recipient=TO, body=BODY)
+        receipt = await agent.phone.dispatch(intent, path="framework")
+    async with asyncio.timeout(5):
+        await phone.wait_idle()  # the radio's answer (send_delay_ms)
+    assert "framework" == receipt.evidence["send_path"]
+    assert [SHELL] == senders(phone)

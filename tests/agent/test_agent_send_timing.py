@@ -139,12 +139,10 @@ class _Spy:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._phone, name)
 
-    async def dispatch(
-        self, intent: SmsIntent, *, fence: tuple[str, str] | None = None
-    ) -> DispatchReceipt:
+    async def dispatch(self, intent: SmsIntent, **options: Any) -> DispatchReceipt:
         self.events.append(("dispatch", time.monotonic()))
         try:
-            return await self._phone.dispatch(intent, fence=fence)
+            return await self._phone.dispatch(intent, **options)
         finally:
             self.events.append(("returned", time.monotonic()))
 

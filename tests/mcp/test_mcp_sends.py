@@ -116,3 +116,27 @@ async def test_concurrent_calls_in_one_server_share_one_send(
     assert ["SUCCEEDED"] * 10 == [structured(result)["status"] for result in results]
     assert 1 == sum(1 for command in phone.commands_run if "am start" in command)
     assert [BODY] == sms_out(phone)
+
+
+async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """``--send-path auto`` (the default) on the server: the app first; once a framework send
+    on this phone's build came back as the shell's row (here one ``starebrain send
+    --send-path framework``, through the library), the server's next send goes through the
+    framework, on the phone handle it already holds."""
+    from starebrain_actions.agent import SmsAgent
+
+    phone: SimulatedPhone = await phone_factory(android=14)
+    call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 5}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        assert "SUCCEEDED" == structured(await client.call_tool("send_sms", call))["status"]
+        async with SmsAgent.open(
+            db=db_path, device=phone.serial, key_path=adb_key_path, send_path="framework"
+        ) as agent:
+            await agent.send("A-2", TO, "Your code is 9917", wait=5)
+        again = {**call, "action_id": "A-3", "body": "Your code is 5550"}
+        assert "SUCCEEDED" == structured(await client.call_tool("send_sms", again))["status"]
+    assert ["com.google.android.apps.messaging", "com.android.shell", "com.android.shell"] == [
+        transmission.app for transmission in phone.transmissions
+    ]
