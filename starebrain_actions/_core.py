@@ -28,6 +28,7 @@ from starebrain_actions._model import (
     Status,
     Transition,
     require_aware,
+    storable,
 )
 from starebrain_actions.exceptions import InvalidInput, InvariantViolation
 
@@ -128,7 +129,10 @@ def _transition(
     delivery, acceptance = next_states(event, record.delivery, record.acceptance)
     if not actor:
         raise InvalidInput("actor must not be empty")
-    proof = dict(evidence or {})
+    # text from the phone (or a person) may hold NUL, which no ledger stores alike: U+FFFD
+    actor = storable(actor)
+    proof = storable(dict(evidence or {}))
+    changes = {name: storable(value) for name, value in changes.items()}
     after = attrs.evolve(
         record,
         delivery=delivery,

@@ -104,6 +104,7 @@ from starebrain_actions._model import (
     Transition,
     provider_row_name,
     require_aware,
+    storable,
 )
 from starebrain_actions.exceptions import (
     AttemptInFlight,
@@ -600,6 +601,7 @@ class Ledger:
         if not device or not device.strip():
             raise InvalidInput("device must not be empty (an ADB serial or host:port)")
         when = require_aware("now", now) if now is not None else self.now()
+        evidence = storable(dict(evidence or {}))  # NUL: U+FFFD on both backends
 
         def work(db: sqlite3.Connection) -> ActionRecord:
             # one writer per action and per device from here to COMMIT (SQLite: the write
@@ -1515,7 +1517,7 @@ def _insert_duplicate(
                     sighting.provider_object_id,
                     sighting.dispatch_id,
                     format_time(when),
-                    _json(sighting.evidence),
+                    _json(storable(sighting.evidence)),
                 ),
             )
     except sqlite3.IntegrityError as exc:

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -218,6 +218,25 @@ def canonical_recipient(recipient: str, region: str | None = None) -> str:
     if normalized.reason is not None:
         raise InvalidInput(f"recipient is not a phone number or short code: {normalized.reason}")
     return normalized.value
+
+
+#: What a NUL character (U+0000) in text bound for the ledger becomes (U+FFFD, the replacement
+#: character): PostgreSQL's ``text`` and ``jsonb`` cannot hold NUL, and both backends must
+#: store the same. Phone output can hold it (a body, an error message); an intent's body
+#: cannot (refused at creation).
+NUL_STAND_IN: Final = "\ufffd"
+
+
+def storable(value: Any) -> Any:
+    """``value`` (text, or JSON-able evidence) with NUL replaced by :data:`NUL_STAND_IN` in
+    every string, keys included (containers are copied; mappings become dicts)."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STAND_IN) if "\x00" in value else value
+    if isinstance(value, Mapping):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(storable(item) for item in value)
+    return value
 
 
 def _check_recipient(intent: SmsIntent, _a: attrs.Attribute[Any], value: str) -> None:

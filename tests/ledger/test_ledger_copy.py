@@ -253,8 +253,9 @@ async def test_a_row_postgresql_refuses_leaves_the_target_empty(
     tmp_path: Path, pg_url: str
 ) -> None:
     """A FAILED attempt whose evidence holds the JSON escape \\u0000 (which SQLite keeps and
-    PostgreSQL's jsonb index refuses) stops the copy after the actions went in: everything is
-    rolled back, the target is an empty ledger with its triggers on, and it takes new work."""
+    PostgreSQL's jsonb index refuses; a ledger written before NUL was stored as U+FFFD may
+    hold it) stops the copy after the actions went in: everything is rolled back, the target
+    is an empty ledger with its triggers on, and it takes new work."""
     source = tmp_path / "ledger.db"
     await seed_every_shape(source)
     async with Ledger.open(source) as ledger:
@@ -262,6 +263,12 @@ async def test_a_row_postgresql_refuses_leaves_the_target_empty(
         record = await ledger.begin_attempt("nul", "10.0.0.8:5555")
         await ledger.apply(
             fail_delivery(record, reason="refused", now=ledger.now(), evidence={"e": "a\x00b"})
+        )
+    with sqlite3.connect(source) as db:  # as an older version stored it
+        db.execute(
+            "UPDATE attempts SET evidence_json = replace(evidence_json, ?, ?),"
+            " version = version + 1 WHERE action_id = 'nul'",
+            ("a\ufffdb", "a\\u0000b"),
         )
     with pytest.raises(CopyFailed, match="attempts") as failed:
         await copy(source, pg_url)
