@@ -466,10 +466,12 @@ class Output:
         is not a terminal's and has no width, so that nothing wraps."""
         if not self.rich and self._width is None:
             rows = [names, *body] if header else body
+            # rich crops a cell to its column's width: in a column whose every cell is zero
+            # cells wide (a lone emoji modifier, say) the text is dropped (rich 15)
             return "\n".join(
                 " " * band.indent
                 + "  ".join(
-                    row[index] + " " * (width - cell_len(row[index]))
+                    (row[index] if width else "") + " " * (width - cell_len(row[index]))
                     for index, width in zip(band.columns, band.widths, strict=True)
                 )
                 for row in rows
