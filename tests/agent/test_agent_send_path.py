@@ -91,7 +91,7 @@ async def test_a_framework_send_that_never_comes_back_turns_auto_back_to_the_app
     phone.sim_sub_ids = (2,)
     async with agent_for(phone, policy=ONE_SHOT) as agent:
         assert "framework" == agent.phone.send_path
-        lost = await agent.send("A-2", TO, "Your code is 9917", wait=3)
+        lost = await agent.send("A-2", TO, "Your code is 9917", wait=1)
     assert lost.record is not None
     assert ReviewReason.UNVERIFIED is lost.record.review_reason
     async with agent_for(phone) as agent:
@@ -125,7 +125,7 @@ async def test_a_long_lived_agent_chooses_again_before_each_send(
     async with agent_for(phone, policy=ONE_SHOT) as agent:
         assert "framework" == agent.phone.send_path
         phone.sim_sub_ids = (2,)
-        lost = await agent.send("A-2", TO, "Your code is 9917", wait=3)
+        lost = await agent.send("A-2", TO, "Your code is 9917", wait=1)
         assert lost.record is not None
         assert ReviewReason.UNVERIFIED is lost.record.review_reason
         phone.sim_sub_ids = (1,)

@@ -232,7 +232,8 @@ async def test_the_owners_text_before_our_first_key_is_no_mismatch(
         unverified_after=timedelta(seconds=3),
     )
     async with agent_for(phone, policy=policy) as agent:
-        sending = asyncio.create_task(agent.send("A-17", TO, BODY, wait=8))
+        # past unverified_after (3 s): a MISMATCH would have been resent by then
+        sending = asyncio.create_task(agent.send("A-17", TO, BODY, wait=4))
         await asyncio.sleep(0.3)  # the round trip is under way, the app not yet focused
         await _owner_sends(phone, "Call me back pls", phone.now_ms())
         outcome = await sending
