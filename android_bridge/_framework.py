@@ -74,8 +74,12 @@ _log = get_logger("android_bridge.framework")
 #: The adb shell user's package: the only ``callingPkg`` the ``SEND_SMS`` app-op accepts
 #: from uid 2000 (``AppOpsManager.noteOp`` checks that the package belongs to the uid).
 SHELL_PACKAGE: Final = "com.android.shell"
-#: ``ro.build.version.sdk`` -> the ``sendTextForSubscriber`` transaction code
-#: (frameworks/base ``ISms.aidl``, android-10.0.0_r1 .. android-15.0.0_r1).
+#: ``ro.build.version.sdk`` -> the ``sendTextForSubscriber`` transaction code (frameworks/base
+#: ``ISms.aidl``: the Android 10 layout, with ``sendDataForSubscriberWithSelfPermissions``
+#: before it, and the 11+ layout, with ``callingAttributionTag``, as read in copies of the
+#: file at untagged commits, agreeing with vendor builds' generated stubs; not read at each
+#: release tag, which is why the product's ``auto`` path also wants a confirmed send on the
+#: phone's own build before it trusts a code).
 SEND_TEXT_CODES: Final = {29: 6, 30: 5, 31: 5, 32: 5, 33: 5, 34: 5, 35: 5}
 #: ``SmsUsageMonitor.DEFAULT_SMS_MAX_COUNT`` sends per ``DEFAULT_SMS_CHECK_PERIOD`` (60 s).
 SMS_MAX_COUNT: Final = 30
