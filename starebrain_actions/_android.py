@@ -97,8 +97,9 @@ def _app_evidence(am_output: str) -> dict[str, object]:
 FrameworkProof = Callable[[str, str], Awaitable[tuple[bool, str]]]
 
 
-async def _choose_path(device: Device, proof: FrameworkProof | None) -> tuple[str, str]:
-    """``auto``'s choice on ``device``, and why (see ``_send_path``)."""
+async def choose_send_path(device: Device, proof: FrameworkProof | None) -> tuple[str, str]:
+    """``auto``'s choice on ``device`` ("ui" or "framework"), and why (see ``_send_path``);
+    ``starebrain devices`` shows it too."""
     probe = await probe_framework_send(device)
     if probe is not True:
         return "ui", f"the framework path is not open: {probe}"
@@ -197,7 +198,7 @@ class AndroidPhone:
             region = await device.region()
             choice = ""
             if send_path == "auto":
-                send_path, choice = await _choose_path(device, framework_proof)
+                send_path, choice = await choose_send_path(device, framework_proof)
             if send_path not in ("ui", "framework"):
                 await device.close()
                 raise PhoneUnavailable(f"{serial}: unknown send path {send_path!r}")
@@ -235,7 +236,7 @@ class AndroidPhone:
         No round trip: the probe reads the connection's facts. Without ``auto``: nothing."""
         if self._framework_proof is None:
             return
-        path, why = await _choose_path(self._device, self._framework_proof)
+        path, why = await choose_send_path(self._device, self._framework_proof)
         if (path, why) != (self.send_path, self.path_choice):
             if path != self.send_path:
                 _log.info("send_path_changed", device=self.device, send_path=path, why=why)

@@ -1,10 +1,14 @@
 """``starebrain devices``: every phone the ledger or the user names, whether it answers, its
-Android release, its default SMS app, and which attempt holds its lease.
+Android release, its default SMS app, which attempt holds its lease, and the path a send with
+``--send-path auto`` would take.
 
-Each phone is asked in one connection and one round trip after the handshake (``getprop``
-and the SMS role holder, read exactly as the send script's ``role`` check reads it:
+Each phone is asked in one connection and two round trips after the handshake (the handle's
+facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
+holder, read exactly as the send script's ``role`` check reads it:
 ``android_bridge._dispatcher.ROLE_HOLDER_READ``), all phones at once, each within its own
-timeout. A phone that does not answer is a row saying why, not a failure of the command.
+timeout. The ``auto`` path is chosen as a send chooses it (``_android.choose_send_path``),
+from the ledger's latest attempts on the phone. A phone that does not answer is a row saying
+why, not a failure of the command.
 """
 
 from __future__ import annotations
@@ -111,14 +115,25 @@ def parse_role_holder(output: str) -> tuple[str | None, str | None]:
 
 
 async def probe(
-    device: str, *, key_path: Path | None, timeout_s: float
+    device: str,
+    *,
+    key_path: Path | None,
+    timeout_s: float,
+    records: Sequence[ActionRecord] | None,
 ) -> tuple[bool, dict[str, Any]]:
-    """Connect to ``device`` and read its release and SMS role holder.
+    """Connect to ``device`` and read its release, its SMS role holder, and the path a send
+    with ``--send-path auto`` would take (``records``: the ledger's latest attempts on it,
+    newest first; None without a ledger).
 
     Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
     """
     from android_bridge import BridgeError, Device
     from android_bridge._dispatcher import ROLE_HOLDER_READ
+    from starebrain_actions._android import choose_send_path
+    from starebrain_actions._send_path import framework_proven
+
+    async def proof(_device: str, build: str) -> tuple[bool, str]:
+        return framework_proven(records or [], build)
 
     try:
         async with asyncio.timeout(timeout_s * 4):
@@ -127,35 +142,29 @@ async def probe(
             )
             async with handle:
                 facts = await handle.facts()
-                release, sdk, role = await handle.run(
+                release, role = await handle.run(
                     [
                         "getprop ro.build.version.release",
-                        "getprop ro.build.version.sdk",
                         f"{ROLE_HOLDER_READ}; printf '%s\\n' \"$r\"",
                     ]
                 )
+                # the choice a send makes (the same probe, the same proof)
+                path, why = await choose_send_path(handle, proof if records is not None else None)
     except TimeoutError:
         return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
     except (BridgeError, ValueError, OSError) as exc:
         message = str(exc) or type(exc).__name__
         return False, {"error": message if device in message else f"{device}: {message}"}
-    from android_bridge._framework import framework_probe
-
-    sdk_text = sdk.output.strip()
     package, note = parse_role_holder(role.output)
-    verdict = framework_probe(facts)
     return True, {
         "android_release": release.output.strip() or None,
-        "sdk": int(sdk_text) if sdk_text.isdigit() else None,
+        "sdk": facts.sdk,
         "sms_app": package,
         "sms_app_note": note,
         "shell_uid": facts.uid,
         "build": facts.build or None,
-        # settled against the ledger's proof by ``gather_reports`` when the probe passed
-        "auto_send_path": None if verdict is True else "ui",
-        "auto_send_path_why": (
-            None if verdict is True else f"the framework path is not open: {verdict}"
-        ),
+        "auto_send_path": path,
+        "auto_send_path_why": why,
     }
 
 
@@ -169,11 +178,11 @@ async def gather_reports(
     """Every phone named or in the ledger, probed concurrently: named ones first, in the
     order given, then the ledger's, sorted."""
     from starebrain_actions._ledger import Ledger
-    from starebrain_actions._send_path import PROOF_WINDOW, framework_proven
+    from starebrain_actions._send_path import PROOF_WINDOW
 
     known: set[str] = set()
     holders: dict[str, Lease] = {}
-    records: dict[str, list[ActionRecord]] = {}
+    records: dict[str, list[ActionRecord]] | None = None
     if ledger_path is not None:
         from starebrain_actions._ledger_pg import NoLedger
 
@@ -181,20 +190,24 @@ async def gather_reports(
             async with Ledger.open(ledger_path, read_only=True) as ledger:
                 known.update(await ledger.devices())
                 holders = lease_holders(await ledger.in_flight())
-                for device in dict.fromkeys([*named, *known]):
-                    records[device] = await ledger.latest_attempts(device, PROOF_WINDOW)
+                records = {
+                    device: await ledger.latest_attempts(device, PROOF_WINDOW)
+                    for device in dict.fromkeys([*named, *known])
+                }
         except NoLedger:
             pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
     order = list(dict.fromkeys([*named, *sorted(known)]))
     probes = await asyncio.gather(
-        *(probe(device, key_path=key_path, timeout_s=timeout_s) for device in order)
+        *(
+            probe(
+                device,
+                key_path=key_path,
+                timeout_s=timeout_s,
+                records=None if records is None else records.get(device, []),
+            )
+            for device in order
+        )
     )
-    for device, (answered, fields) in zip(order, probes, strict=True):
-        if answered and fields["auto_send_path"] is None:
-            # the probe passed: the ledger's proof on this build decides, as for a send
-            proven, why = framework_proven(records.get(device, []), fields["build"] or "")
-            fields["auto_send_path"] = "framework" if proven else "ui"
-            fields["auto_send_path_why"] = why
     return [
         DeviceReport(
             device=device,
