@@ -186,7 +186,6 @@ class FrameworkDispatcher:
         self._sub_id = sub_id
         self._usage_limit = usage_limit
         self._sent_at: deque[float] = deque()
-        self._sdk: int | None = None
 
     async def sdk(self) -> int:
         """The phone's ``ro.build.version.sdk``, as the handle read it when it connected.
@@ -194,12 +193,10 @@ class FrameworkDispatcher:
         Raises:
             CommandRejected: a release without a known code. BridgeError: transport failures.
         """
-        if self._sdk is None:
-            sdk = (await self._device.facts()).sdk
-            if sdk is None or sdk not in SEND_TEXT_CODES:
-                raise CommandRejected(f"no known sendTextForSubscriber code for API level {sdk}")
-            self._sdk = sdk
-        return self._sdk
+        sdk = (await self._device.facts()).sdk  # read once per handle, kept there
+        if sdk is None or sdk not in SEND_TEXT_CODES:
+            raise CommandRejected(f"no known sendTextForSubscriber code for API level {sdk}")
+        return sdk
 
     async def send(
         self, recipient: str, body: str, *, fence: tuple[str, str] | None = None
