@@ -24,7 +24,6 @@ import enum
 import functools
 import json
 import os
-import re
 import sqlite3
 import threading
 import uuid
@@ -102,6 +101,7 @@ from starebrain_actions._model import (
     SmsIntent,
     Status,
     Transition,
+    check_action_id,
     provider_row_name,
     require_aware,
     storable,
@@ -132,8 +132,6 @@ _log = get_logger("starebrain.ledger")
 
 #: ``apply_many`` with at most this many transitions writes inline (``Ledger._write``).
 _INLINE_TRANSITIONS: Final = 8
-
-_ACTION_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 #: The log event written for each kind of history event.
 _LOG_EVENTS: Final[Mapping[Event, str]] = {
@@ -505,10 +503,7 @@ class Ledger:
             InvalidInput: the id is empty, too long or holds spaces or control characters.
             FingerprintConflict: the id exists with another intent; nothing is written.
         """
-        if not isinstance(action_id, str) or not _ACTION_ID.match(action_id):
-            raise InvalidInput(
-                f"action id {action_id!r} must be 1 to 200 printable ASCII characters, no spaces"
-            )
+        check_action_id(action_id)
         when = require_aware("now", now) if now is not None else self.now()
         policy = policy or RetryPolicy()
         try:

@@ -57,7 +57,13 @@ from starebrain_actions._mcp_results import (
     sms_result,
     status_line,
 )
-from starebrain_actions._model import ActionSummary, RetryPolicy, SmsIntent, Status
+from starebrain_actions._model import (
+    ActionSummary,
+    RetryPolicy,
+    SmsIntent,
+    Status,
+    check_action_id,
+)
 from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
 from starebrain_actions.cli import derive_action_id, settled
@@ -320,6 +326,8 @@ class SmsService:
             )
         try:
             intent = SmsIntent(recipient=to, body=body, region=self.config.region)
+            if action_id is not None:
+                check_action_id(action_id)
         except InvalidInput as exc:
             raise ToolError(f"bad input, nothing sent: {exc}") from exc
         derived = action_id is None

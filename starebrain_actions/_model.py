@@ -185,6 +185,25 @@ def _kind_matches_row(record: ActionRecord, _a: attrs.Attribute[Any], value: obj
 
 # --------------------------------------------------------------------------- intent
 
+#: An action id: 1 to 200 printable ASCII characters, no spaces. Always ``fullmatch``: ``$``
+#: after ``match`` would also accept a final newline, a second action for "the same" id.
+_ACTION_ID: Final = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def check_action_id(action_id: object) -> str:
+    """``action_id`` if it is 1 to 200 printable ASCII characters without spaces, the whole
+    of it (a final newline too is refused).
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    if not isinstance(action_id, str) or not _ACTION_ID.fullmatch(action_id):
+        raise InvalidInput(
+            f"action id {action_id!r} must be 1 to 200 printable ASCII characters, no spaces"
+        )
+    return action_id
+
+
 #: Extra intent fields that may enter the fingerprint. Anything else (tokens, keys,
 #: passwords) is refused so credentials can never be hashed or stored with an intent.
 ALLOWED_INTENT_EXTRAS: frozenset[str] = frozenset({"campaign", "sub_id", "template_id"})

@@ -43,6 +43,7 @@ from starebrain_actions._model import (
     RetryPolicy,
     SmsIntent,
     Status,
+    check_action_id,
 )
 from starebrain_actions.exceptions import (
     CorruptRecord,
@@ -513,6 +514,8 @@ def send(
     from starebrain_actions._cli_body import check_body, read_body
 
     try:
+        if action_id is not None:
+            check_action_id(action_id)
         intent = SmsIntent(recipient=to, body=read_body(body, body_file), region=region)
         policy = retry_policy(
             max_attempts=max_attempts,

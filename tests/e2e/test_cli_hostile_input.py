@@ -260,3 +260,16 @@ def test_a_lone_surrogate_in_a_body_is_invalid_input() -> None:
     """A body holding a lone surrogate is refused when the intent is made: InvalidInput."""
     with pytest.raises(InvalidInput):
         SmsIntent(recipient=RECIPIENT, body="Your code is \udcff")
+
+
+@pytest.mark.parametrize("action_id", ["A-17\n", "A-17\r\n", " A-17", "A-17 "])
+def test_an_action_id_with_whitespace_at_an_end_is_a_usage_error(
+    run_cli: RunCli, ledger_path: Path, action_id: str
+) -> None:
+    """``--action-id`` with a final newline (or a space at either end) is refused before
+    anything is recorded or sent: never a second action beside ``A-17`` (issue 21, item 7)."""
+    result = run_cli(*SEND, "--action-id", action_id)
+    assert 2 == result.exit_code, result.output
+    [line] = error_lines(result)
+    assert "action id" in line
+    assert not ledger_path.exists()

@@ -72,9 +72,10 @@ async def test_fingerprint_conflict_writes_nothing(ledger: Ledger, ledger_path: 
     assert INTENT.fingerprint == (await ledger.get_action("A-17")).fingerprint
 
 
-@pytest.mark.parametrize("bad", ["", "has space", "x" * 201, "tab\there"])
+@pytest.mark.parametrize("bad", ["", "has space", "x" * 201, "tab\there", "A-17\n", "\nA-17"])
 async def test_bad_action_ids_are_refused(ledger: Ledger, bad: str) -> None:
-    """Action ids must be 1-200 printable characters without spaces."""
+    """Action ids must be 1-200 printable characters without spaces: a final newline is
+    refused too, never a second action beside ``A-17`` (issue 21, item 7)."""
     with pytest.raises(InvalidInput, match="action id"):
         await ledger.create_action(bad, INTENT)
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from starebrain_actions import (
     Event,
+    InvalidInput,
     InvariantViolation,
     Ledger,
     LedgerError,
@@ -23,6 +24,7 @@ from starebrain_actions import (
 from ..core.test_core_transitions import plan
 
 EVENTS = [event for event in Event if event is not Event.CREATED]
+INTENT = SmsIntent(recipient="+12025550100", body="hi")
 
 
 async def run(path: Path, events: list[Event], kind: ProviderKind) -> None:
@@ -79,3 +81,48 @@ def test_random_event_sequences_through_the_ledger_stay_consistent(
     the database stays sound."""
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(run(Path(folder) / "ledger.db", events, kind))
+
+
+#: Ids a person or a model might write, with the near misses that matter: whitespace at either
+#: end (a final newline above all), control characters, non-ASCII look-alikes.
+_ID_TEXT = st.text(
+    alphabet=st.sampled_from(
+        [*"aZ09-_.:/~!", " ", "\n", "\r", "\t", "\x00", "\x7f", "é", "\u2028"]
+    ),
+    max_size=12,
+) | st.text(max_size=8)
+
+
+async def _create_each(path: Path, ids: list[str]) -> list[tuple[str, bool]]:
+    """Try ``create_action`` with each id on one ledger; (id, accepted) for each, checking
+    that an accepted id is stored exactly as given."""
+    seen = []
+    async with Ledger.open(path) as ledger:
+        for action_id in ids:
+            try:
+                action = await ledger.create_action(action_id, INTENT)
+            except InvalidInput:
+                seen.append((action_id, False))
+                continue
+            assert action_id == action.action_id
+            assert action_id == (await ledger.get_action(action_id)).action_id
+            seen.append((action_id, True))
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(_ID_TEXT, min_size=1, max_size=6))
+def test_action_ids_are_whole_printable_ascii_or_refused(ids: list[str]) -> None:
+    """An id is taken exactly when the whole of it is 1 to 200 printable ASCII characters
+    without spaces: ``id`` and ``id\\n`` are never two actions (``$`` after ``match`` would
+    have let the newline through); nothing else is ever stored (issue 21, item 7)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "ledger.db"
+        seen = asyncio.run(_create_each(path, [*ids, *(i + "\n" for i in ids)]))
+        with sqlite3.connect(path) as db:
+            stored = {row[0] for row in db.execute("SELECT action_id FROM actions")}
+    for action_id, accepted in seen:
+        expected = 1 <= len(action_id) <= 200 and all("!" <= c <= "~" for c in action_id)
+        assert expected == accepted, action_id
+    assert {action_id for action_id, accepted in seen if accepted} == stored
+    assert not any(action_id.endswith("\n") for action_id in stored)

@@ -104,6 +104,22 @@ async def test_an_unreachable_phone_is_a_tool_error_that_sends_nothing(
     assert [BODY] == sms_out(phone)
 
 
+async def test_an_action_id_with_a_final_newline_is_refused_and_never_a_second_send(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """``A-5`` then ``A-5\\n``: the second is a tool error naming the action id, nothing is
+    written or sent for it, so the phone sent one SMS (issue 21, item 7)."""
+    phone = await phone_factory()
+    call = {"action_id": "A-5", "to": TO, "body": BODY, "wait_seconds": 10}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        first = structured(await client.call_tool("send_sms", call))
+        again = await client.call_tool("send_sms", {**call, "action_id": "A-5\n"})
+    assert "SUCCEEDED" == first["status"]
+    text = error_text(again)
+    assert "action id" in text and "nothing sent" in text
+    assert [BODY] == sms_out(phone)
+
+
 async def test_concurrent_calls_in_one_server_share_one_send(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
