@@ -776,11 +776,13 @@ async def _fence_transitions(
     phone: Phone,
     watched: Sequence[Watched],
     planned: Sequence[Transition],
-    now: datetime,
+    clock: Callable[[], datetime],
     void_after: timedelta,
     void_now: Collection[str],
 ) -> list[Transition]:
-    """Void the fences of the unresolved attempts this read did not settle; what each proves."""
+    """Void the fences of the unresolved attempts this read did not settle; what each proves
+    (stamped by ``clock`` once the phone answered)."""
+    now = clock()
     settled = {transition.before.dispatch_id for transition in planned}
     candidates = [
         item.record
@@ -789,16 +791,17 @@ async def _fence_transitions(
         and item.record.dispatch_id not in settled
         and _voidable(item.record, now, void_after, void_now)
     ]
-    return await _check_fences(phone, candidates, now, claim=True)
+    return await _check_fences(phone, candidates, clock, claim=True)
 
 
 async def _check_fences(
-    phone: Phone, records: Sequence[ActionRecord], now: datetime, *, claim: bool
+    phone: Phone, records: Sequence[ActionRecord], clock: Callable[[], datetime], *, claim: bool
 ) -> list[Transition]:
     """Void (``claim``) or peek at the fences of ``records`` in one round trip; what each
-    proves. A peek that finds a script claimed but without its keys recorded proves nothing
-    yet: its sender may be pressing the keys right now, and recording the fence now would
-    leave the window open for good (a void, later, sees it whole)."""
+    proves, stamped by ``clock`` once the phone answered. A peek that finds a script claimed
+    but without its keys recorded proves nothing yet: its sender may be pressing the keys
+    right now, and recording the fence now would leave the window open for good (a void,
+    later, sees it whole)."""
     if not records:
         return []
     pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
@@ -807,6 +810,7 @@ async def _check_fences(
     except PhoneError as exc:
         _log.warning("fence_check_failed", device=phone.device, error=str(exc))
         return []
+    now = clock()
     by_id = {record.dispatch_id: record for record in records}
     transitions = []
     for check in checks:
@@ -830,7 +834,7 @@ async def _check_fences(
 async def _fence_first(
     phone: Phone,
     watched: Sequence[Watched],
-    now: datetime,
+    clock: Callable[[], datetime],
     void_after: timedelta | None,
     void_now: Collection[str],
 ) -> list[Transition]:
@@ -849,11 +853,12 @@ async def _fence_first(
     ]
     if not awaiting:
         return []
+    now = clock()
     voidable = [r for r in awaiting if _voidable(r, now, void_after, void_now)]
     peeked = [r for r in awaiting if r not in voidable]
     return [
-        *await _check_fences(phone, voidable, now, claim=True),
-        *await _check_fences(phone, peeked, now, claim=False),
+        *await _check_fences(phone, voidable, clock, claim=True),
+        *await _check_fences(phone, peeked, clock, claim=False),
     ]
 
 
@@ -957,9 +962,15 @@ async def _reconcile_device_once(
     void_after: timedelta | None,
     void_now: Collection[str],
 ) -> DeviceReport:
-    when = require_aware("now", now) if now is not None else ledger.now()
+    # Every transition is stamped when it is decided, after the read that justifies it (never
+    # before its evidence: a confirmation dated before the row it cites). A caller's ``now``
+    # fixes every stamp (tests, a replayed pass).
+    clock: Callable[[], datetime] = (
+        (lambda: require_aware("now", now)) if now is not None else ledger.now
+    )
+    started = clock()
     listed_at = ledger.now()
-    watched = await _watched(ledger, phone.device, when, duplicate_watch)
+    watched = await _watched(ledger, phone.device, started, duplicate_watch)
     if not watched:
         return DeviceReport(device=phone.device, reachable=True, in_flight=0)
     anchor_id, anchor_date = _anchor(watched)
@@ -978,14 +989,16 @@ async def _reconcile_device_once(
             ),
         )
     except PhoneError as exc:
-        return await _unreachable(ledger, phone.device, watched, str(exc), when)
+        return await _unreachable(ledger, phone.device, watched, str(exc), clock())
     claimed = await ledger.claimed_provider_ids(phone.device, anchor_id)
     claimed_mms = (
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
     )
     # attempts whose round trip never ended: their fence first, so that this very pass can
     # attribute their rows inside the window its stage markers give (or fail them if voided)
-    fenced = await _fence_first(phone, watched, when, void_after, void_now)
+    fenced = await _fence_first(phone, watched, clock, void_after, void_now)
+    # the plan is decided now, after the read and the fences it rests on
+    when = clock()
     after_fence = {t.after.dispatch_id: t.after for t in fenced}
     watched = [
         attrs.evolve(item, record=after_fence.get(item.record.dispatch_id, item.record))
@@ -1003,7 +1016,7 @@ async def _reconcile_device_once(
     transitions = [*fenced, *plan.transitions]
     if void_after is not None:
         transitions += await _fence_transitions(
-            phone, watched, transitions, when, void_after, void_now
+            phone, watched, transitions, clock, void_after, void_now
         )
     known = {item.record.dispatch_id for item in watched}
     results, added = await ledger.apply_pass(

@@ -72,3 +72,25 @@ async def test_a_row_the_framework_writes_long_after_the_call_is_still_ours(
     window = record.evidence["send_window_ms"]
     assert row.date is not None and row.date > record.device_clock_ms + window
     assert (Status.SUCCEEDED, row._id) == (outcome.status, record.provider_object_id)
+
+
+@pytest.mark.parametrize("send_path", ["ui", "framework"])
+async def test_no_transition_is_stamped_before_the_row_it_cites(
+    sms_phone: Any, agent_for: Any, send_path: str
+) -> None:
+    """Every command takes 150 ms on the phone and the framework writes its row 60 ms after
+    the call: the sender's first read starts before the row exists and finds it. The
+    confirmation is stamped when it is decided, after that read, never before the row's own
+    date (both clocks are this machine's): an auditor never sees an effect before its cause
+    (issue 21, item 9)."""
+    phone = await sms_phone(latency_ms=150, send_delay_ms=60)
+    async with agent_for(phone, send_path=send_path) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=10)
+        history = await agent.ledger.history("A-17")
+    assert Status.SUCCEEDED == outcome.status
+    [confirm] = [entry for entry in history if entry.event.value == "confirm"]
+    row_date_ms = confirm.evidence["date_ms"]
+    assert isinstance(row_date_ms, int)
+    assert row_date_ms <= int(confirm.at.timestamp() * 1000)
+    stamps = [entry.at for entry in history]
+    assert sorted(stamps) == stamps
