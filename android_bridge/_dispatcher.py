@@ -1,9 +1,9 @@
 """Sending one SMS through the phone's messaging app, in one shell round trip.
 
-The round trip runs, in order: the list of ``_id`` values at or above the highest known one
-(the watermark; with none known, only the highest visible row, ``--sort '_id DESC LIMIT
-1'``), ``date +%s%3N`` (the device clock), the highest visible ``content://mms``
-``_id`` (where a message the app converts to MMS will land), then the send step::
+The round trip runs, in order: the highest visible row's ``_id`` and ``date`` (the watermark,
+``--sort '_id DESC LIMIT 1'``), ``date +%s%3N`` (the device clock), the highest visible
+``content://mms`` ``_id`` (where a message the app converts to MMS will land), then the send
+step::
 
     r=<the SMS role holder: cmd role get-role-holders android.app.role.SMS, or on
        Android 10 settings get secure sms_default_application>; echo SBROLE<nonce>:$r
@@ -511,21 +511,22 @@ class SendRoundTrip:
 
 async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     """Run a send step in one round trip after the reads that let its artifact be found later:
-    the ``_id``/``date`` at or above the highest known id (the watermark; with none known,
-    of the highest visible row only), ``date +%s%3N`` and the highest visible
-    ``content://mms`` id. Shared by every send path.
+    the ``_id``/``date`` of the highest visible row (the watermark: ``_id DESC LIMIT 1``,
+    whatever the handle knew before: ids are reused once the latest rows are deleted, so
+    the highest id ever seen may no longer exist, and a watermark above every row would hide
+    the next one), ``date +%s%3N`` and the highest visible ``content://mms`` id. Shared by
+    every send path.
 
     Raises:
         DeviceUnreachable / NotSent: the command was not written.
         OutcomeUnknown: it was written, and then the output was lost or garbled.
     """
-    known = device.known_max_id
     mode = await device.mode()
     before = device.round_trips
     try:
         steps = await device.run(
             [
-                latest_ids_query(known, prefix=device.content_prefix),
+                latest_ids_query(0, prefix=device.content_prefix),
                 "date +%s%3N",
                 latest_mms_query(prefix=device.content_prefix),
                 command,
@@ -533,7 +534,7 @@ async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
         )
     except ReadFailed as exc:
         raise OutcomeUnknown("the send command was written but its output is garbled") from exc
-    watermark_id, watermark_date_ms, proven = _watermark(device, steps[0].output, known)
+    watermark_id, watermark_date_ms, proven = _watermark(device, steps[0].output)
     return SendRoundTrip(
         device=device.serial,
         output=steps[3].output,
@@ -548,17 +549,17 @@ async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     )
 
 
-def _watermark(device: Device, output: str, known: int) -> tuple[int, int | None, bool]:
-    """Highest ``_id`` before the send, its ``date``, and whether the read is proven whole
-    (the known row came back)."""
+def _watermark(device: Device, output: str) -> tuple[int, int | None, bool]:
+    """Highest visible ``_id`` before the send, its ``date``, and whether it is proven (a row
+    came back: the provider answered; ``No result found.`` is also what a refused query
+    prints, so an empty answer proves nothing)."""
     try:
         rows = parse_int_rows(output, LATEST_COLUMNS)
     except ReadFailed:
-        return known, None, False
+        return 0, None, False
     dates = {row[0]: row[1] for row in rows if row[0] is not None}
     if not dates:
-        return known, None, False
+        return 0, None, False
     highest = max(dates)
     device.known_max_id = max(device.known_max_id, highest)
-    proven = known in dates if known else True
-    return highest, dates[highest], proven
+    return highest, dates[highest], True

@@ -180,8 +180,19 @@ class SmsReader:
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
         find_unseen: bool = False,
+        reanchor_before_ms: int | None = None,
     ) -> ProviderRead:
         """Read rows with ``_id > after_id`` (and ``date >= since_ms``) of the given types.
+
+        ``reanchor_before_ms``: when the anchor row is gone or its ``_id`` now holds another
+        row (ids are reused once the latest rows are deleted: ``_id INTEGER PRIMARY KEY``
+        without AUTOINCREMENT, ``MmsSmsDatabaseHelper`` android-10.0.0_r30 and
+        android-15.0.0_r1), read again from a row that exists now: the highest visible one
+        dated before this (phone clock, ms), or from the first row when there is none (a
+        wiped phone). A row inserted after that one has a higher ``_id`` (each insert takes
+        the highest ``_id`` plus one), so every row written since the time is above it. One
+        round trip to find it, then the read again; ``ProviderRead.reanchored_from`` names
+        the anchor that was gone.
 
         ``after_id`` is the anchor: normally :attr:`DispatchEvidence.watermark_id`, a row
         known to exist. ``anchor_date_ms`` is its ``date``
@@ -212,6 +223,62 @@ class SmsReader:
             UnparseableOutput: the output cannot be parsed exactly.
             IncompleteRead: the output was truncated or the rows kept changing.
         """
+        read = await self._read_once(
+            after_id,
+            since_ms=since_ms,
+            types=types,
+            anchor_date_ms=anchor_date_ms,
+            mms_after_id=mms_after_id,
+            mms_since_ms=mms_since_ms,
+            find_unseen=find_unseen,
+        )
+        if read.complete or not after_id or read.anchor_present or reanchor_before_ms is None:
+            return read
+        before = self._device.round_trips
+        (step,) = await self._device.run(
+            [
+                self._query(
+                    LATEST_COLUMNS,
+                    f"date < {_checked_int(reanchor_before_ms, 'reanchor_before_ms')}",
+                    "_id DESC LIMIT 1",
+                )
+            ]
+        )
+        found = [row for row in parse_int_rows(step.output, LATEST_COLUMNS) if row[0] is not None]
+        new_id, new_date = (found[0][0] or 0, found[0][1]) if found else (0, None)
+        _log.info(
+            "sms_read_reanchored",
+            device=self._device.serial,
+            gone_anchor=after_id,
+            new_anchor=new_id,
+        )
+        again = await self._read_once(
+            new_id,
+            since_ms=since_ms,
+            types=types,
+            anchor_date_ms=new_date,
+            mms_after_id=mms_after_id,
+            mms_since_ms=mms_since_ms,
+            find_unseen=find_unseen,
+        )
+        return attrs.evolve(
+            again,
+            reanchored_from=after_id,
+            round_trips=again.round_trips + read.round_trips + self._device.round_trips - before,
+        )
+
+    async def _read_once(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None,
+        types: Sequence[int],
+        anchor_date_ms: int | None,
+        mms_after_id: int | None,
+        mms_since_ms: int | None,
+        find_unseen: bool,
+    ) -> ProviderRead:
+        """One read anchored at ``after_id`` (see :meth:`read_since`)."""
         anchor = _checked_int(after_id, "after_id")
         filters = window_filter(since_ms=since_ms, types=types)
         mode = await self._device.mode()
@@ -222,7 +289,7 @@ class SmsReader:
             since_s = max(0, mms_since // 1000) if mms_since is not None else None
             extra = (pdu_query(mms_after_id, since_s=since_s, prefix=self._device.content_prefix),)
         if find_unseen:
-            extra += (self._query(("_id",), f"_id > {anchor} AND NOT ({filters})"),)
+            extra += (self._query(LATEST_COLUMNS, f"_id > {anchor} AND NOT ({filters})"),)
         if anchor == 0:
             first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
         else:
@@ -328,10 +395,18 @@ class SmsReader:
             complete = True
         mms_rows: tuple[MmsMessage, ...] = ()
         unseen: tuple[tuple[int, int], ...] | None = None
+        visible_rows: tuple[tuple[int, int | None], ...] | None = None
         if find_unseen:
-            others = parse_int_rows(first.extra[-1], ("_id",))
+            others = parse_int_rows(first.extra[-1], LATEST_COLUMNS)
             seen = {anchor, *ids, *(row[0] for row in others if row[0] is not None)}
             unseen = _gaps(seen, low=anchor)
+            dated: dict[int, int | None] = {
+                row[0]: row[4] for row in ints if row[0] is not None and row[0] > anchor
+            }
+            dated.update(
+                (row[0], row[1]) for row in others if row[0] is not None and row[0] > anchor
+            )
+            visible_rows = tuple(sorted(dated.items()))
         if mms_after_id is not None:
             pdus = parse_pdus(first.extra[0])
             if pdus:
@@ -363,6 +438,8 @@ class SmsReader:
             incomplete_reason=reason,
             mms_rows=mms_rows,
             unseen_ids=unseen,
+            visible_rows=visible_rows,
+            anchor_present=bool(anchor) and anchor_seen,
         )
 
     async def read_after(

@@ -113,6 +113,16 @@ class ProviderRead:
     #: gap is a row out of this reader's sight (outbox, failed, queued, draft in the
     #: restricted view) or a deleted one. It says nothing of rows above the highest visible.
     unseen_ids: tuple[tuple[int, int], ...] | None = None
+    #: ``(_id, date)`` of every row above the anchor this reader can see, of any type, when
+    #: the read was asked for the unseen ids (None: not asked): which rows exist now, so that
+    #: a watermark can be told from a later row that took its reused ``_id``.
+    visible_rows: tuple[tuple[int, int | None], ...] | None = None
+    #: True when the anchor row came back with its date (it exists, unchanged)
+    anchor_present: bool = False
+    #: The anchor the read was asked for, when that row was gone (or its ``_id`` held
+    #: another row) and the read was anchored again at a row that exists now (see
+    #: ``SmsReader.read_since``'s ``reanchor_before_ms``); None otherwise.
+    reanchored_from: int | None = None
 
 
 @attrs.frozen(kw_only=True)

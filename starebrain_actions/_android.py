@@ -97,16 +97,19 @@ def _app_evidence(am_output: str) -> dict[str, object]:
 FrameworkProof = Callable[[str, str], Awaitable[tuple[bool, str]]]
 
 
-async def choose_send_path(device: Device, proof: FrameworkProof | None) -> tuple[str, str]:
+async def choose_send_path(
+    device: Device, proof: FrameworkProof | None, name: str | None = None
+) -> tuple[str, str]:
     """``auto``'s choice on ``device`` ("ui" or "framework"), and why (see ``_send_path``);
-    ``starebrain devices`` shows it too."""
+    ``starebrain devices`` shows it too. ``name``: the phone's key in the ledger (default:
+    the address it was reached at)."""
     probe = await probe_framework_send(device)
     if probe is not True:
         return "ui", f"the framework path is not open: {probe}"
     if proof is None:
         return "ui", "no ledger to prove the framework path by"
     build = (await device.facts()).build
-    proven, why = await proof(device.serial, build)
+    proven, why = await proof(name if name is not None else device.serial, build)
     return ("framework" if proven else "ui"), why
 
 
@@ -153,6 +156,8 @@ class AndroidPhone:
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
         self._epoch: str | None = None
+        #: the phone's name in the ledger (``bind``); its address until bound
+        self._key = device.serial
 
     @classmethod
     async def connect(
@@ -236,7 +241,7 @@ class AndroidPhone:
         No round trip: the probe reads the connection's facts. Without ``auto``: nothing."""
         if self._framework_proof is None:
             return
-        path, why = await choose_send_path(self._device, self._framework_proof)
+        path, why = await choose_send_path(self._device, self._framework_proof, self._key)
         if (path, why) != (self.send_path, self.path_choice):
             if path != self.send_path:
                 _log.info("send_path_changed", device=self.device, send_path=path, why=why)
@@ -249,8 +254,33 @@ class AndroidPhone:
 
     @property
     def device(self) -> str:
-        """The ledger's name for the device: ``host:port``."""
+        """The ledger's name for the phone: its key once bound (``bind``: one name whatever
+        address reaches it), its address before."""
+        return self._key
+
+    @property
+    def address(self) -> str:
+        """The address this connection reached the phone at (``host:port``, ``usb:SERIAL``)."""
         return self._device.serial
+
+    @property
+    def identity(self) -> str | None:
+        """The phone's own identity as read in the connection's first round trip
+        (``android_id:<hex>``, else a serial that names one phone; None: neither)."""
+        facts = self._device.cached_facts
+        return facts.identity if facts is not None else None
+
+    @property
+    def serialno(self) -> str | None:
+        """``ro.serialno`` as read when it connected (None when empty or unknown)."""
+        facts = self._device.cached_facts
+        return facts.serialno or None if facts is not None else None
+
+    def bind(self, key: str) -> None:
+        """Name the phone by ``key`` in the ledger (``Ledger.bind_phone``'s answer)."""
+        if not key:
+            raise ValueError("a phone key must not be empty")
+        self._key = key
 
     @property
     def region(self) -> str:
@@ -338,7 +368,7 @@ class AndroidPhone:
         """``<device>: <step><what the bridge said>``, the device named once (the bridge's
         messages already start with it)."""
         text = str(exc)
-        prefix = f"{self.device}: "
+        prefix = f"{self.address}: "
         return prefix + step + (text[len(prefix) :] if text.startswith(prefix) else text)
 
     async def fence_epoch(self) -> str:
@@ -399,6 +429,7 @@ class AndroidPhone:
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
         find_unseen: bool = False,
+        reanchor_before_ms: int | None = None,
     ) -> PhoneRead:
         """One windowed read of outgoing rows; see ``Phone.read_outgoing``."""
         try:
@@ -409,6 +440,7 @@ class AndroidPhone:
                 mms_after_id=mms_after_id,
                 mms_since_ms=mms_since_ms,
                 find_unseen=find_unseen,
+                reanchor_before_ms=reanchor_before_ms,
             )
         except BridgeError as exc:
             raise LookupFailed(self._failed("", exc)) from exc
@@ -449,8 +481,16 @@ class AndroidPhone:
                 "after_id": read.after_id,
                 "max_seen_id": read.max_seen_id,
                 "incomplete_reason": read.incomplete_reason,
+                **(
+                    {"reanchored_from": read.reanchored_from}
+                    if read.reanchored_from is not None
+                    else {}
+                ),
             },
             unseen_ids=read.unseen_ids,
+            visible_rows=read.visible_rows,
+            after_id=read.after_id,
+            reanchored_from=read.reanchored_from,
         )
 
     def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:

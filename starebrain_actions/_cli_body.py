@@ -11,7 +11,7 @@ The script is bigger than the body: the reads that come before the send in the s
 trip, the send path's checks, the fence, the framing, and the body quoted for the shell (a
 single quote in it takes several bytes). So the check builds the script the send path would
 build, with the bridge's own builders, for the largest values the parts it cannot know yet can take
-(the watermark id, the fence names, reading through ``su 1000``), and refuses the body when
+(the fence names, reading through ``su 1000``), and refuses the body when
 that script would not fit. The send would otherwise fail on the phone with ``E2BIG`` after
 its receipt was committed, as an outcome nobody could prove.
 """
@@ -35,7 +35,6 @@ MAX_ARG_STRLEN: Final = _device.MAX_ARG_STRLEN
 #: and a final line ending aside) cannot fit whatever it holds.
 _READ_LIMIT: Final = MAX_ARG_STRLEN + 8
 #: The longest values the parts of a send script not known before the send can take.
-_LONGEST_WATERMARK: Final = 2**63 - 1
 _LONGEST_DISPATCH_ID: Final = str(uuid.UUID(int=2**128 - 1))
 _LONGEST_EPOCH: Final = "f" * 32
 _LONGEST_SUB_ID: Final = 2**31 - 1
@@ -121,7 +120,7 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
             )
         )
     reads = [
-        latest_ids_query(_LONGEST_WATERMARK, prefix=SYSTEM_PREFIX),
+        latest_ids_query(0, prefix=SYSTEM_PREFIX),  # the dispatcher's: the highest row
         "date +%s%3N",
         latest_mms_query(prefix=SYSTEM_PREFIX),
     ]

@@ -1,5 +1,6 @@
 """``starebrain devices``: every phone the ledger or the user names, whether it answers, its
-Android release, its default SMS app, which attempt holds its lease, and the path a send with
+identity and the ledger's name for it with the addresses it was reached at, its Android
+release, its default SMS app, which attempt holds its lease, and the path a send with
 ``--send-path auto`` would take.
 
 Each phone is asked in one connection and two round trips after the handshake (the handle's
@@ -24,6 +25,7 @@ import attrs
 import click
 
 from starebrain_actions._cli_types import Seconds, key_option
+from starebrain_actions._ledger_phones import PhoneInfo
 from starebrain_actions._model import LEASE_RELEASING_REVIEWS, ActionRecord
 
 #: Environment variable naming the phone (or phones, separated by spaces) used when
@@ -82,6 +84,16 @@ class DeviceReport:
     auto_send_path: str | None = None
     #: why (``starebrain_actions._send_path``)
     auto_send_path_why: str | None = None
+    #: the phone's own identity as it answered (``android_id:<hex>``; None: not read)
+    identity: str | None = None
+    #: the phone's name in the ledger (what its attempts say), None when the ledger has not
+    #: met it; one phone has one name whatever address reaches it
+    phone: str | None = None
+    #: every address the ledger has reached this phone at, latest first
+    aliases: tuple[str, ...] = ()
+    #: something to know about the phone at this address (another phone than the ledger met
+    #: there before)
+    note: str | None = None
 
 
 def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
@@ -119,11 +131,13 @@ async def probe(
     *,
     key_path: Path | None,
     timeout_s: float,
-    records: Sequence[ActionRecord] | None,
+    records: dict[str, Sequence[ActionRecord]] | None,
+    phones: Sequence[PhoneInfo] = (),
 ) -> tuple[bool, dict[str, Any]]:
-    """Connect to ``device`` and read its release, its SMS role holder, and the path a send
-    with ``--send-path auto`` would take (``records``: the ledger's latest attempts on it,
-    newest first; None without a ledger).
+    """Connect to ``device`` and read its release, its SMS role holder, its identity and the
+    path a send with ``--send-path auto`` would take (``records``: the ledger's latest attempts
+    on each phone, by its key, newest first; None without a ledger; ``phones``: the phones the
+    ledger knows, to name the one that answers).
 
     Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
     """
@@ -133,7 +147,7 @@ async def probe(
     from starebrain_actions._send_path import framework_proven
 
     async def proof(_device: str, build: str) -> tuple[bool, str]:
-        return framework_proven(records or [], build)
+        return framework_proven((records or {}).get(_device, []), build)
 
     try:
         async with asyncio.timeout(timeout_s * 4):
@@ -148,15 +162,31 @@ async def probe(
                         f"{ROLE_HOLDER_READ}; printf '%s\\n' \"$r\"",
                     ]
                 )
+                known = phone_for(device, facts.identity, phones)
                 # the choice a send makes (the same probe, the same proof)
-                path, why = await choose_send_path(handle, proof if records is not None else None)
+                path, why = await choose_send_path(
+                    handle,
+                    proof if records is not None else None,
+                    known.key if known is not None else device,
+                )
     except TimeoutError:
         return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
     except (BridgeError, ValueError, OSError) as exc:
         message = str(exc) or type(exc).__name__
         return False, {"error": message if device in message else f"{device}: {message}"}
     package, note = parse_role_holder(role.output)
+    here = next((phone for phone in phones if device in phone.addresses), None)
+    moved = None
+    if here is not None and (known is None or known.key != here.key) and here.identity:
+        moved = (
+            f"another phone than the ledger met here before ({here.key}): its evidence is"
+            " kept apart"
+        )
     return True, {
+        "identity": facts.identity,
+        "phone": known.key if known is not None else None,
+        "aliases": known.addresses if known is not None else (),
+        "note": moved,
         "android_release": release.output.strip() or None,
         "sdk": facts.sdk,
         "sms_app": package,
@@ -168,6 +198,20 @@ async def probe(
     }
 
 
+def phone_for(address: str, identity: str | None, phones: Sequence[PhoneInfo]) -> PhoneInfo | None:
+    """The ledger's phone answering at ``address`` with ``identity``, as ``Ledger.bind_phone``
+    would name it (read-only): the one bound to that identity, else a legacy one named by
+    the address and not bound yet, else (no identity read) the one the address reached."""
+    if identity is not None:
+        for phone in phones:
+            if phone.identity == identity:
+                return phone
+    for phone in phones:
+        if address in phone.addresses and (identity is None or phone.identity is None):
+            return phone
+    return None
+
+
 async def gather_reports(
     ledger_path: Path | str | None,
     named: Sequence[str],
@@ -176,23 +220,27 @@ async def gather_reports(
     timeout_s: float,
 ) -> list[DeviceReport]:
     """Every phone named or in the ledger, probed concurrently: named ones first, in the
-    order given, then the ledger's, sorted."""
+    order given, then the ledger's (each at the address it was reached at last), sorted."""
     from starebrain_actions._ledger import Ledger
     from starebrain_actions._send_path import PROOF_WINDOW
 
-    known: set[str] = set()
+    known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
     holders: dict[str, Lease] = {}
-    records: dict[str, list[ActionRecord]] | None = None
+    records: dict[str, Sequence[ActionRecord]] | None = None
+    phones: list[PhoneInfo] = []
     if ledger_path is not None:
         from starebrain_actions._ledger_pg import NoLedger
 
         try:
             async with Ledger.open(ledger_path, read_only=True) as ledger:
-                known.update(await ledger.devices())
+                phones = await ledger.phones()
+                for key in await ledger.devices():
+                    known.setdefault(await ledger.phone_address(key), key)
                 holders = lease_holders(await ledger.in_flight())
+                keys = {phone.key for phone in phones} | set(known.values())
+                keys |= {await ledger.phone_key_for(name) for name in named}
                 records = {
-                    device: await ledger.latest_attempts(device, PROOF_WINDOW)
-                    for device in dict.fromkeys([*named, *known])
+                    key: await ledger.latest_attempts(key, PROOF_WINDOW) for key in sorted(keys)
                 }
         except NoLedger:
             pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
@@ -203,22 +251,29 @@ async def gather_reports(
                 device,
                 key_path=key_path,
                 timeout_s=timeout_s,
-                records=None if records is None else records.get(device, []),
+                records=records,
+                phones=phones,
             )
             for device in order
         )
     )
-    return [
-        DeviceReport(
-            device=device,
-            named=device in named,
-            in_ledger=device in known,
-            answers=answered,
-            lease=holders.get(device),
-            **fields,
+    reports = []
+    for device, (answered, fields) in zip(order, probes, strict=True):
+        name: str | None = fields.get("phone") or known.get(device)
+        if not answered and name is not None:
+            info = next((phone for phone in phones if phone.key == name), None)
+            fields = {**fields, "phone": name, "aliases": info.addresses if info else ()}
+        reports.append(
+            DeviceReport(
+                device=device,
+                named=device in named,
+                in_ledger=name is not None,
+                answers=answered,
+                lease=holders.get(name) if name is not None else None,
+                **fields,
+            )
         )
-        for device, (answered, fields) in zip(order, probes, strict=True)
-    ]
+    return reports
 
 
 def exit_code(reports: Sequence[DeviceReport]) -> int:
@@ -262,19 +317,36 @@ def render(reports: Sequence[DeviceReport]) -> None:
             )
         elif not report.in_ledger:
             lease = "-"
+        phone = report.phone or "-"
+        others = [alias for alias in report.aliases if alias != report.device]
+        if others:
+            phone += f" (also {', '.join(others)})"
         rows.append(
             [
                 report.device,
+                phone,
+                report.identity or "-",
                 "yes" if report.answers else "NO",
                 android,
                 sms_app,
                 report.auto_send_path or "-",
                 lease,
-                report.error or "-",
+                report.error or report.note or "-",
             ]
         )
     _render.Output().table(
-        ["device", "answers", "android", "sms app", "auto path", "lease", "error"], rows
+        [
+            "device",
+            "phone",
+            "identity",
+            "answers",
+            "android",
+            "sms app",
+            "auto path",
+            "lease",
+            "error",
+        ],
+        rows,
     )
 
 

@@ -77,6 +77,11 @@ def key_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+#: Environment variables giving the settle windows of new actions (``--settle-after``,
+#: ``--framework-settle-after``), for a deployment whose phones answer faster or slower.
+SETTLE_AFTER_ENV: Final = "STAREBRAIN_SETTLE_AFTER"
+FRAMEWORK_SETTLE_AFTER_ENV: Final = "STAREBRAIN_FRAMEWORK_SETTLE_AFTER"
+
 _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
     click.option(
         "--max-attempts",
@@ -102,6 +107,28 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
         "review (UNVERIFIED) and frees the phone for other actions.",
     ),
     click.option(
+        "--settle-after",
+        type=Seconds(),
+        default=1560.0,
+        show_default=True,
+        envvar=SETTLE_AFTER_ENV,
+        help="Seconds after a dispatch before a sent row the messaging app wrote counts as "
+        "settled (SUCCEEDED): apps write the row SENT before sending and may still mark it "
+        "failed; AOSP Messaging retries for 20 minutes and gives one try 5 more (26 minutes "
+        "with a margin). Until then the send is VERIFYING: sent by the phone, not yet "
+        f"settled. Also read from ${SETTLE_AFTER_ENV}.",
+    ),
+    click.option(
+        "--framework-settle-after",
+        type=Seconds(maximum=3600),
+        default=5.0,
+        show_default=True,
+        envvar=FRAMEWORK_SETTLE_AFTER_ENV,
+        help="Seconds after it is first seen before a sent row the framework wrote (the "
+        "framework send path) counts as settled: a failed send's row is written SENT and "
+        f"marked FAILED a moment later. Also read from ${FRAMEWORK_SETTLE_AFTER_ENV}.",
+    ),
+    click.option(
         "--backoff",
         type=Seconds(maximum=86_400),
         default=1.0,
@@ -122,14 +149,22 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
 
 def policy_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """The retry policy of a new action: ``max_attempts``, ``grace``, ``unverified_after``,
-    ``backoff`` and ``max_backoff`` (turn them into one with :func:`retry_policy`)."""
+    ``settle_after``, ``framework_settle_after``, ``backoff`` and ``max_backoff`` (turn them
+    into one with :func:`retry_policy`)."""
     for option in reversed(_POLICY_OPTIONS):
         function = option(function)
     return function
 
 
 def retry_policy(
-    *, max_attempts: int, grace: float, unverified_after: float, backoff: float, max_backoff: float
+    *,
+    max_attempts: int,
+    grace: float,
+    unverified_after: float,
+    backoff: float,
+    max_backoff: float,
+    settle_after: float = 1560.0,
+    framework_settle_after: float = 5.0,
 ) -> RetryPolicy:
     """The ``RetryPolicy`` the :func:`policy_options` describe.
 
@@ -140,6 +175,8 @@ def retry_policy(
         maximum_attempts=max_attempts,
         grace_window=timedelta(seconds=grace),
         unverified_after=timedelta(seconds=unverified_after),
+        settle_after=timedelta(seconds=settle_after),
+        framework_settle_after=timedelta(seconds=framework_settle_after),
         initial_interval=timedelta(seconds=backoff),
         maximum_interval=timedelta(seconds=max_backoff),
     )

@@ -225,8 +225,9 @@ def _fast_structure(data: Any, cls: type) -> Any:
 #: The columns ``record_from_row`` reads, in ``ActionRecord``'s order.
 ATTEMPT_COLUMNS = (
     "action_id, dispatch_id, attempt, device, delivery, acceptance, provider_object_id, "
-    "provider_kind, watermark_id, device_clock_ms, dispatched_at, confirmed_at, failed_at, "
-    "accepted_at, rejected_at, evidence_json, last_error, review_reason, resolved_by, version"
+    "provider_kind, provider_row_date_ms, watermark_id, device_clock_ms, dispatched_at, "
+    "confirmed_at, failed_at, accepted_at, rejected_at, evidence_json, last_error, "
+    "review_reason, resolved_by, version"
 )
 
 

@@ -170,9 +170,11 @@ def confirm_delivery(
     actor: str = "reconciler",
     evidence: Mapping[str, Any] | None = None,
     provider_kind: ProviderKind = ProviderKind.SMS,
+    row_date_ms: int | None = None,
 ) -> Transition:
     """PENDING -> CONFIRMED: a read of the phone found the message, row ``provider_object_id``
-    of the provider table ``provider_kind`` names (``content://sms`` unless told otherwise).
+    of the provider table ``provider_kind`` names (``content://sms`` unless told otherwise),
+    dated ``row_date_ms`` (ids are reused: the ``_id`` and the date name the message).
 
     Raises:
         InvariantViolation: delivery is not PENDING.
@@ -189,6 +191,10 @@ def confirm_delivery(
         )
     if not isinstance(provider_kind, ProviderKind):
         raise InvalidInput(f"provider_kind must be a ProviderKind; got {provider_kind!r}")
+    if row_date_ms is not None and (
+        not isinstance(row_date_ms, int) or isinstance(row_date_ms, bool)
+    ):
+        raise InvalidInput(f"row_date_ms must be an int or None; got {row_date_ms!r}")
     return _transition(
         record,
         Event.CONFIRM,
@@ -202,6 +208,7 @@ def confirm_delivery(
         },
         provider_object_id=provider_object_id,
         provider_kind=provider_kind,
+        provider_row_date_ms=row_date_ms,
         confirmed_at=require_aware("now", now),
     )
 
@@ -317,6 +324,8 @@ def resolve(
                 f"attempt {record.dispatch_id} is already confirmed by another provider row"
             )
         provider = {"provider_object_id": row_id, "provider_kind": kind}
+        if known is None:
+            provider["provider_row_date_ms"] = None  # an operator names the _id only
         evidence |= {"provider_object_id": row_id, "provider_kind": kind.value}
     if not as_sent and force:
         evidence["forced"] = True
@@ -343,6 +352,7 @@ def resolve(
         evidence=evidence,
         provider_object_id=None,
         provider_kind=None,
+        provider_row_date_ms=None,
         confirmed_at=None,
         accepted_at=None,
         rejected_at=None,
@@ -612,14 +622,141 @@ def _mismatch_signature(record: ActionRecord) -> tuple[object, ...]:
 
 def _repeats_mismatch(ordered: Sequence[ActionRecord]) -> bool:
     """The last two attempts were both rejected, and in the same way: the cause is systematic
-    (the app alters every text the same way), so a third copy would repeat it."""
+    (the app alters every text the same way), so a third copy would repeat it. A send the
+    phone showed and then marked failed (``failed_after_sent``) is no mismatch: nothing went
+    out, and it is retried like a FAILED delivery."""
     if len(ordered) < 2:
         return False
     previous, latest = ordered[-2], ordered[-1]
     return (
         previous.acceptance is _AR
         and latest.acceptance is _AR
+        and not failed_after_sent(previous)
+        and not failed_after_sent(latest)
         and _mismatch_signature(previous) == _mismatch_signature(latest)
+    )
+
+
+def failed_after_sent(record: ActionRecord) -> bool:
+    """Was the attempt rejected because its confirmed row turned FAILED before it settled (the
+    app's or the framework's SENT row, then the radio's verdict): nothing went out."""
+    return record.acceptance is _AR and record.evidence.get("failed_after_sent") is True
+
+
+# --------------------------------------------------------------------------- settling
+
+#: How long one send attempt of AOSP Messaging may last before the app gives up on it and
+#: rewrites its row FAILED (``BugleGservicesKeys.SMS_SEND_TIMEOUT_IN_MILLIS``, 5 minutes,
+#: packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1). A FAILED row seen before
+#: the receipt plus this is the radio's verdict; one seen later may be the app's timeout, and
+#: a radio success after it is ignored (``SmsSender``: "ignoring sent result"): no proof.
+APP_SEND_TIMEOUT: Final = timedelta(minutes=5)
+
+
+def on_framework_path(record: ActionRecord) -> bool:
+    """Was the attempt sent through the framework (its rows are written by ``creator``)?"""
+    return isinstance(record.evidence.get("creator"), str)
+
+
+def settles_at(
+    record: ActionRecord,
+    seen_at: datetime,
+    *,
+    settle_after: timedelta,
+    framework_settle_after: timedelta,
+) -> datetime:
+    """When a SENT row first seen at ``seen_at`` has settled, so that it proves the send.
+
+    The framework writes its row once the radio answered, and a failure only rewrites it a
+    moment later: settled ``framework_settle_after`` after it was first seen. A messaging
+    app's row is written SENT before anything is sent (AOSP Messaging's optimistic write)
+    and may turn FAILED until ``settle_after`` after the receipt; a row first seen later than
+    that has settled already.
+    """
+    if on_framework_path(record):
+        return seen_at + framework_settle_after
+    return max(record.dispatched_at + settle_after, seen_at)
+
+
+def settle_time(record: ActionRecord) -> datetime | None:
+    """When a VERIFYING attempt's row settles, as its confirmation noted (None: not noted, an
+    attempt confirmed before rows had to settle: judged at once)."""
+    value = record.evidence.get("settles_at")
+    if not isinstance(value, str):
+        return None
+    try:
+        return require_aware("settles_at", datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except (ValueError, InvalidInput):
+        return None
+
+
+def settle(
+    record: ActionRecord,
+    row: ArtifactOutcome | None,
+    verdict: MatchVerdict | None,
+    now: datetime,
+    *,
+    complete: bool,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> tuple[Transition, ...]:
+    """What one read proves about a confirmed attempt whose row has not settled (VERIFYING).
+
+    ``row``: what its row (the same ``_id`` and date) says in this read; None when the read
+    does not show it. Still SENT once ``settle_time`` has passed: judged (ACCEPTED when
+    ``verdict`` matched). FAILED: the phone's verdict that nothing went out, REJECTED (the
+    artifact exists but does not carry the intent) and resent like a FAILED delivery; unless
+    the app may have written it after its own send timeout (a UI-path row seen failed past
+    the receipt plus ``APP_SEND_TIMEOUT``), which proves nothing: review (UNSETTLED). Gone
+    from a complete read (failed out of the restricted view's sight, deleted, or its ``_id``
+    reused): review (UNSETTLED), never a resend. Anything else: nothing yet.
+    """
+    now = require_aware("now", now)
+    if record.delivery is not _C or record.acceptance is not _AP:
+        return ()
+    proof = dict(evidence or {})
+    if row is ArtifactOutcome.SENT:
+        due = settle_time(record)
+        if due is not None and now < due:
+            return ()
+        if verdict is None:
+            raise InvalidInput("a settled row needs a match verdict to be judged")
+        return (try_accept(record, verdict, now=now, actor=actor),)
+    if row is ArtifactOutcome.FAILED:
+        if on_framework_path(record) or now < record.dispatched_at + APP_SEND_TIMEOUT:
+            return (
+                _transition(
+                    record,
+                    Event.REJECT,
+                    now=now,
+                    actor=actor,
+                    evidence={
+                        "matched": False,
+                        "reason": "the phone showed the message sent, then marked it failed:"
+                        " nothing went out",
+                        "failed_after_sent": True,
+                        **proof,
+                    },
+                    rejected_at=now,
+                ),
+            )
+        why = (
+            "the app marked the message failed after its own send timeout: a radio success"
+            " after it would be ignored, so whether it went out is unknown"
+        )
+    elif row is None and complete:
+        why = (
+            "the confirmed row is no longer in view before it settled: the app marked it"
+            " failed, the owner deleted it, or its _id now holds another message"
+        )
+    else:
+        return ()  # still queued, or a read that proves nothing
+    if record.review_reason is ReviewReason.UNSETTLED:
+        return ()
+    return (
+        flag_for_review(
+            record, ReviewReason.UNSETTLED, now=now, actor=actor, evidence={"why": why, **proof}
+        ),
     )
 
 
@@ -631,6 +768,8 @@ def reconcile(
     grace_window: timedelta,
     actor: str = "reconciler",
     unverified_after: timedelta | None = None,
+    settle_after: timedelta | None = None,
+    framework_settle_after: timedelta | None = None,
 ) -> tuple[Transition, ...]:
     """Decide what one read of the phone proves about one attempt.
 
@@ -644,6 +783,11 @@ def reconcile(
     Ambiguous attribution: flagged for review, never failed. (An unresolved attempt in review
     as UNVERIFIED, RCS_SUSPECTED, AMBIGUOUS or STUCK no longer holds its device's lease:
     ``LEASE_RELEASING_REVIEWS``.)
+
+    ``settle_after`` / ``framework_settle_after`` (the action's policy): a SENT row that
+    matches is confirmed but judged only once it has settled (``settles_at``, noted in the
+    evidence as ``settles_at``); until then the attempt is VERIFYING and :func:`settle`
+    watches it. None: judged at once.
 
     Raises:
         InvalidInput: a SENT artifact comes without a match verdict.
@@ -670,14 +814,28 @@ def reconcile(
         if artifact.outcome is ArtifactOutcome.SENT:
             if artifact.verdict is None:
                 raise InvalidInput("a SENT artifact needs a match verdict to be judged")
+            row_evidence = dict(artifact.evidence)
+            due: datetime | None = None
+            if artifact.verdict.matched and settle_after is not None:
+                due = settles_at(
+                    record,
+                    now,
+                    settle_after=settle_after,
+                    framework_settle_after=framework_settle_after or timedelta(0),
+                )
+                if due > now:
+                    row_evidence["settles_at"] = due.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             confirmed = confirm_delivery(
                 record,
                 provider_object_id=artifact.provider_object_id,
                 provider_kind=artifact.kind,
+                row_date_ms=artifact.row_date_ms,
                 now=now,
                 actor=actor,
-                evidence=dict(artifact.evidence),
+                evidence=row_evidence,
             )
+            if due is not None and due > now:
+                return (confirmed,)  # sent by the phone, not yet settled
             judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
             return (confirmed, judged)
         if artifact.outcome is ArtifactOutcome.FAILED:

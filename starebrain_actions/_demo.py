@@ -111,7 +111,15 @@ BATCH: tuple[DemoMessage, ...] = (
     ),
 )
 
-_POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1.5))
+#: The simulated phones' radios answer within 50 ms (``send_delay_ms``): their app's SENT row
+#: settles well within a second here (a real app's may still turn FAILED for 26 minutes:
+#: ``RetryPolicy.settle_after``'s default).
+_POLICY = RetryPolicy(
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=1.5),
+    settle_after=timedelta(milliseconds=500),
+    framework_settle_after=timedelta(milliseconds=300),
+)
 _COMMAND_TIMEOUT_S = 1.5
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import aiosqlite
 import attrs
 
-from starebrain_actions import _core, _pg
+from starebrain_actions import _core, _ledger_phones, _pg
 from starebrain_actions._convert import (
     ATTEMPT_COLUMNS,
     _stored_intent,
@@ -53,6 +53,7 @@ from starebrain_actions._convert import (
     structure,
     to_jsonable,
 )
+from starebrain_actions._ledger_phones import PhoneBinding, PhoneInfo
 from starebrain_actions._ledger_read import (
     _OPEN_RETRY_FIRST_S,
     _OPEN_RETRY_LONGEST_S,
@@ -778,9 +779,11 @@ class Ledger:
         now: datetime | None = None,
         actor: str = "reconciler",
         provider_kind: ProviderKind = ProviderKind.SMS,
+        row_date_ms: int | None = None,
     ) -> bool:
-        """Record a provider row (``provider_object_id`` in the table ``provider_kind`` names)
-        that repeats an already-confirmed attempt, and flag the attempt for review.
+        """Record a provider row (``provider_object_id`` in the table ``provider_kind`` names,
+        dated ``row_date_ms``) that repeats an already-confirmed attempt, and flag the attempt
+        for review.
 
         Returns False when that row was already recorded as a duplicate.
 
@@ -795,6 +798,7 @@ class Ledger:
             dispatch_id=dispatch_id,
             provider_object_id=provider_object_id,
             kind=provider_kind,
+            row_date_ms=row_date_ms,
             evidence=dict(evidence or {}),
         )
 
@@ -942,15 +946,75 @@ class Ledger:
         return await self._run(work)
 
     async def devices_in_flight(self) -> list[str]:
-        """Devices that hold an unresolved attempt (their lease is taken)."""
+        """Devices (phone keys) with an unresolved attempt, or a confirmed one whose row has not
+        settled (VERIFYING): what a pass must read."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             rows = db.execute(
-                "SELECT DISTINCT device FROM attempts WHERE delivery = 'PENDING' ORDER BY device"
+                "SELECT device FROM attempts WHERE delivery = 'PENDING'"
+                " UNION SELECT device FROM attempts"
+                " WHERE delivery = 'CONFIRMED' AND acceptance = 'PENDING' ORDER BY 1"
             )
             return [str(row[0]) for row in rows]
 
         return await self._run(work)
+
+    # ------------------------------------------------------------------ phones
+
+    async def bind_phone(
+        self,
+        address: str,
+        identity: str | None,
+        *,
+        serialno: str | None = None,
+        now: datetime | None = None,
+    ) -> PhoneBinding:
+        """Which phone of the ledger answers at ``address`` with ``identity`` (registered if
+        new; a legacy key named by the address is bound to it), and remember the address as
+        one of its aliases. ``PhoneBinding.key`` is the name its attempts go by: one lease,
+        one watermark, one send rate per phone, whatever address reaches it; another phone
+        at a known address gets a key of its own (``PhoneBinding.replaced`` says so).
+
+        Raises:
+            InvalidInput: an empty address or identity.
+        """
+        if not address or not address.strip():
+            raise InvalidInput("address must not be empty")
+        if identity is not None and not identity.strip():
+            raise InvalidInput("identity must not be empty (None: unknown)")
+        when = require_aware("now", now) if now is not None else self.now()
+        binding = await self._write(
+            lambda db: _ledger_phones.bind_phone(db, address, identity, serialno, when),
+            inline=True,
+        )
+        if binding.replaced is not None:
+            _log.warning(
+                "phone_replaced",
+                address=address,
+                device=binding.key,
+                previous_device=binding.replaced,
+            )
+        elif binding.new or binding.adopted:
+            _log.info("phone_bound", address=address, device=binding.key, adopted=binding.adopted)
+        return binding
+
+    async def phone_identity(self, key: str) -> tuple[bool, str | None]:
+        """Whether the ledger knows ``key`` as a phone, and its identity (None: a legacy key
+        not yet bound, or a phone whose identity could not be read)."""
+        return await self._run(lambda db: _ledger_phones.phone_identity(db, key))
+
+    async def phone_address(self, key: str) -> str:
+        """The address the phone ``key`` was reached at last (``key`` itself if none)."""
+        return await self._run(lambda db: _ledger_phones.phone_address(db, key))
+
+    async def phone_key_for(self, name: str) -> str:
+        """The key of the phone ``name`` names: a key, or an address it was reached at
+        (``name`` itself when the ledger knows neither)."""
+        return await self._run(lambda db: _ledger_phones.phone_key_for(db, name))
+
+    async def phones(self) -> list[PhoneInfo]:
+        """Every phone the ledger knows, with its identity and addresses."""
+        return await self._run(_ledger_phones.phones)
 
     async def summary(self, action_id: str, *, now: datetime | None = None) -> ActionSummary:
         """The action, its attempts and what is derived from them.
@@ -1116,25 +1180,40 @@ class Ledger:
         attempt whose own watermark was never recorded (a crash right after the send). MMS
         ``_id``s are another numbering and never raise it.
         """
+        return (await self.device_floor_row(device, before))[0]
+
+    async def device_floor_row(self, device: str, before: datetime) -> tuple[int, int | None]:
+        """``device_floor`` and that row's ``date`` when the ledger knows it (the watermark's
+        ``watermark_date_ms``, the artifact's ``provider_row_date_ms``): ids are reused once the
+        latest rows are deleted, so the floor is trusted only while that row is still there."""
         when = format_time(require_aware("before", before))
 
         # each maximum walks an index from the top and stops at the first attempt dispatched
         # before ``before``: a few rows, however many attempts the device has (the unary +
         # keeps the planner off the dispatch-time index: every attempt before ``before``)
-        def work(db: sqlite3.Connection) -> int:
+        def work(db: sqlite3.Connection) -> tuple[int, int | None]:
             watermark = db.execute(
-                "SELECT watermark_id FROM attempts WHERE device = ? AND watermark_id IS NOT NULL"
-                " AND +dispatched_at < ? ORDER BY watermark_id DESC LIMIT 1",
+                "SELECT watermark_id, evidence_json FROM attempts WHERE device = ?"
+                " AND watermark_id IS NOT NULL AND +dispatched_at < ?"
+                " ORDER BY watermark_id DESC LIMIT 1",
                 (device, when),
             ).fetchone()
             artifact = db.execute(
-                "SELECT provider_object_id FROM attempts WHERE device = ? AND provider_kind = ?"
+                "SELECT provider_object_id, provider_row_date_ms FROM attempts"
+                " WHERE device = ? AND provider_kind = ?"
                 " AND provider_object_id IS NOT NULL AND +dispatched_at < ?"
                 " ORDER BY provider_object_id DESC LIMIT 1",
                 (device, ProviderKind.SMS.value, when),
             ).fetchone()
-            found = [int(row[0]) for row in (watermark, artifact) if row is not None]
-            return max(found, default=0)
+            found: list[tuple[int, int | None]] = []
+            if watermark is not None:
+                date = json.loads(watermark[1]).get("watermark_date_ms")
+                found.append((int(watermark[0]), date if isinstance(date, int) else None))
+            if artifact is not None:
+                found.append(
+                    (int(artifact[0]), artifact[1] if isinstance(artifact[1], int) else None)
+                )
+            return max(found, key=lambda row: row[0], default=(0, None))
 
         return await self._run(work)
 
@@ -1224,31 +1303,39 @@ class Ledger:
 
         return await self._run(work)
 
-    async def claimed_provider_ids(self, device: str, above_id: int) -> set[int]:
-        """``content://sms`` ``_id``s above ``above_id`` on ``device`` already tied to an
-        attempt (as its artifact or as a duplicate)."""
+    async def claimed_provider_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
+        """``content://sms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate), as ``(_id, date)``: an ``_id`` is reused
+        once the latest rows are deleted, so the date says which message (None: not known,
+        the claim holds every row of that ``_id``)."""
         return await self._claimed_ids(device, ProviderKind.SMS, above_id)
 
-    async def claimed_mms_ids(self, device: str, above_id: int) -> set[int]:
-        """``content://mms`` ``_id``s above ``above_id`` on ``device`` already tied to an
-        attempt (as its artifact or as a duplicate)."""
+    async def claimed_mms_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
+        """``content://mms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate), as ``(_id, date)``."""
         return await self._claimed_ids(device, ProviderKind.MMS, above_id)
 
-    async def _claimed_ids(self, device: str, kind: ProviderKind, above_id: int) -> set[int]:
+    async def _claimed_ids(
+        self, device: str, kind: ProviderKind, above_id: int
+    ) -> set[tuple[int, int | None]]:
         # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
         # names no artifact); that row is still its own, never another attempt's proof. Each
         # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
         # expressions it must spell exactly as the index does)
-        def work(db: sqlite3.Connection) -> set[int]:
+        def work(db: sqlite3.Connection) -> set[tuple[int, int | None]]:
             rows = db.execute(
-                "SELECT provider_object_id FROM attempts WHERE device = :device AND"
-                " provider_kind = :kind AND provider_object_id > :above"
-                " UNION SELECT provider_object_id FROM duplicates WHERE device = :device AND"
-                " provider_kind = :kind AND provider_object_id > :above"
+                "SELECT provider_object_id, provider_row_date_ms FROM attempts"
+                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+                " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
+                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
                 f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
                 {"device": device, "kind": kind.value, "above": above_id},
             )
-            return {int(row[0]) for row in rows if isinstance(row[0], int)}
+            return {
+                (int(row[0]), row[1] if isinstance(row[1], int) else None)
+                for row in rows
+                if isinstance(row[0], int)
+            }
 
         return await self._run(work)
 
@@ -1257,11 +1344,14 @@ class Ledger:
 #: as the index ``attempts_failed_rows`` is (SQLite: migration 0006; PostgreSQL: the jsonb
 #: number compares as a number, and a value that is not one never passes ``>``).
 _FAILED_ROWS: Final[Mapping[str, str]] = {
-    "sqlite": "SELECT json_extract(evidence_json, '$.provider_object_id') FROM attempts"
+    "sqlite": "SELECT json_extract(evidence_json, '$.provider_object_id'),"
+    " json_extract(evidence_json, '$.date_ms') FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
     " AND json_extract(evidence_json, '$.provider_object_id') > :above",
-    "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint FROM attempts"
+    "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint,"
+    " CASE WHEN jsonb_typeof(evidence_json::jsonb -> 'date_ms') = 'number'"
+    " THEN (evidence_json::jsonb ->> 'date_ms')::bigint END FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(evidence_json::jsonb ->> 'provider_kind', 'sms') = :kind"
     " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
@@ -1504,12 +1594,13 @@ def _insert_duplicate(
         with _pg.savepoint(db):
             cursor = db.execute(
                 "INSERT INTO duplicates (device, provider_kind, provider_object_id,"
-                " dispatch_id, seen_at, evidence_json) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT DO NOTHING",
+                " provider_row_date_ms, dispatch_id, seen_at, evidence_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     record.device,
                     sighting.kind.value,
                     sighting.provider_object_id,
+                    sighting.row_date_ms,
                     sighting.dispatch_id,
                     format_time(when),
                     _json(storable(sighting.evidence)),

@@ -2,8 +2,9 @@
 
 :func:`copy_ledger` reads the SQLite ledger read-only, in one read transaction (one snapshot,
 whatever agents still write to it), and writes every row of ``actions``, ``attempts``,
-``duplicates`` and ``history`` unchanged (the same values, the same JSON text, the same
-history sequence numbers) into an empty PostgreSQL ledger, in ONE transaction:
+``duplicates``, ``history``, ``phones`` and ``phone_addresses`` unchanged (the same values,
+the same JSON text, the same history sequence numbers) into an empty PostgreSQL ledger, in ONE
+transaction:
 
 1. the target's tables are locked (``ACCESS EXCLUSIVE``: an agent already pointed at the new
    ledger waits for the copy to end) and found empty, else nothing is written;
@@ -50,7 +51,7 @@ from starebrain_actions.exceptions import (
 )
 
 #: The tables copied, parents before children (foreign keys are checked row by row).
-TABLES: Final = ("actions", "attempts", "duplicates", "history")
+TABLES: Final = ("actions", "attempts", "duplicates", "history", "phones", "phone_addresses")
 #: How many rows one ``COPY`` sends.
 BATCH_ROWS: Final = 5_000
 #: How many actions one page of the summary check derives, on each side.
@@ -381,6 +382,8 @@ _ROW_NAMES: Final = {
     "attempts": ("dispatch_id", "action_id"),
     "duplicates": ("device", "provider_kind", "provider_object_id"),
     "history": ("sequence", "dispatch_id"),
+    "phones": ("phone_key",),
+    "phone_addresses": ("address",),
 }
 
 

@@ -492,7 +492,7 @@ def read_duplicates(db: sqlite3.Connection, action_id: str) -> list[dict[str, An
     (``Ledger.duplicates``)."""
     rows = db.execute(
         "SELECT d.device, d.provider_kind, d.provider_object_id, d.dispatch_id,"
-        " d.seen_at, d.evidence_json FROM duplicates d JOIN attempts a"
+        " d.seen_at, d.evidence_json, d.provider_row_date_ms FROM duplicates d JOIN attempts a"
         " USING (dispatch_id) WHERE a.action_id = ?"
         " ORDER BY d.seen_at, d.provider_kind, d.provider_object_id",
         (action_id,),
@@ -502,6 +502,7 @@ def read_duplicates(db: sqlite3.Connection, action_id: str) -> list[dict[str, An
             "device": row[0],
             "provider_kind": row[1],
             "provider_object_id": row[2],
+            "provider_row_date_ms": row[6],
             "dispatch_id": row[3],
             "seen_at": row[4],
             "evidence": json.loads(row[5]),

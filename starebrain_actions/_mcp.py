@@ -170,7 +170,15 @@ class _SendCap:
     """``--max-sends-per-hour``: attempts the ledger holds for these phones in the window."""
 
     limit: int
+    #: the phones' keys in the ledger (their addresses until each one is bound)
     devices: tuple[str, ...]
+
+    def know(self, address: str, key: str) -> None:
+        """The phone at ``address`` goes by ``key`` in the ledger: count its sends by it."""
+        if key not in self.devices:
+            self.devices = tuple(dict.fromkeys(key if d == address else d for d in self.devices))
+            if key not in self.devices:
+                self.devices = (*self.devices, key)
 
     async def started(self, ledger: Ledger) -> int:
         since = ledger.now() - SEND_WINDOW
@@ -223,6 +231,8 @@ class _Phones:
         self._config = config
         self._agents: dict[str, SmsAgent] = {}
         self._locks = {device: asyncio.Lock() for device in config.devices}
+        #: address -> the phone's key in the ledger, once it connected
+        self.keys: dict[str, str] = {}
 
     async def agent(self, device: str, *, within_s: float) -> SmsAgent:
         """The agent of ``device``, connecting within ``within_s`` seconds if needed.
@@ -253,7 +263,21 @@ class _Phones:
                 raise PhoneUnavailable(
                     f"{device}: did not answer within {within_s:.1f} s"
                 ) from None
-            phone.remember_highest_id(await self._ledger.device_floor(device, self._ledger.now()))
+            try:
+                binding = await self._ledger.bind_phone(
+                    phone.address, phone.identity, serialno=phone.serialno
+                )
+            except BaseException:
+                await phone.close()
+                raise
+            phone.bind(binding.key)
+            self.keys[device] = binding.key
+            cap = getattr(self._ledger, "cap", None)
+            if isinstance(cap, _SendCap):
+                cap.know(device, binding.key)
+            phone.remember_highest_id(
+                await self._ledger.device_floor(binding.key, self._ledger.now())
+            )
             agent = SmsAgent(
                 self._ledger,
                 phone,
@@ -264,9 +288,25 @@ class _Phones:
                 actor="mcp",
                 void_after=max(VOID_AFTER, timedelta(seconds=config.command_timeout_s + 5)),
             )
+            agent.binding = binding
             self._agents[device] = agent
-            _log.info("mcp_phone_connected", device=device)
+            _log.info("mcp_phone_connected", device=device, phone=binding.key)
             return agent
+
+    async def key_of(self, address: str) -> str:
+        """The ledger's key of the phone at ``address`` (bound when it connected; before, the
+        phone the ledger last met there, else the address itself)."""
+        known = self.keys.get(address)
+        if known is None:
+            known = await self._ledger.phone_key_for(address)
+        return known
+
+    async def address_of(self, key: str) -> str | None:
+        """This server's address of the phone ``key`` (None: not one of its phones)."""
+        for address in self._config.devices:
+            if await self.key_of(address) == key:
+                return address
+        return None
 
     async def close(self) -> None:
         for agent in self._agents.values():
@@ -353,7 +393,7 @@ class SmsService:
                 summary = await self.ledger.summary(chosen)
                 if settled(summary):
                     return self._result(summary, derived=derived)
-                target = self._device_for(summary, device)
+                target = await self._device_for(summary, device)
                 if target is None:
                     return self._result(summary, derived=derived)
                 await self._check_cap(chosen, summary)
@@ -372,17 +412,19 @@ class SmsService:
                 return self._result(summary, derived=derived)
             # the send this call joined had a shorter wait: carry on with the time left
 
-    def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
-        """The phone a send of this action runs on: an unresolved attempt's own phone (None
+    async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
+        """The address a send of this action runs on: an unresolved attempt's own phone (None
         when that phone is not this server's), else the one asked for, the latest
-        attempt's, or the first."""
+        attempt's, or the first. (Attempts name their phone by its key in the ledger.)"""
         latest = summary.latest
         if latest is not None and summary.status in OPEN_STATUSES:
-            return latest.device if latest.device in self.config.devices else None
+            return await self.phones.address_of(latest.device)
         if asked is not None:
             return asked
-        if latest is not None and latest.device in self.config.devices:
-            return latest.device
+        if latest is not None:
+            address = await self.phones.address_of(latest.device)
+            if address is not None:
+                return address
         return self.config.devices[0]
 
     def _changed_intent(self, action_id: str) -> ToolError:
@@ -542,7 +584,9 @@ class SmsService:
             targets = [device]
         else:
             busy = set(await self.ledger.devices_in_flight())
-            targets = [name for name in self.config.devices if name in busy]
+            targets = [
+                name for name in self.config.devices if await self.phones.key_of(name) in busy
+            ]
         reports = await asyncio.gather(*(self._reconcile_one(name) for name in targets))
         changes = [change for report in reports for change in report.changes]
         unreachable = [report.device for report in reports if not report.reachable]
@@ -589,7 +633,7 @@ class SmsService:
         try:
             agent = await self.phones.agent(device, within_s=self.config.connect_timeout_s * 2)
         except PhoneError as exc:
-            in_flight = len(await self.ledger.in_flight(device))
+            in_flight = len(await self.ledger.in_flight(await self.phones.key_of(device)))
             return DeviceReport(device=device, reachable=False, error=str(exc), in_flight=in_flight)
         return await reconcile_device(self.ledger, agent.phone, void_after=agent.void_after)
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, Field
 
-from starebrain_actions import _render
+from starebrain_actions import _core, _render
 from starebrain_actions._convert import format_time
 from starebrain_actions._core import should_redispatch
 from starebrain_actions._model import (
@@ -79,9 +79,11 @@ class SmsResult(BaseModel):
     status: Status = Field(
         description="SUCCEEDED: sent and the text verified on the phone. IN_FLIGHT: being sent,"
         " not proven yet. UNKNOWN: still not proven past the grace window (it may have gone"
-        " out). VERIFYING: the phone shows it went out, text being checked. FAILED: nothing"
-        " went out. MISMATCH: something other than the intended text went out. PLANNED: no"
-        " attempt started yet."
+        " out). VERIFYING: the phone shows it sent, not yet settled (the messaging app may"
+        " still mark it failed until settles_at): never report it as delivered, never send it"
+        " again. FAILED: nothing went out. MISMATCH: something other than the intended text"
+        " went out (or the phone showed it sent, then marked it failed: see next_step)."
+        " PLANNED: no attempt started yet."
     )
     next_step: str = Field(description="What to do now, in one sentence.")
     delivery: DeliveryState | None = Field(
@@ -100,6 +102,11 @@ class SmsResult(BaseModel):
     )
     settled: bool = Field(
         description="True when nothing can change this action any more without a person."
+    )
+    settles_at: str | None = Field(
+        default=None,
+        description="While VERIFYING: when the phone's row settles (UTC); until then the app"
+        " may still mark the SMS failed.",
     )
     attempts: int = Field(description="Attempts made so far.")
     max_attempts: int = Field(description="Attempts the action's budget allows.")
@@ -196,6 +203,14 @@ def next_step(summary: ActionSummary, *, now: datetime, sending: bool = False) -
                 " user a person must check the phone (list_review)."
             )
         if status is Status.VERIFYING:
+            due = _core.settle_time(summary.latest) if summary.latest is not None else None
+            if due is not None:
+                return (
+                    "Sent by the phone, not yet settled: the messaging app may still mark it"
+                    f" failed until {format_time(due)}. Do not tell the user it was delivered"
+                    f" and do not send it again under any action_id; {again} or call"
+                    " sms_status after that time to learn whether it settled."
+                )
             return (
                 "The phone shows the SMS went out; its text is being checked. Wait a few"
                 f" seconds and {again} (it never sends twice) or call sms_status."
@@ -222,6 +237,19 @@ def next_step(summary: ActionSummary, *, now: datetime, sending: bool = False) -
             "Nothing went out and the action has no attempt left"
             f" ({decision.reason.value}). Tell the user; do not resend under a new action_id"
             " without their consent."
+        )
+    latest = summary.latest
+    if latest is not None and _core.failed_after_sent(latest):
+        # REJECTED because its row turned FAILED: nothing went out, like a FAILED delivery
+        if retry_allowed and not blocking:
+            return (
+                "Nothing went out: the phone showed the SMS sent, then marked it failed."
+                f" {again_first}{when} to retry."
+            )
+        return (
+            "Nothing went out (the phone showed the SMS sent, then marked it failed) and no"
+            f" resend is allowed ({_reasons(blocking) or decision.reason.value}). Tell the"
+            " user; do not resend under a new action_id without their consent."
         )
     # MISMATCH: something else went out
     if retry_allowed and not blocking:
@@ -277,6 +305,7 @@ def sms_result(
         review_reasons=list(summary.review_reasons),
         superseded_reasons=list(summary.superseded_reasons),
         settled=settled(summary),
+        settles_at=(format_time(due) if (due := _render.settles_at(summary)) is not None else None),
         attempts=len(summary.attempts),
         max_attempts=action.policy.maximum_attempts,
         retry_at=(

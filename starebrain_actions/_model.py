@@ -62,6 +62,12 @@ class ReviewReason(enum.StrEnum):
     #: as UNVERIFIED, and the messaging app that took the intent can send as RCS chat (which
     #: never reaches the SMS provider): turn chat features off on a sending phone
     RCS_SUSPECTED = "RCS_SUSPECTED"
+    #: the confirmed row stopped showing the message as sent before it settled: it left the
+    #: restricted view (the app marked it failed, or the owner deleted it: the shell cannot
+    #: tell which), its id now holds another message, or the app marked it failed after its
+    #: own send timeout (a late radio success is ignored there): whether it went out is
+    #: unknown, and it is never resent without a ruling
+    UNSETTLED = "UNSETTLED"
 
 
 #: Reviews of an unresolved attempt that release its device's lease (its send command is over;
@@ -181,6 +187,16 @@ def _kind_matches_row(record: ActionRecord, _a: attrs.Attribute[Any], value: obj
             f"provider_kind ({value!r}) and provider_object_id ({record.provider_object_id!r})"
             " must both be set or both be None"
         )
+
+
+def _date_names_a_row(record: ActionRecord, _a: attrs.Attribute[Any], value: object) -> None:
+    """``provider_row_date_ms`` is an int, and set only beside ``provider_object_id``."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(f"provider_row_date_ms must be an int or None; got {value!r}")
+    if record.provider_object_id is None:
+        raise InvalidInput("provider_row_date_ms names a row only beside provider_object_id")
 
 
 # --------------------------------------------------------------------------- intent
@@ -384,6 +400,22 @@ class RetryPolicy:
     unverified_after: timedelta = attrs.field(
         default=timedelta(minutes=10), validator=_non_negative
     )
+    #: how long after dispatch a SENT row the messaging app wrote may still turn FAILED, so
+    #: is no proof yet (the attempt stays VERIFYING: sent by the phone, not yet settled).
+    #: AOSP Messaging writes the row SENT before it sends, keeps it SENT while it retries
+    #: within its resend window (20 minutes from the insert), and rewrites it FAILED at the
+    #: end of an attempt, which may last its send timeout (5 minutes): 25 minutes, and one of
+    #: margin (packages/apps/Messaging ``BugleGservicesKeys``, ``ProcessSentMessageAction``,
+    #: android-10.0.0_r30 to android-15.0.0_r1)
+    settle_after: timedelta = attrs.field(default=timedelta(minutes=26), validator=_non_negative)
+    #: how long after it is first seen a SENT row the framework wrote (the framework send
+    #: path) has settled: the framework writes it once the radio answered, inserted SENT and
+    #: at once updated to FAILED when the send failed (``SMSDispatcher.SmsTracker
+    #: .persistSentMessageIfRequired``, frameworks/opt/telephony android-10.0.0_r30 to
+    #: android-15.0.0_r1)
+    framework_settle_after: timedelta = attrs.field(
+        default=timedelta(seconds=5), validator=_non_negative
+    )
 
     def interval_before(self, attempt: int, seed: str = "") -> timedelta:
         """The wait required before attempt number ``attempt`` (>= 2) may start.
@@ -455,6 +487,10 @@ class ActionRecord:
         default=attrs.Factory(_default_provider_kind, takes_self=True),
         validator=_kind_matches_row,
     )
+    #: that row's ``date`` (ms; an MMS row's seconds times 1000): SMS ``_id`` values are reused
+    #: once the latest rows are deleted, so the ``_id`` and its date together name the
+    #: message (None: not known, e.g. an operator's ruling naming only the ``_id``)
+    provider_row_date_ms: int | None = attrs.field(default=None, validator=_date_names_a_row)
     #: highest ``content://sms`` ``_id`` on the device just before the send (None until
     #: recorded)
     watermark_id: int | None = None
@@ -512,6 +548,8 @@ class Artifact:
     kind: ProviderKind = attrs.field(default=ProviderKind.SMS, validator=check_provider_kind)
     #: what the row's type says
     outcome: ArtifactOutcome
+    #: the row's ``date`` (ms): with the ``_id``, which message it is (ids are reused)
+    row_date_ms: int | None = None
     #: the match against the intent; required when ``outcome`` is SENT
     verdict: MatchVerdict | None = None
     #: a redacted summary of the row, JSON-able
@@ -530,6 +568,8 @@ class DuplicateSighting:
     kind: ProviderKind = attrs.field(default=ProviderKind.SMS, validator=check_provider_kind)
     #: a redacted summary of the row, JSON-able
     evidence: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the row's ``date`` (ms): with the ``_id``, which message it is (ids are reused)
+    row_date_ms: int | None = None
 
 
 @attrs.frozen(kw_only=True)

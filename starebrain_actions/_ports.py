@@ -61,6 +61,15 @@ class PhoneRead:
     #: that no row this reader can see holds: rows out of sight (outbox, failed, queued, a
     #: draft) or deleted ones. None: not asked for, or not known.
     unseen_ids: tuple[tuple[int, int], ...] | None = None
+    #: ``(_id, date)`` of every SMS row above the anchor this reader can see, of any type
+    #: (asked for with the unseen ids; None: not known): which rows exist now
+    visible_rows: tuple[tuple[int, int | None], ...] | None = None
+    #: the SMS ``_id`` the read is anchored at: every row above it was read (when
+    #: ``complete``); it may lie below the anchor asked for, when that row was gone
+    after_id: int = 0
+    #: the anchor asked for, when that row was gone (or its ``_id`` reused) and the read was
+    #: anchored again at a row that exists now (None otherwise)
+    reanchored_from: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -150,11 +159,15 @@ class Phone(Protocol):
         mms_after_id: int | None = None,
         mms_since_ms: int | None = None,
         find_unseen: bool = False,
+        reanchor_before_ms: int | None = None,
     ) -> PhoneRead:
         """Read outgoing rows above ``after_id`` (a row known to exist), and outgoing MMS
         above ``mms_after_id`` dated from ``mms_since_ms`` on when it is given.
         ``find_unseen``: also report which SMS ids above ``after_id`` no visible row holds
-        (``PhoneRead.unseen_ids``).
+        (``PhoneRead.unseen_ids``) and every visible row's ``_id`` and date
+        (``PhoneRead.visible_rows``). ``reanchor_before_ms``: when the row at ``after_id``
+        is gone (ids are reused), read from the highest row dated before this instead
+        (``PhoneRead.after_id``, ``reanchored_from``).
 
         Raises:
             LookupFailed: the read failed; it proves nothing.

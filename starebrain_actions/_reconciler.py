@@ -63,6 +63,7 @@ from starebrain_actions._model import (
     Artifact,
     ArtifactOutcome,
     DeliveryState,
+    DuplicateSighting,
     Event,
     LookupResult,
     MatchVerdict,
@@ -131,12 +132,12 @@ class _RowIndex:
         self,
         messages: Sequence[OutgoingMessage],
         keys: MatchKeys,
-        taken: Collection[tuple[ProviderKind, int]],
+        taken: Taken,
     ) -> None:
         self._messages = messages
         self._keys = keys
         #: rows already claimed when the pass began: never a candidate for anything
-        self._taken = frozenset(taken)
+        self._taken = taken.copy()
         self._row_keys: dict[Hashable, dict[tuple[ProviderKind, int], tuple[Any, Any]]] = {}
         self._both: dict[Hashable, dict[tuple[Any, Any], list[OutgoingMessage]]] = {}
 
@@ -147,7 +148,7 @@ class _RowIndex:
             both: dict[tuple[Any, Any], list[OutgoingMessage]] = {}
             for message in self._messages:
                 key = _key(message)
-                if key in self._taken:
+                if message in self._taken:
                     continue
                 recipient, body = self._keys.message_keys(message, scope)
                 known[key] = (recipient, body)
@@ -227,14 +228,29 @@ class ReconcilePass:
         return tuple(report for report in self.devices if not report.reachable)
 
 
+def _watermark_date(item: Watched) -> int | None:
+    """The date the attempt noted for its watermark, when its floor is that watermark."""
+    record = item.record
+    date = record.evidence.get("watermark_date_ms")
+    if record.watermark_id != item.floor_id or not isinstance(date, int) or isinstance(date, bool):
+        return None
+    return date
+
+
 @attrs.frozen(kw_only=True)
 class Watched:
     """An attempt a pass looks at, with what attribution needs to know about it."""
 
     record: ActionRecord
     action: Action
-    #: rows of this attempt lie above this provider id
+    #: rows of this attempt lie above this provider id, as long as that row is still there
+    #: (ids are reused once the latest rows are deleted: see :func:`effective_floor`)
     floor_id: int
+    #: that row's ``date`` when known (the watermark's, or an earlier artifact's; by default
+    #: the watermark's when the floor is the attempt's own watermark)
+    floor_date_ms: int | None = attrs.field(
+        default=attrs.Factory(lambda self: _watermark_date(self), takes_self=True)
+    )
 
     @property
     def mms_floor_id(self) -> int | None:
@@ -249,7 +265,7 @@ class DevicePlan:
     """What a read proves on one device: transitions and duplicates to record."""
 
     transitions: tuple[Transition, ...] = ()
-    duplicates: tuple[tuple[str, int, Mapping[str, Any], ProviderKind], ...] = ()
+    duplicates: tuple[DuplicateSighting, ...] = ()
 
 
 def _score(verdict: MatchVerdict) -> int:
@@ -278,10 +294,73 @@ def _key(message: OutgoingMessage) -> tuple[ProviderKind, int]:
     return (message.kind, message.provider_object_id)
 
 
+#: A claimed provider row as the ledger gives it: an ``_id`` (any date: an older ledger, or an
+#: operator's ruling naming only the ``_id``) or an ``(_id, date)`` pair.
+Claim = int | tuple[int, int | None]
+
+
+class Taken:
+    """The provider rows already tied to an attempt or a duplicate. SMS ``_id`` values are reused
+    once the latest rows are deleted (``INTEGER PRIMARY KEY`` without AUTOINCREMENT in
+    ``MmsSmsDatabaseHelper``, TelephonyProvider android-10.0.0_r30 and android-15.0.0_r1), so
+    a claim names a row by its ``_id`` and its ``date``: a row with a claimed ``_id`` and
+    another date is another message. A claim without a date holds every row of its ``_id``."""
+
+    def __init__(self) -> None:
+        self._dated: set[tuple[ProviderKind, int, int]] = set()
+        self._any: set[tuple[ProviderKind, int]] = set()
+
+    @classmethod
+    def of(cls, claims: Iterable[Claim], kind: ProviderKind, into: Taken | None = None) -> Taken:
+        """The claims of one provider table (added to ``into`` when given)."""
+        taken = into if into is not None else cls()
+        for claim in claims:
+            row_id, date = claim if isinstance(claim, tuple) else (claim, None)
+            taken.add(kind, row_id, date)
+        return taken
+
+    def add(self, kind: ProviderKind, row_id: int, date_ms: int | None) -> None:
+        """Claim a row (``date_ms`` None: every row of that ``_id``)."""
+        if date_ms is None:
+            self._any.add((kind, row_id))
+        else:
+            self._dated.add((kind, row_id, date_ms))
+
+    def take(self, message: OutgoingMessage) -> None:
+        """Claim the row ``message`` is."""
+        self.add(message.kind, message.provider_object_id, message.date_ms)
+
+    def __contains__(self, message: object) -> bool:
+        if not isinstance(message, OutgoingMessage):
+            return False
+        key = (message.kind, message.provider_object_id)
+        return key in self._any or (
+            message.date_ms is not None and (*key, message.date_ms) in self._dated
+        )
+
+    def copy(self) -> Taken:
+        """An independent copy."""
+        other = Taken()
+        other._dated = set(self._dated)
+        other._any = set(self._any)
+        return other
+
+
+def _is_row_of(message: OutgoingMessage, record: ActionRecord) -> bool:
+    """Is ``message`` the very row that confirmed ``record`` (its ``_id`` and, when known, its
+    date: an ``_id`` reused by another message is not it)?"""
+    return (
+        record.provider_object_id == message.provider_object_id
+        and (record.provider_kind or ProviderKind.SMS) is message.kind
+        and (record.provider_row_date_ms is None or record.provider_row_date_ms == message.date_ms)
+    )
+
+
 def _artifact(message: OutgoingMessage, verdict: MatchVerdict, read: PhoneRead) -> Artifact:
     return Artifact(
         provider_object_id=message.provider_object_id,
         kind=message.kind,
+        row_date_ms=message.date_ms,
         outcome=message.outcome,
         verdict=verdict,
         evidence=_row_evidence(message, read),
@@ -541,11 +620,11 @@ def _doubt(
 def plan_device(
     watched: Sequence[Watched],
     read: PhoneRead,
-    claimed: Iterable[int],
+    claimed: Iterable[Claim],
     judge: Judge,
     now: datetime,
     *,
-    claimed_mms: Iterable[int] = (),
+    claimed_mms: Iterable[Claim] = (),
     keys: MatchKeys | None = None,
 ) -> DevicePlan:
     """Attribute the rows of one read to the watched attempts of one device (pure).
@@ -557,11 +636,18 @@ def plan_device(
     are judged. The decisions are the same with or without them.
     """
     now = require_aware("now", now)
-    taken: set[tuple[ProviderKind, int]] = {(ProviderKind.SMS, row_id) for row_id in claimed}
-    taken |= {(ProviderKind.MMS, row_id) for row_id in claimed_mms}
+    # a floor whose row is gone is lowered to a row the read shows there (ids are reused)
+    watched = [
+        item
+        if (floor := effective_floor(item, read)) == item.floor_id
+        else attrs.evolve(item, floor_id=floor)
+        for item in watched
+    ]
+    taken = Taken.of(claimed, ProviderKind.SMS)
+    Taken.of(claimed_mms, ProviderKind.MMS, into=taken)
     transitions: list[Transition] = []
-    duplicates: list[tuple[str, int, Mapping[str, Any], ProviderKind]] = []
-    confirmed: list[tuple[ActionRecord, Watched, tuple[ProviderKind, int]]] = []
+    duplicates: list[DuplicateSighting] = []
+    confirmed: list[tuple[ActionRecord, Watched]] = []
     by_key = {_key(message): message for message in read.messages}
     index = _RowIndex(read.messages, keys, taken) if keys is not None else None
 
@@ -572,11 +658,9 @@ def plan_device(
             provider_id = record.provider_object_id
             if provider_id is None:  # resolved as sent by an operator: no row to watch
                 continue
-            key = (record.provider_kind or ProviderKind.SMS, provider_id)
-            if record.acceptance is AcceptanceState.PENDING and key in by_key:
-                verdict = judge(by_key[key], action.intent)
-                transitions.append(_core.try_accept(record, verdict, now=now))
-            confirmed.append((record, item, key))
+            if record.acceptance is AcceptanceState.PENDING:
+                transitions.extend(_settle(item, read, by_key, judge, now))
+            confirmed.append((record, item))
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
@@ -599,7 +683,7 @@ def plan_device(
             for message in read.messages
             if _above_floor(message, item)
             and _written_by(message, item)
-            and _key(message) not in taken
+            and message not in taken
             and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
         ]
         # a row dated outside a known send window is not this attempt's, however well it
@@ -699,28 +783,26 @@ def plan_device(
                 now,
                 grace_window=grace,
                 unverified_after=action.policy.unverified_after,
+                settle_after=action.policy.settle_after,
+                framework_settle_after=action.policy.framework_settle_after,
             )
         )
         transitions.extend(planned)
         final = planned[-1].after if planned else record
         if final.delivery is DeliveryState.CONFIRMED and final.provider_object_id is not None:
-            key = (final.provider_kind or ProviderKind.SMS, final.provider_object_id)
-            taken.add(key)
-            confirmed.append((final, item, key))
+            taken.add(
+                final.provider_kind or ProviderKind.SMS,
+                final.provider_object_id,
+                final.provider_row_date_ms,
+            )
+            confirmed.append((final, item))
             for message in extra:
-                taken.add(_key(message))
-                duplicates.append(
-                    (
-                        final.dispatch_id,
-                        message.provider_object_id,
-                        {**_row_evidence(message, read), "origin": _origin(final)},
-                        message.kind,
-                    )
-                )
+                taken.take(message)
+                duplicates.append(_sighting(final, message, read))
 
     # further copies of an already-confirmed message, above its watermark (a copy may have a
     # lower id than the row that confirmed it: the owner's identical text claimed first)
-    for record, item, _artifact_key in confirmed:
+    for record, item in confirmed:
         since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
         rows = (
             read.messages
@@ -730,7 +812,8 @@ def plan_device(
         for message in rows:
             if (
                 _above_floor(message, item)
-                and _key(message) not in taken
+                and message not in taken
+                and not _is_row_of(message, record)
                 and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
                 and not _dated_outside(message, record)
@@ -740,16 +823,56 @@ def plan_device(
                 )
                 and judge(message, item.action.intent).matched
             ):
-                taken.add(_key(message))
-                duplicates.append(
-                    (
-                        record.dispatch_id,
-                        message.provider_object_id,
-                        {**_row_evidence(message, read), "origin": _origin(record)},
-                        message.kind,
-                    )
-                )
+                taken.take(message)
+                duplicates.append(_sighting(record, message, read))
     return DevicePlan(transitions=tuple(transitions), duplicates=tuple(duplicates))
+
+
+def _sighting(record: ActionRecord, message: OutgoingMessage, read: PhoneRead) -> DuplicateSighting:
+    """``message`` recorded as a further copy of ``record``'s message."""
+    return DuplicateSighting(
+        dispatch_id=record.dispatch_id,
+        provider_object_id=message.provider_object_id,
+        kind=message.kind,
+        row_date_ms=message.date_ms,
+        evidence={**_row_evidence(message, read), "origin": _origin(record)},
+    )
+
+
+def _settle(
+    item: Watched,
+    read: PhoneRead,
+    by_key: Mapping[tuple[ProviderKind, int], OutgoingMessage],
+    judge: Judge,
+    now: datetime,
+) -> tuple[Transition, ...]:
+    """What this read proves about a confirmed attempt whose row has not settled
+    (``_core.settle``): its row, the same ``_id`` and date, still SENT, turned FAILED, or
+    gone. Gone counts only when the read is complete and covers the row's ``_id``."""
+    record = item.record
+    kind = record.provider_kind or ProviderKind.SMS
+    row_id = record.provider_object_id
+    if row_id is None:
+        return ()
+    message = by_key.get((kind, row_id))
+    if message is not None and not _is_row_of(message, record):
+        message = None  # the _id now holds another message
+    if kind is ProviderKind.SMS:
+        anchor = read.evidence.get("after_id", read.after_id)
+        covered = isinstance(anchor, int) and row_id > anchor
+    else:
+        covered = item.mms_floor_id is not None and row_id > item.mms_floor_id
+    return _core.settle(
+        record,
+        None if message is None else message.outcome,
+        None if message is None else judge(message, item.action.intent),
+        now,
+        complete=read.complete and covered,
+        evidence={
+            "read_mode": read.mode,
+            **({"row": _row_evidence(message, read)} if message else {}),
+        },
+    )
 
 
 def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
@@ -761,15 +884,70 @@ def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     """
     best: tuple[int, int | None] | None = None
     for item in watched:
-        record = item.record
-        date = record.evidence.get("watermark_date_ms") if record.watermark_id else None
-        candidate = (item.floor_id, date)
+        candidate = (item.floor_id, item.floor_date_ms)
         if best is None or candidate[0] < best[0]:
             best = candidate
     if best is None:
         return 0, None
     anchor_id, anchor_date = best
     return anchor_id, anchor_date if isinstance(anchor_date, int) else None
+
+
+#: How far back a re-anchored read reaches for an attempt whose phone clock was never read
+#: (its receipt lost with its reply): the ledger's dispatch time, less this for the phone's
+#: clock running behind the ledger's.
+REANCHOR_SLACK = timedelta(minutes=10)
+
+
+def reanchor_before(watched: Sequence[Watched]) -> int | None:
+    """Where a read whose anchor row is gone anchors again (``Phone.read_outgoing``'s
+    ``reanchor_before_ms``): before the earliest moment any watched attempt's row can be
+    dated (its phone clock at the send, less ``CLOCK_TOLERANCE_MS``; without one, its
+    dispatch less ``REANCHOR_SLACK``). None: nothing watched."""
+    bounds = []
+    for item in watched:
+        record = item.record
+        if record.device_clock_ms is not None:
+            bounds.append(record.device_clock_ms - CLOCK_TOLERANCE_MS)
+        else:
+            at = record.dispatched_at - REANCHOR_SLACK
+            bounds.append(int(at.timestamp() * 1000))
+    return max(0, min(bounds)) if bounds else None
+
+
+def _time_bound(record: ActionRecord) -> bool:
+    """Is there a time before which no row of this attempt can be dated (its phone clock at
+    the send, or the window its fence's stage markers give)?"""
+    return record.device_clock_ms is not None or send_window(record) is not None
+
+
+def effective_floor(item: Watched, read: PhoneRead) -> int:
+    """The ``_id`` this attempt's rows lie above, as this read shows the phone now.
+
+    Its floor (the watermark: the highest visible row before its send) holds while that row
+    is still there: each insert takes the highest ``_id`` plus one, so a row written after it
+    lies above it. Once it is gone, its ``_id`` may be taken again and a later row of ours
+    may lie at or below it (a deleted thread; SMS ``_id`` is ``INTEGER PRIMARY KEY`` without
+    AUTOINCREMENT, ``MmsSmsDatabaseHelper`` android-10.0.0_r30 and android-15.0.0_r1). So a
+    floor the read shows still there (the read's own anchor, or a visible row with that
+    ``_id`` and, when known, that date) is kept; one it does not is lowered to the read's
+    anchor (a row that exists), for an attempt whose rows the time window bounds: there a
+    row confirms it wherever its ``_id`` falls. An attempt with no such bound keeps its
+    floor (no row could be told to be its own below it).
+    """
+    floor = item.floor_id
+    anchor = read.after_id
+    if floor <= anchor or read.visible_rows is None:
+        return floor
+    rows = dict(read.visible_rows)
+    if floor in rows and (
+        rows[floor] == item.floor_date_ms
+        # with no date to compare, a row still at that _id is taken for it, unless the read
+        # had to anchor again (rows were deleted)
+        or (item.floor_date_ms is None and read.reanchored_from is None)
+    ):
+        return floor
+    return anchor if _time_bound(item.record) else floor
 
 
 async def _fence_transitions(
@@ -903,10 +1081,14 @@ async def _watched(
     actions = await ledger.actions(record.action_id for record in records)
     watched = []
     for record in records:
-        floor = record.watermark_id
-        if floor is None:
-            floor = await ledger.device_floor(device, record.dispatched_at)
-        watched.append(Watched(record=record, action=actions[record.action_id], floor_id=floor))
+        action = actions[record.action_id]
+        if record.watermark_id is not None:
+            watched.append(Watched(record=record, action=action, floor_id=record.watermark_id))
+            continue
+        floor, floor_date = await ledger.device_floor_row(device, record.dispatched_at)
+        watched.append(
+            Watched(record=record, action=action, floor_id=floor, floor_date_ms=floor_date)
+        )
     return watched
 
 
@@ -981,16 +1163,18 @@ async def _reconcile_device_once(
             anchor_date_ms=anchor_date,
             mms_after_id=mms_after_id,
             mms_since_ms=mms_since_ms,
-            # rows out of sight matter only to an unresolved attempt of the UI path: see _doubt
+            # the rows there are now (ids and dates) matter to an attempt not yet judged: rows
+            # out of sight (see _doubt), a floor whose row is gone (see effective_floor)
             find_unseen=any(
-                item.record.delivery is DeliveryState.PENDING
-                and not isinstance(item.record.evidence.get("creator"), str)
+                item.record.acceptance is AcceptanceState.PENDING
+                and item.record.delivery is not DeliveryState.FAILED
                 for item in watched
             ),
+            reanchor_before_ms=reanchor_before(watched),
         )
     except PhoneError as exc:
         return await _unreachable(ledger, phone.device, watched, str(exc), clock())
-    claimed = await ledger.claimed_provider_ids(phone.device, anchor_id)
+    claimed = await ledger.claimed_provider_ids(phone.device, min(anchor_id, read.after_id))
     claimed_mms = (
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
     )
@@ -1107,6 +1291,30 @@ async def clean_fences(
 PhoneOpener = Callable[[str], Any]
 
 
+async def bind_or_refuse(ledger: Ledger, phone: Any, key: str) -> None:
+    """Bind ``phone`` (an ``AndroidPhone`` just connected at the last address of ``key``) to
+    the ledger's phone ``key``, or refuse it: another phone answering there now is never read
+    for ``key``'s attempts (their rows are on the phone they were sent from).
+
+    Raises:
+        PhoneUnavailable: the address now answers as another phone.
+    """
+    from starebrain_actions._android import PhoneUnavailable
+
+    binding = await ledger.bind_phone(phone.address, phone.identity, serialno=phone.serialno)
+    if binding.key != key:
+        _known, identity = await ledger.phone_identity(key)
+        if identity is not None:
+            raise PhoneUnavailable(
+                f"{phone.address} now answers as another phone ({binding.identity}, known as"
+                f" {binding.key}), not as {key} ({identity}): {key}'s attempts stay as they"
+                " are until that phone answers again"
+            )
+        # a legacy key (named by an address before phones had identities) whose phone is
+        # already known by another key: read as before, by its address
+    phone.bind(key)
+
+
 async def reconcile_pending(
     ledger: Ledger,
     devices: Sequence[str] | None = None,
@@ -1128,16 +1336,23 @@ async def reconcile_pending(
     this (the nightly job passes ``FENCE_RETENTION``).
     """
     started = require_aware("now", now) if now is not None else ledger.now()
-    names = list(
-        dict.fromkeys(devices if devices is not None else await ledger.devices_in_flight())
-    )
+    given = devices if devices is not None else await ledger.devices_in_flight()
+    # a device may be named by one of its addresses: the phone's key is what its attempts hold
+    names = list(dict.fromkeys([await ledger.phone_key_for(name) for name in given]))
     if open_phone is None:
-        from starebrain_actions._android import AndroidPhone
+        from starebrain_actions._android import AndroidPhone, PhoneUnavailable
 
-        async def default_open(serial: str) -> Phone:
-            return await AndroidPhone.connect(
-                serial, key_path=key_path, read_as_system=read_as_system
+        async def default_open(key: str) -> Phone:
+            address = await ledger.phone_address(key)
+            phone = await AndroidPhone.connect(
+                address, key_path=key_path, read_as_system=read_as_system
             )
+            try:
+                await bind_or_refuse(ledger, phone, key)
+            except PhoneUnavailable:
+                await phone.close()
+                raise
+            return phone
 
         open_phone = default_open
     done = 0

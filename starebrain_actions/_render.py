@@ -33,6 +33,7 @@ import attrs
 import click
 from rich.cells import cell_len  # light: rich.console and the rest are imported when printing
 
+from starebrain_actions import _core
 from starebrain_actions._convert import format_time, to_jsonable
 from starebrain_actions._logging import SENSITIVE_KEYS
 from starebrain_actions._model import (
@@ -186,11 +187,39 @@ def redact_data(value: Any, *, show_private: bool) -> Any:
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
+def settles_at(summary: ActionSummary) -> datetime | None:
+    """When the latest attempt's row settles, while the action is VERIFYING because of it
+    (sent by the phone, not yet settled); None otherwise."""
+    latest = summary.latest
+    if summary.status is not Status.VERIFYING or latest is None:
+        return None
+    return _core.settle_time(latest)
+
+
+def status_meaning(summary: ActionSummary) -> str | None:
+    """The status in words where the bare word could mislead: a row that has not settled,
+    a send the phone showed and then marked failed."""
+    due = settles_at(summary)
+    if due is not None:
+        return (
+            "sent by the phone, not yet settled: the app may still mark it failed until"
+            f" {when(due)}"
+        )
+    latest = summary.latest
+    if latest is not None and _core.failed_after_sent(latest):
+        return "the phone showed it sent, then marked it failed: nothing went out"
+    return None
+
+
 def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:
-    """An action summary as JSON-able data: the record fields plus what is derived."""
+    """An action summary as JSON-able data: the record fields plus what is derived
+    (``settling`` and ``settles_at``: sent by the phone, not yet settled)."""
     data: dict[str, Any] = to_jsonable(summary)
     data["needs_review"] = summary.needs_review
     data["latest"] = data["attempts"][-1] if data["attempts"] else None
+    due = settles_at(summary)
+    data["settling"] = due is not None
+    data["settles_at"] = to_jsonable(due) if due is not None else None
     return dict(redact_data(data, show_private=show_private))
 
 
@@ -683,6 +712,7 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
         [
             ("action", action.action_id),
             ("status", summary.status.value),
+            *([("meaning", meaning)] if (meaning := status_meaning(summary)) else []),
             (
                 "needs review",
                 ", ".join(reason.value for reason in summary.review_reasons) or "no",
@@ -702,7 +732,7 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
             ),
             ("duplicates", str(summary.duplicates)),
         ],
-        wrap=("needs review", "superseded", "body"),
+        wrap=("meaning", "needs review", "superseded", "body"),
     )
     if summary.attempts:
         render_attempts(out, summary.attempts)

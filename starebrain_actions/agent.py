@@ -14,13 +14,14 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import attrs
 
 from starebrain_actions import _core
 from starebrain_actions._ledger import Ledger
+from starebrain_actions._ledger_phones import PhoneBinding
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import (
     ActionRecord,
@@ -96,6 +97,10 @@ SEED_PROBE_SHARE = 0.1
 #: A send time seeded from the ledger is used only up to this (older confirmations may come
 #: from a later reconcile pass, not from the sender's own read).
 SEND_TIME_SEED_MAX_S = 5.0
+#: While a confirmed row settles (VERIFYING: the phone shows it sent, but the app may still
+#: mark it failed), the sender reads the phone this often at most, and once more when it
+#: settles.
+SETTLE_POLL_S = 2.0
 
 
 @attrs.define
@@ -246,6 +251,20 @@ class SendOutcome:
         """True when nothing is in flight any more."""
         return self.status not in (Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING)
 
+    @property
+    def settling(self) -> bool:
+        """True when the phone shows the message sent but it has not settled yet: the app
+        may still mark it failed until ``settles_at`` (never read this as SUCCEEDED)."""
+        return self.status is Status.VERIFYING and self.settles_at is not None
+
+    @property
+    def settles_at(self) -> datetime | None:
+        """When the latest attempt's row settles, if it is settling (see ``settling``)."""
+        record = self.record
+        if record is None or self.status is not Status.VERIFYING:
+            return None
+        return _core.settle_time(record)
+
 
 class SmsAgent:
     """Sends SMS through one phone, recording every attempt in a ledger."""
@@ -282,6 +301,9 @@ class SmsAgent:
         #: when reads find this phone's messages after a send (seeded from the ledger once)
         self.send_timer = SendTimer()
         self._timer_seeded = False
+        #: which phone of the ledger answered (``open`` binds it: its key, whether it is new,
+        #: and the phone this address named before if another one answers there now)
+        self.binding: PhoneBinding | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -346,7 +368,15 @@ class SmsAgent:
                     connect_failure(exc)
                     or f"{device}: did not answer within the {deadline_s:g} s deadline"
                 ) from None
-            phone.remember_highest_id(await ledger.device_floor(device, ledger.now()))
+            try:
+                binding = await ledger.bind_phone(
+                    phone.address, phone.identity, serialno=phone.serialno
+                )
+            except BaseException:
+                await phone.close()
+                raise
+            phone.bind(binding.key)
+            phone.remember_highest_id(await ledger.device_floor(binding.key, ledger.now()))
             if phone.path_choice:
                 _log.info(
                     "send_path_chosen",
@@ -355,7 +385,7 @@ class SmsAgent:
                     why=phone.path_choice,
                 )
             try:
-                yield cls(
+                agent = cls(
                     ledger,
                     phone,
                     policy=policy,
@@ -369,6 +399,8 @@ class SmsAgent:
                         else max(VOID_AFTER, timedelta(seconds=command_timeout_s + 5))
                     ),
                 )
+                agent.binding = binding
+                yield agent
             finally:
                 await phone.close()
 
@@ -489,15 +521,30 @@ class SmsAgent:
                             watch.due_s,
                         )
                         watch.next_at = watch.returned + offset
-            if unresolved and latest is not None and latest.review_reason is ReviewReason.AMBIGUOUS:
-                # a person must rule whose the row is: no later read can tell, so waiting
-                # out ``wait`` would only delay the answer
+            if (
+                unresolved
+                and latest is not None
+                and latest.review_reason in (ReviewReason.AMBIGUOUS, ReviewReason.UNSETTLED)
+            ):
+                # a person must rule: whose the row is (AMBIGUOUS), or whether a row that
+                # left the phone's view before it settled went out (UNSETTLED); no later read
+                # can tell, so waiting out ``wait`` would only delay the answer
                 return SendOutcome(summary=summary)
             if unresolved:
                 if watch is not None:
                     if give_up - clock() <= 0:
                         return SendOutcome(summary=summary)
                     continue  # the next read comes at the watch's time
+                due = _core.settle_time(latest) if latest is not None else None
+                if due is not None and summary.status is Status.VERIFYING:
+                    # sent by the phone, not yet settled: read now and then (an early FAILED
+                    # is worth seeing), and once more when it settles
+                    tell("sent by the phone, waiting for it to settle")
+                    until = (due - self.ledger.now()).total_seconds() + 0.01
+                    pause = max(self.poll_interval_s, min(SETTLE_POLL_S, until))
+                    if not await self._pause(give_up, clock, pause):
+                        return SendOutcome(summary=summary)
+                    continue
                 if not await self._pause(give_up, clock):
                     return SendOutcome(summary=summary)
                 continue
@@ -595,6 +642,9 @@ class SmsAgent:
             await choose()  # ``auto``: the path the ledger's proof allows now
         path = getattr(self.phone, "path_evidence", None)
         known: dict[str, str] = dict(path()) if callable(path) else {}
+        address = getattr(self.phone, "address", None)
+        if isinstance(address, str) and address != self.phone.device:
+            known["address"] = address  # the phone's key names it; this is how it was reached
         try:
             return {**known, "fence_epoch": await self.phone.fence_epoch()}
         except LinkDown:
@@ -673,10 +723,13 @@ class SmsAgent:
             _log.info("dispatch_result_superseded", dispatch_id=record.dispatch_id)
         return receipt_taken
 
-    async def _pause(self, give_up: float, clock: Callable[[], float]) -> bool:
-        """Sleep one poll interval if time is left; False when the wait is over."""
+    async def _pause(
+        self, give_up: float, clock: Callable[[], float], seconds: float | None = None
+    ) -> bool:
+        """Sleep one poll interval (or ``seconds``) if time is left; False when the wait is
+        over."""
         left = give_up - clock()
         if left <= 0:
             return False
-        await asyncio.sleep(min(self.poll_interval_s, left))
+        await asyncio.sleep(min(self.poll_interval_s if seconds is None else seconds, left))
         return True

@@ -34,7 +34,7 @@ from starebrain_actions._cli_types import (
     retry_policy,
 )
 from starebrain_actions._convert import to_jsonable
-from starebrain_actions._core import should_redispatch
+from starebrain_actions._core import failed_after_sent, settle_time, should_redispatch
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
@@ -79,6 +79,9 @@ EXIT_USAGE: Final = 2
 EXIT_UNRESOLVED: Final = 3
 EXIT_FAILED: Final = 4
 EXIT_MISMATCH: Final = 5
+#: the phone shows the message sent, but it has not settled: the app may still mark it
+#: failed until its settle time (rerun to follow it; never send it anew)
+EXIT_SETTLING: Final = 6
 #: Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED: Final = 130
 
@@ -380,13 +383,18 @@ def main(ctx: click.Context, db: LedgerTarget | None, log_level: str, read_as_sy
 
 
 def send_exit_code(summary: ActionSummary) -> int:
-    """0 SUCCEEDED, 5 MISMATCH, 4 FAILED with no attempt left, 3 anything still open."""
+    """0 SUCCEEDED, 6 sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no
+    attempt left (or a send the phone showed and then marked failed), 3 anything still
+    open."""
     status = summary.status
+    latest = summary.latest
     if status is Status.SUCCEEDED:
         return EXIT_SUCCEEDED
-    if status is Status.MISMATCH:
+    if status is Status.VERIFYING and latest is not None and settle_time(latest) is not None:
+        return EXIT_SETTLING
+    if status is Status.MISMATCH and not (latest is not None and failed_after_sent(latest)):
         return EXIT_MISMATCH
-    if status is Status.FAILED:
+    if status in (Status.FAILED, Status.MISMATCH):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
         if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
             return EXIT_UNRESOLVED
@@ -490,6 +498,8 @@ def send(
     max_attempts: int,
     grace: float,
     unverified_after: float,
+    settle_after: float,
+    framework_settle_after: float,
     backoff: float,
     max_backoff: float,
     rate_limit: int,
@@ -503,9 +513,11 @@ def send(
 ) -> None:
     """Send one SMS through a phone, at most once per action id, and print its record.
 
-    Exit status: 0 SUCCEEDED, 3 still unresolved when --wait ends (rerun the same command to
-    resume), 4 FAILED with no attempt left, 5 MISMATCH (something else went out), 2 bad
-    input or a changed intent under an existing action id, 1 anything else.
+    Exit status: 0 SUCCEEDED, 6 sent by the phone but not yet settled when --wait ends (the
+    app may still mark it failed until --settle-after: rerun the same command to follow it),
+    3 still unresolved when --wait ends (rerun the same command to resume), 4 FAILED with no
+    attempt left, 5 MISMATCH (something else went out), 2 bad input or a changed intent under
+    an existing action id, 1 anything else.
     """
     if region is not None and not re.fullmatch(r"[A-Za-z]{2}", region):
         raise click.BadParameter(
@@ -521,6 +533,8 @@ def send(
             max_attempts=max_attempts,
             grace=grace,
             unverified_after=unverified_after,
+            settle_after=settle_after,
+            framework_settle_after=framework_settle_after,
             backoff=backoff,
             max_backoff=max_backoff,
         )

@@ -10,15 +10,33 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import structlog
 from adb_shell.auth.keygen import keygen
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge.simulator import SimulatedPhone
+from android_bridge.simulator._apps import AOSP_MESSAGING, GOOGLE_MESSAGES
 from tests._postgres import TEST_PG_ENV, OwnServer, fresh_schema
 
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
+#: Google Messages' profile, but writing its row OUTBOX first and SENT once the radio sent it
+#: (no app is known to: every real profile writes SENT before sending). For the tests of a
+#: message queued where the shell cannot see it (a `stuck-outbox` row stays OUTBOX, not SENT).
+OUTBOX_FIRST = attrs.evolve(GOOGLE_MESSAGES, optimistic_sent=False)
+#: AOSP Messaging's profile, writing its row OUTBOX first (as ``OUTBOX_FIRST``).
+AOSP_OUTBOX_FIRST = attrs.evolve(AOSP_MESSAGING, optimistic_sent=False)
+
+
+@pytest.fixture(autouse=True)
+def _settle_windows_of_the_simulated_phones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's settle windows for the simulated phones (their radios answer within tens of
+    milliseconds, their framework updates a failed row 50 ms after writing it), for every
+    ``starebrain send``/``mcp`` a test runs, in process or as a child; the defaults (26
+    minutes, 5 s) fit a real phone. A test of the defaults removes the variables."""
+    monkeypatch.setenv("STAREBRAIN_SETTLE_AFTER", "0.3")
+    monkeypatch.setenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", "0.2")
 
 
 @pytest.fixture(scope="session")

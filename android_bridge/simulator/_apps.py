@@ -96,6 +96,18 @@ class MessagingAppProfile:
     #: Key codes that send from a freshly opened compose window (DPAD_RIGHT to the send
     #: button, then ENTER on it).
     send_keys: tuple[int, ...] = (22, 66)
+    #: The app writes its telephony row SENT (type 2; an MMS in the sent box) *before* the
+    #: radio has sent anything, keeps it SENT while it sends, resends or waits to retry, and
+    #: rewrites it FAILED (5) only on a final failure. AOSP Messaging does
+    #: (``InsertNewMessageAction.insertSendingSmsMessage`` inserts MESSAGE_TYPE_SENT;
+    #: ``SendMessageAction.updateMessageAndStatus``: "optimistically setting the type/box of
+    #: outgoing messages to 'SENT' even before they actually are"; packages/apps/Messaging
+    #: android-10.0.0_r30 to android-15.0.0_r1). A message it gives up on while waiting for
+    #: service, or one it was sending when it was killed, is marked failed in its own
+    #: database only: its row stays SENT for good (``ProcessPendingMessagesAction``,
+    #: ``FixupMessageStatusOnStartupAction``). False: the row is written OUTBOX (4) and
+    #: moved to SENT once the radio sent it (kinder than any app known: for tests only).
+    optimistic_sent: bool = True
 
     @property
     def sendto_component(self) -> tuple[str, str]:
@@ -168,7 +180,8 @@ AOSP_MESSAGING: Final = MessagingAppProfile(
 )
 
 #: Google Messages (closed source). Assumed, none kinder than the app could be: the AOSP
-#: activity names it descends from; SENDTO lands in the open task (Android's task reuse, no
+#: activity names it descends from; its row written SENT before the send, as AOSP
+#: Messaging's (``optimistic_sent``); SENDTO lands in the open task (Android's task reuse, no
 #: document mode); no ``exit_on_sent``; RCS chat to reachable recipients; group MMS; the
 #: ``subject`` extra read; MMS past 3 segments (a carrier-config value); whitespace trimmed.
 #: "Use simple characters" is off by default in the app's settings.
@@ -188,8 +201,8 @@ GOOGLE_MESSAGES: Final = MessagingAppProfile(
     enter_sends=False,
 )
 
-#: Samsung Messages (closed source). Assumed as for Google Messages: SENDTO lands in the
-#: open task; Samsung "Chat" (RCS); group MMS; subject read; MMS past 3 segments; whitespace
+#: Samsung Messages (closed source). Assumed as for Google Messages: the row written SENT
+#: before the send; SENDTO lands in the open task; Samsung "Chat" (RCS); group MMS; subject read; MMS past 3 segments; whitespace
 #: trimmed; the compose activity named as in Samsung's ``com.android.mms`` heritage.
 SAMSUNG_MESSAGES: Final = MessagingAppProfile(
     name="samsung",

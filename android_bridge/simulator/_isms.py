@@ -426,6 +426,10 @@ class IsmsService:
                     creator=package,
                 )
                 if failed:
+                    # inserted SENT, then updated FAILED by a second provider call
+                    # (SMSDispatcher.SmsTracker.persistSentMessageIfRequired): a read may
+                    # come between the two
+                    await asyncio.sleep(FAIL_UPDATE_GAP_MS / 1000)
                     host.update_row(
                         row_id, {"type": MESSAGE_TYPE_FAILED, "error_code": _GENERIC_FAILURE}
                     )
@@ -437,6 +441,12 @@ class IsmsService:
         else:
             await result()
         return _no_exception()
+
+
+#: Between the framework's insert of a failed send's row (SENT) and its update to FAILED:
+#: two provider calls in a row on the phone's binder thread, a few milliseconds, modelled at
+#: the long end so that a read in between is seen in tests.
+FAIL_UPDATE_GAP_MS: Final = 50
 
 
 def _atoi(text: str) -> int:

@@ -55,8 +55,11 @@ from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, OutputFn, Shell
 from android_bridge.simulator._store import (
     DEFAULT_SUB_ID,
+    MESSAGE_TYPE_FAILED,
     MESSAGE_TYPE_OUTBOX,
+    MESSAGE_TYPE_SENT,
     MMS_BOX_OUTBOX,
+    MMS_BOX_SENT,
     SmsStore,
 )
 from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
@@ -220,7 +223,9 @@ class SimulatedPhone:
         self.second_sms_app = second_sms_app
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
         #: ``dumpsys``, ``cmd role`` and ``settings`` over the windows, screen and apps.
-        self.system_state = SystemState(self._messaging, lambda: self.release)
+        self.system_state = SystemState(
+            self._messaging, lambda: self.release, secure_setting=self._secure_setting
+        )
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
         self._drops_after_command: list[tuple[str, int]] = []
@@ -709,6 +714,18 @@ class SimulatedPhone:
             make_transmission=transmission,
         )
 
+    def _secure_setting(self, name: str) -> str | None:
+        """A ``Settings.Secure`` value the simulator keeps (``android_id``), else None."""
+        if name == "android_id" and self._store is not None:
+            return self._store.android_id()
+        return None
+
+    @property
+    def android_id(self) -> str:
+        """The phone's ``Settings.Secure.ANDROID_ID`` (user 0): its identity, kept with the
+        store and new after ``wipe_data``."""
+        return self.store.android_id()
+
     def _properties(self) -> dict[str, str]:
         return build_properties(
             region=self.region,
@@ -773,6 +790,7 @@ class SimulatedPhone:
                     body,
                     date_ms=self.now_ms(),
                     subject=request.subject or None,
+                    msg_box=MMS_BOX_SENT if app.optimistic_sent else MMS_BOX_OUTBOX,
                     creator=app.package,
                 )
                 outgoing = [_Outgoing("mms", pdu_id, addresses, body, app.package)]
@@ -780,9 +798,7 @@ class SimulatedPhone:
                 outgoing = [
                     _Outgoing(
                         "sms",
-                        self.store.insert_outgoing(
-                            address, body, date_ms=self.now_ms(), creator=app.package
-                        ),
+                        self._insert_outgoing(app, address, body),
                         (address,),
                         body,
                         app.package,
@@ -790,6 +806,8 @@ class SimulatedPhone:
                     for address in addresses
                 ]
             if stuck:
+                # the radio never sends it: the row stays as written (an optimistic app's
+                # SENT row for good, once it gives up in its own database)
                 continue
             for message in outgoing:
                 await self._complete_later(message, failed=failed)
@@ -802,6 +820,17 @@ class SimulatedPhone:
             # Sent, but the reply never comes (the link stalls): the script runs on to its
             # end on the phone; the client's timeout is all it will see (run_shell).
             _STALL.get(_Stall()).on = True
+
+    def _insert_outgoing(self, app: MessagingAppProfile, address: str, body: str) -> int:
+        """The row ``app`` writes for one outgoing SMS before the radio answers: SENT for an
+        app that writes it optimistically (every profile: ``optimistic_sent``), else OUTBOX."""
+        return self.store.insert_outgoing(
+            address,
+            body,
+            date_ms=self.now_ms(),
+            creator=app.package,
+            message_type=MESSAGE_TYPE_SENT if app.optimistic_sent else MESSAGE_TYPE_OUTBOX,
+        )
 
     async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:
         if self.send_delay_ms == 0:
@@ -824,7 +853,7 @@ class SimulatedPhone:
         assert message.provider_id is not None
         if message.channel == "mms":
             boxes = {mms.id: mms.msg_box for mms in self.store.mms_messages()}
-            if boxes.get(message.provider_id) != MMS_BOX_OUTBOX:
+            if boxes.get(message.provider_id) not in (MMS_BOX_OUTBOX, MMS_BOX_SENT):
                 return
             if failed:
                 self.store.mark_mms_failed(message.provider_id)
@@ -832,12 +861,16 @@ class SimulatedPhone:
             self.store.mark_mms_sent(message.provider_id, date_sent_ms=self.now_ms())
         else:
             row = self.store.row(message.provider_id)
-            if row is None or row.type != MESSAGE_TYPE_OUTBOX:
+            if row is None or row.type not in (MESSAGE_TYPE_OUTBOX, MESSAGE_TYPE_SENT):
                 return
             if failed:
-                self.store.mark_failed(message.provider_id)
+                # AOSP Messaging rewrites only type (and date, to the same value):
+                # MmsUtils.updateSmsMessageSendingStatus
+                self.store.update(message.provider_id, {"type": MESSAGE_TYPE_FAILED})
                 return
-            self.store.mark_sent(message.provider_id, date_sent_ms=self.now_ms())
+            if row.type == MESSAGE_TYPE_OUTBOX:
+                self.store.mark_sent(message.provider_id, date_sent_ms=self.now_ms())
+            # an optimistic app's SENT row is left as it is: nothing tells it was sent
         self._record(message)
 
     def _record(self, message: _Outgoing) -> None:
@@ -862,9 +895,7 @@ class SimulatedPhone:
                 self.store.insert_incoming(address, body, date_ms=self.now_ms())
                 continue
             creator = self.app.package
-            row_id = self.store.insert_outgoing(
-                address, body, date_ms=self.now_ms(), creator=creator
-            )
+            row_id = self._insert_outgoing(self.app, address, body)
             await self._complete_later(
                 _Outgoing("sms", row_id, (address,), body, creator), failed=False
             )

@@ -13,6 +13,7 @@ milliseconds, as on a phone.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -146,6 +147,10 @@ CHARSET_UTF8: Final = 106
 MMS_RESPONSE_STATUS_OK: Final = 128
 
 _SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS secure_settings (
+    name TEXT PRIMARY KEY,
+    value TEXT
+);
 CREATE TABLE IF NOT EXISTS sms (
     _id INTEGER PRIMARY KEY,
     thread_id INTEGER,
@@ -660,10 +665,50 @@ class SmsStore:
         self._db.execute("UPDATE pdu SET msg_box = ? WHERE _id = ?", (MMS_BOX_FAILED, pdu_id))
 
     def wipe(self) -> None:
-        """A factory reset: every SMS, MMS and conversation is gone."""
+        """A factory reset: every SMS, MMS and conversation is gone, and the secure settings
+        with them (``android_id`` is generated anew at the next boot)."""
         with self._transaction():
-            for table in ("sms", "pdu", "addr", "part", "canonical_addresses"):
+            for table in ("sms", "pdu", "addr", "part", "canonical_addresses", "secure_settings"):
                 self._db.execute(f"DELETE FROM {table}")
+
+    def android_id(self) -> str:
+        """``Settings.Secure.ANDROID_ID`` of user 0, generated once and kept until a wipe:
+        SettingsProvider's ``ensureSecureSettingAndroidIdSetLocked`` stores
+        ``Long.toHexString(new SecureRandom().nextLong())`` when the value is unset (so up to
+        16 hex digits, leading zeros dropped). Kept in this file beside the SMS tables (a real
+        phone keeps it in the settings provider's own store under ``/data``)."""
+        row = self._db.execute(
+            "SELECT value FROM secure_settings WHERE name = 'android_id'"
+        ).fetchone()
+        if row is not None and row[0]:
+            return str(row[0])
+        value = format(secrets.randbits(64), "x")
+        self._db.execute(
+            "INSERT OR REPLACE INTO secure_settings (name, value) VALUES ('android_id', ?)",
+            (value,),
+        )
+        return value
+
+    def delete_thread(self, thread_id: int) -> list[int]:
+        """The owner deletes a conversation: every SMS row of ``thread_id`` is gone; returns
+        their ``_id`` values. Deleting the latest rows lets the next insert take an ``_id`` already
+        seen (``_id INTEGER PRIMARY KEY`` without AUTOINCREMENT)."""
+        ids = [
+            int(row[0])
+            for row in self._db.execute("SELECT _id FROM sms WHERE thread_id = ?", (thread_id,))
+        ]
+        self._db.execute("DELETE FROM sms WHERE thread_id = ?", (thread_id,))
+        return ids
+
+    def delete_from(self, first_id: int) -> list[int]:
+        """Delete every SMS row with ``_id >= first_id`` (``delete from sms where _id >= N``:
+        the latest messages gone); returns their ``_id`` values."""
+        ids = [
+            int(row[0])
+            for row in self._db.execute("SELECT _id FROM sms WHERE _id >= ?", (first_id,))
+        ]
+        self._db.execute("DELETE FROM sms WHERE _id >= ?", (first_id,))
+        return ids
 
     def mms_messages(self) -> list[MmsMessage]:
         """Every MMS with its addresses and text, ordered by ``_id`` (ground truth for tests)."""

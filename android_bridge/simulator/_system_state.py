@@ -24,6 +24,9 @@ count on a position.
   when the role has none. Where the release has no such command
   (``AndroidRelease.role_shell_command``) ``ShellCommand.handleDefaultCommands`` prints
   ``Unknown command: get-role-holders`` and ``cmd`` exits 255 (-1).
+- ``settings get secure android_id``: the device's own ``Settings.Secure.ANDROID_ID`` of
+  user 0 (SettingsProvider ``getSecureSetting`` gives an app uid its own SSAID, the shell the
+  stored value; random at first boot, new after a factory reset).
 - ``settings get secure sms_default_application`` (``SettingsService`` in SettingsProvider):
   the value, or the word ``null`` when unset. Android 10 keeps it in step with the SMS role;
   later releases are modelled the same way (the product reads it only where ``cmd role``
@@ -69,9 +72,16 @@ def _short_component(component: str) -> str:
 class SystemState:
     """``dumpsys``, ``cmd`` and ``settings`` over the phone's windows, screen and apps."""
 
-    def __init__(self, messaging: Messaging, release: Callable[[], AndroidRelease]) -> None:
+    def __init__(
+        self,
+        messaging: Messaging,
+        release: Callable[[], AndroidRelease],
+        secure_setting: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._messaging = messaging
         self._release = release
+        #: other ``Settings.Secure`` values by name (``android_id``), None when unset
+        self._secure_setting = secure_setting
         self._holder: object = _DERIVED
         self._tasks: dict[str, int] = {}
 
@@ -224,4 +234,8 @@ class SystemState:
         value = None
         if args == ["secure", SMS_DEFAULT_APPLICATION]:
             value = self.sms_role_holder
+        elif args[0] == "secure" and self._secure_setting is not None:
+            # SettingsService prints the provider's value for the shell (uid 2000, below
+            # FIRST_APPLICATION_UID: the device's own android_id, not an app's SSAID)
+            value = self._secure_setting(args[1])
         return Output.out(f"{value if value is not None else 'null'}\n")

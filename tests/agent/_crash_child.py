@@ -22,7 +22,12 @@ from starebrain_actions._ports import DispatchReceipt, PhoneRead
 from starebrain_actions.agent import SmsAgent
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
-POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+POLICY = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=1),
+)
 
 
 def die() -> None:

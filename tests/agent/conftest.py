@@ -19,11 +19,16 @@ from tests._postgres import fresh_schema
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
 SENT = 2
 
-#: A policy fast enough for tests: proofs of absence after one second.
+#: A policy fast enough for tests: proofs of absence after one second; a row settles 0.3 s
+#: after the send (the simulated app's verdict comes after its send delay, 20 ms here) and a
+#: framework row 0.2 s after it is seen (the simulated framework's failure update comes
+#: 50 ms after its insert).
 FAST = RetryPolicy(
     maximum_attempts=3,
     grace_window=timedelta(seconds=1),
     initial_interval=timedelta(milliseconds=50),
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
 )
 
 

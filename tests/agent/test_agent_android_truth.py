@@ -18,16 +18,24 @@ import pytest
 from starebrain_actions import (
     AcceptanceState,
     DeliveryState,
+    Event,
     ProviderKind,
     RetryPolicy,
     ReviewReason,
     Status,
 )
+from starebrain_actions._core import failed_after_sent
 from starebrain_actions.agent import reconcile_pending
+from tests.conftest import OUTBOX_FIRST
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 #: Grace 0: every unresolved attempt is UNKNOWN at once, the hardest case for "never resend".
-NO_GRACE = RetryPolicy(maximum_attempts=3, grace_window=timedelta(0))
+NO_GRACE = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    grace_window=timedelta(0),
+)
 
 
 async def owner_texts_right_after(phone: Any, top: int) -> int:
@@ -135,7 +143,7 @@ async def test_a_message_stuck_in_the_outbox_of_a_rooted_phone_is_never_sent_twi
 ) -> None:
     """adb root reads the restricted view (ProviderUtil.isAccessRestricted), so the queued row
     is invisible: the attempt is never failed by its absence and no second copy goes out."""
-    phone = await sms_phone(root=True, faults=["stuck-outbox"])
+    phone = await sms_phone(root=True, faults=["stuck-outbox"], app=OUTBOX_FIRST)
     async with agent_for(phone, policy=NO_GRACE) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=1)
         await settle(agent, db_path, adb_key_path, phone)
@@ -149,7 +157,7 @@ async def test_a_stuck_outbox_row_seen_through_the_system_uid_goes_to_review(
 ) -> None:
     """Read through su 1000 the queued row is visible: it is the artifact, still PENDING, and
     past the grace window it goes to review (STUCK); nothing is sent again."""
-    phone = await sms_phone(faults=["stuck-outbox"])
+    phone = await sms_phone(faults=["stuck-outbox"], app=OUTBOX_FIRST)
     async with agent_for(phone, policy=NO_GRACE) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=1)
     record = outcome.record
@@ -167,7 +175,14 @@ async def test_an_app_that_alters_every_text_is_stopped_after_the_same_mismatch_
     body = "Café à 10h, bises"
     phone = await sms_phone(app="google")
     phone.app = attrs.evolve(phone.app, simple_characters=True)
-    async with agent_for(phone, policy=RetryPolicy(maximum_attempts=5)) as agent:
+    async with agent_for(
+        phone,
+        policy=RetryPolicy(
+            settle_after=timedelta(milliseconds=300),
+            framework_settle_after=timedelta(milliseconds=200),
+            maximum_attempts=5,
+        ),
+    ) as agent:
         outcome = await agent.send("A-17", TO, body, wait=5)
     attempts = outcome.summary.attempts
     assert 2 == len(phone.transmissions) == len(attempts)
@@ -183,13 +198,20 @@ async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_cla
     stays queued) out of sight, and the owner's identical text lands right after it, dated
     inside our send window. The gap its ``_id`` leaves proves a row out of sight lies
     between the watermark and the owner's: the action never reads SUCCEEDED (our message
-    never went out), and nothing is sent again. Past the grace window it is in review."""
-    phone = await sms_phone(root=False)
+    never went out), and nothing is sent again. Past the grace window it is in review. (An
+    app that writes its row OUTBOX first, so that ours is never in sight: the app writing it
+    SENT first is the next test.)"""
+    phone = await sms_phone(root=False, app=OUTBOX_FIRST)
     phone.inject_fault(fault)
     top = phone.store.max_id()
 
     owner = asyncio.create_task(owner_texts_right_after(phone, top))
-    policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+        grace_window=timedelta(seconds=1),
+    )
     async with agent_for(phone, policy=policy) as agent, asyncio.timeout(60):
         first = await agent.send("A-17", TO, BODY, wait=0.5)
         owners_row = await owner
@@ -202,6 +224,69 @@ async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_cla
     assert (ReviewReason.AMBIGUOUS,) == summary.review_reasons
     assert (1, None) == (agent.dispatches, summary.attempts[0].provider_object_id)
     assert [top + 1] == summary.attempts[0].evidence["unseen_ids"]
+
+
+@pytest.mark.parametrize("read_as_system", [False, True])
+async def test_a_sent_row_the_app_later_marks_failed_never_reads_succeeded(
+    sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, read_as_system: bool
+) -> None:
+    """Issue 21, item 2, replayed: AOSP Messaging writes its row SENT before the radio sends
+    (InsertNewMessageAction; SendMessageAction "optimistically setting … to SENT"), and the
+    radio's failure rewrites it FAILED 0.2 s later. The first read finds the SENT row: the
+    attempt is CONFIRMED but VERIFYING (sent by the phone, not yet settled), never
+    SUCCEEDED. Read as the system uid the FAILED row is the phone's verdict: REJECTED, and
+    the one retry is the one SMS. Through the restricted view the row just leaves the view:
+    review (UNSETTLED), nothing resent."""
+    build = {} if read_as_system else {"root": False}  # userdebug (su 1000), or a user build
+    phone = await sms_phone(app="aosp", send_delay_ms=200, **build)
+    policy = RetryPolicy(
+        settle_after=timedelta(seconds=2),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+        grace_window=timedelta(seconds=1),
+    )
+    phone.inject_fault("send-fails")
+    async with agent_for(phone, policy=policy, read_as_system=read_as_system) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=8)
+        await settle(agent, db_path, adb_key_path, phone)
+        summary = await agent.ledger.summary("A-17")
+        history = await agent.ledger.history("A-17")
+    first = summary.attempts[0]
+    assert DeliveryState.CONFIRMED == first.delivery  # the SENT row was seen
+    assert Event.ACCEPT not in [
+        entry.event for entry in history if entry.dispatch_id == first.dispatch_id
+    ]
+    if read_as_system:
+        assert failed_after_sent(first)
+        assert (Status.SUCCEEDED, 2) == (summary.status, len(summary.attempts))
+        assert [BODY] == [t.body for t in phone.transmissions]
+    else:
+        assert (ReviewReason.UNSETTLED, 1) == (first.review_reason, len(summary.attempts))
+        assert Status.SUCCEEDED not in (outcome.status, summary.status)
+        assert [] == phone.transmissions
+
+
+async def test_a_sent_row_that_stays_sent_succeeds_only_once_settled(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The app's SENT row stays SENT: the sender reports VERIFYING (sent by the phone, not
+    yet settled, with the time it settles) until the settle window has passed, then
+    SUCCEEDED, one SMS."""
+    phone = await sms_phone(app="aosp", send_delay_ms=50)
+    policy = RetryPolicy(
+        settle_after=timedelta(seconds=1.5),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+    )
+    async with agent_for(phone, policy=policy) as agent:
+        early = await agent.send("A-17", TO, BODY, wait=0.5)
+        later = await agent.send("A-17", TO, BODY, wait=5)
+    assert (Status.VERIFYING, True) == (early.status, early.settling)
+    record = early.record
+    assert record is not None and early.settles_at is not None
+    assert early.settles_at == record.dispatched_at + timedelta(seconds=1.5)
+    assert (Status.SUCCEEDED, False) == (later.status, later.settling)
+    assert [BODY] == [t.body for t in phone.transmissions]
 
 
 @pytest.mark.parametrize("fault", ["wrong-recipient", "mangle-body"])

@@ -66,7 +66,12 @@ async def test_a_killed_sender_rerun_sends_exactly_one_sms(
     async with Ledger.open(db_path) as ledger:
         before = await ledger.attempts("A-17")
     assert (0 if step == "before_commit" else 1) == len(before)
-    policy = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=1))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+        grace_window=timedelta(seconds=1),
+    )
     async with SmsAgent.open(
         db=db_path,
         device=phone.serial,

@@ -18,7 +18,11 @@ from starebrain_actions._reconciler import clean_fences
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 OTHER_TO, OTHER_BODY = "+1 202 555 0199", "Table for two at 8"
-POLICY = RetryPolicy(maximum_attempts=3)
+POLICY = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+)
 
 
 def sent(phone: Any, body: str = BODY) -> int:
@@ -88,7 +92,12 @@ async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phon
     attempt stays unresolved and its action is never resent; past unverified_after it goes to
     review (UNVERIFIED) and another action can use the phone."""
     phone = await sms_phone()
-    policy = RetryPolicy(maximum_attempts=3, unverified_after=timedelta(0))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+        unverified_after=timedelta(0),
+    )
     async with agent_for(phone, policy=policy) as agent:
         await agent.phone.fence_epoch()
         phone.drop_after_command("ln", nth=3)

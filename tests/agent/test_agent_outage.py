@@ -20,6 +20,8 @@ async def test_a_two_second_outage_spends_no_attempt(sms_phone: Any, agent_for: 
     ended BUDGET_EXHAUSTED with nothing sent.)"""
     phone = await sms_phone()
     policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
         maximum_attempts=1,
         grace_window=timedelta(seconds=1),
         initial_interval=timedelta(milliseconds=300),
@@ -53,7 +55,12 @@ async def test_an_outage_longer_than_the_wait_leaves_the_action_waiting(
     """An outage that outlasts --wait ends the send with nothing sent and the budget intact
     (FAILED, waiting for its backoff: a rerun sends), never BUDGET_EXHAUSTED."""
     phone = await sms_phone()
-    policy = RetryPolicy(maximum_attempts=1, initial_interval=timedelta(milliseconds=200))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=1,
+        initial_interval=timedelta(milliseconds=200),
+    )
     async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
         await agent.phone.fence_epoch()  # asked once per connection, before the outage
         phone.disable_tcpip()

@@ -15,7 +15,12 @@ TO, BODY = "+1 202 555 0100", "Your code is 4821"
 SHELL = "com.android.shell"
 MESSAGING = "com.google.android.apps.messaging"
 #: no retries, and an attempt never seen goes to review at once (UNVERIFIED)
-ONE_SHOT = RetryPolicy(maximum_attempts=1, unverified_after=timedelta(0))
+ONE_SHOT = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=1,
+    unverified_after=timedelta(0),
+)
 
 
 def senders(phone: Any) -> list[str]:

@@ -18,6 +18,7 @@ from starebrain_actions.agent import (
     SendTimer,
     SmsAgent,
 )
+from tests.conftest import OUTBOX_FIRST
 
 from .conftest import sent_rows
 
@@ -165,7 +166,9 @@ async def test_the_second_send_reads_no_earlier_than_the_phone_showed_the_first(
     (nothing learnt); the agent learns when the row showed up, and the second send's first
     read comes no earlier than it planned from that, at least a third of the send delay after
     the command returned."""
-    phone = await sms_phone(send_delay_ms=300)
+    # an app writing its row OUTBOX first: it shows SENT once the radio sent it (an app that
+    # writes SENT first shows it at once, and the first read after the command finds it)
+    phone = await sms_phone(send_delay_ms=300, app=OUTBOX_FIRST)
     async with agent_for(phone) as agent:
         spy = _Spy(agent.phone)
         agent.phone = spy

@@ -14,11 +14,17 @@ from typing import Any
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, Status
 from starebrain_actions._reconciler import KEYS_MARGIN_MS
 from starebrain_actions.agent import reconcile_pending
+from tests.conftest import AOSP_OUTBOX_FIRST, OUTBOX_FIRST
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 OTHER_TO, OTHER_BODY = "+1 202 555 0177", "See you at 8"
 THIRD_TO, THIRD_BODY = "+1 202 555 0188", "Parcel at the door"
-NOW_REVIEW = RetryPolicy(maximum_attempts=3, unverified_after=timedelta(0))
+NOW_REVIEW = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    unverified_after=timedelta(0),
+)
 
 
 async def test_an_rcs_send_goes_to_review_and_frees_the_phone(
@@ -49,7 +55,7 @@ async def test_an_rcs_send_goes_to_review_and_frees_the_phone(
 async def test_the_cli_names_the_attempt_a_send_waits_for(sms_phone: Any, agent_for: Any) -> None:
     """A send that meets another action's unresolved attempt on the phone says at once which
     attempt and action it waits for."""
-    phone = await sms_phone(faults=["stuck-outbox"], root=False)
+    phone = await sms_phone(faults=["stuck-outbox"], root=False, app=OUTBOX_FIRST)
     told: list[str] = []
     async with agent_for(phone) as agent:
         stuck = await agent.send("stuck-1", TO, BODY, wait=0.3)
@@ -67,7 +73,7 @@ async def test_late_rows_are_attributed_to_their_reviewed_attempts(
     own attempt, and the third's row is not taken by either. The third is confirmed at once:
     the two ids out of sight below its row are the two earlier attempts', written before its
     send key (their keys ended, plus the app's margin for writing its row, before it)."""
-    phone = await sms_phone(root=False, app="aosp")
+    phone = await sms_phone(root=False, app=AOSP_OUTBOX_FIRST)
     async with agent_for(phone, policy=NOW_REVIEW) as agent:
         phone.inject_fault("stuck-outbox", count=2)
         one = await agent.send("A-1", TO, BODY, wait=0.5)
@@ -96,7 +102,7 @@ async def test_a_send_right_after_one_stuck_out_of_sight_waits_for_it_to_show(
     cannot tell whose row the hidden id below its own is (the earlier one's app may still have
     been writing it): its row is not claimed while that row stays hidden. Once the stuck row
     shows up as sent, both are confirmed, each with its own row, and nothing is sent twice."""
-    phone = await sms_phone(root=False, app="aosp")
+    phone = await sms_phone(root=False, app=AOSP_OUTBOX_FIRST)
     async with agent_for(phone, policy=NOW_REVIEW) as agent:
         phone.inject_fault("stuck-outbox")
         await agent.send("A-1", TO, BODY, wait=0.3)

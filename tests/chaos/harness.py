@@ -1727,6 +1727,8 @@ def _emit(**data: Any) -> None:
 def _policy(spec: Mapping[str, Any]) -> RetryPolicy:
     policy = spec["policy"]
     return RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
         maximum_attempts=int(policy["maximum_attempts"]),
         initial_interval=timedelta(seconds=policy["initial_interval_s"]),
         backoff_coefficient=2.0,

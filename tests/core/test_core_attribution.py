@@ -29,7 +29,12 @@ ACTION = Action(
     action_id="A-17",
     fingerprint=INTENT.fingerprint,
     intent=INTENT,
-    policy=RetryPolicy(grace_window=timedelta(seconds=60)),
+    # rows settle at first sight here (the settling rules have tests of their own)
+    policy=RetryPolicy(
+        grace_window=timedelta(seconds=60),
+        settle_after=timedelta(0),
+        framework_settle_after=timedelta(0),
+    ),
     created_at=NOW,
 )
 CLOCK = 1_800_000_000_000
@@ -115,7 +120,7 @@ def test_extra_matching_rows_are_duplicates() -> None:
     """Two matching SENT rows: the first confirms, the second is a duplicate."""
     plan = plan_device([pending()], read(row(11), row(12)), set(), judge, NOW)
     assert 11 == plan.transitions[0].after.provider_object_id
-    assert [("d-1", 12)] == [(d[0], d[1]) for d in plan.duplicates]
+    assert [("d-1", 12)] == [(d.dispatch_id, d.provider_object_id) for d in plan.duplicates]
 
 
 def test_a_sent_row_wins_over_a_failed_one_on_the_framework_path() -> None:
@@ -168,7 +173,9 @@ def test_an_identical_row_above_a_row_out_of_sight_is_not_claimed() -> None:
     shown = unseen(row(11), row(12), gaps=())
     plan = plan_device([pending()], shown, set(), judge, late)
     assert 11 == plan.transitions[0].after.provider_object_id
-    assert [(12, "unknown")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+    assert [(12, "unknown")] == [
+        (d.provider_object_id, d.evidence["origin"]) for d in plan.duplicates
+    ]
 
 
 def test_rows_out_of_sight_at_or_below_the_watermark_or_above_the_match_change_nothing() -> None:
@@ -295,7 +302,7 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
     rows = read(row(11), row(12), row(13, to="+12025550199", body="x"))
     plan = plan_device([watched], rows, {11}, judge, NOW)
     assert () == plan.transitions
-    assert [12] == [d[1] for d in plan.duplicates]
+    assert [12] == [d.provider_object_id for d in plan.duplicates]
 
 
 def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
@@ -356,7 +363,9 @@ def test_a_second_identical_row_is_of_unknown_origin_on_the_ui_path() -> None:
     alike; a second identical row inside the window cannot be told apart, so it is recorded
     with origin "unknown" (AMBIGUOUS in the ledger), never as a provable DUPLICATE."""
     plan = plan_device([pending()], read(row(11), row(12, date_ms=CLOCK + 110)), set(), judge, NOW)
-    assert [("d-1", 12, "unknown")] == [(d[0], d[1], d[2]["origin"]) for d in plan.duplicates]
+    assert [("d-1", 12, "unknown")] == [
+        (d.dispatch_id, d.provider_object_id, d.evidence["origin"]) for d in plan.duplicates
+    ]
 
 
 def test_a_second_row_written_by_our_package_is_a_provable_duplicate() -> None:
@@ -367,7 +376,7 @@ def test_a_second_row_written_by_our_package_is_a_provable_duplicate() -> None:
     owners = attrs.evolve(row(13), creator="com.google.android.apps.messaging")
     plan = plan_device([item], read(*ours, owners), set(), judge, NOW)
     assert 11 == plan.transitions[0].after.provider_object_id
-    assert [(12, "ours")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+    assert [(12, "ours")] == [(d.provider_object_id, d.evidence["origin"]) for d in plan.duplicates]
 
 
 def test_an_identical_row_outside_a_known_window_is_never_claimed() -> None:
@@ -397,7 +406,9 @@ def test_a_later_copy_is_found_below_the_row_that_confirmed() -> None:
     )
     item = Watched(record=confirmed, action=ACTION, floor_id=10)
     plan = plan_device([item], read(row(11), row(12)), {12}, judge, NOW)
-    assert [(11, "unknown")] == [(d[1], d[2]["origin"]) for d in plan.duplicates]
+    assert [(11, "unknown")] == [
+        (d.provider_object_id, d.evidence["origin"]) for d in plan.duplicates
+    ]
 
 
 def test_an_identical_row_beside_our_altered_row_goes_to_review() -> None:

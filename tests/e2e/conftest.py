@@ -155,7 +155,12 @@ def json_of(result: Result) -> Any:
 async def seed_ledger(path: Target, *, waiting_device: str) -> None:
     """Fill a ledger with one action per interesting state (see ``SEEDED``)."""
     intent = SmsIntent(recipient=RECIPIENT, body=BODY)
-    one_try = RetryPolicy(maximum_attempts=1, grace_window=timedelta(seconds=60))
+    one_try = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=1,
+        grace_window=timedelta(seconds=60),
+    )
     matched = MatchVerdict(matched=True)
     mangled = MatchVerdict(matched=False, reason="body differs", details={"body": "Your cod 4821"})
     old = datetime.now(UTC) - timedelta(hours=3)

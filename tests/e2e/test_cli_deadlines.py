@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from android_bridge.simulator import SimulatedPhone
+from tests.conftest import OUTBOX_FIRST
 from tests.e2e.conftest import BODY, RECIPIENT
 
 PhoneFactory = object
@@ -85,7 +86,7 @@ async def test_a_long_send_shows_its_step_on_a_terminal_only(
 ) -> None:
     """The message stays in the outbox: on a terminal the send shows what it waits for after a
     second; piped, stderr and stdout carry no escape sequence and no status line."""
-    phone = await phone_factory(faults=["stuck-outbox"])  # type: ignore[operator]
+    phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)  # type: ignore[operator]
     argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "2.5")
     master, slave = pty.openpty()
     process = await asyncio.create_subprocess_exec(
@@ -123,7 +124,7 @@ async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
 ) -> None:
     """Ctrl-C while the send waits for the phone's row: exit 130 and a message that an SMS may
     already be out and rerunning the same command is safe; the rerun sends nothing more."""
-    phone = await phone_factory(faults=["stuck-outbox"])  # type: ignore[operator]
+    phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)  # type: ignore[operator]
     argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "30")
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE

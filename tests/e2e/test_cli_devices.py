@@ -6,7 +6,7 @@ import asyncio
 import json
 import re
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -47,7 +47,12 @@ async def hold_lease(ledger_path: Path, device: str, action_id: str) -> ActionRe
     """Create an action and an unresolved attempt of it on ``device`` (it takes the lease)."""
     async with Ledger.open(ledger_path) as ledger:
         await ledger.create_action(
-            action_id, SmsIntent(recipient=RECIPIENT, body=BODY), RetryPolicy()
+            action_id,
+            SmsIntent(recipient=RECIPIENT, body=BODY),
+            RetryPolicy(
+                settle_after=timedelta(milliseconds=300),
+                framework_settle_after=timedelta(milliseconds=200),
+            ),
         )
         return await ledger.begin_attempt(action_id, device)
 

@@ -4,6 +4,7 @@ both backends (``seeded_ledger`` is a file, or a PostgreSQL URL)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,13 @@ async def succeeded_with_budget(seeded_ledger: Path) -> str:
     """An action SUCCEEDED on its first of three attempts."""
     async with Ledger.open(seeded_ledger) as ledger:
         await ledger.create_action(
-            "ok-3", SmsIntent(recipient=RECIPIENT, body=BODY), RetryPolicy(maximum_attempts=3)
+            "ok-3",
+            SmsIntent(recipient=RECIPIENT, body=BODY),
+            RetryPolicy(
+                settle_after=timedelta(milliseconds=300),
+                framework_settle_after=timedelta(milliseconds=200),
+                maximum_attempts=3,
+            ),
         )
         record = await ledger.begin_attempt("ok-3", "10.0.0.1:5555")
         confirm = confirm_delivery(record, provider_object_id=300, now=ledger.now())

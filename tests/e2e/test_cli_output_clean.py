@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,13 @@ async def seed_hostile(path: Path, device: str) -> None:
         record = await ledger.begin_attempt("hostile-1", device)
         await ledger.apply(note_error(record, HOSTILE_ERROR, now=ledger.now()))
         await ledger.create_action(
-            MARKDOWN_ID, SmsIntent(recipient=RECIPIENT, body="hi"), RetryPolicy(maximum_attempts=1)
+            MARKDOWN_ID,
+            SmsIntent(recipient=RECIPIENT, body="hi"),
+            RetryPolicy(
+                settle_after=timedelta(milliseconds=300),
+                framework_settle_after=timedelta(milliseconds=200),
+                maximum_attempts=1,
+            ),
         )
         other = await ledger.begin_attempt(MARKDOWN_ID, "10.0.0.9:5555")
         await ledger.apply(fail_delivery(other, reason=MARKDOWN_ERROR, now=ledger.now()))

@@ -51,7 +51,12 @@ async def seed_long_ids(path: Path) -> list[str]:
     """One action with a 60-character id and two attempts on ``DEVICE``: the first failed
     with a long reason, the second sent the wrong text (MISMATCH, budget spent, review).
     Returns the two dispatch ids."""
-    policy = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(0))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=2,
+        initial_interval=timedelta(0),
+    )
     async with Ledger.open(path) as ledger:
         await ledger.create_action(LONG_ID, SmsIntent(recipient=RECIPIENT, body=BODY), policy)
         first = await ledger.begin_attempt(LONG_ID, DEVICE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -20,11 +20,14 @@ SENT = 2
 async def in_flight_with_sent_row(
     ledger_path: Path | str, phone: SimulatedPhone, action_id: str
 ) -> str:
-    """An attempt whose send reached the phone but whose reply was lost: the row is in the
-    sent box, the ledger still says PENDING. Returns its dispatch id."""
+    """An attempt whose send reached the phone half an hour ago but whose reply was lost: the
+    row is in the sent box, the ledger still says PENDING. Its messaging app can no longer
+    mark the row failed (``RetryPolicy.settle_after``, 26 minutes, has passed), so the first
+    read that finds it proves the send. Returns its dispatch id."""
+    then = datetime.now(UTC) - timedelta(minutes=30)
     async with Ledger.open(ledger_path) as ledger:
-        await ledger.create_action(action_id, SmsIntent(recipient=RECIPIENT, body=BODY))
-        record = await ledger.begin_attempt(action_id, phone.serial)
+        await ledger.create_action(action_id, SmsIntent(recipient=RECIPIENT, body=BODY), now=then)
+        record = await ledger.begin_attempt(action_id, phone.serial, now=then)
         await ledger.apply(
             record_submission(
                 record,
@@ -65,7 +68,8 @@ async def test_reconcile_json(phone: SimulatedPhone, ledger_path: Path, adb_key_
     data = json.loads(result.stdout)
     assert [phone.serial] == [device["device"] for device in data["devices"]]
     assert data["devices"][0]["reachable"] is True
-    assert ("IN_FLIGHT", "SUCCEEDED") == (
+    # dispatched half an hour ago: UNKNOWN (past the grace window) until the read
+    assert ("UNKNOWN", "SUCCEEDED") == (
         data["changes"][0]["from_status"],
         data["changes"][-1]["to_status"],
     )
@@ -91,7 +95,11 @@ async def test_reconcile_unreachable_device_changes_nothing(
 ) -> None:
     """A device that refuses connections is reported (exit 1); its attempt stays unresolved."""
     serial = f"127.0.0.1:{closed_port}"
-    policy = RetryPolicy(grace_window=timedelta(0))
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        grace_window=timedelta(0),
+    )
     async with Ledger.open(ledger_path) as ledger:
         await ledger.create_action("A-19", SmsIntent(recipient=RECIPIENT, body=BODY), policy)
         await ledger.begin_attempt("A-19", serial)

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Action, ActionSummary, RetryPolicy, SmsIntent, Status
 from starebrain_actions.cli import main, send_exit_code
-from tests.conftest import PhoneFactory
+from tests.conftest import OUTBOX_FIRST, PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT, Target, starebrain_command
 
 SENT = 2
@@ -205,7 +205,7 @@ async def test_send_unresolved_is_exit_3(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """The message sits in the outbox when --wait ends: still unresolved, exit 3."""
-    phone = await phone_factory(faults=["stuck-outbox"])
+    phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)
     result = await send(
         ledger_target,
         adb_key_path,
@@ -303,7 +303,7 @@ async def test_send_names_the_attempt_it_waits_for(
 ) -> None:
     """A send that meets another action's unresolved attempt on the phone says at once, on
     stderr, which attempt and action it waits for, and exits 3 when its wait ends."""
-    phone = await phone_factory(faults=["stuck-outbox"])
+    phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)
     first = await send(
         ledger_target, adb_key_path, phone.serial,
         "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "1.5",

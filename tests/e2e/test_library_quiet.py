@@ -55,7 +55,12 @@ async def main() -> int:
             db=folder / "ledger.db",
             device=phone.serial,
             key_path=key,
-            policy=RetryPolicy(maximum_attempts=2, grace_window=timedelta(seconds=1)),
+            policy=RetryPolicy(
+                settle_after=timedelta(milliseconds=300),
+                framework_settle_after=timedelta(milliseconds=200),
+                maximum_attempts=2,
+                grace_window=timedelta(seconds=1),
+            ),
             poll_interval_s=0.05,
             command_timeout_s=1,
         ) as agent:

@@ -34,9 +34,10 @@ async def test_failed_rows_are_claimed_by_kind_and_above_the_anchor(tmp_path: Pa
         await _failed(ledger, 1, DEVICE, 12, "sms")
         await _failed(ledger, 2, DEVICE, 13, "mms")
         await _failed(ledger, 3, "127.0.0.1:5556", 14, "sms")
-        assert {11, 12} == await ledger.claimed_provider_ids(DEVICE, 10)
-        assert {12} == await ledger.claimed_provider_ids(DEVICE, 11)
-        assert {13} == await ledger.claimed_mms_ids(DEVICE, 0)
+        # (_id, date): the evidence of these failed attempts names no date
+        assert {(11, None), (12, None)} == await ledger.claimed_provider_ids(DEVICE, 10)
+        assert {(12, None)} == await ledger.claimed_provider_ids(DEVICE, 11)
+        assert {(13, None)} == await ledger.claimed_mms_ids(DEVICE, 0)
         assert set() == await ledger.claimed_mms_ids(DEVICE, 13)
 
 

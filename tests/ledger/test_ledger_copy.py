@@ -220,7 +220,14 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
     with pytest.raises(TargetRefused, match="not empty") as refused:
         await copy(source, pg_url)
     assert not refused.value.usage
-    assert {"actions": 1, "attempts": 1, "duplicates": 0, "history": 1} == await pg_counts(pg_url)
+    assert {
+        "actions": 1,
+        "attempts": 1,
+        "duplicates": 0,
+        "history": 1,
+        "phones": 0,
+        "phone_addresses": 0,
+    } == await pg_counts(pg_url)
     async with Ledger.open(pg_url) as ledger:
         assert history == await ledger.history("mine")
 

@@ -187,13 +187,27 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
     for table in ("actions", "history", "sqlite_sequence"):
         assert before[table] == rows(path, table, ORDERS[table]), table
     expected_attempts = [
-        {**row, "provider_kind": None if row["provider_object_id"] is None else "sms"}
+        {
+            **row,
+            "provider_kind": None if row["provider_object_id"] is None else "sms",
+            # version 7: the row's date, from the evidence its confirmation kept
+            "provider_row_date_ms": (
+                json.loads(row["evidence_json"]).get("date_ms")
+                if row["provider_object_id"] is not None
+                else None
+            ),
+        }
         for row in before["attempts"]
     ]
     assert expected_attempts == rows(path, "attempts", ORDERS["attempts"])
-    assert [{**row, "provider_kind": "sms"} for row in before["duplicates"]] == rows(
-        path, "duplicates", ORDERS["duplicates"]
-    )
+    assert [
+        {
+            **row,
+            "provider_kind": "sms",
+            "provider_row_date_ms": json.loads(row["evidence_json"]).get("date_ms"),
+        }
+        for row in before["duplicates"]
+    ] == rows(path, "duplicates", ORDERS["duplicates"])
     # every table, index and trigger kept; version 3 adds the duplicates' dispatch index,
     # version 4 the indexes of paged reads (later versions more indexes: the whole schema is
     # compared with the shipped one below)
@@ -252,15 +266,21 @@ async def test_a_migrated_ledger_enforces_the_version_2_constraints(tmp_path: Pa
         await ledger.apply(try_accept(mms, MatchVerdict(matched=True), now=ledger.now()))
         await ledger.create_action("A-6", SmsIntent(recipient="+12025550100", body="six"))
         other = await ledger.begin_attempt("A-6", "dev")
-        for kind, provider_id, refusal in [
-            (ProviderKind.SMS, 7, "UNIQUE"),
-            (ProviderKind.MMS, 7, "UNIQUE"),
-            (ProviderKind.SMS, 8, "recorded as a duplicate"),
+        # version 7: a row is named by its _id and its date (the duplicate's, 2000, from the
+        # evidence it kept; none known for the v1 artifact)
+        for kind, provider_id, date_ms, refusal in [
+            (ProviderKind.SMS, 7, None, "UNIQUE"),
+            (ProviderKind.MMS, 7, None, "UNIQUE"),
+            (ProviderKind.SMS, 8, 2000, "recorded as a duplicate"),
         ]:
             with pytest.raises(LedgerError, match=refusal):
                 await ledger.apply(
                     confirm_delivery(
-                        other, provider_object_id=provider_id, provider_kind=kind, now=ledger.now()
+                        other,
+                        provider_object_id=provider_id,
+                        provider_kind=kind,
+                        row_date_ms=date_ms,
+                        now=ledger.now(),
                     )
                 )
         other = await ledger.apply(

@@ -163,7 +163,7 @@ async def test_a_newer_schema_is_refused_untouched_and_read_only_never_writes(
         versions = await raw.fetch(f"SELECT version FROM {VERSION_TABLE} ORDER BY version")
     finally:
         await raw.close()
-    assert [PG_SCHEMA_VERSION, 99] == [row[0] for row in versions]
+    assert [*range(1, PG_SCHEMA_VERSION + 1), 99] == [row[0] for row in versions]
 
 
 async def test_two_processes_opening_one_new_schema_migrate_it_once(pg_url: str) -> None:
@@ -181,7 +181,10 @@ async def test_two_processes_opening_one_new_schema_migrate_it_once(pg_url: str)
         actions = await raw.fetchval("SELECT count(*) FROM actions")
     finally:
         await raw.close()
-    assert ([PG_SCHEMA_VERSION], 4) == ([row[0] for row in versions], actions)
+    assert (list(range(1, PG_SCHEMA_VERSION + 1)), 4) == (
+        sorted(row[0] for row in versions),
+        actions,
+    )
 
 
 async def test_the_password_never_appears_in_an_error() -> None:

@@ -286,11 +286,38 @@ async def test_claimed_ids_are_per_table(ledger: Ledger) -> None:
     await ledger.record_duplicate(sms.dispatch_id, provider_object_id=21)
     await ledger.record_duplicate(mms.dispatch_id, provider_object_id=31, provider_kind=MMS)
     await ledger.record_duplicate(mms.dispatch_id, provider_object_id=10, provider_kind=MMS)
-    assert {20, 21} == await ledger.claimed_provider_ids("dev", 10)
-    assert {21} == await ledger.claimed_provider_ids("dev", 20)
-    assert {30, 31} == await ledger.claimed_mms_ids("dev", 10)
-    assert {10, 30, 31} == await ledger.claimed_mms_ids("dev", 0)
+
+    def ids(claims: set[tuple[int, int | None]]) -> set[int]:
+        return {row_id for row_id, _date in claims}
+
+    assert {20, 21} == ids(await ledger.claimed_provider_ids("dev", 10))
+    assert {21} == ids(await ledger.claimed_provider_ids("dev", 20))
+    assert {30, 31} == ids(await ledger.claimed_mms_ids("dev", 10))
+    assert {10, 30, 31} == ids(await ledger.claimed_mms_ids("dev", 0))
     assert set() == await ledger.claimed_mms_ids("dev-2", 0)
+
+
+async def test_a_reused_id_is_another_row(ledger: Ledger) -> None:
+    """SMS _ids are reused once the latest rows are deleted (MmsSmsDatabaseHelper: INTEGER
+    PRIMARY KEY without AUTOINCREMENT): _id 20 dated 1000 and _id 20 dated 2000 are two
+    messages. Each confirms its own attempt, the claims name both with their dates, and the
+    same _id and date never confirms two attempts (issue 21, item 1)."""
+    first = await attempt(ledger, "A-1")
+    await ledger.apply(
+        confirm_delivery(first, provider_object_id=20, row_date_ms=1000, now=ledger.now())
+    )
+    await ledger.resolve("A-1", as_sent=True, reason="done", operator="o")
+    second = await attempt(ledger, "A-2")
+    later = await ledger.apply(
+        confirm_delivery(second, provider_object_id=20, row_date_ms=2000, now=ledger.now())
+    )
+    assert (20, 2000) == (later.provider_object_id, later.provider_row_date_ms)
+    assert {(20, 1000), (20, 2000)} == await ledger.claimed_provider_ids("dev", 10)
+    third = await attempt(ledger, "A-3")
+    with pytest.raises(LedgerError, match=r"UNIQUE|unique|duplicate key"):
+        await ledger.apply(
+            confirm_delivery(third, provider_object_id=20, row_date_ms=2000, now=ledger.now())
+        )
 
 
 async def test_device_floor_counts_sms_ids_only(ledger: Ledger) -> None:

@@ -1,8 +1,8 @@
 """The PostgreSQL schema refuses what breaks an invariant, exactly as the SQLite schema does.
 
-Every test runs raw SQL against a fresh PostgreSQL schema built from
-``starebrain_actions/schema/postgres/0001_ledger.sql``: a person with ``psql`` gets no further
-than the ledger's own code. The server is ``STAREBRAIN_TEST_PG`` or the local test database;
+Every test runs raw SQL against a fresh PostgreSQL schema built from the scripts of
+``starebrain_actions/schema/postgres/`` in order: a person with ``psql`` gets no further than
+the ledger's own code. The server is ``STAREBRAIN_TEST_PG`` or the local test database;
 when it cannot be reached the tests fail, they are not skipped.
 """
 
@@ -21,7 +21,7 @@ import pytest
 import starebrain_actions
 from starebrain_actions import Ledger
 
-SCRIPT = Path(starebrain_actions.__file__).parent / "schema" / "postgres" / "0001_ledger.sql"
+SCRIPTS = sorted((Path(starebrain_actions.__file__).parent / "schema" / "postgres").glob("*.sql"))
 T = "2026-01-01T00:00:00.000000Z"
 
 #: The statements that make one action A-17 with one PENDING attempt d-1 on device ``dev``.
@@ -40,13 +40,22 @@ SECOND_ON_DEV = (
 )
 
 
-def confirm(dispatch_id: str, provider_object_id: int | None = None, kind: str = "sms") -> str:
-    """An UPDATE confirming an attempt, naming a provider row when ``provider_object_id``."""
+def confirm(
+    dispatch_id: str,
+    provider_object_id: int | None = None,
+    kind: str = "sms",
+    *,
+    date_ms: int | None = None,
+) -> str:
+    """An UPDATE confirming an attempt, naming a provider row when ``provider_object_id`` (and
+    its date when ``date_ms``)."""
     artifact = (
         f", provider_object_id = {provider_object_id}, provider_kind = '{kind}'"
         if provider_object_id is not None
         else ""
     )
+    if date_ms is not None:
+        artifact += f", provider_row_date_ms = {date_ms}"
     return (
         f"UPDATE attempts SET delivery = 'CONFIRMED', confirmed_at = '{T}'{artifact},"
         f" version = version + 1, last_event = 'confirm' WHERE dispatch_id = '{dispatch_id}'"
@@ -70,7 +79,8 @@ async def db() -> AsyncIterator[asyncpg.Connection]:
         # as the migration runner will: one script, one transaction, search_path set
         async with connection.transaction():
             await connection.execute(f"SET LOCAL search_path TO {schema}")
-            await connection.execute(SCRIPT.read_text(encoding="utf-8"))
+            for script in SCRIPTS:
+                await connection.execute(script.read_text(encoding="utf-8"))
         await connection.execute(f"SET search_path TO {schema}")
         yield connection
     finally:
@@ -221,7 +231,21 @@ REFUSALS: list[tuple[str, tuple[str, ...], str, type[Exception], str]] = [
         (confirm("d-1", 5), *SECOND_ON_DEV),
         confirm("d-2", 5),
         UniqueViolation,
-        "attempts_device_provider_kind_provider_object_id_key",
+        "attempts_provider_row",
+    ),
+    (
+        "the same provider row and date confirming two attempts",
+        (confirm("d-1", 5, date_ms=1000), *SECOND_ON_DEV),
+        confirm("d-2", 5, date_ms=1000),
+        UniqueViolation,
+        "attempts_provider_row",
+    ),
+    (
+        "a row's date without its _id",
+        (),
+        "UPDATE attempts SET provider_row_date_ms = 1000, version = version + 1",
+        CheckViolation,
+        "attempts_row_date_names_a_row",
     ),
     (
         "a duplicate that is an artifact",
@@ -676,7 +700,8 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
         row[0]
         for row in await db.fetch(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
-            " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history')"
+            " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history',"
+            " 'phones', 'phone_addresses')"
         )
     }
 

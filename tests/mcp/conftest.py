@@ -21,8 +21,23 @@ from android_bridge.simulator import SimulatedPhone
 
 TO = "+1 202 555 0100"
 BODY = "Your code is 4821"
-#: A policy fast enough for tests: UNKNOWN after a second, quick backoff, short timeouts.
-FAST = ["--grace", "1", "--backoff", "0.05", "--connect-timeout", "3", "--command-timeout", "5"]
+#: A policy fast enough for tests: UNKNOWN after a second, quick backoff, short timeouts, and
+#: rows settled as soon as the simulated phones' radios can have answered (the MCP client
+#: starts the server with a minimal environment: no $STAREBRAIN_SETTLE_AFTER).
+FAST = [
+    "--grace",
+    "1",
+    "--backoff",
+    "0.05",
+    "--connect-timeout",
+    "3",
+    "--command-timeout",
+    "5",
+    "--settle-after",
+    "0.3",
+    "--framework-settle-after",
+    "0.2",
+]
 
 
 def starebrain() -> list[str]:

@@ -240,7 +240,12 @@ async def test_detailed_status_is_redacted_unless_shown(client_for: OpenClient) 
 # --------------------------------------------------------------------------- next_step (pure)
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-POLICY = RetryPolicy(maximum_attempts=3, grace_window=timedelta(seconds=60))
+POLICY = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=60),
+)
 
 
 def _action(action_id: str = "A-17") -> Action:

@@ -22,6 +22,8 @@ from .conftest import BODY, TO, error_text, sms_out, structured
 
 PhoneFactory = Callable[..., Any]
 FAST = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
     maximum_attempts=3,
     grace_window=timedelta(seconds=1),
     initial_interval=timedelta(milliseconds=50),

@@ -40,6 +40,8 @@ def emit(**data: Any) -> None:
 def policy_of(spec: dict[str, Any]) -> RetryPolicy:
     """The retry policy every host gives every action (one fingerprint for all)."""
     return RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
         maximum_attempts=int(spec["maximum_attempts"]),
         initial_interval=timedelta(seconds=spec["initial_interval_s"]),
         maximum_interval=timedelta(seconds=1),

@@ -7,11 +7,13 @@ import sqlite3
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 from adb_shell.exceptions import TcpTimeoutException
 
 from android_bridge.simulator import Fault, SimulatedPhone
+from android_bridge.simulator._apps import AOSP_MESSAGING
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import connect, send_command, without_wait_lines
 
@@ -44,16 +46,40 @@ async def test_normal_send_writes_one_sent_row(
     assert ("+15550100", BODY, 2) == (row.address, row.body, row.type)
     assert "com.google.android.apps.messaging" == row.creator
     assert row.thread_id is not None and row.thread_id > 0
-    assert row.date is not None and row.date_sent is not None
-    assert row.date <= row.date_sent
-    assert (1, 1, -1, 0, 1) == (row.read, row.seen, row.status, row.error_code, row.sub_id)
+    # written as the app writes it before sending (InsertNewMessageAction): date_sent 0,
+    # status -1, error_code the provider's default, never changed by a successful send
+    assert row.date is not None and 0 == row.date_sent
+    assert (1, 1, -1, -1, 1) == (row.read, row.seen, row.status, row.error_code, row.sub_id)
 
 
-async def test_send_delay_keeps_row_in_outbox_until_done(
+@pytest.mark.parametrize("app", ["aosp", "google", "samsung"])
+async def test_the_app_writes_its_row_sent_before_the_radio_answers(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, app: str
+) -> None:
+    """Every app writes its row SENT (type 2) before anything is sent and keeps it so while
+    it sends (AOSP Messaging's optimistic write, InsertNewMessageAction and
+    SendMessageAction, packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1;
+    assumed of the closed apps): nothing has left the phone yet, and the row, already SENT,
+    is no different afterwards."""
+    phone = await phone_factory(app=app, send_delay_ms=150)
+    device = await connect(phone, adb_signer)
+    await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+    assert [] == phone.transmissions
+    before = phone.store.rows()
+    await phone.wait_idle()
+    assert [BODY] == [t.body for t in phone.transmissions]
+    assert before == phone.store.rows()
+
+
+async def test_an_app_that_writes_the_outbox_first_moves_its_row_to_sent(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
-    """With a send delay the row is OUTBOX (type 4) at first and SENT after wait_idle."""
-    phone = await phone_factory(send_delay_ms=150)
+    """A profile with ``optimistic_sent=False`` (no app known to do so; for tests): OUTBOX
+    (type 4) at first, SENT after the radio's answer."""
+    app = attrs.evolve(AOSP_MESSAGING, optimistic_sent=False)
+    phone = await phone_factory(app=app, send_delay_ms=150)
     device = await connect(phone, adb_signer)
     await device.shell(send_command("+15550100", BODY))
     await device.close()
@@ -108,7 +134,9 @@ async def test_drop_before_send_resets_and_sends_nothing(
     ("fault", "expected"),
     [
         ("send-fails", [("+15550100", BODY, 5)]),
-        ("stuck-outbox", [("+15550100", BODY, 4)]),
+        # the radio never sends it: the app's row stays SENT (it gives up in its own
+        # database only: ProcessPendingMessagesAction, FixupMessageStatusOnStartupAction)
+        ("stuck-outbox", [("+15550100", BODY, 2)]),
         ("duplicate-send", [("+15550100", BODY, 2), ("+15550100", BODY, 2)]),
         ("mangle-body", [("+15550100", "your code is 4821", 2)]),
         ("wrong-recipient", [("+15550101", BODY, 2)]),
@@ -132,14 +160,16 @@ async def test_send_faults_change_what_lands_in_the_store(
 async def test_send_fails_records_a_radio_error(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """A failed send is type 5 with a generic-failure error code, invisible to the shell user."""
+    """A failed send is type 5 (the app rewrites only the type: MmsUtils
+    .updateSmsMessageSendingStatus; error_code keeps the provider's default), invisible to the
+    shell user."""
     phone.inject_fault("send-fails")
     device = await connect(phone, adb_signer)
     await device.shell(send_command("+15550100", BODY))
     assert "No result found.\n" == await device.shell("content query --uri content://sms")
     await device.close()
     [row] = phone.store.rows()
-    assert (5, 1) == (row.type, row.error_code)
+    assert (5, -1) == (row.type, row.error_code)
 
 
 async def test_fault_count_applies_to_that_many_sends(
