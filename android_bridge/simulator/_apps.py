@@ -202,8 +202,9 @@ GOOGLE_MESSAGES: Final = MessagingAppProfile(
 )
 
 #: Samsung Messages (closed source). Assumed as for Google Messages: the row written SENT
-#: before the send; SENDTO lands in the open task; Samsung "Chat" (RCS); group MMS; subject read; MMS past 3 segments; whitespace
-#: trimmed; the compose activity named as in Samsung's ``com.android.mms`` heritage.
+#: before the send; SENDTO lands in the open task; Samsung "Chat" (RCS); group MMS; subject
+#: read; MMS past 3 segments; whitespace trimmed; the compose activity named as in Samsung's
+#: ``com.android.mms`` heritage.
 SAMSUNG_MESSAGES: Final = MessagingAppProfile(
     name="samsung",
     package="com.samsung.android.messaging",
