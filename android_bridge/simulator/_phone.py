@@ -27,6 +27,7 @@ from android_bridge.simulator._apps import (
     simple_characters,
 )
 from android_bridge.simulator._auth import AuthorizedKeys
+from android_bridge.simulator._awk import awk
 from android_bridge.simulator._content import ContentAccess, ContentCommand
 from android_bridge.simulator._device import (
     DEFAULT_FOCUS_DELAY_MS,
@@ -641,6 +642,7 @@ class SimulatedPhone:
         )
         commands: dict[str, CommandFn] = {
             "am": self._messaging.am,
+            "awk": awk,
             "cmd": self.system_state.cmd,
             "dumpsys": self.system_state.dumpsys,
             "settings": self.system_state.settings,
