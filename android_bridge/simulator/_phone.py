@@ -137,6 +137,8 @@ class SimulatedPhone:
         tcpip_survives_reboot: bool = False,
         disable_adb_auth_timeout: bool = False,
         sim_sub_ids: Sequence[int] = (DEFAULT_SUB_ID,),
+        work_profile: bool = False,
+        secondary_user_sms_app: str | None = None,
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -222,6 +224,8 @@ class SimulatedPhone:
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
         #: ``dumpsys``, ``cmd role`` and ``settings`` over the windows, screen and apps.
         self.system_state = SystemState(self._messaging, lambda: self.release)
+        self.system_state.work_profile = work_profile
+        self.system_state.secondary_user_sms_app = secondary_user_sms_app
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
         self._drops_after_command: list[tuple[str, int]] = []

@@ -50,14 +50,35 @@ class AndroidRelease:
     adb_auth_expiry: timedelta | None
     #: ``cmd role get-role-holders android.app.role.SMS`` answers (the Permission module's
     #: ``RoleShellCommand``, marked ``@RequiresApi(S)``: Android 12+; the frameworks/base
-    #: ``RoleManagerShellCommand`` of 10 and 11 has no ``get-role-holders``); before that the
-    #: default SMS app is ``settings get secure sms_default_application``.
+    #: ``RoleManagerShellCommand`` of 10 and 11 has no ``get-role-holders``).
     role_shell_command: bool
+    #: The role service (``RoleService``, ``RoleShellCommand``, ``dumpsys role``) lives in the
+    #: updatable Permission module (APEX ``com.android.permission``, ``service-permission``;
+    #: ``@RequiresApi(S)``, packages/modules/Permission android-12.0.0_r12 on), so a module
+    #: update through Google Play replaces it: 12+. On 10 and 11 it is frameworks/base's
+    #: ``RoleManagerService`` and no module update can change it.
+    role_service_in_module: bool
+    #: ``dumpsys role`` prints ``fallback_enabled=<true|false>`` after each role's ``name=``
+    #: (``RoleUserState.dump``, Permission commit cdc0ad9ab, 2023-10-09: in
+    #: android-14.0.0_r29 and later, not in 14.0.0_r11, r17 or r25; the lineage-22.0 branch
+    #: for 15 has it, its AOSP tag could not be read). Android 14 is modelled at its first
+    #: tags (without it).
+    role_dump_fallback_enabled: bool
 
     @property
     def release(self) -> str:
         """``ro.build.version.release``."""
         return str(self.version)
+
+    @property
+    def role_dump_header(self) -> str:
+        """The line ``dumpsys role`` prints before its state: ``ROLE MANAGER STATE (dumpsys
+        role):`` from frameworks/base ``RoleManagerService`` (10, 11; undated stored versions
+        with R-era APIs), ``ROLE STATE (dumpsys role):`` from the module's ``RoleService``
+        (12.0.0_r12, 13.0.0_r11, 14.0.0_r11, lineage-22.0)."""
+        if self.role_service_in_module:
+            return "ROLE STATE (dumpsys role):"
+        return "ROLE MANAGER STATE (dumpsys role):"
 
     @property
     def sms_query_checker(self) -> bool:
@@ -100,6 +121,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=False,
+        role_service_in_module=False,
+        role_dump_fallback_enabled=False,
     ),
     11: AndroidRelease(
         version=11,
@@ -110,6 +133,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=False,
+        role_service_in_module=False,
+        role_dump_fallback_enabled=False,
     ),
     12: AndroidRelease(
         version=12,
@@ -120,6 +145,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     13: AndroidRelease(
         version=13,
@@ -130,6 +157,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     14: AndroidRelease(
         version=14,
@@ -140,6 +169,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     15: AndroidRelease(
         version=15,
@@ -150,6 +181,8 @@ _RELEASES: Final = {
         am_unresolved_exit=1,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=True,
     ),
 }
 

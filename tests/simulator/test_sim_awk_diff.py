@@ -2,7 +2,10 @@
 
 Android's ``/system/bin/awk`` is one-true-awk (external/one-true-awk, "version 20190125" at
 android-10.0.0_r30 to "version 20240311" at android-15.0.0_r1); Debian's ``original-awk`` is
-the same program (version 20220912 in bookworm).
+the same program (version 20220912 in bookworm). The send script's ``dumpsys role`` parser
+(``android_bridge._role.ROLE_DUMP_AWK``) runs on generated dumps, one user or several, roles
+with no holder, one or several, Android 15's ``fallback_enabled=`` lines, and look-alike
+names; each run must agree between the two awks and give user 0's SMS holders.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import shutil
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from android_bridge._role import ROLE_DUMP_AWK, ROLE_SMS
 from android_bridge.simulator._awk import awk
 
 ORIGINAL_AWK = shutil.which("original-awk")
@@ -54,6 +60,115 @@ def agree(argv: list[str], stdin: str) -> Result:
     assert "" == stderr
     assert run_real(argv, stdin) == (stdout, status)
     return stdout, status
+
+
+# -- generated dumps ------------------------------------------------------------------------
+
+_PACKAGE = st.sampled_from(
+    ["com.android.messaging", "com.google.android.apps.messaging", "org.example.sms", "a.b"]
+)
+_ROLE_NAME = st.sampled_from(
+    [
+        ROLE_SMS,
+        ROLE_SMS,
+        "android.app.role.DIALER",
+        "android.app.role.HOME",
+        "android.app.role.SMS_EXTRA",
+        "xandroid.app.role.SMS",
+    ]
+)
+_ROLE = st.tuples(_ROLE_NAME, st.lists(_PACKAGE, max_size=3))
+_USER = st.tuples(
+    st.sampled_from([0, 0, 10, 11, 100]),
+    st.lists(_ROLE, max_size=4),
+)
+
+
+def _field(lines: list[str], indent: str, name: str, values: list[str | list[str]]) -> None:
+    """``DualDumpOutputStream``: one value as ``name=value`` (``name={`` for an object), several
+    as ``name=[`` with unnamed elements."""
+    if len(values) == 1:
+        _value(lines, indent, name + "=", values[0])
+        return
+    lines.append(f"{indent}{name}=[")
+    for value in values:
+        _value(lines, indent + "  ", "", value)
+    lines.append(f"{indent}]")
+
+
+def _value(lines: list[str], indent: str, label: str, value: str | list[str]) -> None:
+    if isinstance(value, str):
+        lines.append(f"{indent}{label}{value}")
+        return
+    lines.append(f"{indent}{label}{{")
+    lines.extend(f"{indent}  {line}" for line in value)
+    lines.append(f"{indent}}}")
+
+
+def _dump(users: list[tuple[int, list[tuple[str, list[str]]]]], fallback: bool) -> str:
+    """A ``dumpsys role`` text of these users and roles."""
+    states: list[str | list[str]] = []
+    for user_id, roles in users:
+        state = [f"user_id={user_id}", "version=5", "packages_hash=0123ABCD"]
+        objects: list[str | list[str]] = []
+        for name, holders in roles:
+            role = [f"name={name}"] + (["fallback_enabled=false"] if fallback else [])
+            if holders:
+                held: list[str] = []
+                _field(held, "", "holders", list(holders))
+                role += held
+            objects.append(role)
+        if objects:
+            _field(state, "", "roles", objects)
+        states.append(state)
+    lines = ["ROLE STATE (dumpsys role):", "{"]
+    if states:
+        _field(lines, "  ", "user_states", states)
+    lines.append("}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _expected(users: list[tuple[int, list[tuple[str, list[str]]]]]) -> Result:
+    """What the parser must give: user 0's SMS holders (the first ``holders=`` line only when
+    several, as ``holders=[``), exit 0 when user 0 has the SMS role, else an empty line, 1."""
+    held: list[str] = []
+    found = False
+    for user_id, roles in users:
+        for name, holders in roles:
+            if user_id == 0 and name == ROLE_SMS:
+                found = True
+                if len(holders) == 1:
+                    held.append(holders[0])
+                elif holders:
+                    held.append("[")
+    return ";".join(held) + "\n", 0 if found else 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(users=st.lists(_USER, max_size=3), fallback=st.booleans())
+def test_the_role_dump_parser_agrees_and_finds_user_0s_holder(
+    users: list[tuple[int, list[tuple[str, list[str]]]]], fallback: bool
+) -> None:
+    """ROLE_DUMP_AWK gives the same output and status in both awks, and that is user 0's SMS
+    holders: never another user's, never a look-alike role's; nothing and status 1 when user
+    0 has no SMS role (several holders come out as ``[``, which is no package)."""
+    assert _expected(users) == agree(["-F=", ROLE_DUMP_AWK], _dump(users, fallback))
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "",
+        "Can't find service: role\n",
+        "Permission Denial: can't dump role from from pid=1, uid=2000\n",
+        "ROLE STATE (dumpsys role):\n{\n}\n",
+        "user_id=0\nname=android.app.role.SMS\nholders=a.b",  # no final newline
+        "  user_id=0\r\n  name=android.app.role.SMS\r\n  holders=a.b\r\n",
+    ],
+)
+def test_the_role_dump_parser_on_other_answers(stdin: str) -> None:
+    """Whatever else dumpsys prints, both awks agree; only a user 0 SMS role exits 0."""
+    agree(["-F=", ROLE_DUMP_AWK], stdin)
 
 
 # -- the modelled subset --------------------------------------------------------------------
