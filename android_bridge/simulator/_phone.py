@@ -137,6 +137,8 @@ class SimulatedPhone:
         tcpip_survives_reboot: bool = False,
         disable_adb_auth_timeout: bool = False,
         sim_sub_ids: Sequence[int] = (DEFAULT_SUB_ID,),
+        permission_module_updated: bool = False,
+        sms_default_setting: str | None = None,
         work_profile: bool = False,
         secondary_user_sms_app: str | None = None,
     ) -> None:
@@ -224,6 +226,8 @@ class SimulatedPhone:
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
         #: ``dumpsys``, ``cmd role`` and ``settings`` over the windows, screen and apps.
         self.system_state = SystemState(self._messaging, lambda: self.release)
+        self.system_state.permission_module_updated = permission_module_updated
+        self.system_state.sms_default_setting = sms_default_setting
         self.system_state.work_profile = work_profile
         self.system_state.secondary_user_sms_app = secondary_user_sms_app
         self.reboots = 0

@@ -48,9 +48,15 @@ class AndroidRelease:
     #: is already in Android 10's ``com.android.server.adb.AdbDebuggingManager`` (the Q-era
     #: version, before Wireless debugging), so 10 expires keys too. None: never.
     adb_auth_expiry: timedelta | None
-    #: ``cmd role get-role-holders android.app.role.SMS`` answers (the Permission module's
-    #: ``RoleShellCommand``, marked ``@RequiresApi(S)``: Android 12+; the frameworks/base
-    #: ``RoleManagerShellCommand`` of 10 and 11 has no ``get-role-holders``).
+    #: ``cmd role get-role-holders ROLE`` exists in the platform's role service: Android 14 and
+    #: 15. It was added to the Permission module's ``RoleShellCommand`` by commit 2e97608b
+    #: (2022-09-20), which android-14.0.0_r11 and r67 contain and android-12.0.0_r12,
+    #: 12.1.0_r11, 13.0.0_r11 and 13.0.0_r52 do not (packages/modules/Permission, read at
+    #: those tags; the r1 tags could not be read). frameworks/base's
+    #: ``RoleManagerShellCommand`` of 10 and 11 has add-, remove- and clear-role-holders only.
+    #: Elsewhere ``cmd role`` prints ``Unknown command: get-role-holders`` (on stdout) and
+    #: exits 255. A Play-updated Permission module gains it on 12 and 13 (see
+    #: ``role_service_in_module``).
     role_shell_command: bool
     #: The role service (``RoleService``, ``RoleShellCommand``, ``dumpsys role``) lives in the
     #: updatable Permission module (APEX ``com.android.permission``, ``service-permission``;
@@ -62,7 +68,7 @@ class AndroidRelease:
     #: (``RoleUserState.dump``, Permission commit cdc0ad9ab, 2023-10-09: in
     #: android-14.0.0_r29 and later, not in 14.0.0_r11, r17 or r25; the lineage-22.0 branch
     #: for 15 has it, its AOSP tag could not be read). Android 14 is modelled at its first
-    #: tags (without it).
+    #: tags (without it); a Play-updated module brings it (see ``SystemState``).
     role_dump_fallback_enabled: bool
 
     @property
@@ -144,7 +150,7 @@ _RELEASES: Final = {
         sub_id_filter=False,
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
-        role_shell_command=True,
+        role_shell_command=False,
         role_service_in_module=True,
         role_dump_fallback_enabled=False,
     ),
@@ -156,7 +162,7 @@ _RELEASES: Final = {
         sub_id_filter=False,
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
-        role_shell_command=True,
+        role_shell_command=False,
         role_service_in_module=True,
         role_dump_fallback_enabled=False,
     ),

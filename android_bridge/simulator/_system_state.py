@@ -20,11 +20,14 @@ count on a position.
   from 11 (where ``AppWindowToken`` was merged into it), inside ``AppWindowToken{… token=
   Token{… ActivityRecord{…}}}`` on 10. ``dumpsys window`` alone prints every section.
 - ``cmd role get-role-holders [--user N] ROLE`` (``RoleShellCommand.runGetRoleHolders``,
-  packages/modules/Permission): the holders joined by ``;`` on one line, an **empty line**
-  when the role has none (or the user does not have it); the user is 0 unless ``--user``
-  says (``getUserIdMaybe``: ``USER_SYSTEM``). Where the release has no such command
-  (``AndroidRelease.role_shell_command``) ``ShellCommand.handleDefaultCommands`` prints
-  ``Unknown command: get-role-holders`` and ``cmd`` exits 255 (-1).
+  packages/modules/Permission android-14.0.0_r11): the holders joined by ``;`` on one line,
+  an **empty line** when the role has none (or the user does not have it); the user is 0
+  unless ``--user`` says (``getUserIdMaybe``: ``USER_SYSTEM``). It exists on 14 and 15
+  (``AndroidRelease.role_shell_command``) and on a 12 or 13 phone whose Permission module
+  Google Play updated (``permission_module_updated``); elsewhere
+  ``BasicShellCommandHandler.handleDefaultCommands`` prints ``Unknown command:
+  get-role-holders`` on stdout and ``cmd`` exits 255 (-1). On 10 and 11 the role service is
+  frameworks/base's and an updated module changes nothing.
 - ``dumpsys role``: ``AndroidRelease.role_dump_header``, then the role state printed by
   ``DualDumpOutputStream`` (frameworks/base ``core/java/com/android/internal/util/dump``;
   ``RoleUserState.dump``, the same fields in frameworks/base for 10 and 11 and in the module
@@ -36,13 +39,16 @@ count on a position.
   user id (12+: the ``mUserStates`` ``SparseArray``; 10/11: ``getUserIds()``). Roles come in
   ``ArrayMap`` order (``String.hashCode``, ascending); a role with no holder has no
   ``holders=`` line. ``fallback_enabled=`` is printed where ``role_dump_fallback_enabled``
-  (15). A work profile (``work_profile``) has no SMS role
+  (15) or with an updated module. A work profile (``work_profile``) has no SMS role
   (``SmsRoleBehavior.isAvailableAsUser``: not for profiles); a secondary user
   (``secondary_user_sms_app``) has its own holder. The roles besides SMS are an
   illustrative handful of ``roles.xml``'s.
 - ``settings get secure sms_default_application`` (``SettingsService`` in SettingsProvider):
-  the value, or the word ``null`` when unset. Android 10 keeps it in step with the SMS role;
-  later releases are modelled the same way.
+  the value, or the word ``null`` when unset. From Android 10 nothing writes it
+  (``SmsApplication.setDefaultApplicationInternal`` only adds the role holder; the role
+  service reads it once, to migrate a phone upgraded from 9): ``null`` on a phone first
+  booted on 10 or later, or whatever stale package ``sms_default_setting`` says (an
+  upgraded phone), never the role holder.
 
 The default SMS app (user 0's SMS role holder) is the phone's app profile's package; with a
 second SMS app installed and no default chosen (``second_sms_app``) there is none, unless a
@@ -168,6 +174,15 @@ class SystemState:
         self._release = release
         self._holder: object = _DERIVED
         self._tasks: dict[str, int] = {}
+        #: The Permission module was updated through Google Play (by a module of the 15
+        #: line): on 12 and 13 ``cmd role get-role-holders`` answers, and from 12 ``dumpsys
+        #: role`` prints ``fallback_enabled=``. On 10 and 11 the role service is not in the
+        #: module, so this changes nothing there.
+        self.permission_module_updated = False
+        #: ``settings get secure sms_default_application``: None prints ``null`` (a phone
+        #: first booted on Android 10 or later); a package is the stale value a phone
+        #: upgraded from 9 kept. Never the role holder.
+        self.sms_default_setting: str | None = None
         #: The phone has a work profile (a managed profile, user 10 or the next free id).
         self.work_profile = False
         #: A secondary user exists whose SMS role is held by this package (None: no such
@@ -195,8 +210,11 @@ class SystemState:
 
     @property
     def has_get_role_holders(self) -> bool:
-        """``cmd role get-role-holders`` exists."""
-        return self._release().role_shell_command
+        """``cmd role get-role-holders`` exists: 14+, or 12+ with an updated module."""
+        release = self._release()
+        return release.role_shell_command or (
+            release.role_service_in_module and self.permission_module_updated
+        )
 
     def role_users(self) -> list[RoleUser]:
         """Every user's roles, in ascending user id: user 0 (the phone's), then a work
@@ -293,7 +311,9 @@ class SystemState:
     def _dump_role(self) -> str:
         """``RoleService.dump`` (12+) / ``RoleManagerService.dump`` (10, 11) as text."""
         release = self._release()
-        fallback = release.role_dump_fallback_enabled
+        fallback = release.role_dump_fallback_enabled or (
+            release.role_service_in_module and self.permission_module_updated
+        )
         root = _DumpObject()
         for user in self.role_users():
             state = _DumpObject()
@@ -391,5 +411,5 @@ class SystemState:
             return Output.err("Invalid namespace\n", 1)
         value = None
         if args == ["secure", SMS_DEFAULT_APPLICATION]:
-            value = self.sms_role_holder
+            value = self.sms_default_setting
         return Output.out(f"{value if value is not None else 'null'}\n")

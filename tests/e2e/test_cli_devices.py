@@ -63,16 +63,16 @@ async def test_devices_reports_release_sms_app_and_answer(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
     """A named phone: it answers, its release and API level, its default SMS app and how it
-    was read (Android 11 has no `cmd role get-role-holders`: the `dumpsys role` parse); exit 0,
+    was read (Android 13 has no `cmd role get-role-holders`: the `dumpsys role` parse); exit 0,
     and no ledger is created."""
-    phone = await phone_factory(android=11, app="samsung")
+    phone = await phone_factory(android=13, app="samsung")
     result = await cli(
         "--db", str(ledger_path), "devices", "--device", phone.serial, "--key", str(adb_key_path)
     )
     assert 0 == result.exit_code, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
     expected = [
-        "yes", "11", "(API", "30)", "com.samsung.android.messaging", "dumpsys", "role", "ui",
+        "yes", "13", "(API", "33)", "com.samsung.android.messaging", "dumpsys", "role", "ui",
         "-", "-",
     ]  # fmt: skip
     assert expected == row.split()[1:]
@@ -109,12 +109,15 @@ async def test_devices_says_which_path_auto_would_take_and_why(
     assert ("ui", True) == (path, "no framework send" in why)
 
 
-async def test_devices_json_on_android_10_reads_the_role_dump(
+async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
     """Android 10 has no `cmd role get-role-holders`: the holder is user 0's in `dumpsys
-    role`, as the send script reads it."""
-    phone = await phone_factory(android=10, app="aosp")
+    role`, as the send script reads it, never the stale `sms_default_application` setting
+    (here naming Google Messages, the default before an upgrade from Android 9)."""
+    phone = await phone_factory(
+        android=10, app="aosp", sms_default_setting="com.google.android.apps.messaging"
+    )
     result = await cli(
         "--db", str(ledger_path), "devices", "--device", phone.serial,
         "--key", str(adb_key_path), "--json",
@@ -148,8 +151,8 @@ async def test_no_default_sms_app_is_said(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
     """Two SMS apps and no default: the row says none (a send would be refused), and the
-    role was read (by cmd role on 15, from dumpsys role on 11)."""
-    for android, source in ((15, "cmd role"), (11, "dumpsys role")):
+    role was read (by cmd role on 15, from dumpsys role on 12)."""
+    for android, source in ((15, "cmd role"), (12, "dumpsys role")):
         phone = await phone_factory(android=android, second_sms_app=True)
         result = await cli(
             "--db", str(ledger_path), "devices", "--device", phone.serial,
