@@ -5,9 +5,11 @@ The round trip runs, in order: the highest visible row's ``_id`` and ``date`` (t
 ``content://mms`` ``_id`` (where a message the app converts to MMS will land), then the send
 step::
 
-    r=<the SMS role holder: cmd role get-role-holders android.app.role.SMS, or on
-       Android 10 settings get secure sms_default_application>; echo SBROLE<nonce>:$r
-    <r is one package [and is MessagingApp.package]> && echo SBOK<nonce>:role
+    <r: user 0's SMS role holder, from cmd role get-role-holders android.app.role.SMS
+       where it exits 0, else from dumpsys role (android_bridge._role)>
+    printf '%s\n' "SBROLE<nonce>:$t:$d:$r"
+    <the role was read ($d is 0)> && <r is one package [and is MessagingApp.package]>
+      && echo SBOK<nonce>:role
       && <dumpsys power: '  mWakefulness=Awake'> && echo SBOK<nonce>:awake
       && <dumpsys window policy: one 'mIsShowing=' line, false> && echo SBOK<nonce>:unlocked
       && o=$(am start -W --activity-clear-task -a android.intent.action.SENDTO -p "$r"
@@ -20,10 +22,11 @@ step::
       && echo SBGO<nonce> && input keyevent …
 
 The checks (``MessagingApp.checks``) run on the phone in the send's one round trip, before any
-key: the default SMS app is read (``RoleShellCommand`` in packages/modules/Permission prints
-the holders joined by ``;``, an empty line for none; on Android 10, which has no such command,
-``cmd`` exits -1 and ``settings`` prints the setting or ``null``) and the intent goes to it
-explicitly (``-p``), so no chooser can appear and no other app can take it; the screen is
+key: the default SMS app is read (:mod:`android_bridge._role`: ``cmd role get-role-holders``
+where the Permission module has it, Android 14+ or a Play-updated module on 12 and 13;
+otherwise user 0's holder parsed from ``dumpsys role``; never the stale
+``sms_default_application`` setting) and the intent goes to it explicitly (``-p``), so no
+chooser can appear and no other app can take it; the screen is
 awake (``PowerManagerService.dumpInternal``) and the keyguard hidden (``KeyguardStateMonitor``
 under ``dumpsys window policy``); right before the keys, the focused window belongs to that
 app (``DisplayContent.dump``'s ``mCurrentFocus``). Each passed check prints its mark; a failed
@@ -67,6 +70,7 @@ from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
 from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence, Mode
+from android_bridge._role import PACKAGE_PATTERN, ROLE_HOLDER_READ, RoleRead, parse_role_read
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
 from android_bridge.recipients import normalize_recipient
@@ -92,21 +96,13 @@ AM_CLEAN_LINES = (
 #: The started activity belongs to the system (``android/…ResolverActivity``: two SMS apps and
 #: no default, a chooser took the intent): the keys would land in it, not in a compose window.
 AM_SYSTEM_ACTIVITY = r"^Activity: android/"
-#: Printed once the role holder was read: ``SBROLE<nonce>:<holder>`` (may be empty or null).
+#: Printed once the role holder was read: ``SBROLE<nonce>:<t>:<d>:<holders>``
+#: (:data:`android_bridge._role.ROLE_REPORT`).
 ROLE_MARKER = "SBROLE"
 #: Printed when one check passed: ``SBOK<nonce>:<check>``.
 CHECK_MARKER = "SBOK"
 #: The checks a send can run on the phone, in the order they run (see :class:`MessagingApp`).
 SEND_CHECKS = ("role", "awake", "unlocked", "focus")
-#: A package name as ``PackageParser`` accepts it (two or more dot-separated segments).
-PACKAGE_PATTERN = r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+"
-#: The default SMS app: the ``android.app.role.SMS`` holder (``cmd role get-role-holders``,
-#: RoleShellCommand, packages/modules/Permission, Android 12+), or where ``cmd role`` has no
-#: such command (it exits -1), ``Settings.Secure.SMS_DEFAULT_APPLICATION`` (Android 10).
-ROLE_HOLDER_READ = (
-    "r=$(cmd role get-role-holders android.app.role.SMS 2>/dev/null); t=$?;"
-    ' echo "$t" | grep -qx 0 || r=$(settings get secure sms_default_application 2>/dev/null)'
-)
 #: ``PowerManagerService.dumpInternal``: ``  mWakefulness=Awake`` (not Asleep, Dozing, Dreaming).
 AWAKE_LINE = "  mWakefulness=Awake"
 #: ``KeyguardStateMonitor.dump`` (under ``dumpsys window policy``): ``mIsShowing=false``.
@@ -207,9 +203,10 @@ def send_command(
     package = None
     if "role" in app.checks:
         head.append(ROLE_HOLDER_READ)
-        head.append(f"printf '%s\\n' \"{ROLE_MARKER}{nonce}:$r\"")
+        head.append(f"printf '%s\\n' \"{ROLE_MARKER}{nonce}:$t:$d:$r\"")
         holder = "printf '%s\\n' \"$r\""
         pattern = posix_quote(PACKAGE_PATTERN)
+        pre.append('echo "$d" | grep -qx 0')
         pre.append(f"{holder} | grep -cxE {pattern} | grep -qx 1")
         pre.append(f"{holder} | grep -cvxE {pattern} | grep -qx 0")
         if app.package is not None:
@@ -277,8 +274,8 @@ def send_command(
 class _SendOutput:
     """The send step's output, split at its markers."""
 
-    #: What ``cmd role``/``settings`` said the default SMS app is (None: not read).
-    role_holder: str | None
+    #: What the role read found (None: not read).
+    role: RoleRead | None
     #: Checks that printed their pass marker, in order.
     passed: tuple[str, ...]
     #: ``am``'s own output.
@@ -327,13 +324,13 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
     markers = f"{CHECK_MARKER}{nonce}:", f"{ROLE_MARKER}{nonce}:"
     if len(roles) > 1 or any(marker in am_output or marker in rest for marker in markers):
         raise OutcomeUnknown("the send output is garbled")
-    role_holder = roles[0] if roles else None
+    role = parse_role_read(roles[0]) if roles else None
     checks = (*passed, *focus)
     if not rest.startswith(go_line):
         if go_line in rest:
             raise OutcomeUnknown("the send output is garbled")
         return _SendOutput(
-            role_holder=role_holder,
+            role=role,
             passed=checks,
             am_output=am_output,
             am_status=int(found.group(1)),
@@ -348,7 +345,7 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
         window = (int(keys[0].group(1)), int(keys[0].group(2)))
         after_go = after_go[: keys[0].start()] + after_go[keys[0].end() :]
     return _SendOutput(
-        role_holder=role_holder,
+        role=role,
         passed=checks,
         am_output=am_output,
         am_status=int(found.group(1)),
@@ -361,15 +358,19 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
 def _rejection(app: MessagingApp, split: _SendOutput) -> tuple[str, str]:
     """Why a send that never reached the keys stopped: (log reason, message)."""
     failed = next((check for check in app.checks if check not in split.passed), None)
-    holder = (split.role_holder or "").strip()
     if failed == "role":
-        if holder in ("", "null"):
-            return "no_default_sms_app", "no default SMS app is set (the SMS role has no holder)"
-        if app.package is not None and _PACKAGE.fullmatch(holder):
+        role = split.role if split.role is not None else parse_role_read("")
+        if role.no_holder:
+            return "no_default_sms_app", (
+                f"no default SMS app is set (the SMS role has no holder; read with {role.source})"
+            )
+        holder = role.package
+        if app.package is not None and holder is not None:
             return "not_default_sms_app", (
                 f"the default SMS app is {holder}, not the configured {app.package}"
+                f" (read with {role.source})"
             )
-        return "role_unreadable", f"the default SMS app could not be read: {holder[:100]!r}"
+        return "role_unreadable", f"the default SMS app could not be read: {role.problem()}"
     if failed == "awake":
         return "screen_off", "the screen is not awake (dumpsys power: no mWakefulness=Awake)"
     if failed == "unlocked":
@@ -460,6 +461,8 @@ class SmsDispatcher:
         _log.info(
             "sms_dispatched",
             device=self._device.serial,
+            sms_app=split.role.package if split.role is not None else None,
+            sms_app_source=split.role.source if split.role is not None else None,
             watermark_id=trip.watermark_id,
             watermark_proven=trip.watermark_proven,
         )

@@ -6,7 +6,7 @@ release, its default SMS app, which attempt holds its lease, and the path a send
 Each phone is asked in one connection and two round trips after the handshake (the handle's
 facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
 holder, read exactly as the send script's ``role`` check reads it:
-``android_bridge._dispatcher.ROLE_HOLDER_READ``), all phones at once, each within its own
+``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
 timeout. The ``auto`` path is chosen as a send chooses it (``_android.choose_send_path``),
 from the ledger's latest attempts on the phone. A phone that does not answer is a row saying
 why, not a failure of the command.
@@ -15,7 +15,6 @@ why, not a failure of the command.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +33,6 @@ DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
 _LEASE_RELEASED: Final = LEASE_RELEASING_REVIEWS
-_PACKAGE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,6 +69,9 @@ class DeviceReport:
     sdk: int | None = None
     #: the holder of the SMS role (the default SMS app), None when none is set or not read
     sms_app: str | None = None
+    #: how the role was read: "cmd role" (``cmd role get-role-holders``) or "dumpsys role"
+    #: (user 0's holder parsed from ``dumpsys role``); None when neither answered
+    sms_app_source: str | None = None
     #: what the role read printed when it is not one package (several, or unreadable)
     sms_app_note: str | None = None
     #: the shell's uid on the phone (2000 shell, 0 root)
@@ -115,15 +116,15 @@ def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
     return holders
 
 
-def parse_role_holder(output: str) -> tuple[str | None, str | None]:
-    """The default SMS app from the role read's output: (package, None), (None, None) when no
-    app holds the role, or (None, what was printed) when it is not one package."""
-    text = output.strip()
-    if text in ("", "null"):
-        return None, None
-    if _PACKAGE.fullmatch(text):
-        return text, None
-    return None, text[:200]
+def role_fields(output: str) -> dict[str, str | None]:
+    """``sms_app``, ``sms_app_source`` and ``sms_app_note`` from the role read's output
+    (``android_bridge._role.ROLE_REPORT``): the package, or None when no app holds the role
+    (no note) or the read gave no single package (the note says why)."""
+    from android_bridge._role import parse_role_read
+
+    role = parse_role_read(output.strip("\n"))
+    note = None if role.package is not None or role.no_holder else role.problem()[:200]
+    return {"sms_app": role.package, "sms_app_source": role.source, "sms_app_note": note}
 
 
 async def probe(
@@ -142,7 +143,7 @@ async def probe(
     Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
     """
     from android_bridge import BridgeError, Device
-    from android_bridge._dispatcher import ROLE_HOLDER_READ
+    from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions._android import choose_send_path
     from starebrain_actions._send_path import framework_proven
 
@@ -159,7 +160,7 @@ async def probe(
                 release, role = await handle.run(
                     [
                         "getprop ro.build.version.release",
-                        f"{ROLE_HOLDER_READ}; printf '%s\\n' \"$r\"",
+                        f"{ROLE_HOLDER_READ}; {ROLE_REPORT}",
                     ]
                 )
                 known = phone_for(device, facts.identity, phones)
@@ -174,7 +175,6 @@ async def probe(
     except (BridgeError, ValueError, OSError) as exc:
         message = str(exc) or type(exc).__name__
         return False, {"error": message if device in message else f"{device}: {message}"}
-    package, note = parse_role_holder(role.output)
     here = next((phone for phone in phones if device in phone.addresses), None)
     moved = None
     if here is not None and (known is None or known.key != here.key) and here.identity:
@@ -189,8 +189,7 @@ async def probe(
         "note": moved,
         "android_release": release.output.strip() or None,
         "sdk": facts.sdk,
-        "sms_app": package,
-        "sms_app_note": note,
+        **role_fields(role.output),
         "shell_uid": facts.uid,
         "build": facts.build or None,
         "auto_send_path": path,
@@ -329,6 +328,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
                 "yes" if report.answers else "NO",
                 android,
                 sms_app,
+                report.sms_app_source or "-",
                 report.auto_send_path or "-",
                 lease,
                 report.error or report.note or "-",
@@ -342,6 +342,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
             "answers",
             "android",
             "sms app",
+            "sms app from",
             "auto path",
             "lease",
             "error",

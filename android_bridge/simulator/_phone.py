@@ -27,6 +27,7 @@ from android_bridge.simulator._apps import (
     simple_characters,
 )
 from android_bridge.simulator._auth import AuthorizedKeys
+from android_bridge.simulator._awk import awk
 from android_bridge.simulator._content import ContentAccess, ContentCommand
 from android_bridge.simulator._device import (
     DEFAULT_FOCUS_DELAY_MS,
@@ -139,6 +140,10 @@ class SimulatedPhone:
         tcpip_survives_reboot: bool = False,
         disable_adb_auth_timeout: bool = False,
         sim_sub_ids: Sequence[int] = (DEFAULT_SUB_ID,),
+        permission_module_updated: bool = False,
+        sms_default_setting: str | None = None,
+        work_profile: bool = False,
+        secondary_user_sms_app: str | None = None,
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -226,6 +231,10 @@ class SimulatedPhone:
         self.system_state = SystemState(
             self._messaging, lambda: self.release, secure_setting=self._secure_setting
         )
+        self.system_state.permission_module_updated = permission_module_updated
+        self.system_state.sms_default_setting = sms_default_setting
+        self.system_state.work_profile = work_profile
+        self.system_state.secondary_user_sms_app = secondary_user_sms_app
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
         self._drops_after_command: list[tuple[str, int]] = []
@@ -646,6 +655,7 @@ class SimulatedPhone:
         )
         commands: dict[str, CommandFn] = {
             "am": self._messaging.am,
+            "awk": awk,
             "cmd": self.system_state.cmd,
             "dumpsys": self.system_state.dumpsys,
             "settings": self.system_state.settings,

@@ -48,16 +48,43 @@ class AndroidRelease:
     #: is already in Android 10's ``com.android.server.adb.AdbDebuggingManager`` (the Q-era
     #: version, before Wireless debugging), so 10 expires keys too. None: never.
     adb_auth_expiry: timedelta | None
-    #: ``cmd role get-role-holders android.app.role.SMS`` answers (the Permission module's
-    #: ``RoleShellCommand``, marked ``@RequiresApi(S)``: Android 12+; the frameworks/base
-    #: ``RoleManagerShellCommand`` of 10 and 11 has no ``get-role-holders``); before that the
-    #: default SMS app is ``settings get secure sms_default_application``.
+    #: ``cmd role get-role-holders ROLE`` exists in the platform's role service: Android 14 and
+    #: 15. It was added to the Permission module's ``RoleShellCommand`` by commit 2e97608b
+    #: (2022-09-20), which android-14.0.0_r11 and r67 contain and android-12.0.0_r12,
+    #: 12.1.0_r11, 13.0.0_r11 and 13.0.0_r52 do not (packages/modules/Permission, read at
+    #: those tags; the r1 tags could not be read). frameworks/base's
+    #: ``RoleManagerShellCommand`` of 10 and 11 has add-, remove- and clear-role-holders only.
+    #: Elsewhere ``cmd role`` prints ``Unknown command: get-role-holders`` (on stdout) and
+    #: exits 255. A Play-updated Permission module gains it on 12 and 13 (see
+    #: ``role_service_in_module``).
     role_shell_command: bool
+    #: The role service (``RoleService``, ``RoleShellCommand``, ``dumpsys role``) lives in the
+    #: updatable Permission module (APEX ``com.android.permission``, ``service-permission``;
+    #: ``@RequiresApi(S)``, packages/modules/Permission android-12.0.0_r12 on), so a module
+    #: update through Google Play replaces it: 12+. On 10 and 11 it is frameworks/base's
+    #: ``RoleManagerService`` and no module update can change it.
+    role_service_in_module: bool
+    #: ``dumpsys role`` prints ``fallback_enabled=<true|false>`` after each role's ``name=``
+    #: (``RoleUserState.dump``, Permission commit cdc0ad9ab, 2023-10-09: in
+    #: android-14.0.0_r29 and later, not in 14.0.0_r11, r17 or r25; the lineage-22.0 branch
+    #: for 15 has it, its AOSP tag could not be read). Android 14 is modelled at its first
+    #: tags (without it); a Play-updated module brings it (see ``SystemState``).
+    role_dump_fallback_enabled: bool
 
     @property
     def release(self) -> str:
         """``ro.build.version.release``."""
         return str(self.version)
+
+    @property
+    def role_dump_header(self) -> str:
+        """The line ``dumpsys role`` prints before its state: ``ROLE MANAGER STATE (dumpsys
+        role):`` from frameworks/base ``RoleManagerService`` (10, 11; undated stored versions
+        with R-era APIs), ``ROLE STATE (dumpsys role):`` from the module's ``RoleService``
+        (12.0.0_r12, 13.0.0_r11, 14.0.0_r11, lineage-22.0)."""
+        if self.role_service_in_module:
+            return "ROLE STATE (dumpsys role):"
+        return "ROLE MANAGER STATE (dumpsys role):"
 
     @property
     def sms_query_checker(self) -> bool:
@@ -100,6 +127,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=False,
+        role_service_in_module=False,
+        role_dump_fallback_enabled=False,
     ),
     11: AndroidRelease(
         version=11,
@@ -110,6 +139,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=False,
+        role_service_in_module=False,
+        role_dump_fallback_enabled=False,
     ),
     12: AndroidRelease(
         version=12,
@@ -119,7 +150,9 @@ _RELEASES: Final = {
         sub_id_filter=False,
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
-        role_shell_command=True,
+        role_shell_command=False,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     13: AndroidRelease(
         version=13,
@@ -129,7 +162,9 @@ _RELEASES: Final = {
         sub_id_filter=False,
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
-        role_shell_command=True,
+        role_shell_command=False,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     14: AndroidRelease(
         version=14,
@@ -140,6 +175,8 @@ _RELEASES: Final = {
         am_unresolved_exit=0,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=False,
     ),
     15: AndroidRelease(
         version=15,
@@ -150,6 +187,8 @@ _RELEASES: Final = {
         am_unresolved_exit=1,
         adb_auth_expiry=timedelta(days=7),
         role_shell_command=True,
+        role_service_in_module=True,
+        role_dump_fallback_enabled=True,
     ),
 }
 

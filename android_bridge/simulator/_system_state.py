@@ -20,27 +20,52 @@ count on a position.
   from 11 (where ``AppWindowToken`` was merged into it), inside ``AppWindowToken{… token=
   Token{… ActivityRecord{…}}}`` on 10. ``dumpsys window`` alone prints every section.
 - ``cmd role get-role-holders [--user N] ROLE`` (``RoleShellCommand.runGetRoleHolders``,
-  packages/modules/Permission): the holders joined by ``;`` on one line, an **empty line**
-  when the role has none. Where the release has no such command
-  (``AndroidRelease.role_shell_command``) ``ShellCommand.handleDefaultCommands`` prints
-  ``Unknown command: get-role-holders`` and ``cmd`` exits 255 (-1).
+  packages/modules/Permission android-14.0.0_r11): the holders joined by ``;`` on one line,
+  an **empty line** when the role has none (or the user does not have it); the user is 0
+  unless ``--user`` says (``getUserIdMaybe``: ``USER_SYSTEM``). It exists on 14 and 15
+  (``AndroidRelease.role_shell_command``) and on a 12 or 13 phone whose Permission module
+  Google Play updated (``permission_module_updated``); elsewhere
+  ``BasicShellCommandHandler.handleDefaultCommands`` prints ``Unknown command:
+  get-role-holders`` on stdout and ``cmd`` exits 255 (-1). On 10 and 11 the role service is
+  frameworks/base's and an updated module changes nothing.
+- ``dumpsys role``: ``AndroidRelease.role_dump_header``, then the role state printed by
+  ``DualDumpOutputStream`` (frameworks/base ``core/java/com/android/internal/util/dump``;
+  ``RoleUserState.dump``, the same fields in frameworks/base for 10 and 11 and in the module
+  from 12): ``{`` and, per user, ``user_id=``, ``version=``, ``packages_hash=`` and
+  ``roles=[`` with one ``{ name=… [fallback_enabled=…] [holders=…] }`` per role the user has,
+  two spaces of indent per level; a field or object that occurs once is ``name=value`` or
+  ``name={``, one that repeats ``name=[`` with its elements unnamed. So one user is
+  ``user_states={`` and several are ``user_states=[`` with one ``{`` per user, in ascending
+  user id (12+: the ``mUserStates`` ``SparseArray``; 10/11: ``getUserIds()``). Roles come in
+  ``ArrayMap`` order (``String.hashCode``, ascending); a role with no holder has no
+  ``holders=`` line. ``fallback_enabled=`` is printed where ``role_dump_fallback_enabled``
+  (15) or with an updated module. A work profile (``work_profile``) has no SMS role
+  (``SmsRoleBehavior.isAvailableAsUser``: not for profiles); a secondary user
+  (``secondary_user_sms_app``) has its own holder. The roles besides SMS are an
+  illustrative handful of ``roles.xml``'s.
 - ``settings get secure android_id``: the device's own ``Settings.Secure.ANDROID_ID`` of
   user 0 (SettingsProvider ``getSecureSetting`` gives an app uid its own SSAID, the shell the
   stored value; random at first boot, new after a factory reset).
 - ``settings get secure sms_default_application`` (``SettingsService`` in SettingsProvider):
-  the value, or the word ``null`` when unset. Android 10 keeps it in step with the SMS role;
-  later releases are modelled the same way (the product reads it only where ``cmd role``
-  cannot answer).
+  the value, or the word ``null`` when unset. From Android 10 nothing writes it
+  (``SmsApplication.setDefaultApplicationInternal`` only adds the role holder; the role
+  service reads it once, to migrate a phone upgraded from 9): ``null`` on a phone first
+  booted on 10 or later, or whatever stale package ``sms_default_setting`` says (an
+  upgraded phone), never the role holder.
 
-The default SMS app (the SMS role's holder) is the phone's app profile's package; with a
+The default SMS app (user 0's SMS role holder) is the phone's app profile's package; with a
 second SMS app installed and no default chosen (``second_sms_app``) there is none, unless a
 test sets ``sms_role_holder`` itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from typing import Final
+
+import attrs
 
 from android_bridge.simulator._apps import split_component
 from android_bridge.simulator._device import Messaging, window_component
@@ -52,6 +77,81 @@ ROLE_SMS: Final = "android.app.role.SMS"
 SMS_DEFAULT_APPLICATION: Final = "sms_default_application"
 #: Marks "derive the SMS role holder from the phone's apps" (the default).
 _DERIVED: Final = object()
+#: The user id of the first user or profile created after the system user
+#: (``UserManagerService.getNextAvailableId``: ``MIN_USER_ID`` 10).
+FIRST_SECONDARY_USER_ID: Final = 10
+#: The roles (besides SMS) a phone's user has in the simulated ``dumpsys role``, with their
+#: holders: an illustrative handful of ``roles.xml``'s, enough that the SMS role is never
+#: the only one or the first.
+_USER_ROLES: Final = {
+    "android.app.role.ASSISTANT": (),
+    "android.app.role.BROWSER": ("com.android.chrome",),
+    "android.app.role.CALL_REDIRECTION": (),
+    "android.app.role.CALL_SCREENING": (),
+    "android.app.role.DIALER": ("com.android.dialer",),
+    "android.app.role.EMERGENCY": ("com.android.emergency",),
+    "android.app.role.HOME": ("com.google.android.apps.nexuslauncher",),
+}
+#: A work profile's roles (illustrative too): never SMS, which ``SmsRoleBehavior
+#: .isAvailableAsUser`` refuses to profiles (Permission android-13.0.0_r11).
+_PROFILE_ROLES: Final = {
+    "android.app.role.BROWSER": ("com.android.chrome",),
+    "android.app.role.CALL_REDIRECTION": (),
+}
+
+
+def java_string_hash(text: str) -> int:
+    """``String.hashCode`` (a signed 32-bit int over the UTF-16 code units), the key by
+    which ``ArrayMap`` orders its entries."""
+    value = 0
+    units = text.encode("utf-16-be")
+    for index in range(0, len(units), 2):
+        value = (31 * value + int.from_bytes(units[index : index + 2], "big")) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@attrs.frozen(kw_only=True)
+class RoleUser:
+    """One user's role state as ``dumpsys role`` prints it."""
+
+    #: the user id
+    user_id: int
+    #: role name -> holders
+    roles: dict[str, tuple[str, ...]]
+
+
+class _DumpObject:
+    """``DualDumpOutputStream.DumpObject``: fields and objects by name, in the order added."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, list[str | _DumpObject]] = {}
+
+    def add(self, name: str, value: str | _DumpObject) -> None:
+        self.fields.setdefault(name, []).append(value)
+
+    def print(self, lines: list[str], indent: str, name: str | None) -> None:
+        """``DumpObject.print``: ``name={`` (``{`` unnamed), the fields one level deeper (a
+        repeated one as ``name=[``, its elements unnamed, then ``]``), then ``}``."""
+        lines.append(f"{indent}{name}={{" if name is not None else f"{indent}{{")
+        inner = indent + "  "
+        for field, values in self.fields.items():
+            if len(values) == 1:
+                _print_dumpable(values[0], lines, inner, field)
+                continue
+            lines.append(f"{inner}{field}=[")
+            for value in values:
+                _print_dumpable(value, lines, inner + "  ", None)
+            lines.append(f"{inner}]")
+        lines.append(f"{indent}}}")
+
+
+def _print_dumpable(
+    value: str | _DumpObject, lines: list[str], indent: str, name: str | None
+) -> None:
+    if isinstance(value, _DumpObject):
+        value.print(lines, indent, name)
+    else:
+        lines.append(f"{indent}{name}={value}" if name is not None else f"{indent}{value}")
 
 
 def _hash(window: object, salt: int = 0) -> str:
@@ -84,6 +184,20 @@ class SystemState:
         self._secure_setting = secure_setting
         self._holder: object = _DERIVED
         self._tasks: dict[str, int] = {}
+        #: The Permission module was updated through Google Play (by a module of the 15
+        #: line): on 12 and 13 ``cmd role get-role-holders`` answers, and from 12 ``dumpsys
+        #: role`` prints ``fallback_enabled=``. On 10 and 11 the role service is not in the
+        #: module, so this changes nothing there.
+        self.permission_module_updated = False
+        #: ``settings get secure sms_default_application``: None prints ``null`` (a phone
+        #: first booted on Android 10 or later); a package is the stale value a phone
+        #: upgraded from 9 kept. Never the role holder.
+        self.sms_default_setting: str | None = None
+        #: The phone has a work profile (a managed profile, user 10 or the next free id).
+        self.work_profile = False
+        #: A secondary user exists whose SMS role is held by this package (None: no such
+        #: user).
+        self.secondary_user_sms_app: str | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -103,6 +217,33 @@ class SystemState:
     def derive_sms_role_holder(self) -> None:
         """Go back to the derived holder (the app profile's package, none with two apps)."""
         self._holder = _DERIVED
+
+    @property
+    def has_get_role_holders(self) -> bool:
+        """``cmd role get-role-holders`` exists: 14+, or 12+ with an updated module."""
+        release = self._release()
+        return release.role_shell_command or (
+            release.role_service_in_module and self.permission_module_updated
+        )
+
+    def role_users(self) -> list[RoleUser]:
+        """Every user's roles, in ascending user id: user 0 (the phone's), then a work
+        profile and a secondary user if there are."""
+        sms_holder = self.sms_role_holder
+        users = [
+            RoleUser(
+                user_id=0,
+                roles={**_USER_ROLES, ROLE_SMS: (sms_holder,) if sms_holder else ()},
+            )
+        ]
+        next_id = FIRST_SECONDARY_USER_ID
+        if self.work_profile:
+            users.append(RoleUser(user_id=next_id, roles=dict(_PROFILE_ROLES)))
+            next_id += 1
+        if self.secondary_user_sms_app is not None:
+            holders = (self.secondary_user_sms_app,)
+            users.append(RoleUser(user_id=next_id, roles={**_USER_ROLES, ROLE_SMS: holders}))
+        return users
 
     def _task_id(self, package: str) -> int:
         return self._tasks.setdefault(package, 100 + len(self._tasks))
@@ -139,12 +280,17 @@ class SystemState:
     # -- commands ------------------------------------------------------------------------
 
     async def dumpsys(self, argv: list[str], stdin: str) -> Output:
-        """``dumpsys power``, ``dumpsys window [policy|displays]``."""
+        """``dumpsys power``, ``dumpsys role``, ``dumpsys window [policy|displays]``."""
         if len(argv) < 2:
-            return Output.out("Currently running services:\n  power\n  window\n")
+            return Output.out("Currently running services:\n  power\n  role\n  window\n")
         service, args = argv[1], argv[2:]
         if service == "power":
             return Output.out(self._dump_power())
+        if service == "role":
+            if "--proto" in args:
+                # RoleService.dump writes protobuf then: binary, never read by the product.
+                return Output.err("simulator: dumpsys role --proto is not modelled\n", 1)
+            return Output.out(self._dump_role())
         if service == "window":
             section = args[0] if args else None
             if section in ("policy", "p"):
@@ -171,6 +317,32 @@ class SystemState:
             "  mBatteryLevel=87\n"
             f"  mInteractive={interactive}\n"
         )
+
+    def _dump_role(self) -> str:
+        """``RoleService.dump`` (12+) / ``RoleManagerService.dump`` (10, 11) as text."""
+        release = self._release()
+        fallback = release.role_dump_fallback_enabled or (
+            release.role_service_in_module and self.permission_module_updated
+        )
+        root = _DumpObject()
+        for user in self.role_users():
+            state = _DumpObject()
+            state.add("user_id", str(user.user_id))
+            state.add("version", "5")
+            digest = hashlib.sha256(f"packages of user {user.user_id}".encode()).hexdigest()
+            state.add("packages_hash", digest.upper())
+            for name in sorted(user.roles, key=java_string_hash):
+                role = _DumpObject()
+                role.add("name", name)
+                if fallback:
+                    role.add("fallback_enabled", "false")
+                for holder in user.roles[name]:
+                    role.add("holders", holder)
+                state.add("roles", role)
+            root.add("user_states", state)
+        lines = [release.role_dump_header]
+        root.print(lines, "", None)
+        return "".join(line + "\n" for line in lines)
 
     def _dump_policy(self) -> str:
         showing = "true" if self._messaging.screen != "on" else "false"
@@ -207,10 +379,24 @@ class SystemState:
         if not args or args[0] in ("help", "-h"):
             return Output.out("Role (role) commands:\n  help or -h\n    Print this help text.\n")
         command, rest = args[0], args[1:]
-        if command != "get-role-holders" or not self._release().role_shell_command:
+        if command != "get-role-holders" or not self.has_get_role_holders:
             return Output.out(f"Unknown command: {command}\n", 255)
+        user_id = 0
         if rest[:1] == ["--user"]:
-            rest = rest[2:]
+            if len(rest) < 2:
+                return Output.err(
+                    "Exception occurred while executing 'get-role-holders':\n"
+                    'java.lang.IllegalArgumentException: Argument expected after "--user"\n',
+                    255,
+                )
+            text = rest[1]
+            if not re.fullmatch(r"[+-]?[0-9]{1,9}", text):
+                return Output.err(
+                    "Exception occurred while executing 'get-role-holders':\n"
+                    f'java.lang.NumberFormatException: For input string: "{text}"\n',
+                    255,
+                )
+            user_id, rest = int(text), rest[2:]
         if not rest:
             return Output.err(
                 "Exception occurred while executing 'get-role-holders':\n"
@@ -218,8 +404,10 @@ class SystemState:
                 ' Argument expected after "get-role-holders"\n',
                 255,
             )
-        holder = self.sms_role_holder if rest[0] == ROLE_SMS else None
-        return Output.out((holder or "") + "\n")
+        # RoleService.getRoleHoldersAsUser: an empty list for a user or role that is not there.
+        users = {user.user_id: user.roles for user in self.role_users()}
+        holders = users.get(user_id, {}).get(rest[0], ())
+        return Output.out(";".join(holders) + "\n")
 
     async def settings(self, argv: list[str], stdin: str) -> Output:
         """``settings get [--user N] secure sms_default_application``; other keys are unset."""
@@ -233,7 +421,7 @@ class SystemState:
             return Output.err("Invalid namespace\n", 1)
         value = None
         if args == ["secure", SMS_DEFAULT_APPLICATION]:
-            value = self.sms_role_holder
+            value = self.sms_default_setting
         elif args[0] == "secure" and self._secure_setting is not None:
             # SettingsService prints the provider's value for the shell (uid 2000, below
             # FIRST_APPLICATION_UID: the device's own android_id, not an app's SSAID)

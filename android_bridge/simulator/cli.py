@@ -257,6 +257,31 @@ _FAULT_HELP = (
     help="Subscription ids of the phone's SIMs (1,2 for dual SIM). Android 14+ providers show "
     "rows of these and of sub_id -1 only.",
 )
+@click.option(
+    "--permission-module-updated",
+    is_flag=True,
+    help="Google Play updated the phone's Permission module: on Android 12 and 13 `cmd role"
+    " get-role-holders` then answers (14+ has it anyway; 10 and 11 keep the role service in"
+    " the platform, so nothing changes there).",
+)
+@click.option(
+    "--sms-default-setting",
+    default=None,
+    metavar="PACKAGE",
+    help="What `settings get secure sms_default_application` prints: a stale package, as on a"
+    " phone upgraded from Android 9. Never kept in step with the SMS role. [default: null]",
+)
+@click.option(
+    "--work-profile",
+    is_flag=True,
+    help="The phone has a work profile (user 10, no SMS role): `dumpsys role` lists two users.",
+)
+@click.option(
+    "--secondary-user-sms-app",
+    default=None,
+    metavar="PACKAGE",
+    help="The phone has a secondary user whose default SMS app is PACKAGE.",
+)
 @click.option("--seed", type=int, default=None, help="Seed for --background-sends.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every packet-level event.")
 def simulator_command(
@@ -287,6 +312,10 @@ def simulator_command(
     tcpip_survives_reboot: bool,
     disable_adb_auth_timeout: bool,
     sim_sub_ids: tuple[int, ...],
+    permission_module_updated: bool,
+    sms_default_setting: str | None,
+    work_profile: bool,
+    secondary_user_sms_app: str | None,
     seed: int | None,
     verbose: bool,
 ) -> None:
@@ -334,6 +363,10 @@ def simulator_command(
         tcpip_survives_reboot=tcpip_survives_reboot,
         disable_adb_auth_timeout=disable_adb_auth_timeout,
         sim_sub_ids=sim_sub_ids,
+        permission_module_updated=permission_module_updated,
+        sms_default_setting=sms_default_setting,
+        work_profile=work_profile,
+        secondary_user_sms_app=secondary_user_sms_app,
         seed=seed,
     )
     try:

@@ -70,7 +70,7 @@ async def test_garbled_reply_after_writing_is_unknown(error: BridgeError) -> Non
 
 CLEAN_AM = "Starting: Intent { }\nStatus: ok\nActivity: com.example/.Compose\nComplete\n"
 #: What the checks print before am when all pass (role holder read, role, awake, unlocked).
-CHECKS = "SBROLE00ff:com.example\nSBOK00ff:role\nSBOK00ff:awake\nSBOK00ff:unlocked\n"
+CHECKS = "SBROLE00ff:0:0:com.example\nSBOK00ff:role\nSBOK00ff:awake\nSBOK00ff:unlocked\n"
 #: What the focus check prints after am when it passes.
 FOCUS = "SBOK00ff:focus\n"
 
@@ -112,7 +112,7 @@ async def test_failed_key_event_after_go_is_unknown(monkeypatch: pytest.MonkeyPa
         f"{CLEAN_AM}SBAMX00ff:0\nnoise\nSBGO00ff\n",
         f"{CHECKS}{CLEAN_AM}SBAMX00ff:0\nSBGO00ff\n",
         f"{CHECKS}{CLEAN_AM}SBOK00ff:awake\nSBAMX00ff:0\n{FOCUS}SBGO00ff\n",
-        f"SBROLE00ff:a.b\n{CHECKS}{CLEAN_AM}SBAMX00ff:0\n{FOCUS}SBGO00ff\n",
+        f"SBROLE00ff:0:0:a.b\n{CHECKS}{CLEAN_AM}SBAMX00ff:0\n{FOCUS}SBGO00ff\n",
     ],
 )
 async def test_garbled_markers_are_unknown(monkeypatch: pytest.MonkeyPatch, output: str) -> None:
@@ -140,11 +140,13 @@ async def test_clean_reply_gives_evidence(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize(
     ("before_am", "after_am", "reason"),
     [
-        ("SBROLE00ff:\n", "", "no default SMS app"),
-        ("SBROLE00ff:null\n", "", "no default SMS app"),
+        ("SBROLE00ff:0:0:\n", "", r"no default SMS app .*read with cmd role"),
+        ("SBROLE00ff:255:0:\n", "", r"no default SMS app .*read with dumpsys role"),
+        ("SBROLE00ff:255:1:\n", "", "could not be read: cmd role get-role-holders exited 255"),
+        ("SBROLE00ff:0:0:a.b;c.d\n", "", "could not be read: cmd role gave 'a.b;c.d'"),
         ("SBROLE00ff:Unknown command: x\n", "", "could not be read"),
-        ("SBROLE00ff:com.example\nSBOK00ff:role\n", "", "not awake"),
-        ("SBROLE00ff:com.example\nSBOK00ff:role\nSBOK00ff:awake\n", "", "keyguard"),
+        ("SBROLE00ff:0:0:com.example\nSBOK00ff:role\n", "", "not awake"),
+        ("SBROLE00ff:0:0:com.example\nSBOK00ff:role\nSBOK00ff:awake\n", "", "keyguard"),
         (f"{CHECKS}{CLEAN_AM}", "", "did not have focus"),
     ],
 )
@@ -165,9 +167,9 @@ async def test_configured_package_that_is_not_the_holder_is_named(
 ) -> None:
     """A configured package that is not the default SMS app is rejected with both names."""
     monkeypatch.setattr("secrets.token_hex", lambda _n: "00ff")
-    device = ScriptedDevice(_send_step("SBROLE00ff:com.other.sms\nSBAMX00ff:1\n", 1))
+    device = ScriptedDevice(_send_step("SBROLE00ff:255:0:com.other.sms\nSBAMX00ff:1\n", 1))
     dispatcher = SmsDispatcher(device, app=MessagingApp(package="com.example.sms"))  # type: ignore[arg-type]
-    expected = re.escape("com.other.sms, not the configured com.example.sms")
+    expected = re.escape("com.other.sms, not the configured com.example.sms (read with dumpsys")
     with pytest.raises(CommandRejected, match=expected):
         await dispatcher.send("+12025550143", "hi")
 

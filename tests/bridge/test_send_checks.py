@@ -34,8 +34,9 @@ async def _rejected(phone: SimulatedPhone, key: Path, app: MessagingApp | None =
 async def test_happy_path_is_one_round_trip_to_the_role_holder(
     make_phone: PhoneFactory, bridge_key: Path, android: int
 ) -> None:
-    """The role holder is read (cmd role from 11, settings on 10: RoleShellCommand,
-    SettingsProvider android-10.0.0_r30..15) and started with -p: one round trip, one SMS."""
+    """The role holder is read (cmd role get-role-holders on 14 and 15, RoleShellCommand; user
+    0's holder in dumpsys role on 10 to 13, RoleUserState.dump) and started with -p: one round
+    trip, one SMS."""
     phone = await make_phone(android=android, app="aosp")
     device = await _connect(phone, bridge_key)
     async with device:
@@ -75,8 +76,9 @@ async def test_locked_screen_stops_before_am(
 async def test_two_sms_apps_and_no_default_stop_before_am(
     make_phone: PhoneFactory, bridge_key: Path, android: int
 ) -> None:
-    """No SMS role holder (an empty line from cmd role, RoleShellCommand; null from settings
-    on 10, SettingsService) stops the script before am: no chooser is ever started."""
+    """No SMS role holder (an empty line from cmd role, RoleShellCommand; no holders= line in
+    dumpsys role, RoleUserState.dump) stops the script before am: no chooser is ever
+    started."""
     phone = await make_phone(android=android, second_sms_app=True)
     message = await _rejected(phone, bridge_key)
     assert ([], None) == (phone.transmissions, phone.compose)
@@ -88,8 +90,8 @@ async def test_two_sms_apps_and_no_default_stop_before_am(
 async def test_configured_package_that_is_not_the_default_is_refused(
     make_phone: PhoneFactory, bridge_key: Path, android: int
 ) -> None:
-    """A configured package that is not the SMS role holder (RoleShellCommand / settings on 10)
-    stops the script before am, naming both packages."""
+    """A configured package that is not the SMS role holder (cmd role, or dumpsys role before
+    14) stops the script before am, naming both packages."""
     phone = await make_phone(android=android, app="google")
     app = MessagingApp(package="com.android.messaging")
     message = await _rejected(phone, bridge_key, app)

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import ActionRecord, Ledger, RetryPolicy, SmsIntent, fail_delivery
-from starebrain_actions._cli_devices import DEVICE_ENV, lease_holders, parse_role_holder
+from starebrain_actions._cli_devices import DEVICE_ENV, lease_holders, role_fields
 from starebrain_actions._model import ReviewReason
 from starebrain_actions.cli import main
 from tests.conftest import PhoneFactory
@@ -67,7 +67,8 @@ async def resolved_attempt(ledger_path: Path, device: str, action_id: str) -> No
 async def test_devices_reports_release_sms_app_and_answer(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """A named phone: it answers, its release and API level, its default SMS app; exit 0,
+    """A named phone: it answers, its release and API level, its default SMS app and how it
+    was read (Android 13 has no `cmd role get-role-holders`: the `dumpsys role` parse); exit 0,
     and no ledger is created."""
     phone = await phone_factory(android=13, app="samsung")
     result = await cli(
@@ -75,7 +76,10 @@ async def test_devices_reports_release_sms_app_and_answer(
     )
     assert 0 == result.exit_code, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
-    expected = ["yes", "13", "(API", "33)", "com.samsung.android.messaging", "ui", "-", "-"]
+    expected = [
+        "yes", "13", "(API", "33)", "com.samsung.android.messaging", "dumpsys", "role", "ui",
+        "-", "-",
+    ]  # fmt: skip
     assert expected == row.split()[1:]
     assert not ledger_path.exists()
 
@@ -110,12 +114,15 @@ async def test_devices_says_which_path_auto_would_take_and_why(
     assert ("ui", True) == (path, "no framework send" in why)
 
 
-async def test_devices_json_on_android_10_reads_the_setting(
+async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """Android 10 has no `cmd role get-role-holders`: the holder comes from the secure
-    setting, as the send script reads it."""
-    phone = await phone_factory(android=10, app="aosp")
+    """Android 10 has no `cmd role get-role-holders`: the holder is user 0's in `dumpsys
+    role`, as the send script reads it, never the stale `sms_default_application` setting
+    (here naming Google Messages, the default before an upgrade from Android 9)."""
+    phone = await phone_factory(
+        android=10, app="aosp", sms_default_setting="com.google.android.apps.messaging"
+    )
     result = await cli(
         "--db", str(ledger_path), "devices", "--device", phone.serial,
         "--key", str(adb_key_path), "--json",
@@ -129,6 +136,7 @@ async def test_devices_json_on_android_10_reads_the_setting(
         "android_release": "10",
         "sdk": 29,
         "sms_app": "com.android.messaging",
+        "sms_app_source": "dumpsys role",
         "sms_app_note": None,
         "named": True,
         "in_ledger": False,
@@ -147,15 +155,19 @@ async def test_devices_json_on_android_10_reads_the_setting(
 async def test_no_default_sms_app_is_said(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """Two SMS apps and no default: the row says none (a send would be refused)."""
-    phone = await phone_factory(second_sms_app=True)
-    result = await cli(
-        "--db", str(ledger_path), "devices", "--device", phone.serial,
-        "--key", str(adb_key_path), "--json",
-    )  # fmt: skip
-    assert 0 == result.exit_code, result.output
-    (row,) = json.loads(result.stdout)["devices"]
-    assert (True, None, None) == (row["answers"], row["sms_app"], row["sms_app_note"])
+    """Two SMS apps and no default: the row says none (a send would be refused), and the
+    role was read (by cmd role on 15, from dumpsys role on 12)."""
+    for android, source in ((15, "cmd role"), (12, "dumpsys role")):
+        phone = await phone_factory(android=android, second_sms_app=True)
+        result = await cli(
+            "--db", str(ledger_path), "devices", "--device", phone.serial,
+            "--key", str(adb_key_path), "--json",
+        )  # fmt: skip
+        assert 0 == result.exit_code, result.output
+        (row,) = json.loads(result.stdout)["devices"]
+        assert (True, None, source, None) == (
+            row["answers"], row["sms_app"], row["sms_app_source"], row["sms_app_note"]
+        )  # fmt: skip
 
 
 async def test_ledger_phones_with_lease_holder_and_one_that_does_not_answer(
@@ -302,20 +314,30 @@ def test_usb_phone_without_the_extra_says_what_to_install(
     assert "pip install 'starebrain-actions[usb]'" in row["error"]
 
 
+GOOGLE = "com.google.android.apps.messaging"
+UNREAD = (
+    "cmd role get-role-holders exited 255 and dumpsys role showed no SMS role for user 0"
+    " (awk exited 1)"
+)
+
+
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
-        ("com.google.android.apps.messaging\n", ("com.google.android.apps.messaging", None)),
-        ("\n", (None, None)),
-        ("null\n", (None, None)),
-        ("com.a.sms;com.b.sms\n", (None, "com.a.sms;com.b.sms")),
-        ("Error: boom\n", (None, "Error: boom")),
+        (f"0:0:{GOOGLE}\n", (GOOGLE, "cmd role", None)),
+        ("255:0:com.android.messaging\n", ("com.android.messaging", "dumpsys role", None)),
+        ("0:0:\n", (None, "cmd role", None)),
+        ("255:0:\n", (None, "dumpsys role", None)),
+        ("0:0:a.sms;b.sms\n", (None, "cmd role", "cmd role gave 'a.sms;b.sms', not one package")),
+        ("255:1:\n", (None, None, UNREAD)),
+        ("Error: boom\n", (None, None, "unreadable answer 'Error: boom'")),
     ],
 )
-def test_role_holder_output(output: str, expected: tuple[str | None, str | None]) -> None:
-    """What the role read prints: one package, none (empty or `null`), or anything else
-    kept as a note."""
-    assert expected == parse_role_holder(output)
+def test_role_read_fields(output: str, expected: tuple[str | None, str | None, str | None]) -> None:
+    """What the role read prints (`t:d:holders`): one package and how it was read (cmd role
+    exited 0, or user 0's SMS role was in the dump), none, or why no package came out."""
+    fields = role_fields(output)
+    assert expected == (fields["sms_app"], fields["sms_app_source"], fields["sms_app_note"])
 
 
 def test_unverified_attempts_do_not_hold_the_lease() -> None:
@@ -381,8 +403,8 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     expected = [tokens(line, doc_names) for line in documented]
     assert 0 == result.exit_code, result.output
     assert expected[:2] == actual[:2]
-    assert expected[2][:6] == actual[2][:6]
-    assert "GONE:" == actual[2][6]
+    assert expected[2][:7] == actual[2][:7]
+    assert "GONE:" == actual[2][7]
     assert ["$ echo $?", "0"] == after
 
 

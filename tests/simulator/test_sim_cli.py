@@ -88,3 +88,34 @@ async def test_missing_authorized_keys_explains_how_to_create_them(tmp_path: Pat
     assert 2 == process.returncode
     assert f"authorized keys file {missing} does not exist" in message
     assert "--allow-new-keys" in message
+
+
+async def test_role_options_reach_the_phone(
+    tmp_path: Path, authorized_keys_path: Path, adb_signer: PythonRSASigner
+) -> None:
+    """--permission-module-updated (cmd role answers on 13), --sms-default-setting (a stale
+    package, not the holder), --work-profile and --secondary-user-sms-app (three users in
+    dumpsys role) change what the phone answers."""
+    process = await _spawn(
+        "--port", "0", "--store", str(tmp_path / "cli.db"),
+        "--authorized-keys", str(authorized_keys_path), "--android", "13",
+        "--permission-module-updated", "--sms-default-setting", "org.example.old",
+        "--work-profile", "--secondary-user-sms-app", "org.example.other",
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(20):
+            match = _LISTENING.match((await process.stdout.readline()).decode())
+        assert match is not None
+        device = AdbDeviceTcpAsync("127.0.0.1", int(match.group(1)), default_transport_timeout_s=5)
+        await device.connect(rsa_keys=[adb_signer], auth_timeout_s=5)
+        output = await device.shell(
+            "cmd role get-role-holders android.app.role.SMS; echo $?;"
+            " settings get secure sms_default_application; dumpsys role | grep -c user_id="
+        )
+        await device.close()
+        assert "com.google.android.apps.messaging\n0\norg.example.old\n3\n" == output
+    finally:
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            await process.communicate()

@@ -1,4 +1,5 @@
-"""``dumpsys power``/``window``, ``cmd role`` and ``settings`` as the services print them."""
+"""``dumpsys power``/``window``/``role``, ``cmd role`` and ``settings`` as the services print
+them, per release."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import re
 import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
+from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT, ROLE_SMS
 from android_bridge.simulator import SimulatedPhone
+from android_bridge.simulator._system_state import java_string_hash
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import connect
 
@@ -29,35 +32,176 @@ def _line(output: str, name: str) -> str:
     return line
 
 
-@pytest.mark.parametrize("android", RELEASES)
-async def test_role_holder_is_the_apps_package(
-    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+def _role_block(indent: str, name: str, holders: tuple[str, ...], fallback: bool) -> str:
+    """One role object of ``dumpsys role`` as ``DualDumpOutputStream`` prints it."""
+    lines = [f"{indent}{{", f"{indent}  name={name}"]
+    if fallback:
+        lines.append(f"{indent}  fallback_enabled=false")
+    lines.extend(f"{indent}  holders={holder}" for holder in holders)
+    lines.append(f"{indent}}}")
+    return "".join(line + "\n" for line in lines)
+
+
+#: (release, Permission module updated by Play) -> cmd role get-role-holders exists.
+GET_ROLE_HOLDERS = {
+    (10, False): False, (10, True): False, (11, False): False, (11, True): False,
+    (12, False): False, (12, True): True, (13, False): False, (13, True): True,
+    (14, False): True, (14, True): True, (15, False): True, (15, True): True,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("android", "updated"), sorted(GET_ROLE_HOLDERS))
+async def test_get_role_holders_only_where_the_module_has_it(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int, updated: bool
 ) -> None:
-    """cmd role prints the holder from 12 (RoleShellCommand, packages/modules/Permission); where
-    the release has no get-role-holders it says Unknown command and exits 255 (ShellCommand)."""
-    phone = await phone_factory(android=android, app="aosp")
-    output = await _shell(phone, adb_signer, f"{ROLE}; {SETTING}")
-    if phone.release.role_shell_command:
-        expected = "com.android.messaging\nrc=0\ncom.android.messaging\n"
+    """cmd role get-role-holders prints the holder and exits 0 on 14 and 15 and on 12/13 with a
+    Play-updated Permission module (RoleShellCommand, commit 2e97608b: in android-14.0.0_r11,
+    not in 12.0.0_r12, 12.1.0_r11, 13.0.0_r11, 13.0.0_r52); elsewhere, 10 and 11 whatever the
+    module (frameworks/base RoleManagerShellCommand), it prints Unknown command on stdout and
+    exits 255 (BasicShellCommandHandler.handleDefaultCommands)."""
+    phone = await phone_factory(android=android, app="aosp", permission_module_updated=updated)
+    output = await _shell(phone, adb_signer, ROLE)
+    if GET_ROLE_HOLDERS[android, updated]:
+        assert "com.android.messaging\nrc=0\n" == output
     else:
-        expected = "Unknown command: get-role-holders\nrc=255\ncom.android.messaging\n"
-    assert expected == output
+        assert "Unknown command: get-role-holders\nrc=255\n" == output
 
 
 @pytest.mark.parametrize("android", RELEASES)
 async def test_no_role_holder_with_two_apps(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
-    """No holder: cmd role prints an empty line (String.join of no holders, RoleShellCommand)
-    and settings prints null (SettingsService, SettingsProvider android-10.0.0_r30)."""
+    """No holder: cmd role (where it exists) prints an empty line (String.join of no holders,
+    RoleShellCommand), dumpsys role lists the SMS role with no holders= line
+    (RoleUserState.dump), and settings prints null (SettingsService)."""
     phone = await phone_factory(android=android, second_sms_app=True)
-    output = await _shell(phone, adb_signer, f"{ROLE}; {SETTING}")
+    output = await _shell(phone, adb_signer, f"{ROLE}; {SETTING}; dumpsys role")
     role = (
         "\nrc=0\n"
         if phone.release.role_shell_command
-        else ("Unknown command: get-role-holders\nrc=255\n")
+        else "Unknown command: get-role-holders\nrc=255\n"
     )
-    assert role + "null\n" == output
+    assert output.startswith(role + "null\n")
+    sms = _role_block("      ", "android.app.role.SMS", (), android == 15)
+    assert sms in output
+
+
+@pytest.mark.parametrize("android", RELEASES)
+async def test_the_setting_is_never_the_role_holder(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """settings get secure sms_default_application is not written from Android 10 on
+    (SmsApplication only adds the role holder; the role service reads the setting once, to
+    migrate): null on a phone first booted on 10+, a stale package on one upgraded from 9,
+    and neither follows the role."""
+    fresh = await phone_factory(android=android, app="aosp")
+    upgraded = await phone_factory(
+        android=android, app="aosp", sms_default_setting="com.google.android.apps.messaging"
+    )
+    upgraded.system_state.sms_role_holder = "org.example.sms"
+    assert ("null\n", "com.google.android.apps.messaging\n") == (
+        await _shell(fresh, adb_signer, SETTING),
+        await _shell(upgraded, adb_signer, SETTING),
+    )
+
+
+@pytest.mark.parametrize("android", RELEASES)
+async def test_dumpsys_role_text_per_release(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """dumpsys role: the header (ROLE MANAGER STATE on 10/11, frameworks/base
+    RoleManagerService; ROLE STATE from 12, the module's RoleService), then one user as
+    user_states={ with user_id=, version=, packages_hash=, roles=[ and a { name= holders= }
+    per role (RoleUserState.dump through DualDumpOutputStream, two spaces per level); 15 adds
+    fallback_enabled= after name= (commit cdc0ad9ab, android-14.0.0_r29 on)."""
+    phone = await phone_factory(android=android, app="aosp")
+    output = await _shell(phone, adb_signer, "dumpsys role")
+    header = "ROLE MANAGER STATE (dumpsys role):" if android <= 11 else "ROLE STATE (dumpsys role):"
+    lines = output.splitlines()
+    assert [header, "{", "  user_states={", "    user_id=0"] == lines[:4]
+    assert re.fullmatch(r"    version=-?\d+", lines[4])
+    assert re.fullmatch(r"    packages_hash=[0-9A-F]{64}", lines[5])
+    assert ["    roles=[", "    ]", "  }", "}"] == [lines[6], *lines[-3:]]
+    sms = ("com.android.messaging",)
+    assert _role_block("      ", "android.app.role.SMS", sms, android == 15) in output
+    assert ("fallback_enabled=" in output) == (android == 15)
+    names = [line.strip()[5:] for line in lines if line.strip().startswith("name=")]
+    assert "android.app.role.SMS" in names[1:]  # never the only role, nor the first
+    assert names == sorted(names, key=java_string_hash)  # ArrayMap order
+
+
+@pytest.mark.parametrize("android", [12, 13, 14])
+async def test_an_updated_module_prints_fallback_enabled(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """A Permission module updated from the 15 line prints fallback_enabled= (RoleUserState.dump,
+    lineage-22.0) on 12 to 14 too: the dump is the module's from 12 on."""
+    phone = await phone_factory(android=android, app="aosp", permission_module_updated=True)
+    output = await _shell(phone, adb_signer, "dumpsys role")
+    assert _role_block("      ", "android.app.role.SMS", ("com.android.messaging",), True) in output
+
+
+@pytest.mark.parametrize("android", [10, 11])
+async def test_an_updated_module_changes_nothing_on_10_and_11(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """On 10 and 11 the role service is frameworks/base's RoleManagerService: a Permission
+    module update changes neither cmd role nor dumpsys role."""
+    plain = await phone_factory(android=android, app="aosp")
+    updated = await phone_factory(android=android, app="aosp", permission_module_updated=True)
+    command = f"{ROLE}; dumpsys role"
+    assert await _shell(plain, adb_signer, command) == await _shell(updated, adb_signer, command)
+
+
+@pytest.mark.parametrize("android", [11, 15])
+async def test_dumpsys_role_with_a_work_profile_and_a_secondary_user(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """Several users: user_states=[ with one unnamed { } per user in ascending id (the first
+    created user is 10); the work profile has no SMS role (SmsRoleBehavior.isAvailableAsUser
+    refuses profiles), the secondary user's SMS role has its own holder; cmd role --user N
+    reads that user (an empty line for one without the role)."""
+    phone = await phone_factory(
+        android=android,
+        app="aosp",
+        work_profile=True,
+        secondary_user_sms_app="org.example.other",
+        permission_module_updated=True,
+    )
+    output = await _shell(phone, adb_signer, "dumpsys role")
+    lines = output.splitlines()
+    assert ["{", "  user_states=[", "    {", "      user_id=0"] == lines[1:5]
+    users = [line.strip() for line in lines if line.strip().startswith("user_id=")]
+    assert ["user_id=0", "user_id=10", "user_id=11"] == users
+    profile = output[output.index("user_id=10") : output.index("user_id=11")]
+    assert "android.app.role.SMS" not in profile
+    other = _role_block("        ", "android.app.role.SMS", ("org.example.other",), android == 15)
+    assert other in output[output.index("user_id=11") :]
+    if android == 15:
+        holders = [
+            await _shell(phone, adb_signer, f"cmd role get-role-holders --user {user} {ROLE_SMS}")
+            for user in (0, 10, 11, 12)
+        ]
+        assert ["com.android.messaging\n", "\n", "org.example.other\n", "\n"] == holders
+
+
+@pytest.mark.parametrize(("android", "updated"), sorted(GET_ROLE_HOLDERS))
+async def test_the_send_scripts_role_read_on_each_release(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int, updated: bool
+) -> None:
+    """ROLE_HOLDER_READ finds user 0's holder on every release: from cmd role where it exits 0,
+    else from the dump (through the phone's awk), with a stale setting and another user's
+    different SMS app around; the report line says which (t:d:holders)."""
+    phone = await phone_factory(
+        android=android,
+        app="aosp",
+        permission_module_updated=updated,
+        sms_default_setting="com.google.android.apps.messaging",
+        secondary_user_sms_app="org.example.other",
+    )
+    output = await _shell(phone, adb_signer, f"{ROLE_HOLDER_READ}; {ROLE_REPORT}")
+    status = "0" if GET_ROLE_HOLDERS[android, updated] else "255"
+    assert f"{status}:0:com.android.messaging\n" == output
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
 from android_bridge._shell import posix_quote
-from android_bridge.simulator._shell import Output, Shell
+from android_bridge.simulator._shell import CommandFn, Output, Shell
+from android_bridge.simulator._toybox import grep as toybox_grep
 
 MKSH = shutil.which("mksh")
 
@@ -288,3 +290,60 @@ def test_pinned_lines_agree_with_mksh(script: str, empty_dir: Path) -> None:
     """Corner cases of echo, splitting and substitution agree with mksh (``external/mksh``
     ``funcs.c`` ``c_print``, ``misc.c`` ``unbksl``; Android 10 to 15)."""
     assert run_mksh(script, empty_dir) == run_simulated(script)
+
+
+# -- the send script's role read ------------------------------------------------------------
+
+
+def _stub(name: str, out: str, err: str, status: int) -> tuple[str, CommandFn]:
+    """A command that prints ``out`` and ``err`` and exits ``status``: an mksh function and
+    the simulator's equivalent (``awk``, at the end of a pipe, reads its input first)."""
+    lines = ["cat >/dev/null"] if name == "awk" else []
+    lines += [f"print -r -- {posix_quote(text)}" for text in (out,) if text]
+    lines += [f"print -ru2 -- {posix_quote(text)}" for text in (err,) if text]
+    function = f"{name}() {{ {'; '.join([*lines, f'return {status}'])}; }}\n"
+
+    async def command(argv: list[str], stdin: str) -> Output:
+        chunks = ((1, out + "\n"),) if out else ()
+        chunks += ((2, err + "\n"),) if err else ()
+        return Output(chunks, status)
+
+    return function, command
+
+
+@pytest.mark.parametrize(
+    ("cmd", "awk"),
+    [
+        pytest.param(("com.android.messaging", "", 0), ("x", "", 0), id="cmd-role-answers"),
+        pytest.param(("", "", 0), ("x", "", 0), id="cmd-role-no-holder"),
+        pytest.param(
+            ("Unknown command: get-role-holders", "", 255),
+            ("com.android.messaging", "", 0),
+            id="dump-parsed",
+        ),
+        pytest.param(
+            ("Unknown command: get-role-holders", "", 255), ("", "", 0), id="dump-no-holder"
+        ),
+        pytest.param(("", "Exception occurred", 255), ("", "", 1), id="neither"),
+        pytest.param(("", "", 255), ("", "awk: not found", 127), id="no-awk"),
+    ],
+)
+def test_the_role_read_agrees_with_mksh(
+    cmd: tuple[str, str, int], awk: tuple[str, str, int], empty_dir: Path
+) -> None:
+    """The send script's role read (``ROLE_HOLDER_READ``, then ``ROLE_REPORT``) leaves the same
+    ``$t``, ``$d`` and ``$r`` in mksh as in the simulated shell, whatever ``cmd role`` and the
+    dump parser print and exit with (``cmd``, ``dumpsys`` and ``awk`` stubbed alike in both)."""
+    stubs = [_stub("cmd", *cmd), _stub("dumpsys", "dump", "", 0), _stub("awk", *awk)]
+    script = f'{ROLE_HOLDER_READ}; {ROLE_REPORT}; probe "$t" "$d" "$r"'
+    functions = "".join(function for function, _ in stubs)
+    commands: dict[str, CommandFn] = {"probe": _probe, "grep": toybox_grep}
+    names = ("cmd", "dumpsys", "awk")
+    commands.update({name: command for name, (_, command) in zip(names, stubs, strict=True)})
+    chunks, status = asyncio.run(Shell(commands).run_chunks(script))
+    actual = (
+        "".join(text for fd, text in chunks if fd == 1).encode(),
+        "".join(text for fd, text in chunks if fd == 2).encode(),
+        status,
+    )
+    assert run_mksh(functions + script, empty_dir) == actual
