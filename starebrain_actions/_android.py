@@ -42,6 +42,7 @@ from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._logging import get_logger
 from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
+from starebrain_actions._send_path import check_send_path, framework_refusal
 from starebrain_actions.exceptions import (
     DispatchNotSent,
     DispatchOutcomeUnknown,
@@ -98,14 +99,21 @@ FrameworkProof = Callable[[str, str], Awaitable[tuple[bool, str]]]
 
 
 async def choose_send_path(
-    device: Device, proof: FrameworkProof | None, name: str | None = None
+    device: Device,
+    proof: FrameworkProof | None,
+    name: str | None = None,
+    body: str | None = None,
 ) -> tuple[str, str]:
     """``auto``'s choice on ``device`` ("ui" or "framework"), and why (see ``_send_path``);
     ``starebrain devices`` shows it too. ``name``: the phone's key in the ledger (default:
-    the address it was reached at)."""
+    the address it was reached at). ``body``: the text about to be sent (the framework path
+    sends one SMS only); None: any text that fits one."""
     probe = await probe_framework_send(device)
     if probe is not True:
         return "ui", f"the framework path is not open: {probe}"
+    refusal = framework_refusal(body) if body is not None else None
+    if refusal is not None:
+        return "ui", refusal
     if proof is None:
         return "ui", "no ledger to prove the framework path by"
     build = (await device.facts()).build
@@ -234,14 +242,28 @@ class AndroidPhone:
             self._dispatchers[path] = known
         return known
 
-    async def choose_path(self) -> None:
+    def check_body(self, body: str) -> None:
+        """Refuse ``body`` when the send path the caller named cannot send it (more than one
+        SMS segment on ``framework``: ``_send_path.check_send_path``); with ``auto``, nothing
+        (it takes the app for such a body). Call it before anything is recorded.
+
+        Raises:
+            InvalidInput: the path cannot send ``body``.
+        """
+        if self._framework_proof is None:
+            check_send_path(self.send_path, body)
+
+    async def choose_path(self, body: str | None = None) -> None:
         """With ``auto``, choose the path again from the ledger's proof as it is now (a
-        framework send that went to review since turns the next one back to the app); call it
-        before an attempt's receipt, so that the receipt's path evidence and the send agree.
-        No round trip: the probe reads the connection's facts. Without ``auto``: nothing."""
+        framework send that went to review since turns the next one back to the app) and for
+        ``body`` (one of more than one SMS goes through the app); call it before an attempt's
+        receipt, so that the receipt's path evidence and the send agree. No round trip: the
+        probe reads the connection's facts. Without ``auto``: nothing."""
         if self._framework_proof is None:
             return
-        path, why = await choose_send_path(self._device, self._framework_proof, self._key)
+        path, why = await choose_send_path(
+            self._device, self._framework_proof, self._key, body=body
+        )
         if (path, why) != (self.send_path, self.path_choice):
             if path != self.send_path:
                 _log.info("send_path_changed", device=self.device, send_path=path, why=why)

@@ -27,6 +27,8 @@ import click
 
 from android_bridge import _device
 from starebrain_actions._segments import SegmentCount, count_segments
+from starebrain_actions._send_path import check_send_path
+from starebrain_actions.exceptions import InvalidInput
 
 #: The longest argument string Linux accepts, its terminating NUL included (the bridge
 #: refuses a longer command as NotSent too).
@@ -128,12 +130,13 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
 
 
 def check_body(recipient: str, body: str, send_path: str) -> SegmentCount:
-    """Refuse a body the phone's shell cannot take; warn on stderr when it is more than one
-    SMS. Returns how the phone splits it.
+    """Refuse a body the phone's shell cannot take, or that ``send_path`` cannot send
+    (``_send_path.check_send_path``: more than one SMS on ``framework``); warn on stderr when
+    it is more than one SMS. Returns how the phone splits it.
 
     Raises:
-        CliUsageError: the send script would exceed ``MAX_ARG_STRLEN``, or the bridge refuses
-            the body.
+        CliUsageError: the send script would exceed ``MAX_ARG_STRLEN``, the bridge refuses
+            the body, or the send path cannot send it.
     """
     from android_bridge.exceptions import CommandRejected
     from starebrain_actions.cli import CliUsageError
@@ -151,6 +154,10 @@ def check_body(recipient: str, body: str, send_path: str) -> SegmentCount:
             f" MAX_ARG_STRLEN); this body is {body_bytes} bytes of UTF-8, and about {room}"
             " would fit (a single quote takes more once quoted); nothing was recorded or sent"
         )
+    try:
+        check_send_path(send_path, body)
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
     count = count_segments(body)
     if count.segments > 1:
         click.echo(f"starebrain send: warning: {describe(count)}", err=True)

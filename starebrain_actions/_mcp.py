@@ -65,6 +65,7 @@ from starebrain_actions._model import (
     check_action_id,
 )
 from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
+from starebrain_actions._send_path import check_send_path, ledger_proof
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
 from starebrain_actions.cli import derive_action_id, settled
 from starebrain_actions.exceptions import (
@@ -241,7 +242,6 @@ class _Phones:
             PhoneUnavailable: the phone cannot be reached now (nothing is recorded).
         """
         from starebrain_actions._android import AndroidPhone, PhoneUnavailable
-        from starebrain_actions._send_path import ledger_proof
 
         config = self._config
         async with self._locks[device]:
@@ -368,6 +368,7 @@ class SmsService:
             intent = SmsIntent(recipient=to, body=body, region=self.config.region)
             if action_id is not None:
                 check_action_id(action_id)
+            check_send_path(self.config.send_path, intent.body)
         except InvalidInput as exc:
             raise ToolError(f"bad input, nothing sent: {exc}") from exc
         derived = action_id is None
@@ -785,6 +786,14 @@ def build_server(service: SmsService) -> MCPServer:
                 f" At most {config.max_sends_per_hour} sends per hour; a call over it is an"
                 " error and sends nothing."
                 if config.max_sends_per_hour is not None
+                else ""
+            )
+            + (
+                " This server sends through the phone's framework, one SMS segment per"
+                " message: a longer text (over about 160 characters, or 70 when it holds an"
+                " emoji or another character outside the GSM alphabet) is an error that says"
+                " how many segments it is, and sends nothing."
+                if config.send_path == "framework"
                 else ""
             )
         ),

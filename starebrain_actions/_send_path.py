@@ -21,6 +21,15 @@ the framework said yes and no row came; or a mismatch, a duplicate) or that an o
 rules without a row of ours turns ``auto`` back to the app until a framework send is confirmed
 again. Attempts still in flight, and those that failed before the phone's framework was
 reached (a voided fence, a refused check), prove nothing either way and are passed over.
+
+**One SMS only.** ``sendTextForSubscriber`` sends a text that fits one PDU: for a longer one
+``SMSDispatcher.sendText`` (frameworks/opt/telephony, android-10.0.0_r30 to 15.0.0_r1) gets
+no PDU, sends nothing, writes no row, and the call still returns success. The multipart
+method's transaction code could not be read at a release tag, so the framework path never
+sends a body of more than one segment (:func:`framework_refusal`): ``auto`` takes the app for
+it, saying so in the attempt's ``path_choice``, and a path named ``framework`` refuses it
+before anything is recorded (:func:`check_send_path`, which ``starebrain send``, ``SmsAgent``
+and the MCP server each call before their first write).
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from starebrain_actions._model import ActionRecord, DeliveryState
+from starebrain_actions._segments import GSM7_SINGLE, UCS2_SINGLE, count_segments
+from starebrain_actions.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from starebrain_actions._ledger import Ledger
@@ -36,6 +47,40 @@ if TYPE_CHECKING:
 #: How many of a phone's latest attempts are searched for the proof (newest first). A proof
 #: older than that is not used: ``auto`` then sends through the app, the safe side.
 PROOF_WINDOW: Final = 200
+
+
+def framework_refusal(body: str) -> str | None:
+    """Why the framework path cannot send ``body`` (more than one SMS segment, as Android
+    counts them: ``_segments``), or None when it can."""
+    count = count_segments(body)
+    if count.segments <= 1:
+        return None
+    single = GSM7_SINGLE if count.encoding == "GSM-7" else UCS2_SINGLE
+    return (
+        f"the body is {count.segments} SMS segments ({count.encoding}: {count.units}"
+        f" {count.unit_name}, one SMS holds {single}) and the framework path sends one SMS"
+        " only (Android's SMSDispatcher.sendText sends nothing for a longer text, and the call"
+        " still reports success)"
+    )
+
+
+def check_send_path(send_path: str, body: str) -> None:
+    """Refuse ``body`` on a send path named by the caller that cannot send it: a body of more
+    than one SMS segment on ``framework``. ``auto`` and ``ui`` take any body (``auto`` takes
+    the app for a long one).
+
+    Raises:
+        InvalidInput: the refusal, naming the segment count and what to do instead.
+    """
+    if send_path != "framework":
+        return
+    why = framework_refusal(body)
+    if why is not None:
+        raise InvalidInput(
+            f"send path framework cannot send this body: {why}. Send it through the messaging"
+            " app (send path ui, or auto, which takes the app for it: --send-path ui or"
+            " --send-path auto), or shorten it to one SMS; nothing was recorded or sent"
+        )
 
 
 def framework_proven(records: Sequence[ActionRecord], build: str) -> tuple[bool, str]:

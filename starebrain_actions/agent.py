@@ -334,8 +334,9 @@ class SmsAgent:
         a live sender's command is over by then). ``rate_limit``: sends started on the phone
         per minute at most (Android holds more behind a confirmation dialog). ``send_path``:
         "ui" (the messaging app), "framework" (``service call isms`` as the shell user: no
-        UI, no RCS, our rows told apart by ``creator``) or "auto" (the default: the framework
-        where the probe passes and this ledger holds proof of it on the phone's build, a
+        UI, no RCS, our rows told apart by ``creator``; one SMS segment per message, so
+        ``send`` refuses a longer body) or "auto" (the default: the framework where the probe
+        passes, the body is one SMS and this ledger holds proof of it on the phone's build, a
         framework send confirmed by the shell's own row; else the app; see ``_send_path``).
         ``deadline_s``: connecting (with its first round trips) must be over within this
         many seconds, or PhoneUnavailable. ``poll_interval_s``: the
@@ -441,11 +442,16 @@ class SmsAgent:
         as ours) ends the wait at once: no later read can tell, a person rules.
 
         Raises:
-            InvalidInput: empty or malformed recipient or body, or a bad action id.
+            InvalidInput: empty or malformed recipient or body, a bad action id, or a body
+                the send path named at ``open`` cannot send (more than one SMS segment on
+                ``framework``); nothing is recorded or sent.
             FingerprintConflict: ``action_id`` exists with another recipient or body;
                 nothing is sent.
         """
         intent = SmsIntent(recipient=to, body=body, region=self.region)
+        check_body = getattr(self.phone, "check_body", None)
+        if callable(check_body):
+            check_body(intent.body)  # a path named by the caller that cannot send it
         action = await self.ledger.create_action(action_id, intent, self.policy)
         give_up = clock() + max(0.0, wait)
         told = ""
@@ -566,7 +572,7 @@ class SmsAgent:
             tell("sending")
             try:
                 async with asyncio.timeout(bound()):
-                    fence_evidence = await self._fence_evidence()
+                    fence_evidence = await self._fence_evidence(intent.body)
             except TimeoutError:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
             except LinkDown:
@@ -632,14 +638,14 @@ class SmsAgent:
             if not await self._pause(give_up, clock):
                 return False
 
-    async def _fence_evidence(self) -> dict[str, str]:
+    async def _fence_evidence(self, body: str) -> dict[str, str]:
         """The phone's fence epoch, noted on the attempt before it is sent, so that a later
         pass can prove on the phone that its script never ran, and the send path's own
         evidence (the framework path's ``creator``). A phone that cannot give an epoch gives
         an attempt without a fence (it can then only be confirmed, never voided)."""
         choose = getattr(self.phone, "choose_path", None)
         if callable(choose):
-            await choose()  # ``auto``: the path the ledger's proof allows now
+            await choose(body)  # ``auto``: the path the ledger's proof allows now, for body
         path = getattr(self.phone, "path_evidence", None)
         known: dict[str, str] = dict(path()) if callable(path) else {}
         address = getattr(self.phone, "address", None)

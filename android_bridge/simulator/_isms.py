@@ -50,6 +50,17 @@ What is modelled, and where it comes from:
   ``sentIntent``: the shell sees the same ``Parcel(00000000    '....')`` as for a send, and
   nothing is sent. (For an unknown ``subId`` some releases fall back to the default phone;
   not sending is the worse case for the product and is what is modelled.)
+* **One PDU only** (frameworks/opt/telephony ``SMSDispatcher.sendText``, the same at
+  android-10.0.0_r30, 11.0.0_r1, 12.0.0_r1, 13.0.0_r1, 14.0.0_r1 and 15.0.0_r1; both send
+  methods reach it): the text is encoded into *one* PDU, and ``getSubmitPdu`` returns null
+  when it needs more than one: over 160 GSM-7 septets, or over 70 UCS-2 code units
+  (frameworks/base ``gsm/SmsMessage.getSubmitPdu``, "Message too long", read in an untagged
+  copy only; the count is ``SmsMessage.calculateLength``'s: ``_apps.sms_segments`` here).
+  ``sendText`` then logs ``getSubmitPdu() returned null`` and sends the failure to the
+  ``sentIntent``, which is null from ``service call``: **the shell sees the same success
+  parcel**, nothing is sent, no row is written, and (no tracker was made) ``SmsUsageMonitor``
+  counts nothing. A longer text takes ``sendMultipartTextForSubscriber``, which is not
+  modelled: its code (not known per release) is one of the "other codes" below.
 * **``SmsUsageMonitor``** (frameworks/opt/telephony): ``DEFAULT_SMS_CHECK_PERIOD`` 60000 ms,
   ``DEFAULT_SMS_MAX_COUNT`` 30 per package. A send that would exceed it raises
   ``EVENT_SEND_LIMIT_REACHED_CONFIRMATION``: a dialog asks the person holding the phone, and
@@ -71,6 +82,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from android_bridge.simulator._apps import sms_segments
 from android_bridge.simulator._faults import Fault
 from android_bridge.simulator._shell import Output
 from android_bridge.simulator._store import MESSAGE_TYPE_FAILED, MESSAGE_TYPE_SENT
@@ -389,6 +401,10 @@ class IsmsService:
         if package != SHELL_PACKAGE or uid not in (0, 2000):
             return _exception(EX_SECURITY, f"Package {package} does not belong to {uid}")
         if not text.address or not text.body or text.sub_id not in host.sim_sub_ids():
+            return _no_exception()
+        if sms_segments(text.body) > 1:
+            # SMSDispatcher.sendText: getSubmitPdu returned null; the failure goes to the
+            # null sentIntent, before any tracker or usage count (see the module doc)
             return _no_exception()
         now = host.now_ms()
         stamps = [t for t in self._stamps.get(package, []) if t > now - SMS_CHECK_PERIOD_MS]

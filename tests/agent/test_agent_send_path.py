@@ -9,7 +9,12 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from starebrain_actions import RetryPolicy, ReviewReason, SmsIntent, Status
+from starebrain_actions._segments import count_segments
+from starebrain_actions.exceptions import InvalidInput
+from tests.agent.conftest import sent_rows
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 SHELL = "com.android.shell"
@@ -153,3 +158,62 @@ async def test_a_send_goes_the_way_its_receipt_says(sms_phone: Any, agent_for: A
         await phone.wait_idle()  # the radio's answer (send_delay_ms)
     assert "framework" == receipt.evidence["send_path"]
     assert [SHELL] == senders(phone)
+
+
+#: Two SMS segments each: 171 GSM-7 septets, and 71 UCS-2 code units (one SMS holds 70).
+LONG_BODIES = [
+    pytest.param(
+        "Your code is 4821; it expires in ten minutes. " * 3 + "Thanks for waiting; see you soon!",
+        id="gsm7-171",
+    ),
+    pytest.param("Ваш код 4821. " * 5 + "!", id="ucs2-71"),
+]
+
+
+@pytest.mark.parametrize("long_body", LONG_BODIES)
+async def test_auto_sends_a_body_of_more_than_one_sms_through_the_app_where_the_framework_is_proven(
+    sms_phone: Any, agent_for: Any, long_body: str
+) -> None:
+    """The framework path sends one SMS segment (SMSDispatcher.sendText sends nothing for a
+    longer text and still reports success), so ``auto``, with the framework proven on this
+    build, takes the app for a body of two segments, saying so in ``path_choice``, and the
+    framework again for the next short one: each message sent once, by whom the phone says."""
+    assert 2 == count_segments(long_body).segments
+    phone = await sms_phone(android=15)
+    async with agent_for(phone, send_path="framework") as agent:
+        await agent.send("A-1", TO, BODY, wait=5)
+    async with agent_for(phone) as agent:
+        assert "framework" == agent.phone.send_path
+        long = await agent.send("A-2", TO, long_body, wait=5)
+        short = await agent.send("A-3", TO, "Your code is 9917", wait=5)
+    assert long.record is not None and short.record is not None
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (long.status, short.status)
+    assert [SHELL, MESSAGING, SHELL] == senders(phone)
+    assert ["sms"] * 3 == [transmission.channel for transmission in phone.transmissions]
+    assert 1 == len(sent_rows(phone, TO, long_body))
+    assert "2 SMS segments" in long.record.evidence["path_choice"]
+    assert "send_path" not in long.record.evidence
+    assert "framework" == short.record.evidence["send_path"]
+    assert "A-1" in short.record.evidence["path_choice"]
+
+
+@pytest.mark.parametrize("long_body", LONG_BODIES)
+async def test_an_explicit_framework_path_refuses_a_longer_body_before_anything_is_recorded(
+    sms_phone: Any, agent_for: Any, long_body: str
+) -> None:
+    """``send_path="framework"`` cannot send two segments: ``send`` raises InvalidInput naming
+    the count and the other paths, before the ledger holds an action or an attempt, and the
+    phone is not asked to send anything."""
+    phone = await sms_phone(android=10)
+    rows_before = phone.store.rows()
+    async with agent_for(phone, send_path="framework") as agent:
+        with pytest.raises(InvalidInput, match="2 SMS segments") as refused:
+            await agent.send("A-1", TO, long_body, wait=5)
+        assert [] == await agent.ledger.summaries()
+        assert [] == await agent.ledger.latest_attempts(phone.serial, 10)
+        assert 0 == agent.dispatches
+    assert "send path ui, or auto" in str(refused.value)
+    assert "nothing was recorded or sent" in str(refused.value)
+    assert [] == phone.transmissions
+    assert rows_before == phone.store.rows()
+    assert not any("service call" in command for command in phone.commands_run)

@@ -11,16 +11,17 @@ import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import Ledger
 from starebrain_actions._cli_body import MAX_ARG_STRLEN, longest_send_script
 from starebrain_actions.cli import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import BODY, RECIPIENT, RunCli
+from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target
 
 SENT = 2
 
 
 async def send(
-    ledger_path: Path, key: Path, serial: str, *args: str, stdin: bytes | None = None
+    ledger_path: Target, key: Path, serial: str, *args: str, stdin: bytes | None = None
 ) -> Result:
     """`starebrain --db L send --device SERIAL --key KEY ARGS`, off the phone's event loop."""
     argv = ["--db", str(ledger_path), "send", "--device", serial, "--key", str(key), *args]
@@ -162,7 +163,8 @@ def test_body_over_the_shell_argument_limit_is_exit_2_and_nothing_is_recorded(
 ) -> None:
     """One byte over the limit (from a file, or quoting that grows it: single quotes) is
     refused with exit 2 before any ledger exists; at the limit the send goes on (and fails
-    here only because nothing listens on the port: exit 1)."""
+    here only because nothing listens on the port: exit 1), except through the framework,
+    which sends one SMS segment only (exit 2, no ledger either)."""
     size = largest_accepted(send_path)
     assert 120_000 < size < MAX_ARG_STRLEN
     device = f"127.0.0.1:{closed_port}"
@@ -188,8 +190,13 @@ def test_body_over_the_shell_argument_limit_is_exit_2_and_nothing_is_recorded(
         "send", "--device", device, "--to", RECIPIENT, "--send-path", send_path,
         "--body-file", str(at_limit), "--wait", "1",
     )  # fmt: skip
-    assert 1 == accepted.exit_code, accepted.output
     assert "too long" not in accepted.stderr
+    if send_path == "framework":
+        assert 2 == accepted.exit_code, accepted.output
+        assert "send path framework cannot send this body" in accepted.stderr
+        assert not ledger_path.exists()
+    else:
+        assert 1 == accepted.exit_code, accepted.output
 
 
 def test_huge_stdin_is_refused_without_reading_it_all(
@@ -209,18 +216,18 @@ def test_huge_stdin_is_refused_without_reading_it_all(
     assert not ledger_path.exists()
 
 
-@pytest.mark.parametrize("send_path", ["ui", "framework"])
 async def test_the_largest_accepted_body_really_fits_on_the_phone(
-    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path, send_path: str
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
     """The limit is derived honestly: the longest body the check accepts, really sent, puts a
     command line of at most MAX_ARG_STRLEN - 1 bytes on the phone, and not far below it (the
-    check's worst case is at most a few hundred bytes above what a send really writes)."""
+    check's worst case is at most a few hundred bytes above what a send really writes). Only
+    the app's path can take such a body: the framework sends one SMS segment."""
     phone = await phone_factory(app="aosp", android=14)
-    body = "a" * largest_accepted(send_path)
+    body = "a" * largest_accepted("ui")
     result = await send(
         ledger_path, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", body,
-        "--send-path", send_path, "--wait", "20",
+        "--send-path", "ui", "--wait", "20",
     )  # fmt: skip
     assert 0 == result.exit_code, result.output
     longest = max(len(command.encode("utf-8")) for command in phone.commands_run)
@@ -249,3 +256,43 @@ def test_docs_samples_of_long_bodies_are_what_it_prints(run_cli: RunCli, closed_
     quoted = re.search(r"up to about ([\d,]+) bytes", DOCS.read_text(encoding="utf-8"))
     assert quoted is not None
     assert abs(int(quoted.group(1).replace(",", "")) - largest_accepted("ui")) < 100
+
+
+async def actions_in(target: Target) -> list[str]:
+    """The action ids a ledger holds ([] when its file was never created)."""
+    if isinstance(target, Path) and not target.exists():
+        return []
+    async with Ledger.open(target) as ledger:
+        return [summary.action.action_id for summary in await ledger.summaries()]
+
+
+@pytest.mark.parametrize(
+    ("body", "count"),
+    [
+        pytest.param(
+            "a" * 161, "2 SMS segments (GSM-7: 161 septets, one SMS holds 160)", id="gsm7"
+        ),
+        pytest.param(
+            "ж" * 71, "2 SMS segments (UCS-2: 71 UTF-16 code units, one SMS holds 70)", id="ucs2"
+        ),
+    ],
+)
+async def test_framework_path_refuses_a_body_of_more_than_one_sms_before_anything_is_recorded(
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path, body: str, count: str
+) -> None:
+    """`--send-path framework` sends one SMS segment (SMSDispatcher.sendText sends nothing
+    for a longer text and still reports success): a longer body is exit 2, naming its
+    segment count and the other ways, before the ledger or the phone is touched."""
+    phone = await phone_factory(android=14)
+    result = await send(
+        ledger_target, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", body,
+        "--send-path", "framework", "--wait", "5",
+    )  # fmt: skip
+    assert 2 == result.exit_code, result.output
+    assert count in result.stderr
+    assert "--send-path ui or --send-path auto" in result.stderr
+    assert "shorten it to one SMS; nothing was recorded or sent" in result.stderr
+    assert "warning" not in result.stderr
+    assert [] == await actions_in(ledger_target)
+    assert ([], []) == (phone.transmissions, phone.store.rows())
+    assert [] == phone.commands_run

@@ -158,3 +158,34 @@ async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
     assert ["com.google.android.apps.messaging", "com.android.shell", "com.android.shell"] == [
         transmission.app for transmission in phone.transmissions
     ]
+
+
+async def test_a_framework_server_refuses_a_body_of_more_than_one_sms_and_records_nothing(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """A server started with ``--send-path framework`` sends one SMS segment per message
+    (SMSDispatcher.sendText sends nothing for a longer text and still reports success): a
+    body of two segments, with an action_id or without, is a tool error saying so and that
+    nothing was sent; the ledger holds nothing for it and the phone sends nothing. The tool's
+    description says it; a one-SMS text then goes through the framework."""
+    from starebrain_actions import Ledger
+
+    phone: SimulatedPhone = await phone_factory(android=15)
+    long = {"action_id": "A-1", "to": TO, "body": "a" * 161, "wait_seconds": 5}
+    server = (db_path, adb_key_path, [phone.serial])
+    async with client_on(*server, send_path="framework") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("send_sms", long)
+        derived = await client.call_tool("send_sms", {"to": TO, "body": "ж" * 71})
+        short = structured(
+            await client.call_tool("send_sms", {**long, "action_id": "A-2", "body": BODY})
+        )
+    assert "one SMS segment per message" in (tools["send_sms"].description or "")
+    for result, count in ((refused, "GSM-7: 161 septets"), (derived, "UCS-2: 71 UTF-16")):
+        text = error_text(result)
+        assert "nothing sent" in text and f"2 SMS segments ({count}" in text
+        assert "--send-path ui or --send-path auto" in text
+    async with Ledger.open(db_path) as ledger:
+        assert ["A-2"] == [summary.action.action_id for summary in await ledger.summaries()]
+    assert "SUCCEEDED" == short["status"]
+    assert [("com.android.shell", BODY)] == [(t.app, t.body) for t in phone.transmissions]

@@ -3,6 +3,7 @@ send path without UI, per Android release (frameworks/base ``ISms.aidl``, ``cmds
 
 from __future__ import annotations
 
+import random
 import shlex
 
 import pytest
@@ -11,6 +12,7 @@ from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge.simulator import SimulatedPhone
 from android_bridge.simulator._isms import format_parcel
+from starebrain_actions._segments import count_segments
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import connect
 
@@ -141,6 +143,84 @@ async def test_no_row_while_the_radio_sends(
     assert [] == phone.store.rows()
     await phone.wait_idle()
     assert [2] == [row.type for row in phone.store.rows()]
+
+
+@pytest.mark.parametrize("version", [10, 15])
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("a" * 161, id="161-septets"),
+        pytest.param("{" * 81, id="162-septets-extension"),
+        pytest.param("ж" * 71, id="71-ucs2"),
+        pytest.param("😀" * 36, id="72-ucs2-surrogates"),
+    ],
+)
+async def test_text_of_more_than_one_pdu_is_not_sent_yet_the_call_succeeds(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, version: int, body: str
+) -> None:
+    """A text needing a second PDU (over 160 GSM-7 septets, over 70 UCS-2 code units):
+    getSubmitPdu returns null, sendText sends nothing and writes no row, the failure goes to
+    the null sentIntent, and the shell sees the usual success parcel (SMSDispatcher.sendText,
+    frameworks/opt/telephony android-10.0.0_r30 to android-15.0.0_r1)."""
+    phone = await phone_factory(android=version)
+    options = 8 if version == 10 else 6  # sendTextForSubscriberWithOptions
+    output = await shell(
+        phone, adb_signer, f"{call(version, body)}; {call(version, body, code=options)}"
+    )
+    assert OK * 2 == output
+    await phone.wait_idle()
+    assert [] == phone.store.rows()
+    assert [] == phone.transmissions
+    assert [] == list(phone.held_framework_sends)
+
+
+def near_the_one_pdu_limit() -> list[str]:
+    """Bodies on both sides of one PDU, in every way a body can reach it: GSM-7 septets,
+    extension characters (two septets), UCS-2 code units, surrogate pairs (two units), and
+    a GSM-7 text turned UCS-2 by its last character; plus a seeded random sample."""
+    bodies = [
+        *("a" * n for n in (159, 160, 161)),
+        *("a" * n + "€" for n in (157, 158, 159)),
+        *("ж" * n for n in (69, 70, 71)),
+        *("a" * n + "😀" for n in (67, 68, 69)),
+        *("a" * n + "\u2019" for n in (68, 69, 70)),
+    ]
+    rng = random.Random(21)
+    pool = "aZ9 @£{€ñ\nжé\u2019😀👍🏽"
+    for _ in range(40):
+        bodies.append("".join(rng.choice(pool) for _ in range(rng.randint(30, 170))))
+    return bodies
+
+
+@pytest.mark.parametrize("version", [10, 15])
+async def test_the_phone_sends_exactly_what_the_product_counts_as_one_segment(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, version: int
+) -> None:
+    """The simulated framework's one-PDU rule (``_apps.sms_segments``) and the product's
+    segment count (``starebrain_actions._segments``) agree: of bodies around the limit, the
+    phone sends exactly those the product counts as one SMS."""
+    phone = await phone_factory(android=version)
+    bodies = near_the_one_pdu_limit()
+    output = await shell(phone, adb_signer, "; ".join(call(version, body) for body in bodies))
+    assert OK * len(bodies) == output
+    await phone.wait_idle()
+    expected = [body for body in bodies if count_segments(body).segments == 1]
+    assert 10 < len(expected) < len(bodies) - 10
+    assert expected == [transmission.body for transmission in phone.transmissions]
+    assert expected == [row.body for row in phone.store.rows()]
+
+
+async def test_too_long_texts_do_not_count_towards_the_usage_limit(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """getSubmitPdu fails before a tracker exists, so SmsUsageMonitor counts nothing: after
+    30 texts too long, 30 short ones are all sent (SMSDispatcher.sendText, sendRawPdu)."""
+    phone = await phone_factory(android=14)
+    long_calls = "; ".join(call(14, "a" * 161) for _ in range(30))
+    short_calls = "; ".join(call(14, f"m{i}") for i in range(30))
+    assert OK * 60 == await shell(phone, adb_signer, f"{long_calls}; {short_calls}")
+    assert 30 == len(phone.transmissions)
+    assert [] == list(phone.held_framework_sends)
 
 
 @pytest.mark.parametrize("body", ['it\'s "quoted" $HOME `x`', "two\nlines\r\n", "emoji 😀👍🏽"])
