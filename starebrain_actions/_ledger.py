@@ -1303,6 +1303,60 @@ class Ledger:
 
         return await self._run(work)
 
+    async def derived_generations(
+        self, base_id: str, *, now: datetime | None = None
+    ) -> list[ActionSummary]:
+        """The actions holding the generations of a derived id, in order: ``base_id``
+        (generation 1), ``base_id-2``, ``base_id-3``… (``_core.derived_generation_id``), up
+        to the first generation no action holds, which is ``len(result) + 1``. Each with its
+        attempts, whatever intent it holds (``_core.choose_derived_generation`` skips those
+        holding another).
+
+        Lookups by exact id on the primary key, in batches of 8, 16, 32… ids (``IN (…)``,
+        with one query for the attempts and one for the duplicate counts of what a batch
+        found): never a scan of the actions table, however many generations there are.
+
+        Raises:
+            InvalidInput: ``base_id`` is not a valid action id.
+        """
+        check_action_id(base_id)
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[ActionSummary]:
+            found: list[ActionSummary] = []
+            size = _GENERATIONS_FIRST_BATCH
+            while True:
+                first = len(found) + 1
+                wanted = [
+                    _core.derived_generation_id(base_id, generation)
+                    for generation in range(first, first + size)
+                ]
+                marks = ", ".join("?" for _ in wanted)
+                rows = db.execute(
+                    f"SELECT * FROM actions WHERE action_id IN ({marks})", wanted
+                ).fetchall()
+                stored = {str(row["action_id"]): row for row in rows}
+                present: list[Action] = []
+                for action_id in wanted:
+                    if action_id not in stored:
+                        break
+                    present.append(_cached_action(_row_dict(stored[action_id])))
+                attempts, duplicates = _load_page(db, [action.action_id for action in present])
+                found += [
+                    summarize(
+                        action,
+                        attempts.get(action.action_id, ()),
+                        when,
+                        duplicates=duplicates.get(action.action_id, 0),
+                    )
+                    for action in present
+                ]
+                if len(present) < size:
+                    return found
+                size = min(size * 2, _GENERATIONS_LAST_BATCH)
+
+        return await self._run(work)
+
     async def claimed_provider_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
         """``content://sms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
         attempt (as its artifact or as a duplicate), as ``(_id, date)``: an ``_id`` is reused
@@ -1360,6 +1414,13 @@ _FAILED_ROWS: Final[Mapping[str, str]] = {
 
 
 # ---------------------------------------------------------------------- helpers (worker thread)
+
+
+#: The first batch of derived id generations ``derived_generations`` looks up, and the
+#: largest (each batch doubles): most intents have one generation, a daily reminder a few
+#: hundred after a year.
+_GENERATIONS_FIRST_BATCH: Final = 8
+_GENERATIONS_LAST_BATCH: Final = 256
 
 
 def dispatches_since(db: sqlite3.Connection, device: str, since: str) -> int:

@@ -44,7 +44,7 @@ from pydantic import Field
 
 from android_bridge.exceptions import BridgeError
 from starebrain_actions._convert import format_time
-from starebrain_actions._core import should_redispatch
+from starebrain_actions._core import DERIVED_ID_WINDOW, earlier_message, should_redispatch
 from starebrain_actions._ledger import Ledger, dispatches_since
 from starebrain_actions._logging import get_logger
 from starebrain_actions._mcp_results import (
@@ -65,9 +65,10 @@ from starebrain_actions._model import (
     check_action_id,
 )
 from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
+from starebrain_actions._render import duration_text
 from starebrain_actions._send_path import check_send_path, ledger_proof
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
-from starebrain_actions.cli import derive_action_id, settled
+from starebrain_actions.cli import choose_derived_id, settled
 from starebrain_actions.exceptions import (
     FingerprintConflict,
     InvalidInput,
@@ -101,7 +102,8 @@ SERVER_INSTRUCTIONS: Final = (
     " twice. Give every message you intend to send its own stable action_id and reuse exactly"
     " that action_id, recipient and text on every retry (after a timeout, an error or a"
     " restart): a repeated call resumes the same action and never sends a second SMS. Read"
-    " `status` and follow `next_step` in every result. Never work around an unresolved or"
+    " `status` and follow `next_step` in every result; `earlier_message: true` means the call"
+    " sent nothing and answers with a message sent before. Never work around an unresolved or"
     " failed result by sending under a new action_id: that is how duplicates happen. Actions"
     " listed by list_review wait for a person: tell the user instead of resending."
 )
@@ -153,10 +155,16 @@ class ServerConfig:
     #: the longest wait between two reads while waiting for proof (the first read after a
     #: send comes when the phone's messages have shown up before: ``SmsAgent``)
     poll_interval_s: float = 0.25
+    #: seconds after its latest attempt during which a settled action answers a send_sms
+    #: that names no action_id (``_core.derived_id_resumable``); past them the same text to
+    #: the same number is a new action
+    derived_id_window_s: float = DERIVED_ID_WINDOW.total_seconds()
 
     def __attrs_post_init__(self) -> None:
         if not self.devices:
             raise InvalidInput("the MCP server needs at least one phone (--device HOST:PORT)")
+        if not 0 <= self.derived_id_window_s < float("inf"):
+            raise InvalidInput("derived_id_window_s must be a finite number of seconds >= 0")
         if not 1.0 <= self.max_wait_s <= WAIT_CEILING_S:
             raise InvalidInput(f"max_wait_s must be between 1 and {WAIT_CEILING_S:g}")
         if self.max_sends_per_hour is not None and self.max_sends_per_hour < 1:
@@ -372,7 +380,13 @@ class SmsService:
         except InvalidInput as exc:
             raise ToolError(f"bad input, nothing sent: {exc}") from exc
         derived = action_id is None
-        chosen = action_id if action_id is not None else derive_action_id(intent)
+        chosen = (
+            action_id
+            if action_id is not None
+            else await choose_derived_id(
+                self.ledger, intent, window=timedelta(seconds=self.config.derived_id_window_s)
+            )
+        )
         try:
             known: ActionSummary | None = await self.ledger.summary(chosen)
         except NotFound:
@@ -392,11 +406,12 @@ class SmsService:
             flight = self._flights.get(chosen)
             if flight is None:
                 summary = await self.ledger.summary(chosen)
+                earlier = earlier_message(known, summary)
                 if settled(summary):
-                    return self._result(summary, derived=derived)
+                    return self._result(summary, derived=derived, earlier=earlier)
                 target = await self._device_for(summary, device)
                 if target is None:
-                    return self._result(summary, derived=derived)
+                    return self._result(summary, derived=derived, earlier=earlier)
                 await self._check_cap(chosen, summary)
                 flight = self._launch(chosen, intent, target, send_until)
             left = give_up - loop.time()
@@ -404,13 +419,17 @@ class SmsService:
             if not flight.task.done():
                 # the send goes on in the server; the caller gets the status as it stands
                 summary = await self.ledger.summary(chosen)
-                return self._result(summary, derived=derived, sending=True)
+                return self._result(
+                    summary, derived=derived, sending=True, earlier=earlier_message(known, summary)
+                )
             summary = await self._landed(flight, chosen)
             rejoin = (
                 summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
             ) and flight.ends_at < give_up - MIN_DISPATCH_S
             if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
-                return self._result(summary, derived=derived)
+                return self._result(
+                    summary, derived=derived, earlier=earlier_message(known, summary)
+                )
             # the send this call joined had a shorter wait: carry on with the time left
 
     async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
@@ -532,14 +551,22 @@ class SmsService:
         return line[0].upper() + line[1:]
 
     def _result(
-        self, summary: ActionSummary, *, derived: bool | None, sending: bool = False
+        self,
+        summary: ActionSummary,
+        *,
+        derived: bool | None,
+        sending: bool = False,
+        earlier: bool = False,
     ) -> SmsResult:
+        """``earlier``: the action had an attempt before the call and has no new one: the
+        answer is about that earlier message (``_core.earlier_message``)."""
         return sms_result(
             summary,
             now=self.ledger.now(),
             derived=derived,
             show_private=self.config.show_private,
             sending=sending,
+            earlier=earlier,
         )
 
     # ------------------------------------------------------------------ reads
@@ -726,6 +753,7 @@ def build_server(service: SmsService) -> MCPServer:
         log_level="WARNING",
     )
     devices = ", ".join(config.devices)
+    window = duration_text(timedelta(seconds=config.derived_id_window_s))
 
     async def send_sms(
         *,
@@ -733,8 +761,9 @@ def build_server(service: SmsService) -> MCPServer:
             str | None,
             Field(
                 description="Your stable id for this one message, e.g. 'otp-4821-alice' (1 to"
-                " 200 printable ASCII characters, no spaces). Reuse it on every retry. Omit it"
-                " to have one derived from the recipient and text.",
+                " 200 printable ASCII characters, no spaces). Reuse it on every retry; give a"
+                " new one whenever you mean a new message. Omitted, one is derived from the"
+                " recipient and text (see the tool's description for how long it holds).",
                 min_length=1,
                 max_length=200,
             ),
@@ -773,9 +802,14 @@ def build_server(service: SmsService) -> MCPServer:
             " action_id, recipient and text whenever you retry (after a timeout, an error or"
             " a restart): a repeated call never sends a second SMS; it resumes the action and"
             " returns its status (the result repeats the action_id). A new action_id is a new"
-            " SMS. Without an action_id one is derived from the recipient and text, so the"
-            " same text to the same number is one action. The same action_id with another"
-            " recipient or text is an error and sends nothing.\n\n"
+            " SMS. The same action_id with another recipient or text is an error and sends"
+            " nothing.\n\n"
+            "Whenever you mean a new message, pass an action_id of your own, even for the same"
+            " text to the same number. Without one, an id is derived from the recipient and"
+            " text: a repeat while the message's outcome is not proven, or within"
+            f" {window} of its latest attempt, is that earlier message and sends nothing"
+            " (earlier_message: true, first_sent_at: when it went out); after"
+            f" {window} the same text is a new SMS.\n\n"
             f"Returns within wait_seconds (default {config.default_wait_s:g}, at most"
             f" {config.max_wait_s:g}) with the status as it stands: SUCCEEDED (done),"
             " IN_FLIGHT, UNKNOWN or VERIFYING (not proven yet: call again later with the"

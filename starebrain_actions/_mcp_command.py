@@ -15,6 +15,7 @@ import click
 
 from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget
 from starebrain_actions._cli_types import Seconds, key_option, policy_options, retry_policy
+from starebrain_actions._core import DERIVED_ID_WINDOW
 
 #: Environment variable naming the phones (same as ``--device``; several separated by spaces).
 DEVICE_ENV = "STAREBRAIN_DEVICE"
@@ -92,6 +93,16 @@ def _announce(message: str) -> None:
     show_default=True,
     help="The longest wait_seconds honoured (keep it under your MCP client's tool timeout).",
 )
+@click.option(
+    "--derived-id-window",
+    type=Seconds(),
+    default=DERIVED_ID_WINDOW.total_seconds(),
+    show_default=True,
+    help="For send_sms calls without an action_id: seconds after its latest attempt during"
+    " which a settled action answers a repeat of the same text to the same number (nothing"
+    " is sent); past them the same text is a new action. An action whose outcome is not"
+    " settled is resumed however old.",
+)
 @policy_options
 @click.option(
     "--rate-limit",
@@ -151,6 +162,7 @@ def mcp_command(
     operator: str,
     default_wait: float,
     max_wait: float,
+    derived_id_window: float,
     max_attempts: int,
     grace: float,
     unverified_after: float,
@@ -229,6 +241,7 @@ def mcp_command(
             allow_resolve=allow_resolve,
             operator=operator,
             show_private=show_private,
+            derived_id_window_s=derived_id_window,
         )
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc

@@ -3,8 +3,9 @@ state, derived from an action's summary (pure: no I/O).
 
 Every result carries both axes of the latest attempt, the derived status, the review reasons
 (and the superseded ones), the attempt count, the action id (repeated, and whether it was
-derived from the intent) and a ``next_step`` written for a model: what to do now, never
-"send it again under a new id".
+derived from the intent), whether a call sent nothing and answers with the action's earlier
+message, and a ``next_step`` written for a model: what to do now, never "send it again under
+a new id" while the outcome is open.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starebrain_actions._model import (
     ReviewReason,
     Status,
 )
-from starebrain_actions.cli import derive_action_id, settled
+from starebrain_actions.cli import is_derived_id, settled
 
 __all__ = [
     "OPEN_STATUSES",
@@ -74,7 +75,19 @@ class SmsResult(BaseModel):
     )
     action_id_derived: bool = Field(
         description="True when the id was derived from the recipient and text (none given):"
-        " the same text to the same number is then one action."
+        " the same text to the same number is then one action while its outcome is open, and"
+        " for the server's derived id window (24 hours by default) after its latest attempt."
+    )
+    earlier_message: bool = Field(
+        default=False,
+        description="send_sms only: True when the call repeated one already made: the action"
+        " had an attempt before it and has no new one, so the result is about that earlier"
+        " message, never a new send. first_sent_at says when it went out.",
+    )
+    first_sent_at: str | None = Field(
+        default=None,
+        description="When the action's first attempt was handed to the phone (UTC); null"
+        " before any attempt.",
     )
     status: Status = Field(
         description="SUCCEEDED: sent and the text verified on the phone. IN_FLIGHT: being sent,"
@@ -162,9 +175,35 @@ def _reasons(reasons: Sequence[ReviewReason]) -> str:
     return ", ".join(reason.value for reason in reasons)
 
 
-def next_step(summary: ActionSummary, *, now: datetime, sending: bool = False) -> str:
-    """One sentence telling a model what to do about an action in this state (pure).
-    ``sending``: a send of the action is running in the server right now."""
+def next_step(
+    summary: ActionSummary, *, now: datetime, sending: bool = False, earlier: bool = False
+) -> str:
+    """What a model should do about an action in this state (pure). ``sending``: a send of
+    the action is running in the server right now. ``earlier``: the action had an attempt
+    before the call and has no new one (``_core.earlier_message``): the answer is about that
+    earlier message, which is said first, with when it went out; once the action is
+    settled, how to send the same text again as a new message follows (only then: while
+    the outcome is open, a new id could be a second SMS)."""
+    step = _state_step(summary, now=now, sending=sending)
+    if not earlier or not summary.attempts:
+        return step
+    first = summary.attempts[0].dispatched_at
+    verb = "tried" if summary.status is Status.FAILED else "sent"
+    sent_now = "nothing new has been sent so far" if sending else "this call sent nothing"
+    said = (
+        f"This is the earlier message of action {summary.action.action_id!r}, first {verb} at"
+        f" {format_time(first)} ({_render.age(now - first)} ago); {sent_now}."
+    )
+    if not settled(summary):
+        return f"{said} {step}"
+    return (
+        f"{said} {step} If the user wants the same text sent again as a new message, call"
+        " send_sms with a new action_id of your own."
+    )
+
+
+def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
+    """One sentence telling a model what to do about an action in this state (pure)."""
     action_id = summary.action.action_id
     again = f"call send_sms again with action_id {action_id!r}"
     again_first = "C" + again[1:]  # the same words, starting a sentence
@@ -285,20 +324,24 @@ def sms_result(
     detail: bool = False,
     show_private: bool = False,
     sending: bool = False,
+    earlier: bool = False,
 ) -> SmsResult:
     """The model-facing result for an action (pure). ``derived`` None: tell from the id
-    (an id equal to the one derived from the intent was derived, or chosen the same way).
-    ``sending``: a send of it is running in the server right now."""
+    (an id that is a generation of the one derived from the intent was derived, or chosen
+    the same way). ``sending``: a send of it is running in the server right now.
+    ``earlier``: the call sent nothing and answers with the action's earlier message."""
     action = summary.action
     latest = summary.latest
     decision = should_redispatch(action, summary.attempts, now)
     return SmsResult(
         action_id=action.action_id,
         action_id_derived=(
-            derived if derived is not None else action.action_id == derive_action_id(action.intent)
+            derived if derived is not None else is_derived_id(action.action_id, action.intent)
         ),
+        earlier_message=earlier,
+        first_sent_at=format_time(summary.attempts[0].dispatched_at) if summary.attempts else None,
         status=summary.status,
-        next_step=next_step(summary, now=now, sending=sending),
+        next_step=next_step(summary, now=now, sending=sending, earlier=earlier),
         delivery=latest.delivery if latest else None,
         acceptance=latest.acceptance if latest else None,
         needs_review=summary.needs_review,

@@ -661,6 +661,15 @@ def age(delta: timedelta) -> str:
     return f"{seconds // 86400}d"
 
 
+def duration_text(delta: timedelta) -> str:
+    """A configured duration, exactly and short: ``24h``, ``90m``, ``45s``, ``0.5s``."""
+    seconds = delta.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
 def provider_row_text(provider_object_id: int | None, kind: ProviderKind | str | None) -> str:
     """A provider row for a table cell: an SMS row as its bare ``_id`` (``812``, as always),
     any other with its table named (``mms _id 12``: MMS ``_id``s are another numbering),

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -34,7 +34,16 @@ from starebrain_actions._cli_types import (
     retry_policy,
 )
 from starebrain_actions._convert import to_jsonable
-from starebrain_actions._core import failed_after_sent, settle_time, should_redispatch
+from starebrain_actions._core import (
+    DERIVED_ID_WINDOW,
+    choose_derived_generation,
+    derived_generation,
+    derived_generation_id,
+    earlier_message,
+    failed_after_sent,
+    settle_time,
+    should_redispatch,
+)
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
@@ -98,9 +107,27 @@ def default_db_path() -> Path:
 
 
 def derive_action_id(intent: SmsIntent) -> str:
-    """A stable action id for an intent: ``sms-`` and 16 hex digits of its fingerprint, so
-    rerunning the same ``send`` resumes the same action instead of sending again."""
+    """The first generation of an intent's derived action id: ``sms-`` and 16 hex digits of
+    its fingerprint. Later generations add ``-2``, ``-3``… (``choose_derived_id``)."""
     return "sms-" + intent.fingerprint.removeprefix("sha256:")[:16]
+
+
+def is_derived_id(action_id: str, intent: SmsIntent) -> bool:
+    """True when ``action_id`` is a generation of ``intent``'s derived id."""
+    return derived_generation(action_id, derive_action_id(intent)) is not None
+
+
+async def choose_derived_id(ledger: Ledger, intent: SmsIntent, *, window: timedelta) -> str:
+    """The action id a send of ``intent`` that names none uses, so that a rerun resumes the
+    same action and the same text sent on another day is a new one: the newest generation
+    of its derived id holding this intent that may still be resumed (never while its outcome
+    is unsettled; ``window`` after its latest attempt once it is), else the next generation
+    (``_core.choose_derived_generation``, over ``Ledger.derived_generations``)."""
+    base = derive_action_id(intent)
+    now = ledger.now()
+    generations = await ledger.derived_generations(base, now=now)
+    chosen = choose_derived_generation(generations, intent.fingerprint, now, window)
+    return derived_generation_id(base, chosen)
 
 
 class CliError(click.ClickException):
@@ -434,8 +461,19 @@ def settled(summary: ActionSummary) -> bool:
 @click.option(
     "--action-id",
     default=None,
-    help="Stable id of this intent; a rerun with the same id never sends twice."
-    " [default: sms-<16 hex of the intent fingerprint>]",
+    help="Stable id of this message; a rerun with the same id never sends twice, however"
+    " late. [default: derived from the intent, sms-<16 hex of its fingerprint>, then -2, -3…"
+    " for the same text again past --derived-id-window]",
+)
+@click.option(
+    "--derived-id-window",
+    type=_Seconds(),
+    default=DERIVED_ID_WINDOW.total_seconds(),
+    show_default=True,
+    help="Without --action-id: seconds after its latest attempt during which a settled"
+    " action answers a rerun of the same text to the same number (nothing is sent); past"
+    " them the same text is a new action (sms-…-2, -3…). An action whose outcome is not"
+    " settled is resumed however old.",
 )
 @click.option(
     "--wait",
@@ -494,6 +532,7 @@ def send(
     body: str | None,
     body_file: str | None,
     action_id: str | None,
+    derived_id_window: float,
     wait: float,
     max_attempts: int,
     grace: float,
@@ -512,6 +551,11 @@ def send(
     show_private: bool,
 ) -> None:
     """Send one SMS through a phone, at most once per action id, and print its record.
+
+    Without --action-id the id is derived from the recipient and text: a rerun resumes the
+    same action while its outcome is unsettled, and for --derived-id-window (24 hours) after
+    its latest attempt; past that the same text is a new message. A rerun that sends nothing
+    says it is the earlier message, and when that was sent.
 
     Exit status: 0 SUCCEEDED, 6 sent by the phone but not yet settled when --wait ends (the
     app may still mark it failed until --settle-after: rerun the same command to follow it),
@@ -542,14 +586,14 @@ def send(
         raise CliUsageError(f"bad input: {exc}") from exc
     check_body(intent.recipient, intent.body, send_path)
     derived = action_id is None
-    chosen_id = action_id if action_id is not None else derive_action_id(intent)
+    window = timedelta(seconds=derived_id_window)
     from starebrain_actions._progress import Progress
 
     path = _ledger_path(_settings(ctx), create=True)
-    summary = _run_send(
+    sent = _run_send(
         path,
         device,
-        chosen_id,
+        action_id,
         intent,
         policy,
         wait,
@@ -561,19 +605,51 @@ def send(
         connect_timeout=connect_timeout,
         command_timeout=command_timeout,
         progress=Progress(enabled=not as_json),
+        derived_id_window=window,
     )
+    summary = sent.summary
     code = send_exit_code(summary)
+    earlier = earlier_message(sent.before, summary)
     out = _render.Output()
     if as_json:
         data = _render.summary_data(summary, show_private=show_private)
         data["exit_code"] = code
         data["action_id_derived"] = derived
+        data["earlier_message"] = earlier
+        data["first_sent_at"] = (
+            _render.when(summary.attempts[0].dispatched_at) if summary.attempts else None
+        )
         _render.emit_json(data)
     else:
         if derived:
-            out.line(f"action id {chosen_id} (derived from the intent: rerunning is idempotent)")
+            out.line(
+                f"action id {summary.action.action_id} (derived from the intent: a rerun"
+                f" resumes it until it is settled, and for {_render.duration_text(window)}"
+                " after its latest attempt)"
+            )
+        if earlier:
+            out.line(earlier_message_line(summary, now=datetime.now(UTC)))
         _render.render_summary(out, summary, show_private=show_private)
     ctx.exit(code)
+
+
+def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
+    """What ``send`` says when it sent nothing and answers with an action's earlier
+    message: which action, when it was first sent, and how to send the same text again
+    (a new id, only once the action is settled: while its outcome is open, a new id could
+    be a second SMS)."""
+    first = summary.attempts[0].dispatched_at
+    verb = "tried" if summary.status is Status.FAILED else "sent"
+    said = (
+        f"this is the earlier message of action {summary.action.action_id}, first {verb} at"
+        f" {_render.when(first)} ({_render.age(now - first)} ago); nothing was sent now."
+    )
+    if settled(summary):
+        return f"{said} To send the same text again as a new message, pass a new --action-id."
+    return (
+        f"{said} Its outcome is not settled yet: rerun this command to follow it (it never"
+        " sends twice), never with a new --action-id."
+    )
 
 
 def _tell_waiting(message: str) -> None:
@@ -581,10 +657,20 @@ def _tell_waiting(message: str) -> None:
     click.echo(f"starebrain send: {message}", err=True)
 
 
+@attrs.frozen(kw_only=True)
+class SendResult:
+    """What ``_run_send`` found and left."""
+
+    #: the action when the send returned
+    summary: ActionSummary
+    #: the action as it stood before the send (None: it did not exist)
+    before: ActionSummary | None
+
+
 def _run_send(
     path: LedgerTarget,
     device: str,
-    action_id: str,
+    action_id: str | None,
     intent: SmsIntent,
     policy: RetryPolicy,
     wait: float,
@@ -597,9 +683,11 @@ def _run_send(
     connect_timeout: float = 5.0,
     command_timeout: float = 20.0,
     progress: Progress | None = None,
-) -> ActionSummary:
+    derived_id_window: timedelta = DERIVED_ID_WINDOW,
+) -> SendResult:
     """Send within ``wait`` seconds in all: connecting, every command on the phone and every
-    wait fit inside it (``hard_deadline``)."""
+    wait fit inside it (``hard_deadline``). ``action_id`` None: the intent's derived id
+    (``choose_derived_id`` with ``derived_id_window``)."""
     from starebrain_actions._progress import Progress
     from starebrain_actions.agent import SmsAgent
 
@@ -609,23 +697,28 @@ def _run_send(
     def left() -> float:
         return max(0.1, wait - (time.monotonic() - started))
 
-    async def work() -> ActionSummary:
+    #: the action id, once chosen (for the message of an interrupted send)
+    chosen: list[str] = [action_id] if action_id is not None else []
+
+    async def work() -> SendResult:
         async with progress.shown():
             return await steps()
 
-    async def steps() -> ActionSummary:
+    async def steps() -> SendResult:
         # Settle what the ledger alone can settle, so a changed intent is exit 2 and a rerun
         # of a finished action exits as before even while the phone is down.
         async with _open_ledger(path) as ledger:
+            if not chosen:
+                chosen.append(await choose_derived_id(ledger, intent, window=derived_id_window))
             try:
-                known: ActionSummary | None = await ledger.summary(action_id)
+                known: ActionSummary | None = await ledger.summary(chosen[0])
             except NotFound:
                 known = None
         if known is not None:
             if known.action.fingerprint != intent.fingerprint:
-                raise FingerprintConflict(action_id, known.action.fingerprint, intent.fingerprint)
+                raise FingerprintConflict(chosen[0], known.action.fingerprint, intent.fingerprint)
             if settled(known):
-                return known
+                return SendResult(summary=known, before=known)
         progress.step(f"connecting to {device}")
         async with SmsAgent.open(
             db=path,
@@ -641,7 +734,7 @@ def _run_send(
             deadline_s=left(),
         ) as agent:
             outcome = await agent.send(
-                action_id,
+                chosen[0],
                 intent.recipient,
                 intent.body,
                 wait=max(0.0, wait - (time.monotonic() - started)),
@@ -649,7 +742,7 @@ def _run_send(
                 on_step=progress.step,
                 hard_deadline=True,
             )
-            return outcome.summary
+            return SendResult(summary=outcome.summary, before=known)
 
     try:
         return _run(work())
@@ -660,8 +753,12 @@ def _run_send(
         click.echo(
             f"starebrain send: interrupted while {progress.current}."
             + (" An SMS may already be out." if sent else " Nothing was sent.")
-            + " Rerunning the same command is safe: it resumes action"
-            f" {action_id} and never sends it twice.",
+            + (
+                f" Rerunning the same command is safe: it resumes action {chosen[0]} and"
+                " never sends it twice."
+                if chosen
+                else " Nothing was recorded either."
+            ),
             err=True,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None

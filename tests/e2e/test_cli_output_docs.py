@@ -139,6 +139,11 @@ async def play(s: Scenario) -> None:
         "otp-1001", phone=True, status=True,
     )  # fmt: skip
     assert 0 == code, s.samples["send"]
+    code, s.samples["send-again"] = await s.run(
+        *send, a, "--to", "+12025550100", "--body", "Your code is 4821", "--action-id",
+        "otp-1001", phone=True, head=2,
+    )  # fmt: skip
+    assert 0 == code, s.samples["send-again"]
     s.phone_a.inject_fault("duplicate-send")
     await s.run(
         *send, a, "--to", "+12025550101", "--body", "Your table is ready", "--action-id",

@@ -155,8 +155,9 @@ def test_read_shapes_have_their_documented_fields(run_cli: RunCli) -> None:
     for item in [status, *listed, *reviewed, *history]:
         assert 1 == item["schema_version"]
     summary = documented_fields("cli.md", "Action summary")
-    assert summary - {"exit_code", "action_id_derived"} == set(status)
-    assert summary - {"exit_code", "action_id_derived", "duplicate_rows"} == keys(listed)
+    only_send = {"exit_code", "action_id_derived", "earlier_message", "first_sent_at"}
+    assert summary - only_send == set(status)
+    assert summary - only_send - {"duplicate_rows"} == keys(listed)
     assert keys(listed) == keys(reviewed)
     assert (
         documented_fields("cli.md", "Attempt") == keys(status["attempts"]) == set(status["latest"])
@@ -176,9 +177,10 @@ def test_resolve_prints_a_summary(run_cli: RunCli, seeded_ledger: Path) -> None:
 async def test_send_and_reconcile_shapes(
     phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """`send --json` is a summary with `exit_code` and `action_id_derived`; `reconcile
-    --json` is a pass whose devices count unresolved attempts as `in_flight`, as the
-    nightly report does; both have their documented fields and `schema_version`."""
+    """`send --json` is a summary with `exit_code`, `action_id_derived`, `earlier_message`
+    and `first_sent_at`; `reconcile --json` is a pass whose devices count unresolved
+    attempts as `in_flight`, as the nightly report does; both have their documented fields
+    and `schema_version`."""
     runner = CliRunner()
     base = ["--db", str(ledger_path)]
     sent = await asyncio.to_thread(
@@ -189,7 +191,13 @@ async def test_send_and_reconcile_shapes(
     )  # fmt: skip
     assert 0 == sent.exit_code, sent.output
     data = json.loads(sent.stdout)
-    assert (1, 0, True) == (data["schema_version"], data["exit_code"], data["action_id_derived"])
+    assert (1, 0, True, False) == (
+        data["schema_version"],
+        data["exit_code"],
+        data["action_id_derived"],
+        data["earlier_message"],
+    )
+    assert data["latest"]["dispatched_at"] == data["first_sent_at"]
     assert documented_fields("cli.md", "Action summary") - {"duplicate_rows"} == set(data)
     await in_flight_with_sent_row(ledger_path, phone, "A-17")
     passed = await asyncio.to_thread(
