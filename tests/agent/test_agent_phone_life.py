@@ -1,0 +1,246 @@
+"""A phone's ordinary life (issue 21, items 1 and 4): the owner deletes the latest thread, the
+phone is wiped at the same address, an old ledger row names an id the phone reuses, and one
+phone is reached at two addresses. Counted from the phone's own store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import (
+    DeliveryState,
+    Ledger,
+    RetryPolicy,
+    SmsIntent,
+    Status,
+    confirm_delivery,
+)
+from starebrain_actions.agent import SmsAgent
+from starebrain_actions.exceptions import DeviceBusy
+from tests.conftest import OUTBOX_FIRST
+
+from .conftest import FAST, sent_rows
+
+TO, BODY = "+1 202 555 0100", "Your code is 4821"
+
+
+async def send_four(agent: SmsAgent) -> None:
+    """Four messages, each SUCCEEDED."""
+    for n in range(4):
+        outcome = await agent.send(f"A-{n}", TO, f"message {n}", wait=5)
+        assert Status.SUCCEEDED == outcome.status
+
+
+@pytest.mark.parametrize("read_as_system", [False, True])
+async def test_a_send_after_the_latest_thread_was_deleted_is_proven(
+    sms_phone: Any, agent_for: Any, read_as_system: bool
+) -> None:
+    """Four SMS, then the owner deletes the latest rows (``delete from sms where _id >= 2``,
+    as deleting the latest conversation does). The next send takes ``_id`` 2 again (SMS
+    ``_id`` is INTEGER PRIMARY KEY without AUTOINCREMENT): it is proven and SUCCEEDED at
+    once, where it used to wait out its whole wait, IN_FLIGHT, and hold the phone."""
+    build = {} if read_as_system else {"root": False}
+    phone = await sms_phone(**build)
+    async with agent_for(phone, read_as_system=read_as_system) as agent:
+        await send_four(agent)
+        first_new = phone.store.max_id() - 3
+        deleted = phone.store.delete_from(first_new + 1)
+        assert 3 == len(deleted)
+        outcome = await agent.send("B-1", TO, BODY, wait=5)
+        other = await agent.send("B-2", TO, "after it", wait=5)
+    record = outcome.record
+    assert record is not None
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (outcome.status, other.status)
+    assert [record.provider_object_id] == sent_rows(phone, TO, BODY) == [first_new + 1]
+    assert record.provider_row_date_ms == phone.store.row(first_new + 1).date  # type: ignore[union-attr]
+
+
+async def test_a_lost_reply_after_the_latest_rows_were_deleted_is_proven(
+    sms_phone: Any, agent_for: Any, adb_key_path: Path
+) -> None:
+    """The same with the send's reply lost (no watermark recorded: the attempt's floor is the
+    highest id the ledger knew, now gone): the read anchors again at a row that exists, and
+    the row in the attempt's window confirms it wherever its id falls."""
+    phone = await sms_phone()
+    async with agent_for(phone, command_timeout_s=1.0) as agent:
+        await send_four(agent)
+        phone.store.delete_from(phone.store.max_id() - 2)
+        phone.inject_fault("hang-after-send")
+        outcome = await agent.send("B-1", TO, BODY, wait=10)
+    record = outcome.record
+    assert record is not None
+    assert (Status.SUCCEEDED, 1) == (outcome.status, len(sent_rows(phone, TO, BODY)))
+    assert record.provider_object_id in sent_rows(phone, TO, BODY)
+
+
+async def test_the_owners_identical_text_reusing_our_deleted_rows_id_is_not_ours(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Our row was the highest and out of sight (queued), the owner deleted it, and then
+    texted the very same words, which took its ``_id`` again, dated well after our send
+    window: that row is not ours (its date says so), and the attempt is never SUCCEEDED."""
+    phone = await sms_phone(root=False, app=OUTBOX_FIRST)
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=3,
+        grace_window=timedelta(seconds=1),
+    )
+    async with agent_for(phone, policy=policy) as agent:
+        phone.inject_fault("stuck-outbox")
+        first = await agent.send("A-17", TO, BODY, wait=0.3)
+        ours = phone.store.max_id()
+        phone.store.delete_from(ours)
+        await asyncio.sleep(2.0)  # well after our keys
+        owners = phone.store.insert_outgoing("+12025550100", BODY, date_ms=phone.now_ms())
+        phone.store.mark_sent(owners, date_sent_ms=phone.now_ms())
+        again = await agent.send("A-17", TO, BODY, wait=1.5)
+    assert owners == ours  # the owner's text took our row's _id
+    assert Status.SUCCEEDED not in (first.status, again.status)
+    record = again.record
+    assert record is not None and record.provider_object_id is None
+    assert 1 == agent.dispatches
+
+
+async def test_a_wiped_phone_at_the_same_address_is_a_new_phone(
+    phone_factory: Any, db_path: str, adb_key_path: Path
+) -> None:
+    """The phone is factory-reset and comes back at the same address with an empty store and
+    a new android_id: the ledger says it is another phone (``binding.replaced``), keeps its
+    evidence apart under a name of its own, and the next send is proven at once."""
+    phone: SimulatedPhone = await phone_factory(allow_new_keys=True, send_delay_ms=20)
+    async with SmsAgent.open(
+        db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST, poll_interval_s=0.05
+    ) as agent:
+        await send_four(agent)
+        before = agent.binding
+    old_identity = phone.android_id
+    await phone.wipe_data()
+    await phone.enable_tcpip()
+    phone.unlock_user()  # the owner sets the phone up again and unlocks it
+    phone.screen = "on"
+    async with SmsAgent.open(
+        db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST, poll_interval_s=0.05
+    ) as agent:
+        outcome = await agent.send("B-1", TO, BODY, wait=5)
+        after = agent.binding
+        phones = {info.key: info for info in await agent.ledger.phones()}
+    assert before is not None and after is not None
+    assert phone.android_id != old_identity
+    assert (before.key, after.replaced) == (phone.serial, phone.serial)
+    assert after.key == f"{phone.serial}#2"
+    record = outcome.record
+    assert record is not None and after.key == record.device
+    assert (Status.SUCCEEDED, [1]) == (outcome.status, sent_rows(phone, TO, BODY))
+    assert f"android_id:{old_identity}" == phones[phone.serial].identity
+    assert f"android_id:{phone.android_id}" == phones[after.key].identity
+
+
+async def test_the_readme_ledger_example_does_not_hold_back_a_later_send(
+    sms_phone: Any, agent_for: Any, db_path: str
+) -> None:
+    """The README's Ledger example records ``provider_object_id=812`` on the phone's address;
+    an SmsAgent on that phone afterwards sends and proves its message (it used to end
+    IN_FLIGHT, its watermark above every row the phone had)."""
+    phone = await sms_phone()
+    async with Ledger.open(db_path) as ledger:
+        intent = SmsIntent(recipient="+12025550100", body="Your code is 4821")
+        await ledger.create_action("A-17", intent)
+        record = await ledger.begin_attempt("A-17", phone.serial)
+        await ledger.apply(confirm_delivery(record, provider_object_id=812, now=ledger.now()))
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("otp-1001", "+1 202 555 0143", BODY, wait=5)
+    assert Status.SUCCEEDED == outcome.status
+    assert 1 == len(sent_rows(phone, "+12025550143", BODY))
+
+
+@contextlib.asynccontextmanager
+async def forwarded(port: int) -> AsyncIterator[int]:
+    """A TCP port on loopback that carries every connection to ``port`` (as ``adb forward``
+    or a second network path to one phone would): the phone behind two addresses."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1])
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2)
+
+
+async def test_one_phone_under_two_addresses_is_one_device(
+    phone_factory: Any, db_path: str, adb_key_path: Path
+) -> None:
+    """127.0.0.1:P and a second address reaching the same phone are one device in the ledger:
+    one key, one lease. While an attempt made through the first holds the phone, a send of
+    another action through the second waits for it (they used to be two devices, and their
+    sends ran on one phone at once)."""
+    phone: SimulatedPhone = await phone_factory(send_delay_ms=20, app=OUTBOX_FIRST)
+    async with forwarded(phone.port) as port:
+        second = f"127.0.0.1:{port}"
+        async with (
+            SmsAgent.open(
+                db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST
+            ) as one,
+            SmsAgent.open(db=db_path, device=second, key_path=adb_key_path, policy=FAST) as two,
+        ):
+            phone.inject_fault("stuck-outbox")  # out of sight: its attempt keeps the lease
+            held = await one.send("A-1", TO, BODY, wait=0.3)
+            told: list[str] = []
+            other = await two.send("B-1", "+1 202 555 0199", "other", wait=1.0, on_wait=told.append)
+            with pytest.raises(DeviceBusy):
+                await two.ledger.begin_attempt("B-1", two.phone.device)
+            assert one.binding is not None and two.binding is not None
+            keys = (one.binding.key, two.binding.key, two.phone.device)
+            phones = await one.ledger.phones()
+    assert (phone.serial, phone.serial, phone.serial) == keys
+    assert [phone.serial] == [info.key for info in phones]
+    assert {phone.serial, second} == set(phones[0].addresses)
+    assert held.record is not None and DeliveryState.PENDING is held.record.delivery
+    assert Status.PLANNED == other.status and told
+    assert [] == sent_rows(phone, "+12025550199", "other")
+
+
+async def test_a_legacy_ledger_adopts_its_phone_at_the_first_connection(
+    sms_phone: Any, agent_for: Any, db_path: str
+) -> None:
+    """A ledger from before phones had identities names the device by its address: the first
+    connection binds that name to the phone's identity, and its attempts, lease and
+    watermarks stay the phone's (no second name for it)."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        await send_four(agent)
+    async with Ledger.open(db_path) as ledger:
+        # as a version 6 ledger left it: the device by its address, no identity bound
+        await ledger._write(lambda db: db.execute("UPDATE phones SET identity = NULL"))
+    async with agent_for(phone) as agent:
+        binding = agent.binding
+        outcome = await agent.send("B-1", TO, BODY, wait=5)
+    assert binding is not None
+    assert (phone.serial, True, False) == (binding.key, binding.adopted, binding.new)
+    assert Status.SUCCEEDED == outcome.status
