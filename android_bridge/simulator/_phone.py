@@ -100,6 +100,8 @@ class _Stall:
 _STALL: contextvars.ContextVar[_Stall] = contextvars.ContextVar("simulator_stall")
 #: The connection whose stream runs the command line under way (what a fault resets).
 _CONNECTION: contextvars.ContextVar[Connection] = contextvars.ContextVar("simulator_connection")
+#: The session of the command line under way (whether a hang-up ended it).
+_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("simulator_session")
 
 
 class SimulatedPhone:
@@ -662,6 +664,7 @@ class SimulatedPhone:
         stalled = _Stall()
         token = _STALL.set(stalled)
         connection_token = _CONNECTION.set(connection)
+        session_token = _SESSION.set(session)
 
         async def deliver(fd: int, data: str) -> None:
             if session.hung_up:
@@ -680,6 +683,7 @@ class SimulatedPhone:
             )
             _, status = await shell.run_chunks(command)
         finally:
+            _SESSION.reset(session_token)
             _CONNECTION.reset(connection_token)
             _STALL.reset(token)
         if stalled.on:
@@ -834,10 +838,14 @@ class SimulatedPhone:
         if faults:
             log.info("simulator_send_faults", faults=sorted(fault.value for fault in faults))
         if Fault.DROP_BEFORE_SEND in faults:
-            # the connection resets as the key arrives, and the app sends nothing; the
-            # script is hung up there (and runs on if it ignores SIGHUP)
+            # the connection resets as the key is being injected: a script whose sh does not
+            # ignore SIGHUP has ``input`` killed (mksh j_exit) before the key reaches the app,
+            # and nothing is sent; one that ignores it (``input`` inherited the ignored
+            # SIGHUP, and nothing else signals it) delivers the key, and the app sends
             self._drop_connection("drop-before-send")
-            return
+            session = _SESSION.get(None)
+            if session is None or session.killed:
+                return
         app = request.app
         addresses = request.addresses
         if Fault.WRONG_RECIPIENT in faults:

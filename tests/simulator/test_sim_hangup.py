@@ -346,3 +346,26 @@ async def test_a_hung_up_shell_protocol_script_dies_writing_to_its_pipes(
         client.close()
     await phone.wait_idle()
     assert "cat=141\n" == log_of(phone)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_drop_before_send_kills_the_key_only_of_a_script_that_does_not_ignore_sighup(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """``drop-before-send``: the connection resets as the send key is being injected. Without
+    the trap mksh kills ``input`` (``j_exit``) before the key reaches the app: nothing sent.
+    With it, ``input`` (SIGHUP ignored, inherited) delivers the key: the app sends."""
+    phone = await phone_factory(android=android, faults=["drop-before-send"])
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert [] == stored(phone.store_path)
+    phone.inject_fault("drop-before-send")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
