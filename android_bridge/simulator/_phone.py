@@ -365,8 +365,9 @@ class SimulatedPhone:
 
     def restart_adbd(self) -> None:
         """adbd restarts now (a crash, ``adb root``/``unroot``/``tcpip``/``usb``): init kills
-        every process of its service's cgroup with SIGKILL (``Service::Reap`` ->
-        ``KillProcessGroup``, system/core ``init/service.cpp`` android-10.0.0_r30 to 15), so
+        every process of its service's cgroup with SIGKILL (``KillProcessGroup(SIGKILL)``
+        once the service's process is gone, system/core ``init/service.cpp``
+        android-10.0.0_r30 and 15.0.0_r1, libprocessgroup walking ``cgroup.procs``), so
         every script it was running stops where it stands, ``trap '' HUP`` or not, and every
         connection is reset. It listens again at once (the TCP port survives, unlike a
         reboot); sends already queued go on."""

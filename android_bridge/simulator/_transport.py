@@ -348,8 +348,9 @@ class Connection:
         local_id = self._next_local_id
         self._next_local_id = self._next_local_id + 1 if self._next_local_id < 0xFFFFFFFF else 1
         # Without the shell protocol adbd runs the command in a PTY it hangs up by closing
-        # ("StartSubprocess": raw + no protocol -> kPty, make_pty_raw), shell: and exec:
-        # alike; with it, in pipes (unless it asks for a pty) and adbd sends SIGHUP itself.
+        # ("StartSubprocess": raw + no protocol -> kPty, make_pty_raw; exec: reaches it as
+        # kRaw too, though isatty below still treats it as pipes); with it, in pipes
+        # (unless it asks for a pty) and adbd sends SIGHUP itself.
         pipes = shell_protocol and "pty" not in arguments
         stream = _Stream(
             local_id,
