@@ -21,6 +21,11 @@ step::
       && <dumpsys window displays: every mCurrentFocus names " u0 $r/"> && echo SBOK<nonce>:focus
       && echo SBGO<nonce> && input keyevent …
 
+The step runs to its end on the phone whatever happens to the connection: it ignores SIGHUP
+(``trap '' HUP``) and writes its output to a file in the fence's folder, printed back and
+removed at its end (:func:`android_bridge._fence.run_to_the_end`), so a link dropped right
+after the send key still leaves the ``keys`` stage marker on the phone.
+
 The checks (``MessagingApp.checks``) run on the phone in the send's one round trip, before any
 key: the default SMS app is read (:mod:`android_bridge._role`: ``cmd role get-role-holders``
 where the Permission module has it, Android 14+ or a Play-updated module on 12 and 13;
@@ -53,7 +58,9 @@ How the outcome is judged, from the output of a round trip that came back whole:
 * ``SBGO`` is present but a key event failed: the compose screen holds the body and may or
   may not have sent it: :class:`OutcomeUnknown`;
 * the link failed, or the output is garbled, after the command was written:
-  :class:`OutcomeUnknown` (the script may have been hung up anywhere, keys included).
+  :class:`OutcomeUnknown` (the script ran on to its end on the phone, keys included if it got
+  that far, unless adbd restarted or the phone rebooted meanwhile: the fence's stage markers
+  say how far it got).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ import secrets
 import attrs
 
 from android_bridge._device import Device
-from android_bridge._fence import claim_prefix, go_command, stage_command
+from android_bridge._fence import claim_prefix, go_command, run_to_the_end, stage_command
 from android_bridge._log import get_logger
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
@@ -188,7 +195,9 @@ def send_command(
 ) -> str:
     """The send step: the checks, ``am start -W``, its output and status echoed, the focus
     check, then the key events only if every check passed and ``am`` reported a clean launch
-    (see the module docstring).
+    (see the module docstring). It runs to its end on the phone even if the connection drops
+    meanwhile, its output printed back at its end (:func:`android_bridge._fence.run_to_the_end`:
+    ``trap '' HUP``, the output in a file).
 
     ``fence`` (``(dispatch_id, epoch)``): claim the attempt's fence name on the phone first
     and run nothing unless the claim succeeded; leave the ``am`` and ``keys`` stage markers
@@ -263,11 +272,12 @@ def send_command(
     chain.append(f'echo "{KEYS_MARKER}{nonce}:$p:$k"')
     start = " && ".join([*pre, f"o=$({am} 2>&1)"])
     lists = [*gate, *head, start]
-    return (
+    step = (
         "; ".join(lists)
         + f'; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; '
         + " && ".join(chain)
     )
+    return run_to_the_end(step, nonce)
 
 
 @attrs.frozen(kw_only=True)

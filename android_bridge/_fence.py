@@ -25,6 +25,10 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
   created, must exist for the script to claim and for the reconciler to void: if the folder
   was cleared (``rm -rf /data/local/tmp/*``, a factory reset), a missing claim proves nothing,
   and neither side acts on it.
+* A **dropped connection cannot cut a send script short** (:func:`run_to_the_end`): the
+  script ignores SIGHUP and writes its output to ``$FENCE_ROOT/.out-<nonce>``, printed back
+  and removed at its end, so once it claimed ``go`` it presses its keys and records ``keys``
+  whatever happens to the link. Only adbd restarting or a reboot can still stop it there.
 """
 
 from __future__ import annotations
@@ -86,6 +90,78 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     return (
         f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)} >/dev/null 2>&1"
         f" && ln -s {SCRIPT} {path} 2>/dev/null && echo {ok_marker}"
+    )
+
+
+#: A send step's output file is named after its nonce (hex, as ``secrets.token_hex`` gives).
+_NONCE = re.compile(r"[0-9A-Za-z]{1,64}")
+
+
+def output_path(nonce: str) -> str:
+    """Where a send step's output waits on the phone until it is printed back: a dot name in
+    the fence's folder, which :func:`list_fences` and the epoch listing skip.
+
+    Raises:
+        CommandRejected: a nonce that is not letters and digits.
+    """
+    if not _NONCE.fullmatch(nonce):
+        raise CommandRejected(f"not a send nonce: {nonce!r}")
+    return f"{FENCE_ROOT}/.out-{nonce}"
+
+
+def run_to_the_end(step: str, nonce: str) -> str:
+    """``step`` made to run to its end on the phone even if the connection drops meanwhile::
+
+        trap '' HUP; mkdir -p $FENCE_ROOT 2>/dev/null;
+        { <step>; } </dev/null >$FENCE_ROOT/.out-<nonce> 2>&1; s=$?;
+        cat $FENCE_ROOT/.out-<nonce>; rm -f $FENCE_ROOT/.out-<nonce>; [ "$s" = 0 ]
+
+    Why, from adbd, the kernel and mksh at the android-10.0.0_r30 to android-15.0.0_r1 tags
+    (system/core ``adb/`` on 10, packages/modules/adb from 11, external/mksh, Android common
+    kernel ``drivers/tty``; the research report of issue 21, item 3):
+
+    * adbd runs a legacy ``shell:<cmd>`` as ``/system/bin/sh -c <cmd>``, the leader of a new
+      session whose controlling terminal is a PTY (``daemon/services.cpp``: a command is
+      ``kRaw``; ``shell_service.cpp`` ``StartSubprocess``: raw without the shell protocol
+      becomes ``kPty``, "PTYs automatically send SIGHUP to the slave-side process when the
+      master side of the PTY closes, which we rely on"). When the connection goes, adbd
+      closes the master (``close_all_sockets`` -> ``local_socket_destroy`` ->
+      ``deferred_close``) and signals nothing itself.
+    * The kernel then hangs the terminal up (``pty_close`` -> ``tty_vhangup``): SIGHUP goes
+      to the session leader alone (``tty_signal_session_leader``), and every later write to
+      the terminal fails with ``EIO`` (``hung_up_tty_write``), raising no signal.
+    * mksh dies of that SIGHUP, killing the command it waits on (``histrap.c``: SIGHUP is
+      ``TF_FATAL``; ``jobs.c`` ``j_exit``), unless the script ignores it: ``trap '' HUP``
+      sets ``SIG_IGN`` (``settrap``), which its commands inherit across ``fork`` and
+      ``execve`` (``cleartraps`` keeps an empty trap, ``restoresigs`` keeps ``SIG_IGN``).
+      The same text in R57 (10, 11) and R59 to R59c (12 to 15). So it runs to its end.
+    * Its ``&&``-chained markers must not write to the hung-up terminal: an ``echo`` there
+      fails (``c_print`` returns 1), which would break the chain before the keys. So every
+      write of the step goes to a file (``{ …; }`` runs in the shell itself, its
+      redirections in force for each of its commands: ``exec.c`` ``iosetup``), printed back
+      by ``cat`` once the step is over, then removed. stdin is ``/dev/null``.
+    * Not ``setsid CMD`` (toybox forks only when the caller leads its process group, which a
+      command of a non-interactive mksh does not: on 10 and 12 to 15 it stays mksh's
+      foreground job and gets SIGHUP from ``j_exit``), not ``nohup CMD`` (stdout on the PTY:
+      it must create ``nohup.out`` in ``/`` or ``$HOME`` = ``/``, cannot, and exits before
+      running CMD), not ``CMD &`` or ``( … )`` (still in the session's process group, which
+      the kernel SIGHUPs when the shell exits), not ``sh -c '…'`` (quoting the step again
+      grows every quote in the body, against ``MAX_ARG_STRLEN``).
+
+    What still stops the script: adbd itself exiting or restarting (``adb root``/``unroot``/
+    ``tcpip``/``usb``, a crash, a USB configuration change) or a reboot: init SIGKILLs every
+    process adbd started (``init/service.cpp`` ``KillProcessGroup``), whatever it ignores.
+    ``mkdir -p`` makes the fence folder for a send without a fence; the step's exit status
+    comes back as 0 or 1 (``[ "$s" = 0 ]``).
+
+    Raises:
+        CommandRejected: a nonce that is not letters and digits.
+    """
+    out = output_path(nonce)
+    return (
+        f"trap '' HUP; mkdir -p {FENCE_ROOT} 2>/dev/null;"
+        f" {{ {step}; }} </dev/null >{out} 2>&1; s=$?;"
+        f' cat {out}; rm -f {out}; [ "$s" = 0 ]'
     )
 
 

@@ -23,6 +23,9 @@ One round trip runs the watermark read, the clock, the MMS watermark, then::
       && service call isms <code> i32 <subId> s16 com.android.shell [i32 -1] s16 <dest>
          i32 -1 s16 <text> i32 0 i32 0 i32 1 [i64 0] [&& ln -s <ms>/. <fence>.keys]
 
+wrapped to run to its end even if the connection drops (``trap '' HUP``, its output in a
+file printed back at its end: :func:`android_bridge._fence.run_to_the_end`).
+
 (``i32 -1`` is a null ``String``: ``service``'s ``null`` writes a binder object, not a null
 string; ``i32 0`` a null ``PendingIntent``; the last ``i32 1`` is
 ``persistMessageForNonDefaultSmsApp``, without which the framework writes no row at all.)
@@ -63,7 +66,7 @@ from android_bridge._dispatcher import (
     run_send_round_trip,
     shell_recipient,
 )
-from android_bridge._fence import claim_prefix, go_command, stage_command
+from android_bridge._fence import claim_prefix, go_command, run_to_the_end, stage_command
 from android_bridge._log import get_logger
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
@@ -122,7 +125,9 @@ def framework_send_command(
     *,
     fence: tuple[str, str] | None = None,
 ) -> str:
-    """The send step (see the module docstring): nothing runs past a failed check."""
+    """The send step (see the module docstring): nothing runs past a failed check, and once
+    it started it runs to its end even if the connection drops meanwhile
+    (:func:`android_bridge._fence.run_to_the_end`)."""
     call = service_call_command(sdk, sub_id, recipient, body)
     chain = [f"getprop ro.build.version.sdk | grep -qx {sdk}"]
     if fence is not None:
@@ -133,7 +138,7 @@ def framework_send_command(
     chain.append(call)
     if fence is not None:
         chain.append(stage_command(fence[0], "keys"))
-    return " && ".join(chain)
+    return run_to_the_end(" && ".join(chain), nonce)
 
 
 async def probe_framework_send(device: Device) -> Literal[True] | str:

@@ -10,9 +10,12 @@ from typing import Final
 class Fault(enum.StrEnum):
     """One kind of misbehaviour; the value is the ``--fault`` name."""
 
-    #: The message is sent, then the ADB connection drops before the command's reply.
+    #: The message is sent, then the ADB connection drops before the command's reply: the
+    #: script is hung up right after the key (it runs on if it ignores SIGHUP).
     DROP_AFTER_SEND = "drop-after-send"
-    #: The connection drops when the send key arrives, before anything is sent.
+    #: The connection drops as the send key is being injected: a script that does not ignore
+    #: SIGHUP dies before the key reaches the app (nothing is sent); one that does (the
+    #: product's send script) delivers it, and the app sends.
     DROP_BEFORE_SEND = "drop-before-send"
     #: The radio fails: the row ends as type 5 FAILED.
     SEND_FAILS = "send-fails"

@@ -1,4 +1,5 @@
-"""The phone's file tree and the toybox tools that change it, as far as the fence needs them.
+"""The phone's file tree and the toybox tools that change it, as far as the fence and the send
+script need them.
 
 The tree is a table in the phone's store file (one SQLite row per name), so each system call
 below is one transaction: ``mkdir(2)`` and ``symlink(2)`` are atomic across connections,
@@ -22,12 +23,15 @@ boot, and creates the directories again if they are missing. Nothing else of a p
 filesystem is modelled: ``ls /`` shows only ``data``.
 
 adbd runs the shell with ``umask(0)`` (system/core ``adb/daemon/main.cpp`` ``adbd_main``,
-android-10.0.0_r1), so ``mkdir`` makes ``0777`` directories and ``touch`` ``0666`` files owned
-by the caller (``shell`` 2000, ``root`` 0, or whoever ``su`` became).
+android-10.0.0_r1), so ``mkdir`` makes ``0777`` directories and ``touch`` or a shell
+redirection (``>FILE``) ``0666`` files owned by the caller (``shell`` 2000, ``root`` 0, or
+whoever ``su`` became). A regular file holds bytes (``open``, ``read``, ``write`` with an
+offset or ``O_APPEND``; hard links share them), which the shell's redirections and ``cat``
+read and write.
 
 The tools follow toybox (``toys/posix/mkdir.c``, ``ln.c``, ``ls.c``, ``rm.c``, ``rmdir.c``,
-``touch.c``, ``toys/other/readlink.c``, ``lib/args.c``, ``lib/lib.c``, ``lib/dirtree.c``) as
-Android ships it: Android 10 carries upstream toybox 0.8.0 (LineageOS
+``touch.c``, ``cat.c``, ``toys/other/readlink.c``, ``lib/args.c``, ``lib/lib.c``,
+``lib/dirtree.c``) as Android ships it: Android 10 carries upstream toybox 0.8.0 (LineageOS
 ``android_external_toybox`` ``lineage-17.1``, ``TOYBOX_VERSION "0.8.0"``), Android 11 the
 upstream tree of 2020-02-28 (``lineage-18.1``), 12 to 15 later snapshots (see
 :class:`ToyboxRelease` for what differs). ``test`` and ``[`` are mksh's builtins
@@ -51,13 +55,20 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
-from android_bridge.simulator._shell import SHELL_NAME, STDOUT_IS_TERMINAL, CommandFn, Output
+from android_bridge.simulator._shell import (
+    SHELL_NAME,
+    STDOUT_IS_TERMINAL,
+    CommandFn,
+    Output,
+    RedirectFailed,
+)
 from android_bridge.simulator._su import user_name
 
 # -- errors ------------------------------------------------------------------------------
 
 EPERM: Final = 1
 ENOENT: Final = 2
+EIO: Final = 5
 EACCES: Final = 13
 EBUSY: Final = 16
 EEXIST: Final = 17
@@ -74,6 +85,7 @@ ELOOP: Final = 40
 STRERROR: Final = {
     EPERM: "Operation not permitted",
     ENOENT: "No such file or directory",
+    EIO: "I/O error",
     EACCES: "Permission denied",
     EBUSY: "Device or resource busy",
     EEXIST: "File exists",
@@ -166,7 +178,7 @@ class FileStat:
     ino: int
     #: Link count: 2 plus subdirectories for a directory, names sharing the inode otherwise.
     nlink: int
-    #: ``st_size``: 4096 for a directory, the target's length for a symlink, 0 for a file.
+    #: ``st_size``: 4096 for a directory, the target's length for a symlink, a file's bytes.
     size: int
     #: Modification time, ns since the epoch (device clock).
     mtime_ns: int
@@ -200,7 +212,8 @@ CREATE TABLE IF NOT EXISTS files (
     gid INTEGER NOT NULL,
     ino INTEGER NOT NULL,
     target TEXT CHECK ((kind = 'symlink') = (target IS NOT NULL)),
-    mtime_ns INTEGER NOT NULL
+    mtime_ns INTEGER NOT NULL,
+    content BLOB
 );
 CREATE INDEX IF NOT EXISTS files_by_parent ON files (parent, path);
 CREATE INDEX IF NOT EXISTS files_by_ino ON files (ino);
@@ -266,6 +279,10 @@ class FileTree:
         # NORMAL: a write survives the process; the phone's store is a test bed, not a bank.
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(files)")}
+        if "content" not in columns:
+            # a store made before files had contents: every file in it is empty
+            self._db.execute("ALTER TABLE files ADD COLUMN content BLOB")
 
     def close(self) -> None:
         """Close the connection."""
@@ -496,7 +513,7 @@ class FileTree:
                     0
                 ]
             )
-            size = 0
+            size = len(self._content(row.ino))
         else:
             nlink = 1
             size = len((row.target or "").encode("utf-8", "surrogateescape"))
@@ -656,6 +673,10 @@ class FileTree:
                     source.mtime_ns,
                 ),
             )
+            self._db.execute(
+                "UPDATE files SET content = ? WHERE path = ?",
+                (self._content(source.ino), found.path),
+            )
             self._touch_dir(found.parent, now)
 
     def _deletable(self, cred: Credentials, found: _Found) -> _Row:
@@ -780,6 +801,92 @@ class FileTree:
             gid = directory.gid if directory.mode & 0o2000 else None
             self._insert(found.path, "file", 0o666, cred, gid=gid)
             return True
+
+    def open(
+        self,
+        cred: Credentials,
+        cwd: str,
+        path: str,
+        *,
+        write: bool,
+        create: bool = False,
+        truncate: bool = False,
+    ) -> int:
+        """``open(2)`` (symlinks followed): the inode of the file ``path`` names. ``write``:
+        opened for writing; ``create`` (``O_CREAT``): a missing name, or a dangling symlink's
+        target, is created as an empty file, mode 0666 (adbd's umask is 0) owned by the
+        caller; ``truncate`` (``O_TRUNC``): the file is emptied. The checks are
+        ``do_last``/``may_open``'s (fs/namei.c): a directory opened for writing is
+        ``EISDIR``; writing outside ``/data`` is ``EROFS``, then the mode bits (``EACCES``);
+        creating needs write and search permission on the directory.
+
+        Raises:
+            FsError: ENOENT, EISDIR, ENOTDIR, EROFS, EACCES, ELOOP, ENAMETOOLONG.
+        """
+        with self._transaction(write=write or create):
+            found = self._lookup(cred, cwd, path, follow=True)
+            row = found.row
+            if row is None:
+                if not create:
+                    raise FsError(ENOENT)
+                if path.endswith("/"):
+                    raise FsError(EISDIR)
+                directory = self._creatable(cred, found)
+                gid = directory.gid if directory.mode & 0o2000 else None
+                self._insert(found.path, "file", 0o666, cred, gid=gid)
+                created = self._row(found.path)
+                assert created is not None
+                return created.ino
+            if path.endswith("/") and row.kind != "dir":
+                raise FsError(ENOTDIR)
+            if row.kind == "dir" and write:
+                raise FsError(EISDIR)
+            if write and not _on_data(row.path):
+                raise FsError(EROFS)
+            if not self._may(cred, row, 2 if write else 4):
+                raise FsError(EACCES)
+            if truncate and write and row.kind == "file":
+                self._db.execute(
+                    "UPDATE files SET content = x'', mtime_ns = ? WHERE ino = ?",
+                    (self._clock_ns(), row.ino),
+                )
+            return row.ino
+
+    def _content(self, ino: int) -> bytes:
+        value = self._db.execute(
+            "SELECT content FROM files WHERE ino = ? LIMIT 1", (ino,)
+        ).fetchone()
+        return bytes(value[0]) if value is not None and value[0] is not None else b""
+
+    def read(self, ino: int) -> bytes:
+        """``read(2)`` of a whole open file (an inode from :meth:`open`); the file's names
+        may be gone meanwhile (unlinked: its data too, here).
+
+        Raises:
+            FsError: EISDIR for a directory.
+        """
+        with self._transaction(write=False):
+            kind = self._db.execute(
+                "SELECT kind FROM files WHERE ino = ? LIMIT 1", (ino,)
+            ).fetchone()
+            if kind is not None and kind[0] == "dir":
+                raise FsError(EISDIR)
+            return self._content(ino)
+
+    def write(self, ino: int, offset: int, data: bytes, *, append: bool) -> int:
+        """``write(2)`` of ``data`` at ``offset`` (at the end with ``O_APPEND``) of an open
+        file (an inode from :meth:`open`); returns the offset after it. A file whose every
+        name was removed takes the write and keeps nothing (an unlinked inode)."""
+        with self._transaction(write=True):
+            content = self._content(ino)
+            at = len(content) if append else offset
+            padded = content.ljust(at, b"\0")
+            changed = padded[:at] + data + padded[at + len(data) :]
+            self._db.execute(
+                "UPDATE files SET content = ?, mtime_ns = ? WHERE ino = ?",
+                (changed, self._clock_ns(), ino),
+            )
+            return at + len(data)
 
     def set_mtime(
         self, cred: Credentials, cwd: str, path: str, mtime_ns: int | None, *, follow: bool
@@ -919,6 +1026,16 @@ class FilesView:
         """A symlink's target, or None when ``path`` is not a symlink."""
         found = self.stat(path)
         return found.target if found is not None and found.is_symlink else None
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """A file's contents (symlinks followed), or None when ``path`` names no file."""
+        try:
+            found = self._tree.stat(ROOT, "/", path)
+            if found.kind != "file":
+                return None
+            return self._tree.read(self._tree.open(ROOT, "/", path, write=False))
+        except FsError:
+            return None
 
     def listdir(self, path: str) -> list[str]:
         """The names in a directory, sorted, without ``.`` and ``..``.
@@ -1307,9 +1424,38 @@ class _Node:
         return path
 
 
+@attrs.define(eq=False)
+class OpenFile:
+    """An open file description (``struct file``): its inode, its offset and ``O_APPEND``;
+    what a redirection writes to or reads from."""
+
+    tree: FileTree
+    ino: int
+    append: bool = False
+    offset: int = 0
+
+    def write(self, text: str) -> None:
+        """``write(2)`` at the offset (at the end with ``O_APPEND``)."""
+        data = text.encode("utf-8", "surrogateescape")
+        self.offset = self.tree.write(self.ino, self.offset, data, append=self.append)
+
+    def read(self) -> str:
+        """``read(2)`` from the offset to the end.
+
+        Raises:
+            RedirectFailed: a directory (``EISDIR``).
+        """
+        try:
+            data = self.tree.read(self.ino)[self.offset :]
+        except FsError as exc:
+            raise RedirectFailed(exc.strerror) from exc
+        self.offset += len(data)
+        return data.decode("utf-8", "surrogateescape")
+
+
 class FileCommands:
     """The toybox file tools and mksh's ``test``, as one process (``cred``, ``cwd``) runs
-    them on the phone's tree."""
+    them on the phone's tree; and the files its shell's redirections open (``open``)."""
 
     def __init__(
         self,
@@ -1338,7 +1484,25 @@ class FileCommands:
             "test": self.test,
             "[": self.test,
             "touch": self.touch,
+            "cat": self.cat,
         }
+
+    def open(self, path: str, how: str) -> OpenFile:
+        """``open(2)`` for a shell redirection (see ``_shell.ShellFiles``): ``>`` truncates
+        or creates, ``>>`` appends or creates, ``<>`` creates or opens as it is, ``<``
+        reads.
+
+        Raises:
+            RedirectFailed: the open failed (bionic's ``strerror`` text).
+        """
+        write = how != "<"
+        try:
+            ino = self.tree.open(
+                self.cred, self.cwd, path, write=write, create=write, truncate=how == ">"
+            )
+        except FsError as exc:
+            raise RedirectFailed(exc.strerror) from exc
+        return OpenFile(self.tree, ino, append=how == ">>")
 
     # -- system call helpers ---------------------------------------------------------
 
@@ -1883,6 +2047,32 @@ class FileCommands:
                         continue
                 top.append(_Node(name, name, info))
             listing.top(top)
+        except _Exit as stop:
+            writer.status = stop.status
+        return writer.result()
+
+    # -- cat -------------------------------------------------------------------------
+
+    async def cat(self, argv: list[str], stdin: str) -> Output:
+        """``cat [-u] [FILE...]`` (``toys/posix/cat.c`` with ``loopfiles`` in ``lib/lib.c``,
+        toybox 0.8.0 to 0.8.11): each FILE's bytes in turn, stdin for ``-`` or no FILE. A
+        FILE that cannot be opened or read prints ``cat: FILE: <strerror>`` (a directory:
+        ``Is a directory``) and makes the status 1; the others are still printed. ``-v``,
+        ``-t`` and ``-e`` are not modelled."""
+        writer = _Writer("cat")
+        spec = _Spec(name="cat", flags="u", unmodelled=frozenset("vte"))
+        try:
+            _options, names = _parse(spec, argv, writer, self.toybox)
+            for name in names or ["-"]:
+                if name == "-":
+                    writer.out(stdin)
+                    continue
+                try:
+                    data = self.tree.read(self.tree.open(self.cred, self.cwd, name, write=False))
+                except FsError as exc:
+                    writer.perror(name, exc.errno)
+                    continue
+                writer.out(data.decode("utf-8", "surrogateescape"))
         except _Exit as stop:
             writer.status = stop.status
         return writer.result()

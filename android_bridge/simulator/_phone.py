@@ -53,7 +53,7 @@ from android_bridge.simulator._files import (
 )
 from android_bridge.simulator._isms import SHELL_PACKAGE, HeldSend, IsmsHost, IsmsService
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
-from android_bridge.simulator._shell import CommandFn, OutputFn, Shell
+from android_bridge.simulator._shell import CommandFn, OutputFn, Session, Shell, TerminalHungUp
 from android_bridge.simulator._store import (
     DEFAULT_SUB_ID,
     MESSAGE_TYPE_FAILED,
@@ -67,7 +67,7 @@ from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
 from android_bridge.simulator._system_state import SystemState
 from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
-from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, DropConnection
+from android_bridge.simulator._transport import DEVICE_FEATURES, Connection
 
 log = get_logger("android_bridge.simulator")
 
@@ -102,6 +102,10 @@ class _Stall:
 
 
 _STALL: contextvars.ContextVar[_Stall] = contextvars.ContextVar("simulator_stall")
+#: The connection whose stream runs the command line under way (what a fault resets).
+_CONNECTION: contextvars.ContextVar[Connection] = contextvars.ContextVar("simulator_connection")
+#: The session of the command line under way (whether a hang-up ended it).
+_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("simulator_session")
 
 
 class SimulatedPhone:
@@ -236,8 +240,11 @@ class SimulatedPhone:
         self.system_state.work_profile = work_profile
         self.system_state.secondary_user_sms_app = secondary_user_sms_app
         self.reboots = 0
-        #: Armed ``drop_after_command`` points: (command name, commands of that name to go).
-        self._drops_after_command: list[tuple[str, int]] = []
+        #: Armed ``drop_after_command`` points: (command name, commands of that name to go,
+        #: whether adbd restarts).
+        self._drops_after_command: list[tuple[str, int, bool]] = []
+        #: Every script adbd is running, and its task: what a SIGKILL reaches.
+        self._scripts: dict[Session, asyncio.Task[object]] = {}
         self._framework_sends = 0
         #: ``service`` with ``isms`` behind it: the framework's send path (``_isms``).
         self._isms = IsmsService(self._isms_host())
@@ -296,6 +303,7 @@ class SimulatedPhone:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        self._kill_scripts()
         for connection in list(self._connections):
             connection.abort(reset=True)
         if self._connection_tasks:
@@ -349,29 +357,62 @@ class SimulatedPhone:
         """
         self.faults.add(fault, count)
 
-    def drop_after_command(self, name: str, *, nth: int = 1) -> None:
+    def drop_after_command(self, name: str, *, nth: int = 1, adbd_restarts: bool = False) -> None:
         """Drop the ADB connection right after the ``nth`` next command called ``name`` returns.
 
         The command has done what it does (``am`` has opened the compose screen); the phone
-        then resets the connection, and the script is hung up there: no later command of it
-        runs, as when a phone leaves the network mid-script (see ``_transport``). ``name`` is
-        the command's name without ``/system/bin/`` (``am``, ``input``, ``echo``...). Several
-        drops may be armed at once.
+        then resets the connection, as when it leaves the network mid-script, and the
+        script is hung up there (see ``_shell.Session``): one that does not ignore SIGHUP
+        stops, no later command of it runs; one that does (``trap '' HUP``) runs on to its
+        end, its output lost. With ``adbd_restarts`` adbd itself restarts there instead (a
+        crash, ``adb root``/``unroot``/``tcpip``/``usb``): init kills every process it
+        started, so the script stops there whatever it ignores (see ``restart_adbd``).
+        ``name`` is the command's name without ``/system/bin/`` (``am``, ``input``,
+        ``ln``...). Several drops may be armed at once.
 
         Raises:
             ValueError: an empty name or ``nth`` below 1.
         """
         if not name or nth < 1:
             raise ValueError("drop_after_command needs a command name and nth >= 1")
-        self._drops_after_command.append((name, nth))
+        self._drops_after_command.append((name, nth, adbd_restarts))
+
+    def restart_adbd(self) -> None:
+        """adbd restarts now (a crash, ``adb root``/``unroot``/``tcpip``/``usb``): init kills
+        every process of its service's cgroup with SIGKILL (``KillProcessGroup(SIGKILL)``
+        once the service's process is gone, system/core ``init/service.cpp``
+        android-10.0.0_r30 and 15.0.0_r1, libprocessgroup walking ``cgroup.procs``), so
+        every script it was running stops where it stands, ``trap '' HUP`` or not, and every
+        connection is reset. It listens again at once (the TCP port survives, unlike a
+        reboot); sends already queued go on."""
+        log.info("simulator_adbd_restart")
+        self._kill_scripts()
+        for connection in list(self._connections):
+            connection.abort(reset=True)
+
+    def _kill_scripts(self) -> None:
+        """SIGKILL to every script adbd started (a task running the caller's own script
+        stops at its next step boundary)."""
+        for session, task in list(self._scripts.items()):
+            session.kill()
+            if task is not asyncio.current_task():
+                task.cancel()
 
     async def wait_idle(self) -> None:
-        """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished.
+        """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished, and every
+        script that runs on after its hang-up (``trap '' HUP``) has ended.
 
         Wrap it in ``asyncio.timeout`` to bound the wait.
         """
-        while self._pending_sends:
-            await asyncio.gather(*self._pending_sends.values(), return_exceptions=True)
+        while True:
+            orphans = [
+                task
+                for session, task in self._scripts.items()
+                if session.hung_up and not session.finished
+            ]
+            if not self._pending_sends and not orphans:
+                return
+            await asyncio.gather(*self._pending_sends.values(), *orphans, return_exceptions=True)
 
     async def reboot(self) -> None:
         """Reboot now, as a phone does.
@@ -395,6 +436,7 @@ class SimulatedPhone:
         self._isms.reset()
         self._messaging.screen = "locked"
         self.user_unlocked = False
+        self._kill_scripts()  # every process is gone
         if not self.tcpip_survives_reboot and self._server is not None:
             server, self._server = self._server, None
             # Not wait_closed(): the reboot may run inside one of the connections it ends.
@@ -445,13 +487,15 @@ class SimulatedPhone:
 
         adbd's ``usb:`` service (``restart_usb_service``, system/core ``adb/services.cpp``,
         android-10.0.0_r1) sets ``service.adb.tcp.port`` to 0 and adbd restarts on USB only:
-        every connection is reset (a running script is hung up) and a TCP connect is refused
+        every script it ran is killed (see ``restart_adbd``), every connection is reset, and
+        a TCP connect is refused
         until ``adb tcpip``. Nothing else changes: no reboot, sends already queued go on.
         """
         server, self._server = self._server, None
         if server is not None:
             server.close()
         self.tcpip_enabled = False
+        self._kill_scripts()  # adbd restarts: init kills what it started
         for connection in list(self._connections):
             connection.abort(reset=True)
 
@@ -597,15 +641,36 @@ class SimulatedPhone:
             if task is not None:
                 self._connection_tasks.discard(task)
 
-    async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
-        """Run one command line, streaming its output to ``output``; return its exit status.
+    async def run_shell(
+        self, command: str, connection: Connection, output: OutputFn, session: Session
+    ) -> int:
+        """Run one command line in ``session`` (its terminal: the stream), streaming its
+        output to ``output``; return its exit status.
 
-        After a ``hang-after-send`` the command line runs on to its end on the phone (adbd's
-        shell service runs it on its own, whether or not the client reads its output:
-        packages/modules/adb ``daemon/shell_service.cpp``, ``Subprocess``, android-10.0.0_r1
-        to android-15.0.0_r1), but nothing more of its output reaches the client, and it
-        never answers."""
+        The script is mksh's ``sh -c`` as adbd starts it; a hang-up or a kill reaches it
+        through ``session`` (see ``_shell.Session``). After a ``hang-after-send`` the command
+        line runs on to its end on the phone (adbd's shell service runs it on its own,
+        whether or not the client reads its output: packages/modules/adb
+        ``daemon/shell_service.cpp``, ``Subprocess``, android-10.0.0_r1 to
+        android-15.0.0_r1), but nothing more of its output reaches the client, and it never
+        answers.
+
+        Raises:
+            ScriptKilled: the script is gone (hung up without ignoring SIGHUP, or killed).
+        """
         self.commands_run.append(command)
+        task = asyncio.current_task()
+        if task is not None:
+            self._scripts[session] = task
+        try:
+            return await self._run_script(command, connection, output, session)
+        finally:
+            session.finished = True
+            self._scripts.pop(session, None)
+
+    async def _run_script(
+        self, command: str, connection: Connection, output: OutputFn, session: Session
+    ) -> int:
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
         if self.faults.take(Fault.HANG):
@@ -613,33 +678,58 @@ class SimulatedPhone:
             await asyncio.Event().wait()
         stalled = _Stall()
         token = _STALL.set(stalled)
+        connection_token = _CONNECTION.set(connection)
+        session_token = _SESSION.set(session)
 
         async def deliver(fd: int, data: str) -> None:
+            if session.hung_up:
+                raise TerminalHungUp
             if not stalled.on:
                 await output(fd, data)
 
         try:
-            shell = Shell(self._commands(), on_output=deliver, after_command=self._after_command)
+            shell = Shell(
+                self._commands(),
+                on_output=deliver,
+                after_command=self._after_command,
+                session=session,
+                files=self._file_commands(),
+                leader=True,
+            )
             _, status = await shell.run_chunks(command)
         finally:
+            _SESSION.reset(session_token)
+            _CONNECTION.reset(connection_token)
             _STALL.reset(token)
         if stalled.on:
+            session.finished = True
             await asyncio.Event().wait()  # the reply never comes
         return status
+
+    def _drop_connection(self, reason: str) -> None:
+        """Reset the connection of the script under way, as a phone leaving the network
+        does: adbd closes its streams, and the script is hung up (``Connection.abort``)."""
+        connection = _CONNECTION.get(None)
+        if connection is not None:
+            log.info("simulator_drop_connection", reason=reason)
+            connection.abort(reset=True)
 
     async def _after_command(self, argv: list[str], status: int) -> None:
         """Fire an armed ``drop_after_command`` when its command has just returned."""
         name = argv[0].removeprefix("/system/bin/") if argv else ""
-        if not any(armed == name for armed, _ in self._drops_after_command):
+        if not any(armed == name for armed, _, _ in self._drops_after_command):
             return
         counted = [
-            (armed, remaining - 1 if armed == name else remaining)
-            for armed, remaining in self._drops_after_command
+            (armed, remaining - 1 if armed == name else remaining, restarts)
+            for armed, remaining, restarts in self._drops_after_command
         ]
+        fired = [drop for drop in counted if drop[1] <= 0]
         self._drops_after_command = [drop for drop in counted if drop[1] > 0]
-        if len(counted) != len(self._drops_after_command):
-            log.info("simulator_drop_after_command", command=name)
-            raise DropConnection(f"drop after {name}")
+        if any(restarts for _, _, restarts in fired):
+            log.info("simulator_drop_after_command", command=name, adbd_restarts=True)
+            self.restart_adbd()
+        elif fired:
+            self._drop_connection(f"drop after {name}")
 
     def _commands(
         self, uid: int | None = None, identity: Identity | None = None
@@ -670,15 +760,22 @@ class SimulatedPhone:
         }
         if self.build_type != "user":
             # /system/xbin/su exists on userdebug and eng builds only (system/extras su).
-            commands["su"] = SuCommand(caller, self._commands)
+            commands["su"] = SuCommand(caller, self._commands, self._file_commands)
+        commands.update(self._file_commands(uid, identity).commands())
+        return commands
+
+    def _file_commands(
+        self, uid: int | None = None, identity: Identity | None = None
+    ) -> FileCommands:
+        """The file tools, and the files a shell's redirections open, as a process of
+        ``uid`` (``identity``: one ``su`` started) sees them."""
+        caller = (ROOT_UID if self.root else SHELL_UID) if uid is None else uid
         if identity is None:
             # adbd: setgid(AID_SHELL) and its supplementary groups (not shell); adb root: 0.
             credentials = Credentials(uid=caller, gid=caller, groups=_SHELL_GROUPS)
         else:
             credentials = Credentials(uid=identity.uid, gid=identity.gid, groups=identity.groups)
-        files = FileCommands(self._tree(), cred=credentials, toybox=self.toybox, zone=self._zone)
-        commands.update(files.commands())
-        return commands
+        return FileCommands(self._tree(), cred=credentials, toybox=self.toybox, zone=self._zone)
 
     # -- the phone -----------------------------------------------------------------------
 
@@ -769,7 +866,14 @@ class SimulatedPhone:
         if faults:
             log.info("simulator_send_faults", faults=sorted(fault.value for fault in faults))
         if Fault.DROP_BEFORE_SEND in faults:
-            raise DropConnection("drop-before-send")
+            # the connection resets as the key is being injected: a script whose sh does not
+            # ignore SIGHUP has ``input`` killed (mksh j_exit) before the key reaches the app,
+            # and nothing is sent; one that ignores it (``input`` inherited the ignored
+            # SIGHUP, and nothing else signals it) delivers the key, and the app sends
+            self._drop_connection("drop-before-send")
+            session = _SESSION.get(None)
+            if session is None or session.killed:
+                return
         app = request.app
         addresses = request.addresses
         if Fault.WRONG_RECIPIENT in faults:
@@ -822,10 +926,13 @@ class SimulatedPhone:
             for message in outgoing:
                 await self._complete_later(message, failed=failed)
         if Fault.REBOOT in faults:
-            await self.reboot()
-            raise DropConnection("reboot")
+            await self.reboot()  # the script is killed there, with every process
+            return
         if Fault.DROP_AFTER_SEND in faults:
-            raise DropConnection("drop-after-send")
+            # sent; then the connection resets, and the script is hung up right after the
+            # key (it runs on to its end if it ignores SIGHUP)
+            self._drop_connection("drop-after-send")
+            return
         if Fault.HANG_AFTER_SEND in faults:
             # Sent, but the reply never comes (the link stalls): the script runs on to its
             # end on the phone; the client's timeout is all it will see (run_shell).

@@ -3,13 +3,23 @@
 Supported: words with single quotes, double quotes and backslash escapes; ``$?``, ``$NAME``,
 ``${NAME}``, ``$(...)`` and backquotes; field splitting on the default IFS (space, tab,
 newline); ``;``, newlines, ``&&``, ``||``, ``|`` (every element in a subshell, as mksh runs
-them); redirections ``N>&M``, ``>/dev/null``, ``2>/dev/null``, ``</dev/null``; ``#``
-comments. Builtins: ``echo`` (mksh's ``c_print``: backslash escapes interpreted by default),
-``printf`` (toybox's escapes), ``true``, ``false``, ``:``, ``sleep``, ``exit``. Other
-commands come from the phone; anything unknown prints ``/system/bin/sh: NAME: inaccessible
-or not found`` with status 127, as mksh does. Not modelled: globbing, functions, compound
-commands, here-documents. ``tests/simulator/test_sim_mksh_diff.py`` holds this shell to real
-mksh on generated command lines.
+them); ``{ list; }`` groups (run by the shell itself, their redirections in force for every
+command of them); redirections ``N>&M``, ``N>&-``, ``>FILE``, ``>>FILE``, ``<FILE``,
+``<>FILE`` (files of the phone's tree, opened as mksh's ``iosetup`` does; ``/dev/null``);
+``#`` comments. Builtins: ``echo`` (mksh's ``c_print``: backslash escapes interpreted by
+default), ``printf`` (toybox's escapes), ``true``, ``false``, ``:``, ``sleep``, ``exit``,
+``trap`` (mksh's ``c_trap``). Other commands come from the phone; anything unknown prints
+``/system/bin/sh: NAME: inaccessible or not found`` with status 127, as mksh does.
+
+A script runs in a :class:`Session`, as adbd starts it: when the stream goes, the terminal is
+hung up; a script whose ``sh`` does not ignore SIGHUP stops where it stands, one that ignores
+it (``trap '' HUP``) runs on with every write to the terminal failing (see :class:`Session`).
+
+Not modelled: globbing, functions, ``if``/``for``/``case``, ``( … )`` subshells, background
+jobs (``&`` separates commands and runs them in the foreground), here-documents, traps with
+commands (kept and listed, never run), reading a group's stdin with a shared offset (each of
+its commands reads all of it). ``tests/simulator/test_sim_mksh_diff.py`` holds this shell to
+real mksh on generated command lines, and its hang-up to real mksh on a real PTY.
 """
 
 from __future__ import annotations
@@ -17,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Final, Protocol
 
 import attrs
 
@@ -65,9 +75,115 @@ class ShellSyntaxError(Exception):
 
 
 class _ExitScript(Exception):
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, output: Output | None = None) -> None:
         super().__init__(status)
         self.status = status
+        #: what the command that ended the script wrote (a special builtin's error)
+        self.output = output if output is not None else Output(status=status)
+
+
+class ScriptKilled(Exception):
+    """The script is gone (:attr:`Session.killed`): it stops at the step boundary where
+    this is raised, and nothing after it runs."""
+
+
+class TerminalHungUp(Exception):
+    """Raised by an ``on_output`` whose terminal was hung up meanwhile: the output is lost."""
+
+
+class RedirectFailed(Exception):
+    """Opening a redirection's file failed with ``strerror`` (bionic's text)."""
+
+    def __init__(self, strerror: str) -> None:
+        super().__init__(strerror)
+        self.strerror = strerror
+
+
+class FileHandle(Protocol):
+    """An open file a redirection writes to or reads from (its own offset)."""
+
+    def write(self, text: str) -> None:
+        """``write(2)`` at the handle's offset (at the end for ``>>``)."""
+        ...
+
+    def read(self) -> str:
+        """``read(2)`` to the end.
+
+        Raises:
+            RedirectFailed: the file cannot be read (a directory: EISDIR).
+        """
+        ...
+
+
+class ShellFiles(Protocol):
+    """The files a shell process may open, with its credentials and working directory."""
+
+    def open(self, path: str, how: str) -> FileHandle:
+        """``open(2)`` as a redirection does: ``>`` (``O_WRONLY|O_CREAT|O_TRUNC``), ``>>``
+        (``O_WRONLY|O_APPEND|O_CREAT``), ``<>`` (``O_RDWR|O_CREAT``) or ``<``
+        (``O_RDONLY``), mode 0666.
+
+        Raises:
+            RedirectFailed: the open failed.
+        """
+        ...
+
+
+@attrs.define(eq=False)
+class Session:
+    """The session adbd runs one script in, and what a hang-up did to it.
+
+    adbd runs a legacy ``shell:<command>`` (and ``exec:``) as ``sh -c`` in a new session
+    whose controlling terminal is a PTY in raw mode; it never signals the script itself, it
+    only closes the PTY's master when the stream or the connection goes (``StartSubprocess``,
+    ``Subprocess::ForkAndExec`` and ``local_socket_destroy``/``deferred_close``: system/core
+    ``adb/`` android-10.0.0_r30, packages/modules/adb android-11.0.0_r1 … 15.0.0_r1; 12 to 15
+    identical). Closing the master hangs the terminal up (Linux ``pty_close`` ->
+    ``tty_vhangup``, ``__tty_hangup``, ``tty_signal_session_leader``, Android common kernel):
+
+    * every later write to the terminal fails with ``EIO`` and raises no signal, every read
+      sees EOF (``hung_up_tty_write``/``hung_up_tty_read``): mksh's ``echo``/``print`` and
+      toybox's tools then exit 1 and print nothing;
+    * SIGHUP goes to the session leader only, the script's ``sh``. Unless it ignores SIGHUP
+      (``trap '' HUP``, ``histrap.c`` ``settrap``), mksh sends SIGHUP to the command it
+      waits on and exits (``trapsig``, ``runtraps(TF_FATAL)``, ``unwind(LLEAVE)``,
+      ``j_exit``; mksh R57 and R59 to R59c, text identical), and the kernel then sends
+      SIGHUP to its whole process group (``disassociate_ctty``): the script stops where it
+      stands. If it ignores it, the script runs on to its end, its commands (which inherit
+      the ignored SIGHUP) with it. Only the leader's disposition at the moment of the
+      hang-up counts: the SIGHUP comes once.
+
+    With the shell protocol (``shell,v2:`` without ``pty``) adbd sends the SIGHUP itself
+    when the stream dies (``PassDataStreams``) and the script writes to pipes: modelled as
+    the same SIGHUP, then a write fails with ``EPIPE`` and SIGPIPE (adbd's child restores
+    its default): a builtin's write kills the shell, another command dies alone (status
+    141). SIGKILL (adbd restarting, a reboot: init kills everything adbd started,
+    ``KillProcessGroup``) ends the script whatever it ignores. The same at every release
+    from 10 to 15 (research report of issue 21, item 3: adbd, mksh, toybox, bionic, kernel).
+    """
+
+    #: ``pty`` (legacy ``shell:``/``exec:``, ``shell,v2,pty:``) or ``pipes`` (``shell,v2:``).
+    terminal: str = "pty"
+    #: The terminal was hung up: writes to it fail (EIO on a PTY, EPIPE on pipes).
+    hung_up: bool = False
+    #: The script's ``sh`` ignores SIGHUP (its ``trap '' HUP``), set by the leader's ``trap``.
+    ignores_hup: bool = False
+    #: The script is gone: it stops at its next step boundary (:class:`ScriptKilled`).
+    killed: bool = False
+    #: The script has run to its end (its ``sh`` exited).
+    finished: bool = False
+
+    def hang_up(self) -> bool:
+        """The terminal is hung up: SIGHUP to the leader. True when the script lives on."""
+        self.hung_up = True
+        if not self.ignores_hup:
+            self.killed = True
+        return not self.killed
+
+    def kill(self) -> None:
+        """SIGKILL to every process of the script (its terminal goes with it)."""
+        self.hung_up = True
+        self.killed = True
 
 
 # -- words ---------------------------------------------------------------------------------
@@ -102,7 +218,7 @@ class _Word:
 @attrs.frozen
 class _Redir:
     fd: int
-    op: str  # ">", ">>", "<", ">&", "<&"
+    op: str  # ">", ">>", "<", "<>", ">&", "<&"
     target: _Word
 
 
@@ -174,7 +290,10 @@ class _Lexer:
         if char == ">" and self._peek() == ">":
             op = ">>"
             self.pos += 1
-        if self._peek() == "&":
+        elif char == "<" and self._peek() == ">":
+            op = "<>"
+            self.pos += 1
+        elif self._peek() == "&":
             op = char + "&"
             self.pos += 1
         while self._peek() in (" ", "\t") and self._peek() != "":
@@ -357,8 +476,19 @@ class _Simple:
 
 
 @attrs.frozen
+class _Group:
+    """``{ list; }``: a list run by this shell (no subshell), with its own redirections."""
+
+    body: tuple[_AndOr, ...]
+    redirs: tuple[_Redir, ...]
+
+
+_Command = _Simple | _Group
+
+
+@attrs.frozen
 class _Pipeline:
-    commands: tuple[_Simple, ...]
+    commands: tuple[_Command, ...]
 
 
 @attrs.frozen
@@ -367,95 +497,169 @@ class _AndOr:
     rest: tuple[tuple[str, _Pipeline], ...]
 
 
-def parse(text: str) -> list[_AndOr]:
-    """Parse a command line into and-or lists.
+def _reserved(token: _Token | None, word: str) -> bool:
+    """Is ``token`` the unquoted reserved word ``word`` (``{`` or ``}``)?"""
+    return (
+        isinstance(token, _Word)
+        and len(token.parts) == 1
+        and isinstance(token.parts[0], _Lit)
+        and not token.parts[0].quoted
+        and token.parts[0].text == word
+    )
 
-    Raises:
-        ShellSyntaxError: unbalanced quotes, a dangling operator, unsupported syntax.
-    """
-    tokens = _Lexer(text).tokens()
-    lists: list[_AndOr] = []
-    index = 0
 
-    def command() -> _Simple | None:
-        nonlocal index
+class _Parser:
+    """Recursive descent over the tokens: lists, and-or lists, pipelines, simple commands
+    and ``{ … }`` groups (mksh ``syn.c``: ``{`` and ``}`` are reserved words only where a
+    command starts)."""
+
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens = tokens
+        self.index = 0
+
+    def _token(self) -> _Token | None:
+        return self.tokens[self.index] if self.index < len(self.tokens) else None
+
+    def unexpected(self, what: str = "unexpected") -> ShellSyntaxError:
+        token = self._token()
+        shown = (
+            "newline"
+            if token is None or (isinstance(token, _Op) and token.op == "\n")
+            else (
+                token.op if isinstance(token, _Op) else ("}" if _reserved(token, "}") else "word")
+            )
+        )
+        return ShellSyntaxError(f"syntax error: '{shown}' {what}")
+
+    def lists(self, *, in_group: bool) -> list[_AndOr]:
+        """And-or lists up to the end (or, in a group, up to its ``}``)."""
+        lists: list[_AndOr] = []
+        while True:
+            token = self._token()
+            if token is None:
+                if in_group:
+                    raise ShellSyntaxError("syntax error: '{' unmatched")
+                return lists
+            if in_group and _reserved(token, "}"):
+                return lists
+            if isinstance(token, _Op) and token.op in ("\n", ";", "&"):
+                if token.op != "\n" and not lists:
+                    raise self.unexpected()
+                self.index += 1
+                continue
+            first = self.pipeline()
+            rest: list[tuple[str, _Pipeline]] = []
+            while self._token() in (_Op("&&"), _Op("||")):
+                op_token = self._token()
+                assert isinstance(op_token, _Op)
+                self.index += 1
+                self.skip_newlines()
+                rest.append((op_token.op, self.pipeline()))
+            lists.append(_AndOr(first, tuple(rest)))
+            separator = self._token()
+            if separator is None or (in_group and _reserved(separator, "}")):
+                continue
+            if not (isinstance(separator, _Op) and separator.op in ("\n", ";", "&")):
+                raise self.unexpected()
+            self.index += 1
+            if separator.op != "\n" and self._token() in (_Op(";"), _Op("&")):
+                raise self.unexpected()
+
+    def skip_newlines(self) -> None:
+        while self._token() == _Op("\n"):
+            self.index += 1
+
+    def pipeline(self) -> _Pipeline:
+        first = self.command()
+        if first is None:
+            raise self.unexpected()
+        commands = [first]
+        while self._token() == _Op("|"):
+            self.index += 1
+            self.skip_newlines()
+            following = self.command()
+            if following is None:
+                raise self.unexpected()
+            commands.append(following)
+        return _Pipeline(tuple(commands))
+
+    def command(self) -> _Command | None:
+        if _reserved(self._token(), "{"):
+            return self.group()
+        if _reserved(self._token(), "}"):
+            return None
         words: list[_Word] = []
         redirs: list[_Redir] = []
-        while index < len(tokens) and not isinstance(tokens[index], _Op):
-            token = tokens[index]
+        while (token := self._token()) is not None and not isinstance(token, _Op):
             if isinstance(token, _Word):
                 words.append(token)
             elif isinstance(token, _Redir):
                 redirs.append(token)
-            index += 1
+            self.index += 1
         if not words and not redirs:
             return None
         return _Simple(tuple(words), tuple(redirs))
 
-    def unexpected() -> ShellSyntaxError:
-        token = tokens[index] if index < len(tokens) else None
-        shown = (
-            "newline"
-            if token is None or (isinstance(token, _Op) and token.op == "\n")
-            else (token.op if isinstance(token, _Op) else "word")
-        )
-        return ShellSyntaxError(f"syntax error: '{shown}' unexpected")
+    def group(self) -> _Group:
+        """``{ list; }`` then its redirections; a word after the ``}`` is an error."""
+        self.index += 1
+        body = self.lists(in_group=True)
+        self.index += 1  # the closing brace
+        redirs: list[_Redir] = []
+        while isinstance(token := self._token(), _Redir):
+            redirs.append(token)
+            self.index += 1
+        if isinstance(self._token(), _Word):
+            raise self.unexpected()
+        return _Group(tuple(body), tuple(redirs))
 
-    def skip_newlines() -> None:
-        nonlocal index
-        while index < len(tokens) and isinstance(tokens[index], _Op) and tokens[index] == _Op("\n"):
-            index += 1
 
-    def pipeline() -> _Pipeline:
-        nonlocal index
-        first = command()
-        if first is None:
-            raise unexpected()
-        commands = [first]
-        while index < len(tokens) and tokens[index] == _Op("|"):
-            index += 1
-            skip_newlines()
-            following = command()
-            if following is None:
-                raise unexpected()
-            commands.append(following)
-        return _Pipeline(tuple(commands))
+def parse(text: str) -> list[_AndOr]:
+    """Parse a command line into and-or lists.
 
-    while index < len(tokens):
-        token = tokens[index]
-        if isinstance(token, _Op) and token.op in ("\n", ";", "&"):
-            if token.op != "\n" and not lists:
-                raise unexpected()
-            index += 1
-            continue
-        first = pipeline()
-        rest: list[tuple[str, _Pipeline]] = []
-        while index < len(tokens) and tokens[index] in (_Op("&&"), _Op("||")):
-            op_token = tokens[index]
-            assert isinstance(op_token, _Op)
-            index += 1
-            skip_newlines()
-            rest.append((op_token.op, pipeline()))
-        lists.append(_AndOr(first, tuple(rest)))
-        if index < len(tokens):
-            separator = tokens[index]
-            if not (isinstance(separator, _Op) and separator.op in ("\n", ";", "&")):
-                raise unexpected()
-            index += 1
-            if (
-                separator.op != "\n"
-                and index < len(tokens)
-                and tokens[index]
-                in (
-                    _Op(";"),
-                    _Op("&"),
-                )
-            ):
-                raise unexpected()
+    Raises:
+        ShellSyntaxError: unbalanced quotes or braces, a dangling operator, unsupported
+            syntax.
+    """
+    parser = _Parser(_Lexer(text).tokens())
+    lists = parser.lists(in_group=False)
+    if parser.index < len(parser.tokens):
+        raise parser.unexpected()
     return lists
 
 
 # -- execution -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Tty:
+    """The terminal (adbd's PTY, or with the shell protocol its pipes): ``stream`` 1 for
+    stdout, 2 for stderr."""
+
+    stream: int
+
+
+@attrs.frozen
+class _Null:
+    """``/dev/null``, or a closed descriptor (``>&-``)."""
+
+
+@attrs.define(eq=False)
+class _Buffer:
+    """A pipe or a command substitution: what was written, in order."""
+
+    parts: list[str] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class _File:
+    """A file a redirection opened."""
+
+    handle: FileHandle
+
+
+_Target = _Tty | _Null | _Buffer | _File
+_NULL: Final = _Null()
 
 
 class Shell:
@@ -464,10 +668,11 @@ class Shell:
     Output is kept as ordered (fd, text) chunks; with ``on_output`` it is handed over as each
     command finishes (as a real shell's output reaches adbd while the script still runs)
     instead of being returned at the end. ``after_command`` is awaited after every command
-    with its argv and status; whatever it raises (the phone's ``DropConnection``) stops the
-    script there, so a later command never starts. Between two commands the shell yields
-    to the event loop: a hang-up that arrived meanwhile (the stream task is cancelled)
-    stops the script at that point too.
+    with its argv and status. ``session`` is the script's :class:`Session`: what a hang-up
+    did (the terminal's writes fail, or the script is gone, checked at every step boundary);
+    ``leader`` marks the script's own ``sh -c`` (its ``trap`` decides whether a hang-up ends
+    it). ``files`` opens the files redirections name (none: every file is on a read-only
+    file system). Between two commands the shell yields to the event loop.
     """
 
     def __init__(
@@ -476,10 +681,16 @@ class Shell:
         *,
         on_output: OutputFn | None = None,
         after_command: AfterCommandFn | None = None,
+        session: Session | None = None,
+        files: ShellFiles | None = None,
+        leader: bool = False,
     ) -> None:
         self._commands = dict(commands)
         self._on_output = on_output
         self._after_command = after_command
+        self._session = session if session is not None else Session()
+        self._files = files
+        self._leader = leader
         self._builtins: dict[str, CommandFn] = {
             "echo": _echo,
             "printf": _printf,
@@ -488,50 +699,81 @@ class Shell:
             "false": _false,
             "sleep": _sleep,
             "exit": _exit,
+            "trap": self._trap,
         }
         self.status = 0
         self.variables: dict[str, str] = {}
+        #: The shell's traps by signal number (0 EXIT, 65 ERR); absent: the default.
+        self.traps: dict[int, str] = {}
         self._substitution_status: int | None = None
         self._sink: list[tuple[int, str]] = []
+        #: The shell's own descriptors, as ``{ …; }`` redirections change them.
+        self._fds: dict[int, _Target] = {1: _Tty(1), 2: _Tty(2)}
+        #: What the shell's commands read on stdin (a terminal gives none: EOF).
+        self._stdin = ""
 
     async def run(self, text: str) -> tuple[str, int]:
-        """Run a whole command line; return the merged output and the last exit status."""
+        """Run a whole command line; return the merged output and the last exit status.
+
+        Raises:
+            ScriptKilled: the script is gone (see :class:`Session`).
+        """
         chunks, status = await self.run_chunks(text)
         return "".join(chunk for _, chunk in chunks), status
 
     async def run_chunks(self, text: str) -> tuple[list[tuple[int, str]], int]:
-        """Run a whole command line; return its (fd, text) output chunks and exit status."""
+        """Run a whole command line; return its (fd, text) output chunks and exit status.
+
+        Raises:
+            ScriptKilled: the script is gone (see :class:`Session`).
+        """
         self._sink = []
         try:
             lists = parse(text)
         except ShellSyntaxError as exc:
             self.status = 1
-            self._sink.append((2, f"{SHELL_NAME}: {exc}\n"))
+            await self._write(self._fds[2], f"{SHELL_NAME}: {exc}\n")
             await self._flush()
             return self._sink, self.status
         try:
-            for and_or in lists:
-                await self._run_and_or(and_or)
+            await self._run_lists(lists)
         except _ExitScript as stop:
             self.status = stop.status
         await self._flush()
         return self._sink, self.status
 
+    async def _run_lists(self, lists: Sequence[_AndOr]) -> None:
+        for and_or in lists:
+            await self._run_and_or(and_or)
+
     async def _flush(self) -> None:
-        """Hand the output so far to ``on_output`` (when streaming)."""
+        """Hand the output so far to ``on_output`` (when streaming); output that meets a
+        terminal hung up meanwhile is lost (it was in the PTY's buffer)."""
         if self._on_output is None:
             return
         chunks, self._sink = self._sink, []
         for fd, text in chunks:
+            if self._session.hung_up:
+                return
             if text:
-                await self._on_output(fd, text)
+                try:
+                    await self._on_output(fd, text)
+                except TerminalHungUp:
+                    return
+
+    def _check_alive(self) -> None:
+        """Stop here if the script is gone (a kill, or a hang-up it did not ignore)."""
+        if self._session.killed:
+            raise ScriptKilled
 
     async def _finished(self, argv: list[str]) -> None:
         """A command has returned: stream its output, let a hang-up in, run the hook."""
         await self._flush()
         await asyncio.sleep(0)
+        self._check_alive()
         if self._after_command is not None:
             await self._after_command(argv, self.status)
+        self._check_alive()
 
     async def _run_and_or(self, and_or: _AndOr) -> None:
         await self._run_pipeline(and_or.first)
@@ -539,28 +781,108 @@ class Shell:
             if (op == "&&") == (self.status == 0):
                 await self._run_pipeline(pipeline)
 
+    async def _run_command(self, command: _Command, stdin: str, *, piped: bool) -> str:
+        if isinstance(command, _Group):
+            return await self._run_group(command, stdin, piped=piped)
+        return await self._run_simple(command, stdin, piped=piped)
+
     async def _run_pipeline(self, pipeline: _Pipeline) -> None:
         if len(pipeline.commands) == 1:
-            await self._run_simple(pipeline.commands[0], "", piped=False)
+            await self._run_command(pipeline.commands[0], self._stdin, piped=False)
             return
         # mksh runs every element of a real pipeline in a subshell, all at once: each sees
         # the variables and ``$?`` from before the pipeline, changes none of them, and an
         # ``exit`` ends only its own element. The last element's status is the pipeline's.
         variables = dict(self.variables)
+        traps = dict(self.traps)
         status_before = self.status
-        stdin = ""
-        for position, simple in enumerate(pipeline.commands):
+        stdin = self._stdin
+        for position, command in enumerate(pipeline.commands):
             piped = position < len(pipeline.commands) - 1
             self.variables = dict(variables)
+            self.traps = _subshell_traps(traps)
             self.status = status_before
             try:
-                stdin = await self._run_simple(simple, stdin, piped=piped)
+                stdin = await self._run_command(command, stdin, piped=piped)
             except _ExitScript as stop:
                 self.status = stop.status
                 stdin = ""
         self.variables = variables
+        self.traps = traps
+
+    async def _redirect(
+        self, redirs: Sequence[_Redir], fds: dict[int, _Target], stdin: str
+    ) -> str | None:
+        """Apply ``redirs`` to ``fds`` in order (mksh ``exec.c`` ``iosetup``); return what
+        stdin reads then, or None when one failed (its message already written to the
+        stderr of the redirections applied so far, the status set to 1).
+
+        ``>FILE`` opens with ``O_WRONLY|O_CREAT|O_TRUNC``, ``>>FILE`` with
+        ``O_WRONLY|O_APPEND|O_CREAT``, ``<>FILE`` with ``O_RDWR|O_CREAT``, ``<FILE`` with
+        ``O_RDONLY``, all mode 0666; a failure prints ``can't create FILE: <strerror>``
+        (``can't open`` for ``<``), R57 to R59c.
+        """
+        for redir in redirs:
+            target = " ".join(await self._expand(redir.target))
+            if redir.op in (">&", "<&"):
+                if target.isdigit() and int(target) in fds:
+                    fds[redir.fd] = fds[int(target)]
+                elif target == "-":
+                    fds[redir.fd] = _NULL
+                else:
+                    await self._fail(fds, f"{SHELL_NAME}: {target}: bad file descriptor\n")
+                    return None
+                continue
+            if target == "/dev/null":
+                if redir.fd == 0:
+                    stdin = ""
+                if redir.op != "<":
+                    fds[redir.fd] = _NULL
+                continue
+            verb = "open" if redir.op == "<" else "create"
+            if self._files is None:
+                reason = "No such file or directory" if redir.op == "<" else "Read-only file system"
+                await self._fail(fds, f"{SHELL_NAME}: can't {verb} {target}: {reason}\n")
+                return None
+            try:
+                handle = self._files.open(target, redir.op)
+            except RedirectFailed as exc:
+                await self._fail(fds, f"{SHELL_NAME}: can't {verb} {target}: {exc.strerror}\n")
+                return None
+            if redir.fd == 0:
+                try:
+                    stdin = handle.read()
+                except RedirectFailed:
+                    stdin = ""  # a directory: reading it fails, the command sees EOF
+            if redir.op != "<":
+                fds[redir.fd] = _File(handle)
+        return stdin
+
+    async def _fail(self, fds: Mapping[int, _Target], message: str) -> None:
+        await self._write(fds.get(2, _NULL), message)
+        self.status = 1
+
+    async def _run_group(self, group: _Group, stdin: str, *, piped: bool) -> str:
+        """``{ list; }``: the list in this shell, with the group's redirections in force
+        for every command of it (a pipeline element is a subshell: see ``_run_pipeline``)."""
+        self._check_alive()
+        fds = dict(self._fds)
+        pipe = _Buffer() if piped else None
+        if pipe is not None:
+            fds[1] = pipe
+        group_stdin = await self._redirect(group.redirs, fds, stdin)
+        if group_stdin is None:
+            return ""
+        saved_fds, saved_stdin = self._fds, self._stdin
+        self._fds, self._stdin = fds, group_stdin
+        try:
+            await self._run_lists(group.body)
+        finally:
+            self._fds, self._stdin = saved_fds, saved_stdin
+        return "".join(pipe.parts) if pipe is not None else ""
 
     async def _run_simple(self, simple: _Simple, stdin: str, *, piped: bool) -> str:
+        self._check_alive()
         argv: list[str] = []
         assignments: dict[str, str] = {}
         # POSIX: a command with no command name exits with the status of its last command
@@ -573,52 +895,59 @@ class Shell:
                 assignments[name] = "".join(await self._expand(value_word, split=False))
                 continue
             argv.extend(await self._expand(word))
-        destinations: dict[int, int | str] = {1: "pipe" if piped else 1, 2: 2}
-        for redir in simple.redirs:
-            target = " ".join(await self._expand(redir.target))
-            if redir.op in (">&", "<&"):
-                if target.isdigit() and int(target) in destinations:
-                    destinations[redir.fd] = destinations[int(target)]
-                elif target == "-":
-                    destinations[redir.fd] = "null"
-                else:
-                    return self._fail(f"{SHELL_NAME}: {target}: bad file descriptor\n")
-            elif redir.op == "<":
-                if target != "/dev/null":
-                    return self._fail(
-                        f"{SHELL_NAME}: can't open {target}: No such file or directory\n"
-                    )
-                stdin = ""
-            elif target == "/dev/null":
-                destinations[redir.fd] = "null"
-            else:
-                return self._fail(f"{SHELL_NAME}: can't create {target}: Read-only file system\n")
+        fds = dict(self._fds)
+        pipe = _Buffer() if piped else None
+        if pipe is not None:
+            fds[1] = pipe
+        command_stdin = await self._redirect(simple.redirs, fds, stdin)
+        if command_stdin is None:
+            return ""
         if not argv:
             self.variables.update(assignments)
             substituted = self._substitution_status
             self.status = substituted if substituted is not None else 0
             return ""
-        terminal = STDOUT_IS_TERMINAL.set(False) if piped else None
+        terminal = STDOUT_IS_TERMINAL.set(False) if not isinstance(fds.get(1), _Tty) else None
+        stop: _ExitScript | None = None
         try:
-            result = await self._execute(argv, stdin)
+            result = await self._execute(argv, command_stdin)
+        except _ExitScript as exited:
+            stop, result = exited, exited.output
         finally:
             if terminal is not None:
                 STDOUT_IS_TERMINAL.reset(terminal)
-        piped_out: list[str] = []
+        failed = False
         for fd, text in result.chunks:
-            destination = destinations.get(fd, 2)
-            if destination == "pipe":
-                piped_out.append(text)
-            elif isinstance(destination, int):
-                self._sink.append((destination, text))
+            if text and not await self._write(fds.get(fd, _NULL), text):
+                failed = True
         self.status = result.status & 0xFF
+        if failed:
+            if self._session.terminal == "pipes":
+                # EPIPE and SIGPIPE, whose default adbd's child restores: a builtin's write
+                # kills the shell itself, another command dies alone (128 + 13)
+                if argv[0] in self._builtins:
+                    self._session.killed = True
+                    self._check_alive()
+                self.status = 141
+            else:
+                # EIO: mksh's print, toybox's xwrite/xflush report it and exit 1
+                self.status = 1
+        if stop is not None:
+            raise stop
         await self._finished(argv)
-        return "".join(piped_out)
+        return "".join(pipe.parts) if pipe is not None else ""
 
-    def _fail(self, message: str) -> str:
-        self._sink.append((2, message))
-        self.status = 1
-        return ""
+    async def _write(self, target: _Target, text: str) -> bool:
+        """Write ``text`` to ``target``; False when the write failed (a hung-up terminal)."""
+        if isinstance(target, _Tty):
+            if self._session.hung_up:
+                return False
+            self._sink.append((target.stream, text))
+        elif isinstance(target, _Buffer):
+            target.parts.append(text)
+        elif isinstance(target, _File):
+            target.handle.write(text)
+        return True
 
     async def _execute(self, argv: list[str], stdin: str) -> Output:
         name = argv[0]
@@ -681,20 +1010,208 @@ class Shell:
             if part.name == "#":
                 return "0"
             return self.variables.get(part.name, "")
-        inner = Shell(self._commands, after_command=self._after_command)
+        # a subshell: the variables, ``$?`` and the ignored signals (not other traps,
+        # ``cleartraps``) of this shell; its stdout captured, its stderr this shell's
+        inner = Shell(
+            self._commands,
+            after_command=self._after_command,
+            session=self._session,
+            files=self._files,
+        )
         inner.status = self.status
         inner.variables = dict(self.variables)
+        inner.traps = _subshell_traps(self.traps)
+        capture = _Buffer()
+        inner._fds = {1: capture, 2: self._fds.get(2, _NULL)}
         terminal = STDOUT_IS_TERMINAL.set(False)
         try:
             chunks, status = await inner.run_chunks(part.script)
         finally:
             STDOUT_IS_TERMINAL.reset(terminal)
-        captured = "".join(text for fd, text in chunks if fd == 1)
-        self._sink.extend((fd, text) for fd, text in chunks if fd != 1)
+        self._sink.extend(chunks)
         # ``$?`` keeps the previous command's status until this command completes
         # (mksh: ``echo $(false) $?`` prints 0); only a command with no name takes it.
         self._substitution_status = status
-        return captured.rstrip("\n")
+        return "".join(capture.parts).rstrip("\n")
+
+    async def _trap(self, argv: list[str], stdin: str) -> Output:
+        """mksh's ``trap`` (``funcs.c`` ``c_trap``, ``histrap.c`` ``gettrap``/``settrap``,
+        R57 to R59c): ``trap`` lists the traps set (``trap -- ACTION NAME``, quoted as
+        ``print_value_quoted`` does); ``trap ACTION COND…`` sets them (``''``: ignore, ``-``:
+        the default; a first operand that is a number resets them all); a condition is a
+        number 0 to 64 or a name (case ignored, ``SIG`` prefix optional, ``EXIT``, ``ERR``);
+        a bad one prints ``trap: bad signal 'X'`` and makes the status 1. An option is an
+        error that ends the script (a special builtin). The leader's ``trap '' HUP`` makes
+        a hang-up spare the script (:class:`Session`). Traps with commands are kept and
+        listed, never run (not modelled: no signal but the hang-up reaches a script here)."""
+        args = argv[1:]
+        if args and args[0] == "--":
+            args = args[1:]
+        elif args and args[0].startswith("-") and args[0] != "-":
+            message = f"{SHELL_NAME}: trap: -{args[0][1]}: unknown option\n"
+            raise _ExitScript(1, Output.err(message, 1))
+        if not args:
+            lines = [
+                f"trap -- {_quoted_value(action)} {_signal_name(number)}\n"
+                for number, action in sorted(self.traps.items())
+            ]
+            return Output.out("".join(lines))
+        action: str | None
+        if _getn(args[0]) is not None:
+            action = None
+        else:
+            action = None if args[0] == "-" else args[0]
+            args = args[1:]
+        errors: list[str] = []
+        for condition in args:
+            number = _trap_number(condition)
+            if number is None:
+                errors.append(f"{SHELL_NAME}: trap: bad signal '{condition}'\n")
+                continue
+            if action is None:
+                self.traps.pop(number, None)
+            else:
+                self.traps[number] = action
+        if self._leader:
+            self._session.ignores_hup = self.traps.get(_SIGHUP) == ""
+        return Output.err("".join(errors), 1 if errors else 0)
+
+
+#: Linux's signal names as mksh knows them (``trap -l`` order; bionic's numbers are the
+#: kernel's); 32 to 64 have no name. 0 is ``EXIT`` and 65 (``ksh_NSIG``) ``ERR``.
+_SIGNAL_NAMES: Final = (
+    "EXIT",
+    "HUP",
+    "INT",
+    "QUIT",
+    "ILL",
+    "TRAP",
+    "ABRT",
+    "BUS",
+    "FPE",
+    "KILL",
+    "USR1",
+    "SEGV",
+    "USR2",
+    "PIPE",
+    "ALRM",
+    "TERM",
+    "STKFLT",
+    "CHLD",
+    "CONT",
+    "STOP",
+    "TSTP",
+    "TTIN",
+    "TTOU",
+    "URG",
+    "XCPU",
+    "XFSZ",
+    "VTALRM",
+    "PROF",
+    "WINCH",
+    "POLL",
+    "PWR",
+    "SYS",
+)
+_SIGHUP: Final = 1
+_NSIG: Final = 65
+_ERR: Final = _NSIG
+
+
+def _signal_name(number: int) -> str:
+    if number == _ERR:
+        return "ERR"
+    return _SIGNAL_NAMES[number] if number < len(_SIGNAL_NAMES) else str(number)
+
+
+def _getn(text: str) -> int | None:
+    """mksh's ``getn``: a decimal number after optional whitespace and sign, else None."""
+    match = re.fullmatch(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", text)
+    if match is None:
+        return None
+    value = int(match.group(2))
+    if value > 2**31 - 1:
+        return None
+    return -value if match.group(1) == "-" else value
+
+
+def _trap_number(condition: str) -> int | None:
+    """mksh's ``gettrap``: a number 0 to 64, or a name (``SIG`` optional, case ignored)."""
+    if condition[:1].isdigit() and condition[:1].isascii():
+        number = _getn(condition)
+        return number if number is not None and 0 <= number < _NSIG else None
+    name = condition
+    if name[:3].upper() == "SIG" and len(name) > 3:
+        name = name[3:]
+    name = name.upper()
+    if name == "ERR":
+        return _ERR
+    if name in _SIGNAL_NAMES:
+        return _SIGNAL_NAMES.index(name)
+    if name.isdigit() and name.isascii() and str(int(name)) == name:
+        # ``SIG40``: the signals from 32 on are named by their numbers
+        number = int(name)
+        return number if len(_SIGNAL_NAMES) <= number < _NSIG else None
+    return None
+
+
+def _subshell_traps(traps: Mapping[int, str]) -> dict[int, str]:
+    """What a subshell keeps: ignored signals only (``cleartraps`` resets traps with
+    commands, ``histrap.c``)."""
+    return {number: action for number, action in traps.items() if action == ""}
+
+
+#: Characters ``print_value_quoted`` leaves bare (mksh ``misc.c``; and every octet from
+#: 0x80, as mksh's ``C_QUOTE`` class names none of them).
+_BARE_VALUE: Final = re.compile(r"[!%+,\-./0-9:@A-Z^_a-z\x80-\U0010ffff]+")
+_VALUE_ESCAPES: Final = {
+    "\a": "a",
+    "\b": "b",
+    "\f": "f",
+    "\n": "n",
+    "\r": "r",
+    "\t": "t",
+    "\v": "v",
+    "\x1b": "E",
+    "\\": "\\",
+}
+
+
+def _quoted_value(value: str) -> str:
+    """mksh's ``print_value_quoted``: ``''`` when empty, bare when safe, ``$'…'`` with
+    escapes when it holds a control character, else single quotes (``'\\''`` for one)."""
+    if not value:
+        return "''"
+    if _BARE_VALUE.fullmatch(value):
+        return value
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        out = []
+        for char in value:
+            if char in _VALUE_ESCAPES:
+                out.append("\\" + _VALUE_ESCAPES[char])
+            elif ord(char) < 32 or ord(char) == 127 or char == "'":
+                out.append(f"\\{ord(char):03o}")
+            elif ord(char) >= 0x80:
+                out.append(f"\\u{ord(char):04X}")
+            else:
+                out.append(char)
+        return "$'" + "".join(out) + "'"
+    out = []
+    inquote = False
+    for char in value:
+        if char == "'":
+            if inquote:
+                out.append("'")
+                inquote = False
+            out.append("\\'")
+            continue
+        if not inquote:
+            out.append("'")
+            inquote = True
+        out.append(char)
+    if inquote:
+        out.append("'")
+    return "".join(out)
 
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from android_bridge.simulator._device import _ID_GROUPS
-from android_bridge.simulator._shell import CommandFn, Output, Shell
+from android_bridge.simulator._shell import CommandFn, Output, Shell, ShellFiles
 
 #: ``android_filesystem_config.h`` names ``getpwnam``/``getpwuid`` know (the common ones).
 AID_NAMES: Final = {
@@ -180,9 +180,11 @@ class SuCommand:
         self,
         caller_uid: int,
         commands_for: Callable[[int, Identity], Mapping[str, CommandFn]],
+        files_for: Callable[[int, Identity], ShellFiles] | None = None,
     ) -> None:
         self._caller_uid = caller_uid
         self._commands_for = commands_for
+        self._files_for = files_for
 
     async def __call__(self, argv: list[str], stdin: str) -> Output:
         """Run ``su [WHO [COMMAND...]]``."""
@@ -206,20 +208,26 @@ class SuCommand:
     async def _exec(self, argv: list[str], stdin: str, identity: Identity) -> Output:
         """``execvp``: a shell, a phone command, or ``failed to exec``."""
         commands = self._commands_for(identity.uid, identity)
+        files = None if self._files_for is None else self._files_for(identity.uid, identity)
         name = argv[0]
         for directory in ("/system/bin/", "/system/xbin/"):
             name = name.removeprefix(directory)
         if name == "sh":
-            return await self._shell(argv, stdin, commands)
+            return await self._shell(argv, stdin, commands, files)
         if name in commands:
             return await commands[name]([name, *argv[1:]], stdin)
         if name in _TOYBOX_AS_BUILTIN:
-            chunks, status = await Shell(commands).run_chunks(shlex.join([name, *argv[1:]]))
+            shell = Shell(commands, files=files)
+            chunks, status = await shell.run_chunks(shlex.join([name, *argv[1:]]))
             return Output(tuple(chunks), status)
         return Output.err(f"su: failed to exec {argv[0]}: No such file or directory\n", 1)
 
     async def _shell(
-        self, argv: list[str], stdin: str, commands: Mapping[str, CommandFn]
+        self,
+        argv: list[str],
+        stdin: str,
+        commands: Mapping[str, CommandFn],
+        files: ShellFiles | None,
     ) -> Output:
         """``sh -c SCRIPT`` or ``sh`` reading its script from stdin."""
         if len(argv) >= 2 and argv[1] == "-c":
@@ -230,5 +238,5 @@ class SuCommand:
             script = stdin
         else:
             return Output.err(f"/system/bin/sh: {argv[1]}: No such file or directory\n", 127)
-        chunks, status = await Shell(commands).run_chunks(script)
+        chunks, status = await Shell(commands, files=files).run_chunks(script)
         return Output(tuple(chunks), status)

@@ -17,12 +17,15 @@ system/core ``adb/daemon/services.cpp`` android-10.0.0_r1, packages/modules/adb
   status arrives before CLSE. When the stream dies adbd sends SIGHUP to the shell
   (``PassDataStreams``: "protocol FD died, sending SIGHUP") and closes its pipes.
 
-Either way the script stops where it stands when the connection or stream goes: the command
-running at that moment has done whatever it did, and no later command starts (the phone's
-stream task is cancelled at the next step boundary; see ``Shell``). Output travels as the
-script runs, in WRTE packets each acknowledged by an OKAY before the next, as adbd's flow
-control requires, then CLSE. An interactive shell (no command) is not modelled: the OPEN is
-refused. A malformed packet closes this connection only.
+Either way, when the connection or the stream goes, the script is hung up
+(``_shell.Session``): its terminal's writes fail, and its ``sh`` gets SIGHUP. A script that
+does not ignore SIGHUP stops where it stands: the command running at that moment has done
+whatever it did, and no later command starts. One that ignores it (``trap '' HUP``) runs on
+to its end on the phone, its output lost. Only a SIGKILL ends every script (adbd restarting,
+a reboot: the phone does that, not the connection). Output travels as the script runs, in
+WRTE packets each acknowledged by an OKAY before the next, as adbd's flow control requires,
+then CLSE. An interactive shell (no command) is not modelled: the OPEN is refused. A
+malformed packet closes this connection only.
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ from typing import Final, Protocol
 from android_bridge._log import get_logger
 from android_bridge.simulator import _wire
 from android_bridge.simulator._auth import AuthorizedKeys, InvalidPublicKey
-from android_bridge.simulator._shell import STDOUT_IS_TERMINAL, OutputFn
+from android_bridge.simulator._shell import (
+    STDOUT_IS_TERMINAL,
+    OutputFn,
+    ScriptKilled,
+    Session,
+    TerminalHungUp,
+)
 
 log = get_logger("android_bridge.simulator")
 
@@ -91,10 +100,6 @@ def shell_packet(packet_id: int, data: bytes) -> bytes:
     return _SHELL_PACKET_HEADER.pack(packet_id, len(data)) + data
 
 
-class DropConnection(Exception):
-    """Raised inside a command to reset the whole ADB connection (no reply is sent)."""
-
-
 class StreamHost(Protocol):
     """What a connection needs from the phone."""
 
@@ -113,23 +118,42 @@ class StreamHost(Protocol):
         """The phone's ``adb_keys``."""
         ...
 
-    async def run_shell(self, command: str, connection: Connection, output: OutputFn) -> int:
-        """Run one shell command line, streaming (fd, text) to ``output``; return its status.
+    async def run_shell(
+        self, command: str, connection: Connection, output: OutputFn, session: Session
+    ) -> int:
+        """Run one shell command line in ``session``, streaming (fd, text) to ``output``;
+        return its status.
 
-        May raise DropConnection (the whole connection is reset, nothing more is sent).
+        Raises:
+            ScriptKilled: the script is gone (hung up without ignoring SIGHUP, or killed).
         """
         ...
 
 
 class _Stream:
-    def __init__(self, local_id: int, remote_id: int, *, shell_protocol: bool) -> None:
+    def __init__(
+        self, local_id: int, remote_id: int, *, shell_protocol: bool, session: Session
+    ) -> None:
         self.local_id = local_id
         self.remote_id = remote_id
         #: ``shell,v2:``: output framed in shell protocol packets, exit status sent.
         self.shell_protocol = shell_protocol
+        #: The script's session: its terminal, and what a hang-up did to it.
+        self.session = session
         self.acked = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+
+    def hang_up(self) -> None:
+        """adbd closes the stream's PTY master (or, with the shell protocol, sends SIGHUP):
+        the script's terminal is hung up; a script that does not ignore SIGHUP stops (its
+        task is cancelled, or, from inside it, stops at its next step boundary), one that
+        ignores it runs on (see ``_shell.Session``)."""
+        self.session.hang_up()
+        self.acked.set()  # a write waiting for the client's OKAY fails now
+        gone = self.session.killed or self.session.finished
+        if gone and self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()
 
 
 class Connection:
@@ -188,7 +212,10 @@ class Connection:
             self.abort()
 
     def abort(self, *, reset: bool = False) -> None:
-        """Close the connection now: cancel every stream and close the socket unanswered.
+        """Close the connection now: hang up every stream's script (adbd closes their PTYs
+        once the transport is offline: ``handle_offline``, ``close_all_sockets``) and close
+        the socket unanswered. Killing the scripts is the phone's business (a reboot, adbd
+        restarting), not the connection's.
 
         With ``reset`` the socket is closed with a TCP RST (SO_LINGER 0), so the peer sees
         ``ECONNRESET`` at once, as when a phone drops off the network or reboots.
@@ -201,10 +228,10 @@ class Connection:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        for stream in list(self._streams.values()):
-            if stream.task is not None and stream.task is not asyncio.current_task():
-                stream.task.cancel()
+        streams = list(self._streams.values())
         self._streams.clear()
+        for stream in streams:
+            stream.hang_up()
         transport = self._writer.transport
         with contextlib.suppress(Exception):
             transport.abort()
@@ -248,15 +275,16 @@ class Connection:
             stream = self._streams.pop(header.arg1, None)
             if stream is not None and header.arg0 in (0, stream.remote_id):
                 stream.closed = True
-                if stream.task is not None:
-                    stream.task.cancel()
+                stream.hang_up()
                 await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
 
     async def _on_connect(self, header: _wire.Header, payload: bytes) -> None:
-        for stream in list(self._streams.values()):
-            if stream.task is not None:
-                stream.task.cancel()
+        # a new CNXN: adbd takes the transport offline first (``handle_offline``), which
+        # closes every stream of the old one
+        streams = list(self._streams.values())
         self._streams.clear()
+        for stream in streams:
+            stream.hang_up()
         self._online = False
         self._version = min(header.arg0, _wire.DEVICE_VERSION)
         self._max_payload = max(_wire.MAX_PAYLOAD_V1, min(header.arg1, _wire.MAX_PAYLOAD))
@@ -319,7 +347,17 @@ class Connection:
         shell_protocol = name == "shell" and SHELL_ARG_PROTOCOL in arguments
         local_id = self._next_local_id
         self._next_local_id = self._next_local_id + 1 if self._next_local_id < 0xFFFFFFFF else 1
-        stream = _Stream(local_id, remote_id, shell_protocol=shell_protocol)
+        # Without the shell protocol adbd runs the command in a PTY it hangs up by closing
+        # ("StartSubprocess": raw + no protocol -> kPty, make_pty_raw; exec: reaches it as
+        # kRaw too, though isatty below still treats it as pipes); with it, in pipes
+        # (unless it asks for a pty) and adbd sends SIGHUP itself.
+        pipes = shell_protocol and "pty" not in arguments
+        stream = _Stream(
+            local_id,
+            remote_id,
+            shell_protocol=shell_protocol,
+            session=Session(terminal="pipes" if pipes else "pty"),
+        )
         self._streams[local_id] = stream
         await self._send(_wire.A_OKAY, local_id, remote_id)
         # The legacy shell:<command> runs in a PTY (raw mode, services.cpp ShellService), as
@@ -358,29 +396,39 @@ class Connection:
                 data[start : start + self._max_payload],
             )
             await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
+            if stream.session.hung_up:
+                raise TerminalHungUp
 
     async def _run_stream(self, stream: _Stream, command: str, *, terminal: bool = False) -> None:
         STDOUT_IS_TERMINAL.set(terminal)  # this task's own context
 
         async def output(fd: int, text: str) -> None:
+            if stream.session.hung_up:
+                raise TerminalHungUp
             # Raw octets a command wrote (mksh ``echo '\x80'``) travel as surrogate escapes.
             data = text.encode("utf-8", "surrogateescape")
             if stream.shell_protocol:
                 packet_id = SHELL_ID_STDOUT if fd == 1 else SHELL_ID_STDERR
                 data = shell_packet(packet_id, data)
-            await self._write(stream, data)
+            try:
+                await self._write(stream, data)
+            except ConnectionError as exc:
+                if stream.session.hung_up:
+                    raise TerminalHungUp from exc
+                raise
 
         try:
-            status = await self._host.run_shell(command, self, output)
+            status = await self._host.run_shell(command, self, output, stream.session)
+            if stream.session.hung_up:
+                return  # the stream is gone: nobody reads the status
             if stream.shell_protocol:
                 await self._write(stream, shell_packet(SHELL_ID_EXIT, bytes([status & 0xFF])))
             if not stream.closed:
                 stream.closed = True
                 self._streams.pop(stream.local_id, None)
                 await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)
-        except DropConnection:
-            self._log.info("adb_connection_dropped_by_fault")
-            self.abort(reset=True)
+        except (ScriptKilled, TerminalHungUp):
+            return  # hung up or killed: the stream is gone, and the script with it
         except (ConnectionError, TimeoutError):
             self.abort()
         except Exception:

@@ -68,17 +68,17 @@ async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
     assert [outcome.record.provider_object_id] == sent_rows(phone, TO, BODY)
 
 
-async def test_a_link_cut_right_after_the_send_key_goes_to_review_never_resent(
+async def test_a_script_killed_right_after_the_send_key_goes_to_review_never_resent(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """The connection drops right after the send key: the script is hung up before it
-    records its keys, so its window stays open, and a matching row could be the owner's as
-    well as ours (issue 10: an identical row whose origin cannot be told apart goes to
-    review). The action goes to review as AMBIGUOUS, one SMS went out, nothing is resent. A
-    send waiting on it returns as soon as it is in review (no read can settle it), not when
-    its wait runs out."""
+    """adbd restarts right after the send key (init kills the script before it records its
+    keys: a dropped connection alone would not, see test_agent_lost_reply), so its window
+    stays open, and a matching row could be the owner's as well as ours (issue 10: an
+    identical row whose origin cannot be told apart goes to review). The action goes to
+    review as AMBIGUOUS, one SMS went out, nothing is resent. A send waiting on it returns as
+    soon as it is in review (no read can settle it), not when its wait runs out."""
     phone = await sms_phone(root=False)
-    phone.inject_fault("drop-after-send")
+    phone.drop_after_command("input", nth=2, adbd_restarts=True)
     async with agent_for(phone) as agent, asyncio.timeout(120):
         outcome = await agent.send("A-17", TO, BODY, wait=3600)
         again = await agent.send("A-17", TO, BODY, wait=3600)

@@ -1,8 +1,11 @@
 """The fence on the phone settles what no read can: a send cut off before its keys.
 
-Each case cuts a send at one point of its script on the phone (the connection drops there
-and adbd hangs the script up: ``phone.drop_after_command``), then reruns the same send. The
-ground truth is what left the phone (``phone.transmissions``), never the ledger.
+A dropped connection no longer cuts a send script (it ignores SIGHUP and runs to its end:
+``android_bridge._fence.run_to_the_end``); adbd restarting does (``adb root``/``usb``/``tcpip``,
+a crash: init kills everything it started). Each case cuts a send at one point of its script
+on the phone that way (``phone.drop_after_command(…, adbd_restarts=True)``), then reruns the
+same send. The ground truth is what left the phone (``phone.transmissions``), never the
+ledger.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
     phone = await sms_phone()
     async with agent_for(phone, policy=POLICY) as agent:
         await agent.phone.fence_epoch()  # asked once per connection, before the cut is armed
-        phone.drop_after_command(command, nth=nth)
+        phone.drop_after_command(command, nth=nth, adbd_restarts=True)
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
     first = rerun.summary.attempts[0]
@@ -56,19 +59,34 @@ async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
 
 
 async def test_a_send_cut_after_its_keys_is_never_resent(sms_phone: Any, agent_for: Any) -> None:
-    """Cut right after the send key, before the script recorded its keys: the message went
-    out; the fence cannot be voided (the script holds go), and the matching row cannot be
-    told from an identical text of the owner's (the window never closed): review as
-    AMBIGUOUS, one SMS, nothing resent."""
+    """adbd restarts right after the send key, before the script recorded its keys: the
+    message went out; the fence cannot be voided (the script holds go), and the matching row
+    cannot be told from an identical text of the owner's (the window never closed): review
+    as AMBIGUOUS, one SMS, nothing resent."""
     phone = await sms_phone()
     async with agent_for(phone, policy=POLICY) as agent:
         await agent.phone.fence_epoch()
-        phone.drop_after_command("input", nth=2)
+        phone.drop_after_command("input", nth=2, adbd_restarts=True)
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
     await phone.wait_idle()  # the radio's send, after the key (send_delay_ms)
     assert (1, 1) == (sent(phone), len(rerun.summary.attempts))
     assert (ReviewReason.AMBIGUOUS,) == rerun.summary.review_reasons
+
+
+@pytest.mark.parametrize(("command", "nth"), [("am", 1), ("ln", 3), ("input", 2)])
+async def test_a_dropped_connection_no_longer_cuts_a_send(
+    sms_phone: Any, agent_for: Any, command: str, nth: int
+) -> None:
+    """The connection drops after ``am``, after the script claimed go, or right after the send
+    key: the script ignores the hang-up and runs to its end, keys and stage markers included,
+    so the first send is confirmed by its own row: one SMS, SUCCEEDED, one attempt."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command(command, nth=nth)
+        outcome = await agent.send("A-17", TO, BODY, wait=10)
+    assert (1, Status.SUCCEEDED, 1) == (sent(phone), outcome.status, len(outcome.summary.attempts))
 
 
 async def test_a_send_whose_keys_were_recorded_is_confirmed_after_a_cut(
@@ -88,9 +106,9 @@ async def test_a_send_whose_keys_were_recorded_is_confirmed_after_a_cut(
 async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phone(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """Cut right after the script claimed go, before the send key: no proof either way, so the
-    attempt stays unresolved and its action is never resent; past unverified_after it goes to
-    review (UNVERIFIED) and another action can use the phone."""
+    """Cut (adbd restarts) right after the script claimed go, before the send key: no proof
+    either way, so the attempt stays unresolved and its action is never resent; past
+    unverified_after it goes to review (UNVERIFIED) and another action can use the phone."""
     phone = await sms_phone()
     policy = RetryPolicy(
         settle_after=timedelta(milliseconds=300),
@@ -100,7 +118,7 @@ async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phon
     )
     async with agent_for(phone, policy=policy) as agent:
         await agent.phone.fence_epoch()
-        phone.drop_after_command("ln", nth=3)
+        phone.drop_after_command("ln", nth=3, adbd_restarts=True)
         await agent.send("A-17", TO, BODY, wait=0.5)
         again = await agent.send("A-17", TO, BODY, wait=1)
         other = await agent.send("B-1", OTHER_TO, OTHER_BODY, wait=5)

@@ -104,10 +104,11 @@ async def test_drop_after_send_is_unknown_and_row_is_found(
     assert 2 == device.connections
 
 
-async def test_drop_before_send_is_unknown_and_absence_is_provable(
+async def test_a_script_killed_before_its_keys_is_unknown_and_absence_is_provable(
     make_phone: PhoneFactory, bridge_key: Path
 ) -> None:
-    """The phone dropping before sending still looks unknown; a complete read then shows nothing."""
+    """adbd restarting before the keys (init kills the script: a dropped connection alone no
+    longer stops it) still looks unknown; a complete read then shows nothing."""
     phone = await make_phone()
     device = await _connect(phone.serial, bridge_key)
     async with device:
@@ -116,9 +117,10 @@ async def test_drop_before_send_is_unknown_and_absence_is_provable(
         await phone.wait_idle()
         anchor_read = await SmsReader(device).read_since(first.watermark_id)
         anchor = anchor_read.max_seen_id
-        phone.inject_fault("drop-before-send")
+        phone.drop_after_command("am", adbd_restarts=True)
         with pytest.raises(OutcomeUnknown):
             await dispatcher.send(RECIPIENT, "never")
+    async with await _connect(phone.serial, bridge_key) as device:
         read = await SmsReader(device).read_since(anchor)
     assert (True, ()) == (read.complete, read.rows)
 

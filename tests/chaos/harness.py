@@ -341,9 +341,9 @@ class PhoneRig:
         messaging._send = recording
         run_shell = phone.run_shell
 
-        async def running(command: str, connection: Any, output: Any) -> int:
+        async def running(command: str, connection: Any, output: Any, session: Any) -> int:
             _COMMAND.set(command)  # this stream's task only
-            return await run_shell(command, connection, output)
+            return await run_shell(command, connection, output, session)
 
         phone.run_shell = running  # type: ignore[method-assign]
         take = phone.faults.take_send_faults

@@ -80,13 +80,33 @@ async def test_send_reply_lost_is_one_sms(
     assert [BODY] == sent_bodies(phone)
 
 
+@pytest.mark.parametrize("android", [10, 15])
+async def test_send_whose_reply_is_lost_right_after_the_send_key_succeeds(
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path, android: int
+) -> None:
+    """``drop-after-send``: the connection drops right after the send key. The script runs on
+    on the phone and records its keys; the read confirms the one SMS: SUCCEEDED (exit 0), and
+    a rerun sends nothing more."""
+    phone = await phone_factory(android=android, faults=["drop-after-send"])
+    args = ("--to", RECIPIENT, "--body", BODY, "--wait", "10")
+    first = await send(ledger_target, adb_key_path, phone.serial, *args)
+    again = await send(ledger_target, adb_key_path, phone.serial, *args)
+    await phone.wait_idle()
+    assert (0, 0) == (first.exit_code, again.exit_code), first.output + again.output
+    assert "SUCCEEDED" in first.stdout
+    assert [BODY] == sent_bodies(phone)
+    assert 1 == sum(1 for row in phone.store.rows(types=[2]) if row.body == BODY)
+
+
 async def test_send_cut_right_after_the_send_key_is_review_never_resent(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """The connection drops right after the send key, before the script recorded its keys:
-    the matching row cannot be told from an identical text of the owner's, so the action goes
-    to review (AMBIGUOUS, exit 3); a rerun sends nothing more."""
-    phone = await phone_factory(faults=["drop-after-send"])
+    """adbd restarts right after the send key, before the script recorded its keys (init
+    kills it; a dropped connection would not): the matching row cannot be told from an
+    identical text of the owner's, so the action goes to review (AMBIGUOUS, exit 3); a rerun
+    sends nothing more."""
+    phone = await phone_factory()
+    phone.drop_after_command("input", nth=2, adbd_restarts=True)
     args = ("--to", RECIPIENT, "--body", BODY, "--wait", "5")
     first = await send(ledger_target, adb_key_path, phone.serial, *args)
     again = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "1")

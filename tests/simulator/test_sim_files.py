@@ -424,6 +424,38 @@ async def test_the_system_uid_cannot_create_or_list_in_data_local_tmp(
     assert (0, 0o777) == (info.uid, info.mode)
 
 
+@pytest.mark.parametrize("android", [10, 15])
+async def test_redirections_write_files_the_shell_user_owns(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """``>FILE`` creates a regular file 0666 owned by the caller (adbd's umask is 0), ``>>``
+    appends, ``cat`` prints it and ``rm -f`` removes it; the system uid may not create one in
+    /data/local/tmp (mksh ``iosetup``: ``can't create``; bionic ``strerror``), nor read one
+    it has no permission for; a file keeps its contents across a reboot."""
+    phone, device = await fence_phone(
+        phone_factory, adb_signer, android=android, build_type="userdebug"
+    )
+    out = f"{ROOT_DIR}/.out"
+    assert ("one\ntwo\n", 0) == await run(
+        device, f"echo one >{out}; {{ echo two; }} >>{out} 2>&1; cat {out}"
+    )
+    info = phone.files.stat(out)
+    assert info is not None
+    assert ("file", 2000, 0o666, 8) == (info.kind, info.uid, info.mode, info.size)
+    assert (
+        "/system/bin/sh: can't create /data/local/tmp/x: Permission denied\n",
+        1,
+    ) == await run(device, "su 1000 sh -c 'echo x >/data/local/tmp/x'")
+    await phone.reboot()
+    await phone.enable_tcpip()
+    fresh = await connect(phone, adb_signer)
+    assert ("one\ntwo\n", 0) == await run(fresh, f"cat {out}")
+    assert ("", 0) == await run(fresh, f"rm -f {out}")
+    assert (f"cat: {out}: No such file or directory\n", 1) == await run(fresh, f"cat {out}")
+    await fresh.close()
+    await device.close()
+
+
 async def test_names_carry_the_phone_clock(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:

@@ -1,9 +1,15 @@
-"""Hang-up: when the ADB connection or stream goes, the running script stops where it stands.
+"""Hang-up: when the ADB connection or stream goes, adbd hangs the script's terminal up.
 
 adbd runs a legacy ``shell:<command>`` in a PTY (raw mode) because closing the PTY master
 sends SIGHUP to the script (``StartSubprocess``, ``shell_service.cpp``, system/core
 android-10.0.0_r1 and packages/modules/adb android-11 to 15); with the shell protocol
-(``shell,v2:``) adbd sends SIGHUP itself when the stream dies (``PassDataStreams``).
+(``shell,v2:``) adbd sends SIGHUP itself when the stream dies (``PassDataStreams``). The
+kernel sends that SIGHUP to the session leader alone, the script's ``sh`` (Linux
+``tty_signal_session_leader``): without ``trap '' HUP`` mksh ends the command it waits on and
+exits, so the script stops where it stands; with it the script runs on to its end, every write
+to the hung-up terminal failing with EIO (``hung_up_tty_write``). Only a SIGKILL (adbd
+restarting, a reboot: init kills everything adbd started) stops such a script. The same at
+every release from 10 to 15 (the research report of issue 21, item 3).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import CLSE, OKAY, OPEN, WRTE, RawClient, connect, send_command
 
 BODY = "Your code is 4821"
+LOG = "/data/local/tmp/log"
+#: What the script does before anything else, so that a hang-up does not end it.
+IGNORE_HUP = "trap '' HUP; "
 
 
 def stored(path: Path) -> list[tuple[str, str, int]]:
@@ -137,3 +146,226 @@ def test_drop_after_command_needs_a_name_and_a_positive_count(tmp_path: Path) ->
         phone.drop_after_command("")
     with pytest.raises(ValueError, match="nth >= 1"):
         phone.drop_after_command("am", nth=0)
+
+
+async def noticed(client: RawClient, phone: SimulatedPhone, how: str) -> None:
+    """Wait until the phone has noticed the client leave: its CLSE answer to the client's
+    CLSE, or the connection gone."""
+    if how == "stream":
+        async with asyncio.timeout(5):
+            while (await client.read())[0] != CLSE:
+                pass
+        return
+    async with asyncio.timeout(5):
+        while phone.connections:  # noqa: ASYNC110 (the phone has no event for it)
+            await asyncio.sleep(0.01)
+
+
+def log_of(phone: SimulatedPhone) -> str:
+    """What the script wrote to its log file on the phone (empty when it wrote none)."""
+    return (phone.files.read_bytes(LOG) or b"").decode()
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_a_script_that_ignores_sighup_runs_on_after_a_drop(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """The drop right after ``am`` hangs the script up, but its ``sh`` ignores SIGHUP: the
+    keys are pressed, the message goes out, and every later step runs; only the writes to the
+    hung-up terminal fail (``echo`` exits 1, its text is lost)."""
+    phone = await phone_factory(android=android)
+    phone.drop_after_command("am")
+    device = await connect(phone, adb_signer)
+    command = (
+        IGNORE_HUP
+        + send_command("+15550100", BODY)
+        + f'; echo "keys=$?" >>{LOG}; echo lost; echo "echo=$?" >>{LOG}'
+    )
+    with pytest.raises(ConnectionResetError):
+        await device.shell(command)
+    await device.close()
+    await phone.wait_idle()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+    assert [BODY] == [message.body for message in phone.transmissions]
+    # the hung-up terminal fails send_command's own last echo too
+    assert "keys=1\necho=1\n" == log_of(phone)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_drop_after_send_hangs_up_a_script_right_after_the_key(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """``drop-after-send``: the message is sent, the connection resets right after the key;
+    without the trap nothing after the key runs, with it the rest of the script does."""
+    phone = await phone_factory(android=android, faults=["drop-after-send"])
+    device = await connect(phone, adb_signer)
+    tail = f"; echo after >>{LOG}"
+    with pytest.raises(ConnectionResetError):
+        await device.shell(send_command("+15550100", BODY) + tail)
+    await device.close()
+    assert "" == log_of(phone)
+    phone.inject_fault("drop-after-send")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY) + tail)
+    await device.close()
+    await phone.wait_idle()
+    assert "after\n" == log_of(phone)
+    assert 2 == len(phone.transmissions)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+@pytest.mark.parametrize("how", ["connection", "stream"])
+async def test_a_client_going_away_does_not_end_a_script_that_ignores_sighup(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, how: str, android: int
+) -> None:
+    """The client closes the connection (or only the stream) mid-script: a script whose
+    ``sh`` ignores SIGHUP opens the compose window and presses the keys all the same."""
+    phone = await phone_factory(android=android)
+    script = (
+        f"{IGNORE_HUP}echo started; sleep 0.2; am start -W -a android.intent.action.SENDTO"
+        f" -d smsto:+15550100 --es sms_body '{BODY}'; input keyevent 22; input keyevent 66;"
+        f' echo gone; echo "echo=$?" >>{LOG}'
+    )
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 5, 0, f"shell:{script}\0".encode())
+        kind, remote_id, _, _, _ = await client.read()
+        assert OKAY == kind
+        kind, _, _, payload, _ = await client.read()
+        assert (WRTE, b"started\n") == (kind, payload)
+        if how == "stream":
+            await client.send(CLSE, 5, remote_id)
+        else:
+            client.close()
+        await noticed(client, phone, how)
+    finally:
+        client.close()
+    await phone.wait_idle()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+    assert "echo=1\n" == log_of(phone)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_sighup_counts_as_the_script_ignores_it_when_it_comes(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """The SIGHUP comes once, when the terminal is hung up: a script that stopped ignoring it
+    before (``trap - HUP``) ends there; one that stops ignoring it after runs on."""
+    phone = await phone_factory(android=android)
+    phone.drop_after_command("true")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(f"{IGNORE_HUP}trap - HUP; true; echo one >>{LOG}")
+    await device.close()
+    phone.drop_after_command("true")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(f"{IGNORE_HUP}true; trap - HUP; echo two >>{LOG}")
+    await device.close()
+    await phone.wait_idle()
+    assert "two\n" == log_of(phone)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_an_adbd_restart_kills_a_script_that_ignores_sighup(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """adbd restarting (a crash, ``adb root``/``usb``/``tcpip``) right after ``am``: init
+    SIGKILLs everything it started (``KillProcessGroup``), so no key is pressed, trap or not;
+    adbd listens again at once."""
+    phone = await phone_factory(android=android)
+    phone.drop_after_command("am", adbd_restarts=True)
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY) + f"; echo x >>{LOG}")
+    await device.close()
+    await phone.wait_idle()
+    compose = phone.compose
+    assert compose is not None and BODY == compose.body
+    assert ([], "") == (stored(phone.store_path), log_of(phone))
+    fresh = await connect(phone, adb_signer)
+    assert "back\n" == await fresh.shell("echo back")
+    await fresh.close()
+
+
+async def test_a_reboot_kills_a_script_that_ignores_sighup(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """The ``reboot`` fault at the send key: every process is gone, the script's rest never
+    runs (the send itself completes, as ``reboot_completes_sends`` says)."""
+    phone = await phone_factory(faults=["reboot"], tcpip_survives_reboot=True)
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY) + f"; echo x >>{LOG}")
+    await device.close()
+    await phone.wait_idle()
+    assert "" == log_of(phone)
+
+
+async def test_a_script_that_ignores_sighup_still_writes_its_files_after_a_hang_up(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """After the hang-up the script's redirections to files, its command substitutions and
+    the tools reading them work; only the terminal is gone (a ``cat`` to it fails)."""
+    phone.drop_after_command("true")
+    device = await connect(phone, adb_signer)
+    script = (
+        f"{IGNORE_HUP}true; {{ echo a; o=$(echo b); echo $o; echo c >&2; }} >{LOG} 2>&1;"
+        f' cat {LOG}; echo "cat=$?" >>{LOG}'
+    )
+    with pytest.raises(ConnectionResetError):
+        await device.shell(script)
+    await device.close()
+    await phone.wait_idle()
+    assert "a\nb\nc\ncat=1\n" == log_of(phone)
+
+
+async def test_a_hung_up_shell_protocol_script_dies_writing_to_its_pipes(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """``shell,v2:`` (pipes): adbd's SIGHUP is ignored like the PTY's, but the script's own
+    ``echo`` to its closed stdout raises SIGPIPE, which adbd's child restores to its default
+    (``signal(SIGPIPE, SIG_DFL)``): it dies there; a tool that writes dies alone (141)."""
+    script = (
+        f'{IGNORE_HUP}echo started; sleep 0.2; cat /nonexistent; echo "cat=$?" >>{LOG};'
+        f" echo lost; echo never >>{LOG}"
+    )
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 5, 0, f"shell,v2,raw:{script}\0".encode())
+        kind, remote_id, _, _, _ = await client.read()
+        assert OKAY == kind
+        kind, _, _, _payload, _ = await client.read()
+        assert WRTE == kind
+        await client.send(CLSE, 5, remote_id)
+        await noticed(client, phone, "stream")
+    finally:
+        client.close()
+    await phone.wait_idle()
+    assert "cat=141\n" == log_of(phone)
+
+
+@pytest.mark.parametrize("android", [10, 15])
+async def test_drop_before_send_kills_the_key_only_of_a_script_that_does_not_ignore_sighup(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
+) -> None:
+    """``drop-before-send``: the connection resets as the send key is being injected. Without
+    the trap mksh kills ``input`` (``j_exit``) before the key reaches the app: nothing sent.
+    With it, ``input`` (SIGHUP ignored, inherited) delivers the key: the app sends."""
+    phone = await phone_factory(android=android, faults=["drop-before-send"])
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert [] == stored(phone.store_path)
+    phone.inject_fault("drop-before-send")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(ConnectionResetError):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY))
+    await device.close()
+    await phone.wait_idle()
+    assert [("+15550100", BODY, 2)] == stored(phone.store_path)

@@ -21,11 +21,18 @@ per argument, so argv itself is compared, not only what ``echo`` makes of it.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
+import termios
+import time
+import tty
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,7 +40,15 @@ from hypothesis import strategies as st
 
 from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
 from android_bridge._shell import posix_quote
-from android_bridge.simulator._shell import CommandFn, Output, Shell
+from android_bridge.simulator._files import (
+    ROOT,
+    Credentials,
+    FileCommands,
+    FilesView,
+    FileTree,
+    toybox_release,
+)
+from android_bridge.simulator._shell import CommandFn, Output, ScriptKilled, Session, Shell
 from android_bridge.simulator._toybox import grep as toybox_grep
 
 MKSH = shutil.which("mksh")
@@ -347,3 +362,332 @@ def test_the_role_read_agrees_with_mksh(
         status,
     )
     assert run_mksh(functions + script, empty_dir) == actual
+
+
+# -- groups, redirections to files, cat and trap -------------------------------------------
+
+#: Where the simulated shell runs these scripts: a directory of its own tree, as the shell user.
+_WORK = "/data/local/tmp/w"
+_SHELL_USER = Credentials(uid=2000, gid=2000)
+
+Files = dict[str, bytes | None]
+
+
+def _normalise_debian(stderr: bytes) -> bytes:
+    """Debian's build against R57 to R59c, as Android ships it (see the module docstring):
+    ``E: ``/``W: `` prefixes, ``NAME: create: ERROR`` for ``can't create NAME: ERROR`` (and
+    ``open``: mksh ``exec.c`` ``iosetup``, ``Tf_cant_ss_s``) and ``bad signal: X`` for
+    ``bad signal 'X'`` (``funcs.c`` ``c_trap``, ``Tbad_sig_ss``)."""
+    stderr = re.sub(rb"(?m)^[EW]: /system/bin/sh: ", b"/system/bin/sh: ", stderr)
+    stderr = re.sub(
+        rb"(?m)^/system/bin/sh: (.*): (create|open): ", rb"/system/bin/sh: can't \2 \1: ", stderr
+    )
+    return re.sub(rb"(?m)^(/system/bin/sh: trap: bad signal): (.*)$", rb"\1 '\2'", stderr)
+
+
+def run_simulated_files(script: str, store: Path) -> tuple[Result, Files]:
+    """Run ``script`` in the simulated shell in a fresh directory of a fresh tree, with the
+    toybox tools (``cat``, ``rm``…) and ``probe``; return its result and the files left."""
+    tree = FileTree(store, clock_ns=time.time_ns)
+    try:
+        tree.boot()
+        tree.mkdir(ROOT, "/", _WORK, 0o777)
+        tools = FileCommands(
+            tree,
+            cred=_SHELL_USER,
+            toybox=toybox_release(15),
+            zone=lambda: ZoneInfo("UTC"),
+            cwd=_WORK,
+        )
+        shell = Shell({**tools.commands(), "probe": _probe}, files=tools)
+        chunks, status = asyncio.run(shell.run_chunks(script))
+        files = _tree_files(tree)
+    finally:
+        tree.close()
+    stdout = "".join(text for fd, text in chunks if fd == 1)
+    stderr = "".join(text for fd, text in chunks if fd == 2)
+    return (
+        stdout.encode("utf-8", "surrogateescape"),
+        stderr.encode("utf-8", "surrogateescape"),
+        status,
+    ), files
+
+
+def run_mksh_files(script: str, directory: Path) -> tuple[Result, Files]:
+    """Run ``script`` in real mksh in ``directory``; return its result and the files left."""
+    stdout, stderr, status = run_mksh(script, directory)
+    files: Files = {}
+    for path in sorted(directory.rglob("*")):
+        relative = str(path.relative_to(directory))
+        files[relative] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return (stdout, _normalise_debian(stderr), status), files
+
+
+_FILE = st.sampled_from(["f", "g"])
+_TEXT = st.sampled_from(["a", "b c", "'q'", "é", ""])
+
+
+@st.composite
+def _file_command(draw: st.DrawFn) -> str:
+    name = draw(_FILE)
+    text = posix_quote(draw(_TEXT))
+    redirect = draw(st.sampled_from([">", ">>"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "write",
+                "group",
+                "group-err",
+                "nested",
+                "cat",
+                "cat-in",
+                "cat-two",
+                "rm",
+                "sub",
+                "pipe",
+                "dir",
+                "missing",
+                "status",
+                "trap",
+                "trap-list",
+            ]
+        )
+    )
+    if kind == "write":
+        return f"echo {text} {redirect}{name}"
+    if kind == "group":
+        return f"{{ echo {text}; probe {text}; }} {redirect}{name}"
+    if kind == "group-err":
+        return f"{{ echo {text}; echo err >&2; false; }} </dev/null {redirect}{name} 2>&1"
+    if kind == "nested":
+        return f"{{ {{ echo in; }} >>{name}; echo out; }} {redirect}{name}"
+    if kind == "cat":
+        return f"cat {name}"
+    if kind == "cat-in":
+        return f"cat <{name}"
+    if kind == "cat-two":
+        return "cat f g"
+    if kind == "rm":
+        return f"rm -f {name}"
+    if kind == "sub":
+        return f'o=$(cat {name} 2>&1); probe "$o" $?'
+    if kind == "pipe":
+        return f"{{ echo {text}; cat {name}; }} 2>&1 | cat"
+    if kind == "dir":
+        return f"echo x {redirect}d"
+    if kind == "missing":
+        return f"echo x {redirect}nosuch/{name}"
+    if kind == "status":
+        return 'probe "$?"'
+    if kind == "trap":
+        action = draw(st.sampled_from(["", "-", "echo x", "a'b"]))
+        condition = draw(st.sampled_from(["HUP", "1", "hup", "SIGHUP", "INT 15", "EXIT", "FOO"]))
+        if action not in ("", "-") and condition == "EXIT":
+            condition = "TERM"  # an EXIT trap with commands would run: not modelled
+        return f"trap {action if action == '-' else posix_quote(action)} {condition}"
+    return "trap"
+
+
+@st.composite
+def _file_script(draw: st.DrawFn) -> str:
+    commands = draw(st.lists(_file_command(), min_size=1, max_size=5))
+    script = "mkdir d; " + commands[0]
+    for command in commands[1:]:
+        script += draw(st.sampled_from(["; ", " && ", " || ", "\n"])) + command
+    return script + '; probe "$?"'
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=_file_script())
+def test_groups_redirections_cat_and_trap_agree_with_mksh(
+    script: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``{ …; }`` groups, ``>FILE``/``>>FILE``/``<FILE``/``2>&1``/``</dev/null``, ``cat``,
+    ``rm -f`` and ``trap`` agree with mksh on a real directory: output, status and the files
+    left with their contents (mksh ``syn.c``, ``exec.c`` ``iosetup``, ``funcs.c``
+    ``c_trap``, R57 to R59c; toybox ``cat.c``)."""
+    base = tmp_path_factory.mktemp("redirect-diff")
+    host = base / "host"
+    host.mkdir()
+    assert run_mksh_files(script, host) == run_simulated_files(script, base / "sim.db")
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param("{ echo a; echo b >&2; } >f 2>&1; cat f", id="group-to-a-file"),
+        pytest.param("{ echo a; } 2>/dev/null >/nonexistent/x; echo s=$?", id="error-to-null"),
+        pytest.param("echo a >/nonexistent/x 2>/dev/null; echo s=$?", id="error-shown"),
+        pytest.param("{ x=1; }; echo $x; x=0; { x=2; } | cat; echo $x", id="group-scope"),
+        pytest.param("{ echo a; exit 3; }; echo no", id="exit-in-a-group"),
+        pytest.param("{ }; echo s=$?; echo { a }", id="empty-group-and-words"),
+        pytest.param("echo x >f; echo y >>f; cat f; cat <f; cat f - <f", id="append-and-read"),
+        pytest.param("echo a >f >g; cat f g", id="last-redirection-wins"),
+        pytest.param("echo abc >f; { echo X; } 1<>f; cat f", id="read-write-overwrites"),
+        pytest.param("mkdir d; cat d; echo s=$?; echo x >d; echo s=$?", id="directories"),
+        pytest.param("trap '' HUP; trap; trap - HUP; trap; echo s=$?", id="trap-set-reset"),
+        pytest.param("trap '' 1 2 15; trap 0 INT; trap", id="trap-numbers-reset"),
+        pytest.param("trap '' SIGhup sig40 ERR EXIT; trap", id="trap-names"),
+        pytest.param("trap '' FOO HUP 65; echo s=$?; trap", id="trap-bad-signal"),
+        pytest.param("trap \"a'b\" HUP; trap \"'\" INT; trap 'a b' TERM; trap", id="trap-quoting"),
+        pytest.param("trap x; trap -- - HUP; echo s=$?; trap", id="trap-one-operand"),
+        pytest.param(
+            "trap '' HUP; trap 'echo x' INT; o=$(trap); echo \"[$o]\"", id="trap-subshell"
+        ),
+        pytest.param("trap -p; echo never", id="trap-option-ends-the-script"),
+    ],
+)
+def test_pinned_groups_redirections_and_traps_agree_with_mksh(
+    script: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Corner cases of groups, redirections and ``trap`` agree with mksh."""
+    base = tmp_path_factory.mktemp("redirect-pinned")
+    host = base / "host"
+    host.mkdir()
+    assert run_mksh_files(script, host) == run_simulated_files(script, base / "sim.db")
+
+
+# -- the hang-up: a real PTY closed under real mksh ----------------------------------------
+
+#: The point of the hang-up: the script printed this, the terminal's master is then closed.
+_READY = "ready"
+
+
+def _tree_files(tree: FileTree) -> Files:
+    return {
+        entry.path.removeprefix(_WORK + "/"): (
+            FilesView(tree).read_bytes(entry.path) if entry.kind == "file" else None
+        )
+        for entry in tree.entries()
+        if entry.path.startswith(_WORK + "/")
+    }
+
+
+def run_mksh_hung_up(script: str, directory: Path) -> tuple[int, Files]:
+    """Run ``script`` in real mksh as adbd runs a legacy ``shell:`` command: ``sh -c`` as
+    the leader of a new session whose controlling terminal is a PTY in raw mode
+    (``Subprocess::ForkAndExec``, android-11 to 15; ``forkpty`` on 10). Once it printed
+    ``ready``, close the PTY's master, as adbd does when the stream goes (the kernel hangs
+    the terminal up). Return the shell's exit status (129 when SIGHUP ended it) and the
+    files it left."""
+    assert MKSH is not None, "mksh is missing: install the Debian package mksh"
+    master, slave = os.openpty()
+    tty.setraw(slave)
+
+    def become_session_leader() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        ["/system/bin/sh", "-c", script],
+        executable=MKSH,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=directory,
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(directory)},
+        start_new_session=True,
+        preexec_fn=become_session_leader,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        while (_READY + "\n").encode() not in seen:
+            ready, _, _ = select.select([master], [], [], 10)
+            assert ready, f"the script never printed {_READY}: {seen!r}"
+            chunk = os.read(master, 4096)
+            assert chunk, f"the script ended before {_READY}: {seen!r}"
+            seen += chunk
+    finally:
+        os.close(master)
+    status = process.wait(timeout=20)
+    files: Files = {}
+    for path in sorted(directory.rglob("*")):
+        relative = str(path.relative_to(directory))
+        files[relative] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return (128 - status if status < 0 else status), files
+
+
+def run_simulated_hung_up(script: str, store: Path) -> tuple[int, Files]:
+    """Run ``script`` in the simulated shell as the phone runs a legacy ``shell:`` command
+    (the leader of its :class:`Session`); hang the session up once it printed ``ready``.
+    Return its exit status (129 when the hang-up ended it) and the files it left."""
+    tree = FileTree(store, clock_ns=time.time_ns)
+    try:
+        tree.boot()
+        tree.mkdir(ROOT, "/", _WORK, 0o777)
+        tools = FileCommands(
+            tree,
+            cred=_SHELL_USER,
+            toybox=toybox_release(15),
+            zone=lambda: ZoneInfo("UTC"),
+            cwd=_WORK,
+        )
+        session = Session()
+        seen: list[str] = []
+
+        async def terminal(fd: int, text: str) -> None:
+            seen.append(text)
+            if _READY + "\n" in "".join(seen):
+                session.hang_up()
+
+        shell = Shell(
+            tools.commands(), on_output=terminal, session=session, files=tools, leader=True
+        )
+        try:
+            _, status = asyncio.run(shell.run_chunks(script))
+        except ScriptKilled:
+            status = 129
+        return status, _tree_files(tree)
+    finally:
+        tree.close()
+
+
+#: What the script does before the hang-up (its traps).
+_BEFORE = (
+    "",
+    "trap '' HUP",
+    "trap '' 1",
+    "trap '' SIGHUP",
+    "trap -- '' hup INT",
+    "trap '' HUP; trap - HUP",
+    "trap '' INT",
+    "trap '' HUP; trap 1",
+)
+#: What it does after: each step notes its status in ``log`` (a file, which still works).
+_AFTER = (
+    'echo a; echo "echo=$?" >>log',
+    "printf 'b\\n'; echo \"printf=$?\" >>log",
+    'echo e >&2; echo "stderr=$?" >>log',
+    'cat log; echo "cat=$?" >>log',
+    'cat >>log; echo "stdin=$?" >>log',
+    'o=$(echo x; echo y >&2); echo "sub=$o:$?" >>log',
+    '{ echo g; echo h >&2; } >>log 2>&1; echo "group=$?" >>log',
+    "trap - HUP",
+    "trap '' HUP",
+    "false",
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.sampled_from(_BEFORE),
+    after=st.lists(st.sampled_from(_AFTER), min_size=1, max_size=5),
+)
+def test_a_hang_up_does_what_it_does_to_real_mksh(
+    before: str, after: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Close the terminal under a script, as adbd does when the connection goes: without
+    ``trap '' HUP`` the script ends there (exit 129, nothing after it runs); with it, it runs
+    on to its end, every write to the terminal failing (status 1, nothing printed), files
+    and command substitutions working. The simulated session does the same as real mksh on
+    a real PTY (Linux ``__tty_hangup``; mksh ``histrap.c``/``jobs.c`` R57 to R59c)."""
+    script = "; ".join(
+        part
+        for part in (before, f"echo {_READY}; sleep 0.3", *after, 'echo "end=$?" >>log')
+        if part
+    )
+    base = tmp_path_factory.mktemp("hangup-diff")
+    host = base / "host"
+    host.mkdir()
+    assert run_mksh_hung_up(script, host) == run_simulated_hung_up(script, base / "sim.db")
