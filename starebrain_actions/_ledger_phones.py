@@ -168,7 +168,8 @@ def phone_key_for(db: sqlite3.Connection, name: str) -> str:
 
 
 def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
-    """Every phone, by key, with its addresses (latest first)."""
+    """Every phone, by key, with its addresses (latest first): those connections bound, and
+    the devices attempts name that none has bound yet (legacy keys)."""
     from starebrain_actions._convert import parse_time
 
     aliases: dict[str, list[str]] = {}
@@ -176,7 +177,7 @@ def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
         "SELECT address, phone_key FROM phone_addresses ORDER BY last_seen_at DESC, address"
     ):
         aliases.setdefault(str(key), []).append(str(address))
-    return [
+    known = [
         PhoneInfo(
             key=str(key),
             identity=None if identity is None else str(identity),
@@ -187,6 +188,22 @@ def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
         )
         for key, identity, serialno, first, last in db.execute(
             "SELECT phone_key, identity, serialno, first_seen_at, last_seen_at FROM phones"
-            " ORDER BY phone_key"
         )
     ]
+    # a device the ledger's attempts name that no connection has bound yet (attempts begun
+    # through the library without a bridge): a legacy key, reached at its own name
+    legacy = [
+        PhoneInfo(
+            key=str(key),
+            identity=None,
+            serialno=None,
+            first_seen_at=parse_time(first),
+            last_seen_at=parse_time(last),
+            addresses=(str(key),),
+        )
+        for key, first, last in db.execute(
+            "SELECT device, min(dispatched_at), max(dispatched_at) FROM attempts"
+            " WHERE device NOT IN (SELECT phone_key FROM phones) GROUP BY device"
+        )
+    ]
+    return sorted([*known, *legacy], key=lambda phone: phone.key)

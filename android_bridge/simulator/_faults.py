@@ -19,7 +19,9 @@ class Fault(enum.StrEnum):
     DROP_BEFORE_SEND = "drop-before-send"
     #: The radio fails: the row ends as type 5 FAILED.
     SEND_FAILS = "send-fails"
-    #: The radio never confirms: the row stays type 4 OUTBOX.
+    #: The radio never sends it: the row stays as the app wrote it, SENT for an app writing
+    #: it optimistically (every profile; its own database says failed once it gives up),
+    #: OUTBOX (4) for one that writes OUTBOX first.
     STUCK_OUTBOX = "stuck-outbox"
     #: The app sends the message twice (two rows).
     DUPLICATE_SEND = "duplicate-send"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from android_bridge import (
     message_matches_intent,
 )
 from tests.bridge.conftest import PhoneFactory
+from tests.conftest import OUTBOX_FIRST
 
 RECIPIENT = "+12025550143"
 
@@ -26,9 +28,10 @@ async def _send_and_read(
     *,
     root: bool = False,
     read_as_system: bool = False,
+    app: Any = "google",
 ) -> list[tuple[int, str | None, str]]:
     build = "userdebug" if root or read_as_system else "user"
-    phone = await make_phone(root=root, build_type=build)
+    phone = await make_phone(root=root, build_type=build, app=app)
     async with await Device.connect(
         phone.serial, key_path=key, command_timeout_s=5, read_as_system=read_as_system
     ) as device:
@@ -80,10 +83,13 @@ async def test_failed_and_outbox_rows_only_visible_to_the_system_uid(
     make_phone: PhoneFactory, bridge_key: Path, fault: str, row_type: int
 ) -> None:
     """As shell and as root the FAILED/OUTBOX row is invisible; read through su 1000 it is
-    reported (ProviderUtil.isAccessRestricted, TelephonyProvider android-14.0.0_r1)."""
-    shell_rows = await _send_and_read(make_phone, bridge_key, fault)
-    root_rows = await _send_and_read(make_phone, bridge_key, fault, root=True)
-    system_rows = await _send_and_read(make_phone, bridge_key, fault, read_as_system=True)
+    reported (ProviderUtil.isAccessRestricted, TelephonyProvider android-14.0.0_r1). (An app
+    writing its row OUTBOX first: every real profile writes it SENT before sending.)"""
+    shell_rows = await _send_and_read(make_phone, bridge_key, fault, app=OUTBOX_FIRST)
+    root_rows = await _send_and_read(make_phone, bridge_key, fault, root=True, app=OUTBOX_FIRST)
+    system_rows = await _send_and_read(
+        make_phone, bridge_key, fault, read_as_system=True, app=OUTBOX_FIRST
+    )
     assert ([], [], [row_type]) == (shell_rows, root_rows, [row[0] for row in system_rows])
 
 

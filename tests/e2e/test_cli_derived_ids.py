@@ -17,6 +17,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import (
     Ledger,
     MatchVerdict,
+    RetryPolicy,
     SmsIntent,
     confirm_delivery,
     try_accept,
@@ -167,7 +168,12 @@ async def test_a_planned_old_action_is_resumed_and_sent_once(
     replaced, and sent now: one SMS under the first id, and no "earlier message" (nothing
     went out before)."""
     async with Ledger.open(ledger_target) as opened:
-        await opened.create_action(DERIVED, INTENT, now=datetime.now(UTC) - timedelta(days=3))
+        await opened.create_action(
+            DERIVED,
+            INTENT,
+            RetryPolicy(settle_after=timedelta(milliseconds=300)),
+            now=datetime.now(UTC) - timedelta(days=3),
+        )
     result = await send(ledger_target, adb_key_path, phone.serial, *ARGS, "--json")
     data = json.loads(result.stdout)
     assert (0, DERIVED, False, 1) == (

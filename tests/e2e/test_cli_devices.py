@@ -67,9 +67,9 @@ async def resolved_attempt(ledger_path: Path, device: str, action_id: str) -> No
 async def test_devices_reports_release_sms_app_and_answer(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """A named phone: it answers, its release and API level, its default SMS app and how it
-    was read (Android 13 has no `cmd role get-role-holders`: the `dumpsys role` parse); exit 0,
-    and no ledger is created."""
+    """A named phone: no ledger's key yet, its identity (ANDROID_ID), it answers, its release
+    and API level, its default SMS app and how it was read (Android 13 has no `cmd role
+    get-role-holders`: the `dumpsys role` parse); exit 0, and no ledger is created."""
     phone = await phone_factory(android=13, app="samsung")
     result = await cli(
         "--db", str(ledger_path), "devices", "--device", phone.serial, "--key", str(adb_key_path)
@@ -77,8 +77,8 @@ async def test_devices_reports_release_sms_app_and_answer(
     assert 0 == result.exit_code, result.output
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
     expected = [
-        "yes", "13", "(API", "33)", "com.samsung.android.messaging", "dumpsys", "role", "ui",
-        "-", "-",
+        "-", f"android_id:{phone.android_id}", "yes", "13", "(API", "33)",
+        "com.samsung.android.messaging", "dumpsys", "role", "ui", "-", "-",
     ]  # fmt: skip
     assert expected == row.split()[1:]
     assert not ledger_path.exists()
@@ -132,6 +132,10 @@ async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
     (row,) = data["devices"]
     assert {
         "device": phone.serial,
+        "phone": None,
+        "identity": f"android_id:{phone.android_id}",
+        "aliases": [],
+        "note": None,
         "answers": True,
         "android_release": "10",
         "sdk": 29,
@@ -184,7 +188,12 @@ async def test_ledger_phones_with_lease_holder_and_one_that_does_not_answer(
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
     assert {phone.serial, gone} == set(lines)
     assert f"otp-lease attempt 1 ({holder.dispatch_id})" in lines[phone.serial]
-    assert ["NO", "-"] == lines[gone].split()[1:3]
+    # the ledger's key of each (the address it was reached at), the identity only the phone
+    # that answered could give
+    assert [phone.serial, f"android_id:{phone.android_id}", "yes"] == lines[phone.serial].split()[
+        1:4
+    ]
+    assert [gone, "-", "NO", "-"] == lines[gone].split()[1:5]
     assert "refused" in lines[gone].lower()
     as_json = await cli("--db", str(ledger_path), "devices", "--key", str(adb_key_path), "--json")
     data = json.loads(as_json.stdout)
@@ -402,9 +411,12 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     actual = [tokens(line, names) for line in result.stdout.splitlines()]
     expected = [tokens(line, doc_names) for line in documented]
     assert 0 == result.exit_code, result.output
-    assert expected[:2] == actual[:2]
-    assert expected[2][:7] == actual[2][:7]
-    assert "GONE:" == actual[2][7]
+    assert expected[0] == actual[0]
+    assert expected[1][2].startswith("android_id:")
+    assert actual[1][2] == f"android_id:{phone.android_id}"
+    assert expected[1][:2] + expected[1][3:] == actual[1][:2] + actual[1][3:]
+    assert expected[2][:9] == actual[2][:9]
+    assert "GONE:" == actual[2][9]
     assert ["$ echo $?", "0"] == after
 
 

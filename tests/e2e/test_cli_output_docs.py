@@ -113,21 +113,27 @@ class Scenario:
         return result.exit_code, self.show(text)
 
 
-async def lost_reply(phone: SimulatedPhone, action_id: str, to: str, body: str) -> None:
-    """An attempt whose message went out but whose reply was lost: the phone's sent box has
-    the row, the ledger still says PENDING."""
+async def lost_reply(
+    phone: SimulatedPhone,
+    action_id: str,
+    to: str,
+    body: str,
+    ago: timedelta = timedelta(0),
+) -> None:
+    """An attempt, dispatched ``ago``, whose message went out but whose reply was lost: the
+    phone's sent box has the row, the ledger still says PENDING. (The default policy: its
+    row settles 26 minutes after the dispatch.)"""
     async with Ledger.open(Path("ledger.db")) as ledger:
-        await ledger.create_action(action_id, SmsIntent(recipient=to, body=body))
-        record = await ledger.begin_attempt(action_id, phone.serial)
+        then = ledger.now() - ago
+        await ledger.create_action(action_id, SmsIntent(recipient=to, body=body), now=then)
+        record = await ledger.begin_attempt(action_id, phone.serial, now=then)
+        sent_ms = phone.now_ms() - int(ago.total_seconds() * 1000)
         await ledger.apply(
             record_submission(
-                record,
-                watermark_id=phone.store.max_id(),
-                device_clock_ms=phone.now_ms(),
-                now=ledger.now(),
+                record, watermark_id=phone.store.max_id(), device_clock_ms=sent_ms, now=then
             )
         )
-    phone.store.insert_outgoing(to, body, date_ms=phone.now_ms(), message_type=SENT)
+    phone.store.insert_outgoing(to, body, date_ms=sent_ms + 200, message_type=SENT)
 
 
 async def play(s: Scenario) -> None:
@@ -162,9 +168,11 @@ async def play(s: Scenario) -> None:
     s.phone_b.inject_fault("stuck-outbox")
     await s.run(
         *send, b, "--to", "+12025550103", "--body", "Your parcel is on its way", "--action-id",
-        "parcel-88", "--wait", "1", phone=True,
+        "parcel-88", "--wait", "1", "--settle-after", "1800", phone=True,
     )  # fmt: skip
-    await lost_reply(s.phone_a, "otp-1004", "+12025550106", "Your code is 6088")
+    await lost_reply(
+        s.phone_a, "otp-1004", "+12025550106", "Your code is 6088", ago=timedelta(minutes=40)
+    )
     _, s.samples["reconcile"] = await s.run("reconcile", "--device", a, phone=True)
     five_hours_ago = datetime.now(UTC) - timedelta(hours=5)
     async with Ledger.open(Path("ledger.db")) as ledger:

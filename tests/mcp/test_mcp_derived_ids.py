@@ -26,6 +26,8 @@ from .conftest import BODY, TO, server_args, sms_out, stdio_session, structured
 
 PhoneFactory = Callable[..., Any]
 FAST = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
     maximum_attempts=3,
     grace_window=timedelta(seconds=1),
     initial_interval=timedelta(milliseconds=50),
@@ -174,7 +176,7 @@ def test_next_step_of_an_earlier_failed_message_says_tried() -> None:
         action_id="A-9",
         fingerprint=intent.fingerprint,
         intent=intent,
-        policy=RetryPolicy(maximum_attempts=1),
+        policy=RetryPolicy(maximum_attempts=1, settle_after=timedelta(milliseconds=300)),
         created_at=then,
     )
     record = ActionRecord(
