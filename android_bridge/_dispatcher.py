@@ -277,7 +277,7 @@ def send_command(
         + f'; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; '
         + " && ".join(chain)
     )
-    return run_to_the_end(step, nonce)
+    return run_to_the_end(step, fence[0] if fence is not None else nonce)
 
 
 @attrs.frozen(kw_only=True)

@@ -26,9 +26,9 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
   was cleared (``rm -rf /data/local/tmp/*``, a factory reset), a missing claim proves nothing,
   and neither side acts on it.
 * A **dropped connection cannot cut a send script short** (:func:`run_to_the_end`): the
-  script ignores SIGHUP and writes its output to ``$FENCE_ROOT/.out-<nonce>``, printed back
-  and removed at its end, so once it claimed ``go`` it presses its keys and records ``keys``
-  whatever happens to the link. Only adbd restarting or a reboot can still stop it there.
+  script ignores SIGHUP and writes its output to ``$FENCE_ROOT/.out-<dispatch_id>``, printed
+  back and removed at its end, so once it claimed ``go`` it presses its keys and records
+  ``keys`` whatever happens to the link. Only adbd restarting or a reboot can still stop it there.
 """
 
 from __future__ import annotations
@@ -93,28 +93,29 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     )
 
 
-#: A send step's output file is named after its nonce (hex, as ``secrets.token_hex`` gives).
-_NONCE = re.compile(r"[0-9A-Za-z]{1,64}")
-
-
-def output_path(nonce: str) -> str:
+def output_path(name: str) -> str:
     """Where a send step's output waits on the phone until it is printed back: a dot name in
-    the fence's folder, which :func:`list_fences` and the epoch listing skip.
+    the fence's folder, which :func:`list_fences` and the epoch listing skip. ``name`` is the
+    attempt's dispatch id when it has a fence (one script per dispatch id: the claim lets one
+    run; :func:`cleanup_command` removes the file a script stopped by adbd restarting or a
+    reboot left behind), else the send's nonce.
 
     Raises:
-        CommandRejected: a nonce that is not letters and digits.
+        CommandRejected: a name that is not letters, digits, ``.``, ``_`` and ``-``.
     """
-    if not _NONCE.fullmatch(nonce):
-        raise CommandRejected(f"not a send nonce: {nonce!r}")
-    return f"{FENCE_ROOT}/.out-{nonce}"
+    if not _NAME.fullmatch(name):
+        raise CommandRejected(f"not a send nonce or dispatch id: {name!r}")
+    return f"{FENCE_ROOT}/.out-{name}"
 
 
-def run_to_the_end(step: str, nonce: str) -> str:
+def run_to_the_end(step: str, name: str) -> str:
     """``step`` made to run to its end on the phone even if the connection drops meanwhile::
 
         trap '' HUP; mkdir -p $FENCE_ROOT 2>/dev/null;
-        { <step>; } </dev/null >$FENCE_ROOT/.out-<nonce> 2>&1; s=$?;
-        cat $FENCE_ROOT/.out-<nonce>; rm -f $FENCE_ROOT/.out-<nonce>; [ "$s" = 0 ]
+        { <step>; } </dev/null >$FENCE_ROOT/.out-<name> 2>&1; s=$?;
+        cat $FENCE_ROOT/.out-<name>; rm -f $FENCE_ROOT/.out-<name>; [ "$s" = 0 ]
+
+    (``name``: see :func:`output_path`.)
 
     Why, from adbd, the kernel and mksh at the android-10.0.0_r30 to android-15.0.0_r1 tags
     (system/core ``adb/`` on 10, packages/modules/adb from 11, external/mksh, Android common
@@ -155,9 +156,9 @@ def run_to_the_end(step: str, nonce: str) -> str:
     comes back as 0 or 1 (``[ "$s" = 0 ]``).
 
     Raises:
-        CommandRejected: a nonce that is not letters and digits.
+        CommandRejected: a name :func:`output_path` refuses.
     """
-    out = output_path(nonce)
+    out = output_path(name)
     return (
         f"trap '' HUP; mkdir -p {FENCE_ROOT} 2>/dev/null;"
         f" {{ {step}; }} </dev/null >{out} 2>&1; s=$?;"
@@ -359,12 +360,14 @@ async def peek(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[Fen
 
 
 def cleanup_command(dispatch_ids: Sequence[str]) -> str:
-    """``rm -f`` of the fence names of resolved attempts."""
+    """``rm -f`` of the fence names of resolved attempts, and of the output file a script
+    stopped before its end left (:func:`output_path`)."""
     names = [
         f"{fence_path(dispatch_id)}{suffix}"
         for dispatch_id in dispatch_ids
         for suffix in ("", ".am", ".go", ".keys")
     ]
+    names += [output_path(dispatch_id) for dispatch_id in dispatch_ids]
     return "rm -f " + " ".join(names)
 
 

@@ -138,7 +138,7 @@ def framework_send_command(
     chain.append(call)
     if fence is not None:
         chain.append(stage_command(fence[0], "keys"))
-    return run_to_the_end(" && ".join(chain), nonce)
+    return run_to_the_end(" && ".join(chain), fence[0] if fence is not None else nonce)
 
 
 async def probe_framework_send(device: Device) -> Literal[True] | str:

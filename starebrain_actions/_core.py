@@ -679,6 +679,14 @@ def settles_at(
     return max(record.dispatched_at + settle_after, seen_at)
 
 
+def settling_until(record: ActionRecord) -> datetime | None:
+    """When a confirmed attempt whose row is only waiting to settle (VERIFYING, and in no
+    review: an UNSETTLED row waits for a person, not for time) settles; None otherwise."""
+    if record.delivery is not _C or record.acceptance is not _AP or record.review_reason:
+        return None
+    return settle_time(record)
+
+
 def settle_time(record: ActionRecord) -> datetime | None:
     """When a VERIFYING attempt's row settles, as its confirmation noted (None: not noted, an
     attempt confirmed before rows had to settle: judged at once)."""

@@ -135,10 +135,13 @@ def prepare(db: PgConnection, *, read_only: bool, create: bool) -> None:
             f"ledger {where}: the schema in its search_path does not exist; create it"
             " (CREATE SCHEMA …) or name another"
         )
-    version = _version(db)
+    # one look at the tables: a process migrating the same new schema may commit between two
+    # (every table at once), which must not read as "other tables and no ledger"
+    tables = _tables(db)
+    version = _version(db, tables)
     latest = PG_SCHEMA_VERSION
     if version is None:
-        others = _tables(db) - {VERSION_TABLE}
+        others = tables - {VERSION_TABLE}
         if others:
             raise LedgerUnavailable(
                 f"ledger {where}: schema {schema} holds other tables"
@@ -163,8 +166,8 @@ def prepare(db: PgConnection, *, read_only: bool, create: bool) -> None:
     _migrate(db, str(schema))
 
 
-def _version(db: PgConnection) -> int | None:
-    if VERSION_TABLE not in _tables(db):
+def _version(db: PgConnection, tables: set[str] | None = None) -> int | None:
+    if VERSION_TABLE not in (_tables(db) if tables is None else tables):
         return None
     row = db.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0

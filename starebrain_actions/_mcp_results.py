@@ -242,7 +242,7 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
                 " user a person must check the phone (list_review)."
             )
         if status is Status.VERIFYING:
-            due = _core.settle_time(summary.latest) if summary.latest is not None else None
+            due = _core.settling_until(summary.latest) if summary.latest is not None else None
             if due is not None:
                 return (
                     "Sent by the phone, not yet settled: the messaging app may still mark it"

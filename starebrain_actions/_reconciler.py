@@ -93,6 +93,12 @@ KEYS_MARGIN_MS = 1_000
 MMS_DATE_PRECISION_MS = 999
 #: How far before the device clock at dispatch a row may be dated and still be a candidate.
 CLOCK_TOLERANCE_MS = 5_000
+#: How long after its dispatch a send script that claimed ``go`` has surely recorded its
+#: ``keys`` if it still could: it ignores SIGHUP and runs to its end (``android_bridge._fence.
+#: run_to_the_end``), pressing two keys and writing one marker after ``go``; only adbd
+#: restarting or a reboot stops it there. Until then a fence found claimed without ``keys`` is
+#: read again (:func:`_keys_may_come`): its keys may be being pressed right now.
+SCRIPT_FINISH_WITHIN = timedelta(seconds=60)
 #: How long after confirmation extra copies of a message are watched for as duplicates.
 DUPLICATE_WATCH = timedelta(hours=24)
 
@@ -464,17 +470,34 @@ def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     return _in_window(message, record, margin_ms=0) is True
 
 
-def _awaits_fence(record: ActionRecord) -> bool:
+def _awaits_fence(record: ActionRecord, now: datetime) -> bool:
     """A UI-path attempt whose send window is unknown (its round trip never ended: killed,
     cut off, timed out, or still running in another process) while its fence can still say
     what happened: no row is attributed to it until a pass has read that fence (voided: it
-    never sent; claimed: its stage markers bound the window). Without this, the owner's
+    never sent; claimed: its stage markers bound the window), nor while a script found past
+    ``go`` may still record its keys (:func:`_keys_may_come`). Without this, the owner's
     identical text would be taken for a message the attempt never sent."""
-    return (
+    return _keys_may_come(record, now) or (
         not isinstance(record.evidence.get("creator"), str)
         and isinstance(record.evidence.get("fence_epoch"), str)
         and record.evidence.get("fence") != "lost"
         and send_window(record) is None
+    )
+
+
+def _keys_may_come(record: ActionRecord, now: datetime) -> bool:
+    """A pass found the attempt's script past ``go`` without its ``keys`` marker, less than
+    ``SCRIPT_FINISH_WITHIN`` after the dispatch: the keys may have been being pressed right
+    then (the script runs on whatever became of its connection), so the fence is read again
+    until the marker is there or the script must be over (then the window stays open: it was
+    stopped by adbd restarting or a reboot, somewhere between ``go`` and its marker)."""
+    if record.delivery is not DeliveryState.PENDING or record.evidence.get("fence") != "claimed":
+        return False
+    window = send_window(record)
+    return (
+        window is not None
+        and window[1] is None
+        and now - record.dispatched_at < SCRIPT_FINISH_WITHIN
     )
 
 
@@ -664,7 +687,7 @@ def plan_device(
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
-        if _awaits_fence(record):
+        if _awaits_fence(record, now):
             # its round trip never ended: no row can be told from the owner's until the fence
             # says whether, and when, its keys were pressed (checked after this read)
             transitions.extend(
@@ -1022,18 +1045,20 @@ async def _fence_first(
     script recorded its keys bounds the window; anything less waits for a later pass, whose
     void sees it whole (a script cut off before recording its keys leaves the window open:
     see :func:`plan_device`)."""
+    now = clock()
     awaiting = [
         item.record
         for item in watched
         if item.record.delivery is DeliveryState.PENDING
-        and _awaits_fence(item.record)
+        and _awaits_fence(item.record, now)
         and _core.can_void(item.record)
     ]
-    if not awaiting:
+    # a script found past ``go`` without its keys: read again (only the marker can change)
+    again = [item.record for item in watched if _keys_may_come(item.record, now)]
+    if not awaiting and not again:
         return []
-    now = clock()
     voidable = [r for r in awaiting if _voidable(r, now, void_after, void_now)]
-    peeked = [r for r in awaiting if r not in voidable]
+    peeked = [r for r in awaiting if r not in voidable] + again
     return [
         *await _check_fences(phone, voidable, clock, claim=True),
         *await _check_fences(phone, peeked, clock, claim=False),

@@ -41,6 +41,7 @@ from starebrain_actions._model import (
     ActionSummary,
     HistoryEntry,
     ProviderKind,
+    ReviewReason,
     Status,
     provider_row_name,
 )
@@ -193,7 +194,7 @@ def settles_at(summary: ActionSummary) -> datetime | None:
     latest = summary.latest
     if summary.status is not Status.VERIFYING or latest is None:
         return None
-    return _core.settle_time(latest)
+    return _core.settling_until(latest)
 
 
 def status_meaning(summary: ActionSummary) -> str | None:
@@ -208,6 +209,11 @@ def status_meaning(summary: ActionSummary) -> str | None:
     latest = summary.latest
     if latest is not None and _core.failed_after_sent(latest):
         return "the phone showed it sent, then marked it failed: nothing went out"
+    if latest is not None and latest.review_reason is ReviewReason.UNSETTLED:
+        return (
+            "the phone showed it sent, then its row left the view before it settled (failed,"
+            " or deleted by the phone's owner): a person must rule; it is never resent"
+        )
     return None
 
 

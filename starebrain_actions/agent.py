@@ -263,7 +263,7 @@ class SendOutcome:
         record = self.record
         if record is None or self.status is not Status.VERIFYING:
             return None
-        return _core.settle_time(record)
+        return _core.settling_until(record)
 
 
 class SmsAgent:
@@ -541,7 +541,7 @@ class SmsAgent:
                     if give_up - clock() <= 0:
                         return SendOutcome(summary=summary)
                     continue  # the next read comes at the watch's time
-                due = _core.settle_time(latest) if latest is not None else None
+                due = _core.settling_until(latest) if latest is not None else None
                 if due is not None and summary.status is Status.VERIFYING:
                     # sent by the phone, not yet settled: read now and then (an early FAILED
                     # is worth seeing), and once more when it settles

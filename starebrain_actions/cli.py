@@ -41,7 +41,7 @@ from starebrain_actions._core import (
     derived_generation_id,
     earlier_message,
     failed_after_sent,
-    settle_time,
+    settling_until,
     should_redispatch,
 )
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
@@ -417,7 +417,7 @@ def send_exit_code(summary: ActionSummary) -> int:
     latest = summary.latest
     if status is Status.SUCCEEDED:
         return EXIT_SUCCEEDED
-    if status is Status.VERIFYING and latest is not None and settle_time(latest) is not None:
+    if status is Status.VERIFYING and latest is not None and settling_until(latest) is not None:
         return EXIT_SETTLING
     if status is Status.MISMATCH and not (latest is not None and failed_after_sent(latest)):
         return EXIT_MISMATCH

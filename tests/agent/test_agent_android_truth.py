@@ -184,6 +184,7 @@ async def test_an_app_that_alters_every_text_is_stopped_after_the_same_mismatch_
         ),
     ) as agent:
         outcome = await agent.send("A-17", TO, body, wait=5)
+    await phone.wait_idle()  # the app's row is written before the radio sends
     attempts = outcome.summary.attempts
     assert 2 == len(phone.transmissions) == len(attempts)
     assert all(r.acceptance is AcceptanceState.REJECTED for r in attempts)

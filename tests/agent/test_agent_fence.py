@@ -17,7 +17,7 @@ import pytest
 
 from android_bridge import Device
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
-from starebrain_actions._reconciler import clean_fences
+from starebrain_actions._reconciler import SCRIPT_FINISH_WITHIN, clean_fences, reconcile_device
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 OTHER_TO, OTHER_BODY = "+1 202 555 0199", "Table for two at 8"
@@ -60,18 +60,22 @@ async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
 
 async def test_a_send_cut_after_its_keys_is_never_resent(sms_phone: Any, agent_for: Any) -> None:
     """adbd restarts right after the send key, before the script recorded its keys: the
-    message went out; the fence cannot be voided (the script holds go), and the matching row
-    cannot be told from an identical text of the owner's (the window never closed): review
-    as AMBIGUOUS, one SMS, nothing resent."""
+    message went out; the fence cannot be voided (the script holds go). While its keys
+    marker may still come (SCRIPT_FINISH_WITHIN) no row is attributed; after that the
+    matching row cannot be told from an identical text of the owner's (the window never
+    closed): review as AMBIGUOUS, one SMS, nothing resent."""
     phone = await sms_phone()
     async with agent_for(phone, policy=POLICY) as agent:
         await agent.phone.fence_epoch()
         phone.drop_after_command("input", nth=2, adbd_restarts=True)
         await agent.send("A-17", TO, BODY, wait=0.5)
-        rerun = await agent.send("A-17", TO, BODY, wait=5)
+        rerun = await agent.send("A-17", TO, BODY, wait=2)
+        later = agent.ledger.now() + SCRIPT_FINISH_WITHIN
+        await reconcile_device(agent.ledger, agent.phone, now=later)
+        summary = await agent.ledger.summary("A-17")
     await phone.wait_idle()  # the radio's send, after the key (send_delay_ms)
-    assert (1, 1) == (sent(phone), len(rerun.summary.attempts))
-    assert (ReviewReason.AMBIGUOUS,) == rerun.summary.review_reasons
+    assert (1, 1, ()) == (sent(phone), len(rerun.summary.attempts), rerun.summary.review_reasons)
+    assert (1, (ReviewReason.AMBIGUOUS,)) == (len(summary.attempts), summary.review_reasons)
 
 
 @pytest.mark.parametrize(("command", "nth"), [("am", 1), ("ln", 3), ("input", 2)])
@@ -207,17 +211,64 @@ async def test_a_live_sender_is_not_voided_by_another(sms_phone: Any, agent_for:
 async def test_fence_names_of_long_resolved_attempts_are_removed(
     sms_phone: Any, agent_for: Any, adb_key_path: Any
 ) -> None:
-    """A pass removes the fence names of attempts resolved longer ago than the retention, and
-    leaves recent ones and names the ledger does not know."""
+    """A pass removes the fence names of attempts resolved longer ago than the retention (and
+    the output file a script stopped midway left), and leaves recent ones and names the
+    ledger does not know."""
     phone = await sms_phone()
     async with agent_for(phone, policy=POLICY) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
         record = outcome.record
         assert record is not None
+        leftover = f"/data/local/tmp/starebrain/.out-{record.dispatch_id}"
         async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
             await device.run(["ln -s script /data/local/tmp/starebrain/someone-else"])
+            # what a script stopped before its end (adbd restarting) leaves
+            await device.run([f"echo SBCLAIM > {leftover}"])
         now = agent.ledger.now()
         kept = await clean_fences(agent.ledger, agent.phone, now=now)
         removed = await clean_fences(agent.ledger, agent.phone, now=now + timedelta(days=8))
         left = await agent.phone.fence_names()
     assert (0, 1, ("someone-else",)) == (kept, removed, left)
+    assert not phone.files.exists(leftover)
+
+
+async def test_a_script_found_past_go_before_its_keys_is_read_again_until_they_are_recorded(
+    sms_phone: Any, agent_for: Any, adb_key_path: Any
+) -> None:
+    """A pass voids while the script, past ``go``, is still pressing its keys: it records the
+    claim, but attributes no row while the ``keys`` marker may still come (the script runs
+    on: SCRIPT_FINISH_WITHIN); the next pass reads the fence again, finds the marker, and
+    the window it closes tells our row from the owner's identical text sent a moment later
+    (an open window would hold both: AMBIGUOUS)."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, void_after=timedelta(0)) as agent:
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+        record = await agent.ledger.begin_attempt(
+            "A-17", agent.phone.device, evidence={"fence_epoch": epoch}
+        )
+        fence = f"/data/local/tmp/starebrain/{record.dispatch_id}"
+        am = phone.now_ms()
+        async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
+            await device.run([f"ln -s script/. {fence} && ln -s {am}/. {fence}.am"])
+            await device.run([f"ln -s script/. {fence}.go"])
+        ours = phone.store.insert_outgoing("+12025550100", BODY, date_ms=am + 100, message_type=2)
+        phone.store.insert_outgoing("+12025550100", BODY, date_ms=am + 5_000, message_type=2)
+        first = await agent.reconcile()
+        during = await agent.ledger.get_attempt(record.dispatch_id)
+        async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
+            await device.run([f"ln -s {am + 300}/. {fence}.keys"])
+        await agent.reconcile()
+        after = await agent.ledger.get_attempt(record.dispatch_id)
+    assert (DeliveryState.PENDING, "claimed", ["am@" + str(am)]) == (
+        during.delivery,
+        during.evidence.get("fence"),
+        during.evidence.get("fence_stages"),
+    )
+    assert [] == [c for c in first.changes if c.event == "confirm"]
+    assert (DeliveryState.CONFIRMED, ours, None) == (
+        after.delivery,
+        after.provider_object_id,
+        after.review_reason,
+    )
+    assert [f"am@{am}", f"keys@{am + 300}"] == after.evidence.get("fence_stages")

@@ -21,7 +21,7 @@ from android_bridge import (
     ensure_epoch,
     void_fences,
 )
-from android_bridge._fence import output_path, run_to_the_end
+from android_bridge._fence import cleanup_command, output_path, run_to_the_end
 from tests.bridge.conftest import PhoneFactory
 
 TO = "+12025550143"
@@ -74,13 +74,18 @@ async def test_a_send_without_a_fence_makes_the_folder_for_its_output(
     assert 1 == len(phone.transmissions)
 
 
-def test_the_output_file_is_a_dot_name_of_the_nonce() -> None:
-    """The output file is a dot name (skipped by list_fences and the epoch listing); only a
-    nonce of letters and digits names one, and the step sits in a group whose output goes
-    there."""
+def test_the_output_file_is_a_dot_name_of_the_nonce_or_the_dispatch_id() -> None:
+    """The output file is a dot name (skipped by list_fences and the epoch listing), named by
+    a send's nonce or its attempt's dispatch id (so that the cleanup of a resolved attempt's
+    fence removes what a script stopped midway left); nothing else names one, and the step
+    sits in a group whose output goes there."""
+    dispatch_id = "0d452353-1f35-4f15-879f-1a03a22b2f90"
     assert f"{FENCE_ROOT}/.out-00ff" == output_path("00ff")
+    assert f"{FENCE_ROOT}/.out-{dispatch_id}" == output_path(dispatch_id)
+    assert output_path(dispatch_id) in cleanup_command([dispatch_id]).split()
     script = run_to_the_end("echo hi", "00ff")
     assert script.startswith("trap '' HUP; ")
     assert "{ echo hi; } </dev/null >" + output_path("00ff") + " 2>&1" in script
-    with pytest.raises(CommandRejected, match="nonce"):
-        output_path("../x")
+    for bad in ("../x", "a b", "", "-lead"):
+        with pytest.raises(CommandRejected, match="nonce or dispatch id"):
+            output_path(bad)

@@ -45,6 +45,11 @@ PHONE_A, PHONE_B, DEAD = "127.0.0.1:55557", "127.0.0.1:55558", "127.0.0.1:35931"
 SRV = "/srv/sms"
 MARKER = re.compile(r"^<!-- sample: ([a-z0-9-]+) -->\n(`{3,})([a-z]*)\n(.*?)^\2$", re.M | re.S)
 SENT = 2
+#: The environment of a command run with the default settle times (the tests' own are short).
+DEFAULT_SETTLING: Mapping[str, str | None] = {
+    "STAREBRAIN_SETTLE_AFTER": None,
+    "STAREBRAIN_FRAMEWORK_SETTLE_AFTER": None,
+}
 
 
 # --------------------------------------------------------------------------- the scenario
@@ -94,13 +99,16 @@ class Scenario:
         status: bool = False,
         head: int | None = None,
         tail: int | None = None,
+        env: Mapping[str, str | None] | None = None,
     ) -> tuple[int, str]:
         """Run ``starebrain --db ledger.db ARGS`` (with ``--key`` when it talks to phones);
         return its exit status and the sample text: the command line, what it printed
         (stdout, and stderr when asked; ``head``/``tail`` lines), and ``echo $?``."""
         argv = ["--db", "ledger.db", *args]
         real = [self.real(arg) for arg in argv] + (["--key", str(self.key)] if phone else [])
-        result = await asyncio.to_thread(CliRunner().invoke, main, real, catch_exceptions=False)
+        result = await asyncio.to_thread(
+            CliRunner().invoke, main, real, env=env, catch_exceptions=False
+        )
         lines = (result.stdout + (result.stderr if stderr else "")).splitlines()
         shown = "$ starebrain " + shlex.join(argv)
         if tail is not None:
@@ -150,6 +158,13 @@ async def play(s: Scenario) -> None:
         "otp-1001", phone=True, head=2,
     )  # fmt: skip
     assert 0 == code, s.samples["send-again"]
+    # the default settle time (26 minutes), not the story's: a message the app sent settles
+    # long after --wait
+    code, s.samples["send-settling"] = await s.run(
+        *send, a, "--to", "+12025550107", "--body", "Your room is ready", "--action-id",
+        "room-12", "--wait", "5", phone=True, status=True, env=DEFAULT_SETTLING,
+    )  # fmt: skip
+    assert 6 == code, s.samples["send-settling"]
     s.phone_a.inject_fault("duplicate-send")
     await s.run(
         *send, a, "--to", "+12025550101", "--body", "Your table is ready", "--action-id",

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from mcp.client import Client
 
@@ -342,3 +343,35 @@ def test_a_derived_id_is_reported_as_derived() -> None:
     action = _action(derive_action_id(SmsIntent(recipient=RECIPIENT, body=BODY)))
     assert sms_result(summarize(action, [], NOW), now=NOW).action_id_derived
     assert "The send is starting" in next_step(summarize(action, [], NOW), now=NOW, sending=True)
+
+
+def test_a_settling_send_says_when_it_settles_and_never_to_resend() -> None:
+    """Issue 21, item 2: a confirmed row that has not settled is VERIFYING with ``settles_at``
+    (the time its confirmation noted) and a next_step in its own words; the same row in
+    review as UNSETTLED is a person's (no settles_at); a row the phone marked failed after
+    showing it sent says nothing went out."""
+    settling = _record(
+        timedelta(minutes=6),
+        delivery=DeliveryState.CONFIRMED,
+        provider_object_id=9,
+        confirmed_at=NOW - timedelta(minutes=6),
+        evidence={"settles_at": "2026-11-29T12:20:00.000000Z"},
+    )
+    result = sms_result(summarize(_action(), [settling], NOW), now=NOW)
+    assert (Status.VERIFYING, "2026-11-29T12:20:00.000000Z") == (result.status, result.settles_at)
+    assert "Sent by the phone, not yet settled" in result.next_step
+    assert "2026-11-29T12:20:00" in result.next_step and "do not send it again" in result.next_step
+    unsettled = attrs.evolve(settling, review_reason=ReviewReason.UNSETTLED)
+    review = sms_result(summarize(_action(), [unsettled], NOW), now=NOW)
+    assert (None, True) == (review.settles_at, review.needs_review)
+    assert "not yet settled" not in review.next_step
+    assert "Do not send it again" in review.next_step
+    failed = attrs.evolve(
+        settling,
+        acceptance=AcceptanceState.REJECTED,
+        rejected_at=NOW,
+        evidence={**settling.evidence, "failed_after_sent": True},
+    )
+    rejected = sms_result(summarize(_action(), [failed], NOW), now=NOW)
+    assert (Status.MISMATCH, None) == (rejected.status, rejected.settles_at)
+    assert "marked it failed" in rejected.next_step
