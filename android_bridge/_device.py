@@ -277,6 +277,8 @@ class Device:
         self._adb: AdbDeviceAsync | None = None
         self._lock = asyncio.Lock()
         self._facts: DeviceFacts | None = None
+        #: set when another phone answered at the address after a reconnect (for good)
+        self._replaced: str | None = None
         #: Shell round trips started on this handle (connect probes included).
         self.round_trips = 0
         #: Successful (re)connections made by this handle.
@@ -410,6 +412,68 @@ class Device:
         self._transport, self._adb = transport, adb
         self.connections += 1
         _log.info("adb_connected", device=self.address, connections=self.connections)
+        if self._facts is not None and self._facts.identity is not None:
+            await self._same_phone_again(adb)
+
+    async def _same_phone_again(self, adb: AdbDeviceAsync) -> None:
+        """After a reconnect: the phone at this address must still be the one this handle
+        read at first (its identity, :attr:`DeviceFacts.identity`). A wiped or replaced phone
+        at the same address is another phone; its rows and fence are not the first one's, so
+        this handle refuses it for good (a new handle reads the new phone). One round trip,
+        on reconnects only.
+
+        Raises:
+            DeviceUnreachable: another phone answers now (for good), or its identity could not
+                be read now (booting: the next call tries again); nothing was run.
+        """
+        known = self._facts.identity if self._facts is not None else None
+        read = (
+            'echo "A:$(settings get secure android_id 2>/dev/null)";'
+            ' echo "S:$(getprop ro.serialno)"'
+        )
+        try:
+            async with asyncio.timeout(self._command_timeout_s):
+                output: bytes = await adb.shell(
+                    read,
+                    transport_timeout_s=self._command_timeout_s,
+                    read_timeout_s=self._command_timeout_s,
+                    timeout_s=self._command_timeout_s,
+                    decode=False,
+                )
+        except _TRANSPORT_ERRORS as exc:  # asyncio.TimeoutError is TimeoutError
+            await self.close()
+            raise DeviceUnreachable(
+                f"{self.address}: reconnected, but could not read which phone answers"
+                f" ({type(exc).__name__}: {exc}); nothing was run"
+            ) from exc
+        self.round_trips += 1
+        said = dict(
+            line.split(":", 1)
+            for line in output.decode("utf-8", "replace").splitlines()
+            if line[:2] in ("A:", "S:")
+        )
+        now = DeviceFacts(
+            mode="shell",
+            uid=0,
+            region=None,
+            android_id=_android_id(said.get("A", "")),
+            serialno=said.get("S", "").strip()[:64],
+        )
+        if now.identity == known:
+            return
+        await self.close()
+        if now.identity is None:
+            raise DeviceUnreachable(
+                f"{self.address}: reconnected, but the phone's identity could not be read"
+                " (still booting?); nothing was run"
+            )
+        self._replaced = (
+            f"{self.address}: another phone answers here now ({now.identity}, not {known}:"
+            " wiped, reset or replaced); this connection no longer uses it (connect again to"
+            " use the new phone, under its own name)"
+        )
+        _log.warning("adb_phone_replaced", device=self.address)
+        raise DeviceUnreachable(self._replaced)
 
     def _why_not_connected(self, transport: Any, offered_key: bool, exc: BaseException) -> str:
         """Say which step of the handshake failed, in words a user can act on."""
@@ -464,6 +528,8 @@ class Device:
             OutcomeUnknown: the command was written and then anything went wrong.
         """
         async with self._lock:
+            if self._replaced is not None:
+                raise DeviceUnreachable(self._replaced)
             if self._adb is None or self._transport is None or not self._transport.is_alive():
                 await self._connect()
             adb = self._adb

@@ -143,6 +143,41 @@ async def test_a_wiped_phone_at_the_same_address_is_a_new_phone(
     assert f"android_id:{phone.android_id}" == phones[after.key].identity
 
 
+async def test_an_open_agent_never_uses_the_phone_wiped_under_it(
+    phone_factory: Any, db_path: str, adb_key_path: Path
+) -> None:
+    """The phone is wiped while an agent holds it open: its handle reconnects on the next
+    call and finds another identity at the address, so it refuses that phone for good
+    (nothing is sent under the old phone's name, whose rows and fence are gone); a plain
+    reboot (the same identity) is used again. A new agent then sends on the new phone."""
+    phone: SimulatedPhone = await phone_factory(allow_new_keys=True, send_delay_ms=20)
+    async with SmsAgent.open(
+        db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST, poll_interval_s=0.05
+    ) as agent:
+        await send_four(agent)
+        await phone.reboot()
+        await phone.enable_tcpip()
+        phone.unlock_user()
+        phone.screen = "on"
+        rebooted = await agent.send("R-1", TO, "after a reboot", wait=5)
+        await phone.wipe_data()
+        await phone.enable_tcpip()
+        phone.unlock_user()
+        phone.screen = "on"
+        refused = await agent.send("W-1", TO, "after a wipe", wait=2)
+    assert Status.SUCCEEDED == rebooted.status
+    assert [] == [t for t in phone.transmissions if t.body == "after a wipe"]
+    assert refused.record is not None and refused.record.delivery is DeliveryState.FAILED
+    assert "another phone answers here now" in (refused.record.last_error or "")
+    async with SmsAgent.open(
+        db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST, poll_interval_s=0.05
+    ) as agent:
+        again = await agent.send("W-1", TO, "after a wipe", wait=5)
+        key = agent.phone.device
+    assert (Status.SUCCEEDED, f"{phone.serial}#2") == (again.status, key)
+    assert 1 == len([t for t in phone.transmissions if t.body == "after a wipe"])
+
+
 async def test_the_readme_ledger_example_does_not_hold_back_a_later_send(
     sms_phone: Any, agent_for: Any, db_path: str
 ) -> None:
