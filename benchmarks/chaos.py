@@ -2,8 +2,10 @@
 
 Run: ``python benchmarks/chaos.py --actions 300 --seed 7`` (``--help`` for the knobs). Each
 run starts simulated phones, agent processes it ``kill -9``s and restarts, concurrent
-reconcile passes, human messages to the same recipients, twins, outages and every fault of
-the simulator (see ``tests/chaos/harness.py``), lets the system settle, and measures from the
+reconcile passes, human messages to the same recipients, twins, outages, every fault of the
+simulator, the owner deleting the latest conversation, a factory reset of phone 0 at the same
+address and senders reaching the phones by a second address (see ``tests/chaos/harness.py``),
+lets the system settle, and measures from the
 phones' own stores: tracker-caused duplicate SMS, lost receipts, invariant violations and
 lies (all must be 0 for the ledger agent). The same workload then runs with a naive agent
 that sends through the bridge's dispatcher and retries on any error, with no ledger.
@@ -58,6 +60,25 @@ def _parser() -> argparse.ArgumentParser:
         help="an operator rules (from what the phones show) on an attempt holding its phone in"
         " review this many seconds; negative: never (the phone waits for a person)",
     )
+    parser.add_argument(
+        "--delete-every",
+        type=float,
+        default=6.0,
+        help="mean seconds between two deletions of a phone's latest conversation (<0: never)",
+    )
+    parser.add_argument(
+        "--wipe-at",
+        type=float,
+        default=None,
+        help="seconds into the chaos when phone 0 is factory-reset (default: 40%% of the"
+        " chaos; <0: never)",
+    )
+    parser.add_argument(
+        "--alias-senders",
+        type=float,
+        default=0.5,
+        help="share of the senders that reach the phones by localhost:PORT",
+    )
     parser.add_argument("--max-attempts", type=int, default=3)
     parser.add_argument("--naive-tries", type=int, default=3)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive agent's run")
@@ -69,6 +90,7 @@ def _config(args: argparse.Namespace, agent: str) -> ChaosConfig:
     twins = args.twins if args.twins is not None else max(1, args.actions // 20)
     chaos = args.chaos_seconds if args.chaos_seconds is not None else max(25.0, 0.6 * args.actions)
     settle = args.settle_seconds if args.settle_seconds is not None else 60.0 + 0.1 * args.actions
+    wipe_at = args.wipe_at if args.wipe_at is not None else 0.4 * chaos
     return ChaosConfig(
         seed=args.seed,
         actions=args.actions,
@@ -85,6 +107,9 @@ def _config(args: argparse.Namespace, agent: str) -> ChaosConfig:
         human_every_s=args.human_every,
         max_attempts=args.max_attempts,
         operator_after_s=args.operator_after if args.operator_after >= 0 else None,
+        delete_every_s=args.delete_every if args.delete_every >= 0 else None,
+        wipe_at_s=wipe_at if wipe_at >= 0 else None,
+        alias_senders=args.alias_senders,
     )
 
 

@@ -8,20 +8,28 @@ agent processes sending a seeded set of actions while the harness:
 * runs reconcile passes concurrently (a child looping on ``reconcile_device``, and
   ``starebrain reconcile`` now and then);
 * types "human" messages on the phones to the same recipients, some with an action's very
-  text, some with other text (rows written as the messaging app writes them: OUTBOX, then
-  SENT);
+  text, some with other text (rows written as the messaging app writes them: SENT at once,
+  before its radio has sent anything);
+* acts as the owner deleting the latest conversation now and then (the next message may take
+  a deleted row's ``_id``: ids are reused), and factory-resets phone 0 once, then sets it up
+  again at the same address (a new identity, empty stores, the key allowed again);
+* has some senders reach their phone by another address (``localhost:PORT``): one phone
+  under two addresses;
 * includes twins (two action ids, one intent) and actions given to two senders at once;
 * cuts a phone off for a second or two (``adb usb``: connections refused), and arms every
   fault of the simulator, one of each class at a time, in a seeded order;
-* acts as the phone's owner: wakes a screen that went off, and lets the radio settle an SMS
-  stuck in the outbox after a few seconds (sent or failed), as a real radio eventually does.
+* acts as the phone's owner: wakes a screen that went off, and lets the radio settle a send
+  stuck on it after a few seconds (sent, or failed: the app rewrites its optimistic SENT row
+  FAILED), as a real radio and app eventually do, before the rows' settle time.
 
 Then it stops the chaos, lets the agents finish, runs final reconcile passes, and measures
 from ground truth, not from what the ledger says:
 
 * **sends**: every send the phone's messaging app performed is recorded as it happens, with
-  the text it was asked to send, the faults it met and the provider rows it wrote (a test
-  hook on the simulator's app; see :class:`PhoneRig`). Human rows are known by their ids.
+  the text it was asked to send, the faults it met and the provider rows it wrote, each by
+  ``_id`` and date (a test hook on the simulator's app; see :class:`PhoneRig`); rows the
+  owner deleted or a wipe removed are kept as they were then. Human rows are known by id and
+  date.
 * **tracker-caused duplicates**: per intent (twins share one), the sends whose exact text went
   out (SENT or still queued, SMS, MMS or RCS), beyond one per action. A send the app itself
   doubled (``duplicate-send``) counts once; human rows are never sends.
@@ -47,7 +55,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import math
 import os
 import random
 import re
@@ -143,8 +150,21 @@ class ChaosConfig:
     human_same_text: float = 0.5
     #: a consumed fault is followed by the next one of its class after this long (uniform)
     fault_gap_s: tuple[float, float] = (0.2, 1.5)
-    #: an SMS stuck in the outbox is settled by the radio after this long
+    #: a send stuck on the radio is settled (sent or failed) after this long
     stuck_s: float = 3.0
+    #: mean seconds between two deletions of a phone's latest conversation by its owner
+    #: (None: never)
+    delete_every_s: float | None = 6.0
+    #: phone 0 is factory-reset this long into the chaos, then set up again at the same
+    #: address (None: never)
+    wipe_at_s: float | None = 9.0
+    #: share of the sender slots that reach their phones by ``localhost:PORT`` (the others by
+    #: ``127.0.0.1:PORT``)
+    alias_senders: float = 0.5
+    #: a messaging app's row settles this long after its dispatch: longer than ``stuck_s``
+    #: plus the radio, as the default (26 minutes) is longer than a real app takes to give up
+    settle_after_s: float = 5.0
+    framework_settle_after_s: float = 0.5
     #: the reconcile child's pause between passes
     reconcile_every_s: float = 0.5
     #: ``starebrain reconcile`` runs this often per phone (None: never)
@@ -174,6 +194,8 @@ class ChaosConfig:
             raise ValueError("one or two phones")
         if self.actions < 2 * self.twins + 1 or self.workers < 1:
             raise ValueError("too few actions or workers")
+        if self.settle_after_s <= self.stuck_s + 1:
+            raise ValueError("settle_after_s must exceed stuck_s by more than a second")
 
 
 @attrs.frozen(kw_only=True)
@@ -264,9 +286,6 @@ class AppSend:
     #: what the app was asked to send (before any fault changed it)
     address: str
     body: str
-    #: highest ``content://sms`` / ``content://mms`` ``_id`` just before it wrote anything
-    sms_after: int
-    mms_after: int
     #: ``len(phone.transmissions)`` just before (an RCS send is appended at once)
     transmissions_before: int
     #: the attempt whose send script pressed the keys (the fence name the command claimed;
@@ -274,11 +293,19 @@ class AppSend:
     dispatch_id: str | None = None
     #: the send faults it met
     faults: frozenset[Fault] = frozenset()
+    #: the rows it wrote: (``sms`` or ``mms``, ``_id``, ``date`` as stored)
+    rows: list[tuple[str, int, int | None]] = dataclasses.field(default_factory=list)
+    #: the harness's radio settled it (a send stuck on the radio)
+    radio_settled: bool = False
 
 
 #: The command line the current stream of the simulated phone runs (each ADB stream is a task
 #: of its own, so a key press knows which command pressed it).
 _COMMAND: contextvars.ContextVar[str] = contextvars.ContextVar("chaos_command", default="")
+#: The send the messaging app is performing in this task (its rows are noted on it).
+_SENDING: contextvars.ContextVar[AppSend | None] = contextvars.ContextVar(
+    "chaos_sending", default=None
+)
 _CLAIM: Final = re.compile(
     rf"ln -s {re.escape(SCRIPT)} {re.escape(FENCE_ROOT)}/([A-Za-z0-9][A-Za-z0-9._-]*)"
 )
@@ -295,9 +322,11 @@ class PhoneRig:
     ``attach`` wraps the simulator's messaging app (``phone._messaging._send``: the call a
     key press makes when it sends) to record every :class:`AppSend`, the fault plan's
     ``take_send_faults`` to note which faults that send met, and ``phone.run_shell`` to know
-    which command line (so which attempt's fence claim) pressed the keys. The app's send runs
-    synchronously up to the rows it writes, so the rows above ``sms_after`` and up to the next
-    send's are this send's (human rows, written by the harness, are known by id and left out).
+    which command line (so which attempt's fence claim) pressed the keys, and the store's
+    ``insert_outgoing``/``insert_outgoing_mms`` to note each row the send writes, by ``_id``
+    and date (ids are reused once the latest rows are deleted). Rows the harness removes
+    (the owner deleting a conversation, a wipe) are kept in ``gone_sms``/``gone_mms`` as they
+    were then.
     """
 
     def __init__(self, index: int, phone: SimulatedPhone, *, read_as_system: bool) -> None:
@@ -305,18 +334,43 @@ class PhoneRig:
         self.phone = phone
         self.read_as_system = read_as_system
         self.sends: list[AppSend] = []
-        #: provider ids of human rows: "same" (an action's text) or "other"
-        self.human: dict[int, str] = {}
+        #: human rows by (``_id``, date): "same" (an action's text) or "other"
+        self.human: dict[tuple[int, int | None], str] = {}
+        #: rows removed by the owner or a wipe, by (``_id``, date), as they were then
+        self.gone_sms: dict[tuple[int, int | None], Any] = {}
+        self.gone_mms: dict[tuple[int, int | None], Any] = {}
+        self.threads_deleted = 0
+        self.wipes = 0
         self.armed: Counter[Fault] = Counter()
         self.outages = 0
-        self.seed_max_sms = 0
-        self.seed_max_mms = 0
         self.screen_wakes = 0
         self.radio_settled = 0
 
     @property
     def serial(self) -> str:
         return self.phone.serial
+
+    def sms_row(self, row_id: int, date: int | None) -> Any:
+        """The SMS row ``row_id`` dated ``date``: in the store now, else as it was when it was
+        removed; None when neither (its ``_id`` holds another message)."""
+        row = self.phone.store.row(row_id)
+        if row is not None and row.date == date:
+            return row
+        return self.gone_sms.get((row_id, date))
+
+    def mms_message(self, mms_id: int, date: int | None) -> Any:
+        """The MMS ``mms_id`` dated ``date`` (seconds), in the store or as removed."""
+        for message in self.phone.store.mms_messages():
+            if message.id == mms_id and message.date == date:
+                return message
+        return self.gone_mms.get((mms_id, date))
+
+    def keep_removed(self, rows: Sequence[Any] = (), mms: Sequence[Any] = ()) -> None:
+        """Keep rows about to be removed from the phone, as they are now (ground truth)."""
+        for row in rows:
+            self.gone_sms[(row._id, row.date)] = row
+        for message in mms:
+            self.gone_mms[(message.id, message.date)] = message
 
     def attach(self) -> None:
         """Install the recording hooks (test instrumentation, not a behaviour change)."""
@@ -326,19 +380,41 @@ class PhoneRig:
 
         async def recording(request: Any) -> None:
             claimed = claimed_dispatch_ids(_COMMAND.get())
-            self.sends.append(
-                AppSend(
-                    dispatch_id=claimed[0] if len(claimed) == 1 else None,
-                    address=request.addresses[0] if request.addresses else "",
-                    body=request.body,
-                    sms_after=phone.store.max_id(),
-                    mms_after=_max_mms_id(phone),
-                    transmissions_before=len(phone.transmissions),
-                )
+            send = AppSend(
+                dispatch_id=claimed[0] if len(claimed) == 1 else None,
+                address=request.addresses[0] if request.addresses else "",
+                body=request.body,
+                transmissions_before=len(phone.transmissions),
             )
-            await inner(request)
+            self.sends.append(send)
+            token = _SENDING.set(send)
+            try:
+                await inner(request)
+            finally:
+                _SENDING.reset(token)
 
         messaging._send = recording
+        store = phone.store
+        insert_sms, insert_mms = store.insert_outgoing, store.insert_outgoing_mms
+
+        def noting_sms(*args: Any, **kwargs: Any) -> int:
+            row_id = insert_sms(*args, **kwargs)
+            send = _SENDING.get()
+            if send is not None:
+                row = store.row(row_id)
+                send.rows.append(("sms", row_id, row.date if row is not None else None))
+            return row_id
+
+        def noting_mms(*args: Any, **kwargs: Any) -> int:
+            mms_id = insert_mms(*args, **kwargs)
+            send = _SENDING.get()
+            if send is not None:
+                date = next((m.date for m in store.mms_messages() if m.id == mms_id), None)
+                send.rows.append(("mms", mms_id, date))
+            return mms_id
+
+        store.insert_outgoing = noting_sms  # type: ignore[method-assign]
+        store.insert_outgoing_mms = noting_mms  # type: ignore[method-assign]
         run_shell = phone.run_shell
 
         async def running(command: str, connection: Any, output: Any, session: Any) -> int:
@@ -362,10 +438,6 @@ class PhoneRig:
         return Counter(
             {fault: count - remaining.get(fault, 0) for fault, count in self.armed.items()}
         )
-
-
-def _max_mms_id(phone: SimulatedPhone) -> int:
-    return max((message.id for message in phone.store.mms_messages()), default=0)
 
 
 def _e164(address: str | None) -> str:
@@ -392,27 +464,29 @@ class SendOutcome:
     send: AppSend
     #: the SMS provider ids it wrote
     sms_ids: tuple[int, ...]
+    #: the SMS rows it wrote that are SENT (in the store, or when removed), by id and date
+    sent_rows: tuple[tuple[int, int | None], ...] = ()
 
 
 def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) -> list[SendOutcome]:
-    """Each recorded send of one phone with what it put out."""
-    store = rig.phone.store
-    rows = {row._id: row for row in store.rows() if row._id > rig.seed_max_sms}
-    mms = {message.id: message for message in store.mms_messages() if message.id > rig.seed_max_mms}
+    """Each recorded send of one phone with what it put out: the rows it wrote, as the store
+    holds them now or as they were when the owner or a wipe removed them."""
     transmissions = rig.phone.transmissions
     outcomes = []
     for position, send in enumerate(rig.sends):
         following = rig.sends[position + 1] if position + 1 < len(rig.sends) else None
-        sms_top = following.sms_after if following else math.inf
-        mms_top = following.mms_after if following else math.inf
         tx_top = following.transmissions_before if following else len(transmissions)
         key = (rig.index, _e164(send.address), canonical_body(send.body))
         own_rows = [
             row
-            for row_id, row in rows.items()
-            if send.sms_after < row_id <= sms_top and row_id not in rig.human
+            for kind, row_id, date in send.rows
+            if kind == "sms" and (row := rig.sms_row(row_id, date)) is not None
         ]
-        own_mms = [m for m_id, m in mms.items() if send.mms_after < m_id <= mms_top]
+        own_mms = [
+            message
+            for kind, mms_id, date in send.rows
+            if kind == "mms" and (message := rig.mms_message(mms_id, date)) is not None
+        ]
         rcs = [t for t in transmissions[send.transmissions_before : tx_top] if t.channel == "rcs"]
 
         def exact(address: str | None, body: str | None, key: tuple[int, str, str] = key) -> bool:
@@ -440,6 +514,7 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
                 dispatch_id=send.dispatch_id,
                 send=send,
                 sms_ids=tuple(row._id for row in own_rows),
+                sent_rows=tuple((row._id, row.date) for row in sent_sms),
             )
         )
     return outcomes
@@ -564,11 +639,13 @@ def ledger_invariant_violations(db: Path) -> list[str]:
     """Every broken invariant found in the ledger file, in words (empty: none).
 
     SQLite's ``integrity_check`` and ``foreign_key_check``, then the design's invariants in
-    SQL: acceptance needs confirmation; a provider row confirms at most one attempt and is
-    never also a duplicate; one unresolved attempt per action and one lease per device; a
-    duplicate belongs to a confirmed attempt; a confirmed artifact lies above its watermark
-    and names a row unless an operator ruled; attempts numbered 1..n within the budget
-    (attempts failed because the phone was unreachable do not spend it); attempt k+1 created
+    SQL: acceptance needs confirmation; a provider row (its ``_id`` and date: ids are reused)
+    confirms at most one attempt and is never also a duplicate; one unresolved attempt per
+    action and one lease per device; a duplicate belongs to a confirmed attempt; a confirmed
+    artifact lies above its watermark or, its ``_id`` reused, is dated after the dispatch
+    (less the clock tolerance), and names a row unless an operator ruled; attempts numbered
+    1..n within the budget (attempts failed because the phone was unreachable do not spend
+    it); attempt k+1 created
     only after attempt k was proven FAILED or REJECTED; a history that starts at "created",
     chains each row's "from" to the previous "to", never leaves a final state but by an
     operator's ruling, and has one row per version.
@@ -586,13 +663,15 @@ def ledger_invariant_violations(db: Path) -> list[str]:
                 " AND delivery != 'CONFIRMED'"
             ),
             "provider row confirming two attempts": (
-                "SELECT device, provider_kind, provider_object_id FROM attempts"
-                " WHERE provider_object_id IS NOT NULL GROUP BY 1, 2, 3 HAVING COUNT(*) > 1"
+                "SELECT device, provider_kind, provider_object_id, provider_row_date_ms"
+                " FROM attempts WHERE provider_object_id IS NOT NULL"
+                " GROUP BY 1, 2, 3, coalesce(provider_row_date_ms, -1) HAVING COUNT(*) > 1"
             ),
             "provider row both an artifact and a duplicate": (
                 "SELECT d.device, d.provider_kind, d.provider_object_id FROM duplicates d"
                 " JOIN attempts a ON a.device = d.device AND a.provider_kind = d.provider_kind"
                 " AND a.provider_object_id = d.provider_object_id"
+                " AND coalesce(a.provider_row_date_ms, -1) = coalesce(d.provider_row_date_ms, -1)"
             ),
             "two unresolved attempts of one action": (
                 "SELECT action_id FROM attempts WHERE delivery = 'PENDING'"
@@ -609,9 +688,11 @@ def ledger_invariant_violations(db: Path) -> list[str]:
                 "SELECT d.provider_object_id FROM duplicates d JOIN attempts a"
                 " ON a.dispatch_id = d.dispatch_id WHERE a.delivery != 'CONFIRMED'"
             ),
-            "confirmed artifact at or below the attempt's watermark": (
+            "confirmed artifact at or below the attempt's watermark, dated before it": (
                 "SELECT dispatch_id FROM attempts WHERE provider_kind = 'sms'"
                 " AND watermark_id IS NOT NULL AND provider_object_id <= watermark_id"
+                " AND (provider_row_date_ms IS NULL OR device_clock_ms IS NULL"
+                " OR provider_row_date_ms < device_clock_ms - 5000)"
             ),
             "confirmed without a row and without an operator": (
                 "SELECT dispatch_id FROM attempts WHERE delivery = 'CONFIRMED'"
@@ -781,7 +862,7 @@ class ChaosRun:
         self.senders_done = asyncio.Event()
         self._rng = {
             name: random.Random(f"{config.seed}:{name}")
-            for name in ("kills", "restarts", "outages", "humans", "owner", "faults")
+            for name in ("kills", "restarts", "outages", "humans", "owner", "faults", "deletes")
         }
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cli_help: str | None = None
@@ -794,9 +875,10 @@ class ChaosRun:
 
     async def _start_phones(self) -> None:
         self.key = ensure_key(self.workdir / "adbkey")
-        keys = self.workdir / "adb_keys"
-        keys.write_text(Path(f"{self.key}.pub").read_text(encoding="utf-8"), encoding="utf-8")
         for index in range(self.config.phones):
+            # one adb_keys file per phone: a wipe empties its own
+            keys = self.workdir / f"adb_keys-{index}"
+            self._allow_key(keys)
             # phone 0: a userdebug build read through su 1000 (sees every type); phone 1: a
             # user build in the restricted view (outbox and failed rows are never seen)
             system = index == 0
@@ -818,10 +900,22 @@ class ChaosRun:
             phone.store.insert_outgoing(
                 "+12025550199", "Yes, see you there", date_ms=now - 60_000, message_type=SENT
             )
-            rig.seed_max_sms = phone.store.max_id()
-            rig.seed_max_mms = _max_mms_id(phone)
             rig.attach()
             self.rigs.append(rig)
+
+    def _allow_key(self, keys: Path) -> None:
+        """Authorise the harness's key on a phone ("Always allow")."""
+        keys.write_text(Path(f"{self.key}.pub").read_text(encoding="utf-8"), encoding="utf-8")
+
+    def _address(self, rig: PhoneRig, alias: bool) -> str:
+        """The address a sender reaches ``rig`` at: ``localhost:PORT`` for an alias slot."""
+        return f"localhost:{rig.phone.port}" if alias else rig.serial
+
+    def _rig_of(self, device: str) -> PhoneRig | None:
+        """The phone a ledger key names (``127.0.0.1:P``, ``localhost:P``, ``…:P#2`` after a
+        wipe): by its port."""
+        port = device.split("#", 1)[0].rpartition(":")[2]
+        return next((rig for rig in self.rigs if str(rig.phone.port) == port), None)
 
     async def run(self) -> ChaosReport:
         """Run the workload, settle, measure; the phones are stopped before returning."""
@@ -856,10 +950,15 @@ class ChaosRun:
             f" {config.phones} phone(s), {config.workers} senders, seed {config.seed}"
         )
         cli_slots = round(config.workers * config.cli_senders) if ledger else 0
+        alias_slots = round(config.workers * config.alias_senders)
         senders = []
         for index, action_ids in enumerate(self.lists):
             kind = "cli" if index < cli_slots else ("agent" if ledger else "naive")
-            senders.append(self._spawn(self._sender_slot(f"{kind}-{index}", kind, action_ids)))
+            # the last slots reach the phones by their other address
+            alias = index >= config.workers - alias_slots
+            self.counts["alias_senders"] += alias
+            name = f"{kind}-{index}{'-alias' if alias else ''}"
+            senders.append(self._spawn(self._sender_slot(name, kind, action_ids, alias)))
         if ledger:
             self._spawn(self._child_slot("reconcile", "reconcile", ()))
             if config.cli_reconcile_every_s:
@@ -870,6 +969,10 @@ class ChaosRun:
         for rig in self.rigs:
             self._spawn(self._fault_plan(rig))
             self._spawn(self._owner(rig))
+        if config.delete_every_s is not None:
+            self._spawn(self._deletions(config.delete_every_s))
+        if config.wipe_at_s is not None:
+            self._spawn(self._wipe(self.rigs[0], config.wipe_at_s))
         if ledger and config.operator_after_s is not None:
             self._spawn(self._operator(config.operator_after_s))
 
@@ -918,16 +1021,21 @@ class ChaosRun:
             "maximum_interval_s": config.maximum_interval_s,
             "grace_s": config.grace_s,
             "unverified_after_s": config.unverified_after_s,
+            "settle_after_s": config.settle_after_s,
+            "framework_settle_after_s": config.framework_settle_after_s,
         }
 
-    def _child_spec(self, kind: str, action_ids: Sequence[str]) -> dict[str, Any]:
+    def _child_spec(
+        self, kind: str, action_ids: Sequence[str], alias: bool = False
+    ) -> dict[str, Any]:
         config = self.config
         return {
             "db": str(self.db),
             "key": str(self.key),
             "deadline": self.deadline,
             "phones": [
-                {"serial": rig.serial, "read_as_system": rig.read_as_system} for rig in self.rigs
+                {"serial": self._address(rig, alias), "read_as_system": rig.read_as_system}
+                for rig in self.rigs
             ],
             "actions": [
                 {
@@ -947,13 +1055,17 @@ class ChaosRun:
             "naive_tries": config.naive_tries,
         }
 
-    async def _sender_slot(self, name: str, kind: str, action_ids: Sequence[str]) -> None:
+    async def _sender_slot(
+        self, name: str, kind: str, action_ids: Sequence[str], alias: bool = False
+    ) -> None:
         if kind == "cli":
-            await self._cli_sender(name, action_ids)
+            await self._cli_sender(name, action_ids, alias)
         else:
-            await self._child_slot(name, kind, action_ids)
+            await self._child_slot(name, kind, action_ids, alias)
 
-    async def _child_slot(self, name: str, kind: str, action_ids: Sequence[str]) -> None:
+    async def _child_slot(
+        self, name: str, kind: str, action_ids: Sequence[str], alias: bool = False
+    ) -> None:
         """Run one child until it exits on its own; restart it when it was killed."""
         runs = 0
         while time.time() < self.deadline:
@@ -968,7 +1080,7 @@ class ChaosRun:
                 return
             runs += 1
             spec = self.workdir / f"{name}-{runs}.json"
-            spec.write_text(json.dumps(self._child_spec(kind, ids)), encoding="utf-8")
+            spec.write_text(json.dumps(self._child_spec(kind, ids, alias)), encoding="utf-8")
             command = [sys.executable, "-m", "tests.chaos.harness", kind, str(spec)]
             code = await self._run_process(name, kind, command, self.logs / f"{name}-{runs}.log")
             if code == 0 or (code == _UNSETTLED and time.time() >= self.deadline):
@@ -1026,7 +1138,7 @@ class ChaosRun:
         elif event == "outcome":
             self.counts["send_calls"] += 1
 
-    async def _cli_sender(self, name: str, action_ids: Sequence[str]) -> None:
+    async def _cli_sender(self, name: str, action_ids: Sequence[str], alias: bool = False) -> None:
         """``starebrain send`` once per action, again while it is unresolved."""
         pending = list(dict.fromkeys(action_ids))
         runs = 0
@@ -1044,7 +1156,7 @@ class ChaosRun:
                     *(["--read-as-system"] if rig.read_as_system else []),
                     "send",
                     "--device",
-                    rig.serial,
+                    self._address(rig, alias),
                     "--to",
                     spec.recipient,
                     "--body",
@@ -1061,6 +1173,10 @@ class ChaosRun:
                     str(self.config.grace_s),
                     "--unverified-after",
                     str(self.config.unverified_after_s),
+                    "--settle-after",
+                    str(self.config.settle_after_s),
+                    "--framework-settle-after",
+                    str(self.config.framework_settle_after_s),
                     "--rate-limit",
                     "1000",
                     *await self._cli_options(),
@@ -1077,9 +1193,9 @@ class ChaosRun:
                 review = False
                 with contextlib.suppress(ValueError):
                     review = bool(json.loads(output).get("needs_review"))
-                if code in (0, 4, 5) or review:
+                if code in (0, 4, 5) or review:  # 6: settling, 3: unresolved: again
                     pending.remove(action_id)
-                elif code != 3:
+                elif code not in (3, 6):  # unresolved, or settling: sent again later
                     self.counts["agent_errors"] += 1
                     self.details["agent errors"].append(
                         f"{name}: {action_id}: starebrain send exited {code}"
@@ -1198,18 +1314,16 @@ class ChaosRun:
         try:
             with contextlib.closing(_connect_ro(self.db)) as connection:
                 rows = connection.execute(
-                    "SELECT action_id FROM attempts WHERE device = ? AND delivery = 'PENDING'"
-                    " ORDER BY action_id",
-                    (rig.serial,),
+                    "SELECT action_id, device FROM attempts WHERE delivery = 'PENDING'"
+                    " ORDER BY action_id"
                 ).fetchall()
         except sqlite3.Error:
             return []
-        return [row[0] for row in rows if row[0] in self.by_id]
+        return [row[0] for row in rows if row[0] in self.by_id and self._rig_of(row[1]) is rig]
 
     async def _humans(self) -> None:
         """The phones' owners text the same people: the same text as an action, or other."""
         rng = self._rng["humans"]
-        pending: set[asyncio.Task[None]] = set()
         while not self.chaos_over.is_set():
             await asyncio.sleep(rng.expovariate(1 / self.config.human_every_s))
             if self.chaos_over.is_set():
@@ -1224,19 +1338,13 @@ class ChaosRun:
                 target = mine[rng.randrange(len(mine))]
             body = target.body if same else HUMAN_TEXTS[rng.randrange(len(HUMAN_TEXTS))]
             phone = rig.phone
+            # the owner's app writes its row SENT before its radio sends, as for our sends
+            date = phone.now_ms()
             row = phone.store.insert_outgoing(
-                target.recipient, body, date_ms=phone.now_ms(), creator=phone.app.package
+                target.recipient, body, date_ms=date, creator=phone.app.package, message_type=SENT
             )
-            rig.human[row] = "same" if same else "other"
+            rig.human[(row, date)] = "same" if same else "other"
             self.counts["human_same_text" if same else "human_other_text"] += 1
-            task = asyncio.create_task(self._human_sent(rig, row, rng.uniform(0.05, 0.6)))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-        await asyncio.gather(*pending, return_exceptions=True)
-
-    async def _human_sent(self, rig: PhoneRig, row: int, delay: float) -> None:
-        await asyncio.sleep(delay)
-        rig.phone.store.mark_sent(row, date_sent_ms=rig.phone.now_ms())
 
     async def _fault_plan(self, rig: PhoneRig) -> None:
         """Arm the faults in their seeded order, one of each class at a time."""
@@ -1268,8 +1376,9 @@ class ChaosRun:
                 rig.armed[fault] += 1
 
     async def _owner(self, rig: PhoneRig) -> None:
-        """The phone's owner and radio: a screen that went off is woken after a second; an
-        SMS stuck in the outbox is sent or failed by the radio after ``stuck_s``."""
+        """The phone's owner and radio: a screen that went off is woken after a second; a
+        send stuck on the radio is sent or failed after ``stuck_s`` (its row, written SENT or
+        OUTBOX by the app, stays SENT or becomes so, or turns FAILED)."""
         rng = self._rng["owner"]
         off_since: float | None = None
         while True:
@@ -1284,15 +1393,61 @@ class ChaosRun:
             else:
                 off_since = None
             cutoff = phone.now_ms() - int(self.config.stuck_s * 1000)
-            for row in phone.store.rows(types=[OUTBOX]):
-                if row._id in rig.human or row._id <= rig.seed_max_sms:
+            for send in rig.sends:
+                if send.radio_settled or Fault.STUCK_OUTBOX not in send.faults:
                     continue
-                if row.date is not None and row.date <= cutoff:
-                    if rng.random() < 0.5:
-                        phone.store.mark_sent(row._id, date_sent_ms=phone.now_ms())
-                    else:
-                        phone.store.mark_failed(row._id)
-                    rig.radio_settled += 1
+                rows = [(row_id, date) for kind, row_id, date in send.rows if kind == "sms"]
+                if any(date is None or date > cutoff for _row_id, date in rows):
+                    continue
+                send.radio_settled = True
+                sent = rng.random() < 0.5
+                for row_id, date in rows:
+                    row = phone.store.row(row_id)
+                    if row is None or row.date != date or row.type not in (OUTBOX, SENT):
+                        continue  # deleted or wiped meanwhile
+                    if not sent:
+                        phone.store.mark_failed(row_id)
+                    elif row.type == OUTBOX:
+                        phone.store.mark_sent(row_id, date_sent_ms=phone.now_ms())
+                rig.radio_settled += 1
+
+    async def _deletions(self, every_s: float) -> None:
+        """An owner deletes the latest conversation of a phone now and then: every SMS row of
+        the thread of its newest row goes (kept as ground truth first). The next message then
+        takes the lowest free ``_id`` above what is left: a deleted row's."""
+        rng = self._rng["deletes"]
+        while not self.chaos_over.is_set():
+            await asyncio.sleep(rng.expovariate(1 / every_s))
+            if self.chaos_over.is_set():
+                return
+            rig = self.rigs[rng.randrange(len(self.rigs))]
+            store = rig.phone.store
+            rows = store.rows()
+            if not rows:
+                continue
+            thread = max(rows, key=lambda row: row._id).thread_id
+            if thread is None:
+                continue
+            rig.keep_removed([row for row in rows if row.thread_id == thread])
+            store.delete_thread(thread)
+            rig.threads_deleted += 1
+            self.counts["threads_deleted"] += 1
+
+    async def _wipe(self, rig: PhoneRig, at_s: float) -> None:
+        """Phone ``rig`` is factory-reset ``at_s`` into the chaos (its stores, fence folder,
+        authorised keys and identity gone), and its owner sets it up again at the same address
+        a second later: USB debugging on, this host's key allowed, unlocked."""
+        await asyncio.sleep(at_s)
+        if self.chaos_over.is_set():
+            return
+        phone = rig.phone
+        rig.keep_removed(phone.store.rows(), phone.store.mms_messages())
+        await phone.wipe_data()
+        rig.wipes += 1
+        self.counts["wipes"] += 1
+        await asyncio.sleep(1.0)
+        self._allow_key(self.workdir / f"adb_keys-{rig.index}")
+        await phone.enable_tcpip()
 
     async def _operator(self, after_s: float) -> None:
         """A person who reads the phone: an attempt holding its phone in review for
@@ -1313,7 +1468,7 @@ class ChaosRun:
             now = datetime.now(UTC)
             for row in rows:
                 age = now - datetime.fromisoformat(row["dispatched_at"])
-                rig = next((r for r in self.rigs if r.serial == row["device"]), None)
+                rig = self._rig_of(row["device"])
                 if rig is None or age < timedelta(seconds=after_s):
                     continue
                 fenced = "fence_epoch" in json.loads(row["evidence_json"])
@@ -1337,13 +1492,12 @@ class ChaosRun:
         for outcome in mine:
             if not outcome.sent:
                 continue
-            rows = rig.phone.store
-            sent_rows = [
+            here = [
                 row_id
-                for row_id in outcome.sms_ids
-                if (row := rows.row(row_id)) is not None and row.type == SENT
+                for row_id, date in outcome.sent_rows
+                if (row := rig.phone.store.row(row_id)) is not None and row.date == date
             ]
-            return ["--as", "sent", *(["--row", f"sms:{sent_rows[0]}"] if sent_rows else [])]
+            return ["--as", "sent", *(["--row", f"sms:{here[0]}"] if here else [])]
         return None
 
     async def _resolve(self, row: sqlite3.Row, ruling: Sequence[str]) -> None:
@@ -1379,6 +1533,8 @@ class ChaosRun:
         from starebrain_actions._reconciler import reconcile_device
         from starebrain_actions.exceptions import PhoneError
 
+        # the last sends' rows settle first, so that every confirmed one is judged
+        await asyncio.sleep(self.config.settle_after_s)
         async with Ledger.open(self.db) as ledger:
             for rig in self.rigs:
                 try:
@@ -1391,6 +1547,8 @@ class ChaosRun:
                 except PhoneError as exc:
                     self.details["notes"].append(f"final reconcile of {rig.serial}: {exc}")
                     continue
+                # the ledger's name of the phone answering there now (see _bound)
+                await _bound(ledger, phone)
                 try:
                     for _ in range(4):
                         report = await reconcile_device(
@@ -1520,8 +1678,8 @@ class ChaosRun:
     def _attempt_rows(self) -> list[sqlite3.Row]:
         with contextlib.closing(_connect_ro(self.db)) as connection:
             return connection.execute(
-                "SELECT dispatch_id, action_id, device, provider_kind, provider_object_id"
-                " FROM attempts"
+                "SELECT dispatch_id, action_id, device, provider_kind, provider_object_id,"
+                " provider_row_date_ms FROM attempts"
             ).fetchall()
 
     def _lost_receipts(
@@ -1535,12 +1693,12 @@ class ChaosRun:
         the phone ran, or on its file system) naming a dispatch the ledger does not know;
         more sends of an intent on a phone than attempts of it there; a send of a text no
         action has."""
-        serial_of = {rig.serial: rig.index for rig in self.rigs}
         known = {row["dispatch_id"] for row in attempts}
         attempts_by: Counter[Intent] = Counter()
         for row in attempts:
             spec = self.by_id.get(row["action_id"])
-            if spec is not None and serial_of.get(row["device"]) == spec.phone:
+            rig = self._rig_of(row["device"])
+            if spec is not None and rig is not None and rig.index == spec.phone:
                 attempts_by[spec.intent_key] += 1
         lost = 0
         for rig in self.rigs:
@@ -1635,20 +1793,25 @@ def _confirming_row_problem(rig: PhoneRig, record: Any, key: tuple[int, str, str
     provider_id = record.provider_object_id
     if provider_id is None:
         return "" if record.resolved_by else "no provider row is named"
+    dated = record.provider_row_date_ms
     if record.provider_kind is not None and record.provider_kind.value == "mms":
-        found = {m.id: m for m in rig.phone.store.mms_messages()}.get(provider_id)
+        found = (
+            rig.mms_message(provider_id, dated // 1000)
+            if dated is not None
+            else {m.id: m for m in rig.phone.store.mms_messages()}.get(provider_id)
+        )
         if found is None or found.msg_box != MMS_SENT:
             return f"mms _id {provider_id} is not a sent MMS on phone {rig.index}"
         address = found.addresses[0] if found.addresses else ""
         if (rig.index, _e164(address), canonical_body(found.body)) != key:
             return f"mms _id {provider_id} carries another text"
         return ""
-    row = rig.phone.store.row(provider_id)
+    row = rig.sms_row(provider_id, dated) if dated is not None else rig.phone.store.row(provider_id)
     if row is None or row.type != SENT:
         return f"sms _id {provider_id} is not a sent SMS on phone {rig.index}"
     if (rig.index, _e164(row.address), canonical_body(row.body or "")) != key:
         return f"sms _id {provider_id} carries another text"
-    if provider_id in rig.human:
+    if (provider_id, row.date) in rig.human:
         return "human"
     return ""
 
@@ -1689,6 +1852,11 @@ def metric_rows(reports: Sequence[ChaosReport]) -> list[tuple[str, list[str]]]:
             "outages / reboots",
             [f"{r.counts.get('outages', 0)} / {r.counts.get('reboots', 0)}" for r in reports],
         ),
+        (
+            "conversations deleted / wipes",
+            [f"{r.counts.get('threads_deleted', 0)} / {r.counts.get('wipes', 0)}" for r in reports],
+        ),
+        ("senders by the other address", counted("alias_senders")),
         ("faults consumed", [str(sum(r.faults_consumed.values())) for r in reports]),
         ("reconcile passes (child)", counted("reconcile_passes")),
         (
@@ -1727,8 +1895,8 @@ def _emit(**data: Any) -> None:
 def _policy(spec: Mapping[str, Any]) -> RetryPolicy:
     policy = spec["policy"]
     return RetryPolicy(
-        settle_after=timedelta(milliseconds=300),
-        framework_settle_after=timedelta(milliseconds=200),
+        settle_after=timedelta(seconds=policy["settle_after_s"]),
+        framework_settle_after=timedelta(seconds=policy["framework_settle_after_s"]),
         maximum_attempts=int(policy["maximum_attempts"]),
         initial_interval=timedelta(seconds=policy["initial_interval_s"]),
         backoff_coefficient=2.0,
@@ -1756,28 +1924,39 @@ async def _agent_child(spec: Mapping[str, Any]) -> int:
 
     phones = spec["phones"]
     agents: dict[int, Any] = {}
+    opened: dict[int, Any] = {}
     policy = _policy(spec)
     deadline = float(spec["deadline"])
     pending = list(spec["actions"])
-    async with contextlib.AsyncExitStack() as stack:
+
+    async def drop(index: int) -> None:
+        """Close the agent of phone ``index`` (another phone answers at its address now: a
+        new agent names it by its own key)."""
+        agents.pop(index, None)
+        context = opened.pop(index, None)
+        if context is not None:
+            with contextlib.suppress(Exception):
+                await context.__aexit__(None, None, None)
+
+    try:
 
         async def agent_for(index: int) -> Any:
             if index not in agents:
                 try:
-                    agents[index] = await stack.enter_async_context(
-                        SmsAgent.open(
-                            db=spec["db"],
-                            device=phones[index]["serial"],
-                            policy=policy,
-                            key_path=spec["key"],
-                            poll_interval_s=spec["poll_s"],
-                            connect_timeout_s=1.0,
-                            command_timeout_s=spec["command_timeout_s"],
-                            read_as_system=phones[index]["read_as_system"],
-                            void_after=timedelta(seconds=spec["void_after_s"]),
-                            rate_limit=1000,
-                        )
+                    context = SmsAgent.open(
+                        db=spec["db"],
+                        device=phones[index]["serial"],
+                        policy=policy,
+                        key_path=spec["key"],
+                        poll_interval_s=spec["poll_s"],
+                        connect_timeout_s=1.0,
+                        command_timeout_s=spec["command_timeout_s"],
+                        read_as_system=phones[index]["read_as_system"],
+                        void_after=timedelta(seconds=spec["void_after_s"]),
+                        rate_limit=1000,
                     )
+                    agents[index] = await context.__aenter__()
+                    opened[index] = context
                 except PhoneError:
                     return None
             return agents[index]
@@ -1806,6 +1985,9 @@ async def _agent_child(spec: Mapping[str, Any]) -> int:
                     )
                     await asyncio.sleep(0.1)
                     continue
+                latest = outcome.record
+                if latest is not None and _REPLACED in (latest.last_error or ""):
+                    await drop(action["phone"])
                 done = settled(outcome.summary)
                 _emit(
                     event="outcome",
@@ -1816,7 +1998,22 @@ async def _agent_child(spec: Mapping[str, Any]) -> int:
                 )
                 if done:
                     pending.remove(action)
+    finally:
+        for index in list(opened):
+            await drop(index)
     return 0 if not pending else _UNSETTLED
+
+
+#: What a connection says once another phone answers at its address (``android_bridge``).
+_REPLACED: Final = "another phone answers here now"
+
+
+async def _bound(ledger: Any, phone: Any) -> None:
+    """Name ``phone`` (an ``AndroidPhone`` just connected) by the ledger's key for the phone
+    answering there, as ``SmsAgent.open`` and ``starebrain reconcile`` do: one phone under two
+    addresses is one device, and a wiped phone at the same address is a new one."""
+    binding = await ledger.bind_phone(phone.address, phone.identity, serialno=phone.serialno)
+    phone.bind(binding.key)
 
 
 async def _naive_child(spec: Mapping[str, Any]) -> int:
@@ -1871,16 +2068,21 @@ async def _reconcile_child(spec: Mapping[str, Any]) -> int:
                                 command_timeout_s=spec["command_timeout_s"],
                                 read_as_system=phone_spec["read_as_system"],
                             )
+                            await _bound(ledger, connected[index])
                         report = await reconcile_device(
                             ledger,
                             connected[index],
                             void_after=timedelta(seconds=spec["void_after_s"]),
                         )
-                    except PhoneError:
+                    except PhoneError as exc:
+                        if _REPLACED in str(exc) and index in connected:
+                            await connected.pop(index).close()
                         continue
                     except Exception as exc:
                         _emit(event="error", action_id=None, error=f"{type(exc).__name__}: {exc}")
                         continue
+                    if report.error and _REPLACED in report.error:
+                        await connected.pop(index).close()
                     _emit(
                         event="pass",
                         device=phone_spec["serial"],

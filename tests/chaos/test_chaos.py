@@ -4,6 +4,7 @@ show no tracker-caused duplicate, no lost receipt, no broken invariant and no li
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,11 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
 ) -> None:
     """A fixed-seed run: whatever was killed, cut off, faulted or typed by the owner, the
     phones show no SMS sent twice by the tracker, every send has its receipt, the ledger's
-    invariants hold, and no action claims SUCCEEDED or FAILED against what the phone shows."""
+    invariants hold, and no action claims SUCCEEDED or FAILED against what the phone shows.
+    Issue 21's faults are in it: the owner deleting the latest conversation (ids reused), a
+    wipe of phone 0 at the same address, the app's optimistic SENT row failing (send-fails,
+    and stuck sends the radio fails later), and senders reaching the phones by a second
+    address."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = await run_chaos(CONFIG, tmp_path / "chaos")
     explain = "\n".join(
@@ -66,6 +71,11 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     assert counts.get("reconcile_passes", 0) >= 10, explain
     assert counts.get("app_sends", 0) >= CONFIG.actions // 2, explain
     assert counts.get("twin_actions_attempted", 0) >= 1, explain
+    # issue 21: a phone's ordinary life
+    assert counts.get("threads_deleted", 0) >= 2, explain
+    assert 1 == counts.get("wipes", 0), explain
+    assert counts.get("alias_senders", 0) >= 1, explain
+    assert report.faults_consumed.get("send-fails", 0) >= 1, explain
     consumed = {name for name, count in report.faults_consumed.items() if count}
     assert len(consumed & {fault.value for fault in SEND_FAULTS}) >= 8, explain
     assert len(consumed) >= 12, explain
@@ -101,7 +111,6 @@ async def test_the_tally_counts_a_resent_message_not_the_owners_nor_the_apps_cop
     owner's identical text and the app's own second copy (duplicate-send) are not."""
     phone = await phone_factory(send_delay_ms=0)
     rig = PhoneRig(0, phone, read_as_system=False)
-    rig.seed_max_sms = phone.store.max_id()
     rig.attach()
     spec = ActionSpec(action_id="A-1", recipient=TO, body=BODY, phone=0)
     other = ActionSpec(action_id="A-2", recipient=TO, body="Your code is 1945", phone=0)
@@ -117,9 +126,9 @@ async def test_the_tally_counts_a_resent_message_not_the_owners_nor_the_apps_cop
         await dispatcher.send(TO, other.body)  # the app sends it twice by itself
     finally:
         await device.close()
-    owner = phone.store.insert_outgoing(TO, BODY, date_ms=phone.now_ms())
-    phone.store.mark_sent(owner, date_sent_ms=phone.now_ms())
-    rig.human[owner] = "same"
+    date = phone.now_ms()
+    owner = phone.store.insert_outgoing(TO, BODY, date_ms=date, message_type=2)
+    rig.human[(owner, date)] = "same"
     tally = tally_sends(send_outcomes(rig, groups))
     duplicates, explained = tracker_duplicates_of(groups, tally)
     assert (2, 1) == (tally.out[spec.intent_key], tally.out[other.intent_key])
@@ -153,3 +162,32 @@ async def test_the_tally_tells_twins_apart_by_the_attempt_that_pressed_the_keys(
     assert ["d-1", "d-2"] == [outcome.dispatch_id for outcome in outcomes]
     assert (2, 0) == (tally.out_of["A-1"], tally.out_of["A-1-twin"])
     assert 1 == tracker_duplicates_of(groups, tally)[0]
+
+
+async def test_the_tally_keeps_rows_the_owner_deleted_and_tells_reused_ids_apart(
+    phone_factory: Any, adb_key_path: Path
+) -> None:
+    """Ground truth survives the owner: a sent row deleted with its conversation still counts
+    as out, as it was then, and the next send, which takes the deleted row's ``_id``, is told
+    apart from it by its date: two sends of one text, one duplicate."""
+    phone = await phone_factory(send_delay_ms=0)
+    rig = PhoneRig(0, phone, read_as_system=False)
+    rig.attach()
+    spec = ActionSpec(action_id="A-1", recipient=TO, body=BODY, phone=0)
+    groups = {spec.intent_key: [spec]}
+    device = await Device.connect(phone.serial, key_path=adb_key_path)
+    try:
+        dispatcher = SmsDispatcher(device)
+        await dispatcher.send(TO, BODY)
+        (first,) = [row for row in phone.store.rows() if row.body == BODY]
+        rig.keep_removed([row for row in phone.store.rows() if row.thread_id == first.thread_id])
+        phone.store.delete_thread(first.thread_id)
+        await asyncio.sleep(0.01)  # a later date for the reused id
+        await dispatcher.send(TO, BODY)
+    finally:
+        await device.close()
+    outcomes = send_outcomes(rig, groups)
+    assert [first._id, first._id] == [outcome.sms_ids[0] for outcome in outcomes]
+    assert [True, True] == [outcome.sent for outcome in outcomes]
+    tally = tally_sends(outcomes)
+    assert (2, 1) == (tally.out[spec.intent_key], tracker_duplicates_of(groups, tally)[0])
