@@ -811,7 +811,10 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
     help="Only actions whose derived status is this one.",
 )
 @click.option(
-    "--device", default=None, help="Only actions with an attempt on this device (HOST:PORT)."
+    "--device",
+    default=None,
+    help="Only actions with an attempt on this phone: its name in the ledger, or any address"
+    " it was reached at (HOST:PORT, usb:SERIAL).",
 )
 @click.option(
     "--limit",
@@ -835,12 +838,18 @@ def list_command(
     path = _ledger_path(_settings(ctx), create=False)
     wanted = Status(status_name.upper()) if status_name else None
 
+    async def listed(ledger: Ledger, now: datetime) -> AsyncIterator[ActionSummary]:
+        # one phone whatever address reached it: the ledger's key of the phone named
+        key = await ledger.phone_key_for(device) if device is not None else None
+        async for summary in ledger.iter_summaries(
+            status=wanted, device=key, limit=limit or None, now=now
+        ):
+            yield summary
+
     _run(
         _stream_summaries(
             path,
-            lambda ledger, now: ledger.iter_summaries(
-                status=wanted, device=device, limit=limit or None, now=now
-            ),
+            listed,
             _render.stream_list,
             as_json=as_json,
             show_private=show_private,

@@ -14,11 +14,12 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 from starebrain_actions import DeliveryState, Status
 
-from .conftest import sent_rows
+from .conftest import FAST, sent_rows
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 #: How each variant reads the phone: the restricted view of the shell user (a user build),
@@ -72,7 +73,9 @@ async def test_the_owners_identical_text_right_after_a_lost_reply_is_never_claim
     goes to review."""
     phone = await sms_phone(android=15, send_delay_ms=1500, **VIEWS[view])
     phone.inject_fault("drop-after-send")
-    async with agent_for(phone) as agent, asyncio.timeout(120):
+    # our row settles well after the owner's text lands, however slow the machine
+    policy = attrs.evolve(FAST, settle_after=timedelta(seconds=6))
+    async with agent_for(phone, policy=policy) as agent, asyncio.timeout(120):
         first = await agent.send("A-17", TO, BODY, wait=0)
         assert first.status in (Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING)
         await phone.wait_idle()  # our script has ended on the phone, our SMS has left

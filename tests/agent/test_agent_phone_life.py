@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import (
@@ -23,6 +25,7 @@ from starebrain_actions import (
     confirm_delivery,
 )
 from starebrain_actions.agent import SmsAgent
+from starebrain_actions.cli import main
 from starebrain_actions.exceptions import DeviceBusy
 from tests.conftest import OUTBOX_FIRST
 
@@ -259,6 +262,12 @@ async def test_one_phone_under_two_addresses_is_one_device(
     assert held.record is not None and DeliveryState.PENDING is held.record.delivery
     assert Status.PLANNED == other.status and told
     assert [] == sent_rows(phone, "+12025550199", "other")
+    # `starebrain list --device` takes either address for the one phone
+    for address in (phone.serial, second):
+        listed = await asyncio.to_thread(
+            CliRunner().invoke, main, ["--db", db_path, "list", "--device", address, "--json"]
+        )
+        assert ["A-1"] == [row["action"]["action_id"] for row in json.loads(listed.stdout)]
 
 
 async def test_a_legacy_ledger_adopts_its_phone_at_the_first_connection(

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions import Action, ActionSummary, RetryPolicy, SmsIntent, Status
+from starebrain_actions import Action, ActionSummary, Ledger, RetryPolicy, SmsIntent, Status
+from starebrain_actions._reconciler import SCRIPT_FINISH_WITHIN, reconcile_pending
 from starebrain_actions.cli import main, send_exit_code
 from tests.conftest import OUTBOX_FIRST, PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT, Target, starebrain_command
@@ -102,16 +103,22 @@ async def test_send_cut_right_after_the_send_key_is_review_never_resent(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """adbd restarts right after the send key, before the script recorded its keys (init
-    kills it; a dropped connection would not): the matching row cannot be told from an
-    identical text of the owner's, so the action goes to review (AMBIGUOUS, exit 3); a rerun
-    sends nothing more."""
+    kills it; a dropped connection would not): unresolved (exit 3) while its keys marker may
+    still come (SCRIPT_FINISH_WITHIN), and a rerun sends nothing more; after that the
+    matching row cannot be told from an identical text of the owner's, so the action goes to
+    review (AMBIGUOUS)."""
     phone = await phone_factory()
     phone.drop_after_command("input", nth=2, adbd_restarts=True)
     args = ("--to", RECIPIENT, "--body", BODY, "--wait", "5")
     first = await send(ledger_target, adb_key_path, phone.serial, *args)
     again = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "1")
     assert (3, 3) == (first.exit_code, again.exit_code), first.output + again.output
-    assert "AMBIGUOUS" in again.stdout
+    assert "AMBIGUOUS" not in again.stdout
+    async with Ledger.open(ledger_target) as ledger:
+        later = ledger.now() + SCRIPT_FINISH_WITHIN
+        await reconcile_pending(ledger, [phone.serial], key_path=str(adb_key_path), now=later)
+    shown = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "1")
+    assert (3, True) == (shown.exit_code, "AMBIGUOUS" in shown.stdout), shown.output
     assert [BODY] == sent_bodies(phone)
 
 
