@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,6 +19,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
 
 from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import RetryPolicy
+from starebrain_actions._mcp import ServerConfig, build_server, open_service
 
 TO = "+1 202 555 0100"
 BODY = "Your code is 4821"
@@ -146,3 +149,27 @@ def stderr_file(tmp_path: Path) -> Iterator[Callable[[str], IO[str]]]:
     yield open_log
     for handle in opened:
         handle.close()
+
+
+#: The policy of the tests that send through a server in this process: fast retries.
+SEND_POLICY = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    grace_window=timedelta(seconds=1),
+    initial_interval=timedelta(milliseconds=50),
+)
+
+
+@asynccontextmanager
+async def client_on(
+    db: Path, key: Path, devices: list[str], **overrides: Any
+) -> AsyncIterator[Client]:
+    """The SDK's client on a server in this process (fast policy, short timeouts)."""
+    overrides.setdefault("policy", SEND_POLICY)
+    overrides.setdefault("poll_interval_s", 0.05)
+    overrides.setdefault("command_timeout_s", 3.0)
+    overrides.setdefault("connect_timeout_s", 2.0)
+    config = ServerConfig(db=db, devices=tuple(devices), key_path=key, **overrides)
+    async with open_service(config) as service, Client(build_server(service)) as client:
+        yield client

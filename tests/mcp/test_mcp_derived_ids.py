@@ -6,50 +6,27 @@ outcome is not settled is resumed however old; the tool tells the model the rule
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from mcp.client import Client
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
 from starebrain_actions._ledger import summarize
-from starebrain_actions._mcp import ServerConfig, build_server, open_service
+from starebrain_actions._mcp import ServerConfig
 from starebrain_actions._mcp_results import sms_result
 from starebrain_actions._model import AcceptanceState, Action, ActionRecord, DeliveryState
 from starebrain_actions.cli import derive_action_id
 
-from .conftest import BODY, TO, server_args, sms_out, stdio_session, structured
+from .conftest import BODY, TO, client_on, server_args, sms_out, stdio_session, structured
 
 PhoneFactory = Callable[..., Any]
-FAST = RetryPolicy(
-    settle_after=timedelta(milliseconds=300),
-    framework_settle_after=timedelta(milliseconds=200),
-    maximum_attempts=3,
-    grace_window=timedelta(seconds=1),
-    initial_interval=timedelta(milliseconds=50),
-)
 DERIVED = derive_action_id(SmsIntent(recipient=TO, body=BODY))
 CALL = {"to": TO, "body": BODY, "wait_seconds": 10}
 EARLIER = "This is the earlier message of action"
 NEW_ID = "call send_sms with a new action_id of your own"
-
-
-@asynccontextmanager
-async def client_on(
-    db: Path, key: Path, devices: list[str], **overrides: Any
-) -> AsyncIterator[Client]:
-    """The SDK's client on a server in this process (fast policy, short timeouts)."""
-    overrides.setdefault("policy", FAST)
-    overrides.setdefault("poll_interval_s", 0.05)
-    overrides.setdefault("command_timeout_s", 3.0)
-    overrides.setdefault("connect_timeout_s", 2.0)
-    config = ServerConfig(db=db, devices=tuple(devices), key_path=key, **overrides)
-    async with open_service(config) as service, Client(build_server(service)) as client:
-        yield client
 
 
 async def test_a_repeat_is_the_earlier_message_and_past_the_window_a_new_action(

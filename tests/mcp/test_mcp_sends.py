@@ -6,42 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from datetime import timedelta
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mcp.client import Client
-
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions import RetryPolicy
-from starebrain_actions._mcp import ServerConfig, build_server, open_service
 
-from .conftest import BODY, TO, error_text, sms_out, structured
+from .conftest import BODY, TO, client_on, error_text, sms_out, structured
 
 PhoneFactory = Callable[..., Any]
-FAST = RetryPolicy(
-    settle_after=timedelta(milliseconds=300),
-    framework_settle_after=timedelta(milliseconds=200),
-    maximum_attempts=3,
-    grace_window=timedelta(seconds=1),
-    initial_interval=timedelta(milliseconds=50),
-)
-
-
-@asynccontextmanager
-async def client_on(
-    db: Path, key: Path, devices: list[str], **overrides: Any
-) -> AsyncIterator[Client]:
-    """The SDK's client on a server in this process (fast policy, short timeouts)."""
-    overrides.setdefault("policy", FAST)
-    overrides.setdefault("poll_interval_s", 0.05)
-    overrides.setdefault("command_timeout_s", 3.0)
-    overrides.setdefault("connect_timeout_s", 2.0)
-    config = ServerConfig(db=db, devices=tuple(devices), key_path=key, **overrides)
-    async with open_service(config) as service, Client(build_server(service)) as client:
-        yield client
 
 
 async def test_an_unresolved_attempt_is_never_sent_again(
