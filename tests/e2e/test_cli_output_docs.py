@@ -162,7 +162,7 @@ async def play(s: Scenario) -> None:
     # long after --wait
     code, s.samples["send-settling"] = await s.run(
         *send, a, "--to", "+12025550107", "--body", "Your room is ready", "--action-id",
-        "room-12", "--wait", "5", phone=True, status=True, env=DEFAULT_SETTLING,
+        "room-12", "--wait", "1", phone=True, status=True, env=DEFAULT_SETTLING,
     )  # fmt: skip
     assert 6 == code, s.samples["send-settling"]
     s.phone_a.inject_fault("duplicate-send")

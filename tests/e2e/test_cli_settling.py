@@ -78,9 +78,9 @@ async def test_a_settled_row_is_accepted_by_a_later_read(
     accepts the row: SUCCEEDED, and the same command exits 0 without sending again."""
     argv = [
         "send", "--device", phone.serial, "--key", str(adb_key_path), "--to", RECIPIENT,
-        "--body", BODY, "--action-id", "A-2", "--settle-after", "4",
+        "--body", BODY, "--action-id", "A-2", "--settle-after", "2",
     ]  # fmt: skip
-    first = await cli(ledger_target, *argv, "--wait", "2", "--json")
+    first = await cli(ledger_target, *argv, "--wait", "1", "--json")
     assert 6 == first.exit_code, first.output
     due = at(json.loads(first.stdout)["settles_at"])
     await asyncio.sleep((due - datetime.now(UTC)).total_seconds() + 0.2)
@@ -107,7 +107,7 @@ async def test_a_row_the_phone_marks_failed_is_resent_on_that_proof(
     result = await cli(
         ledger_target, "--read-as-system", "send", "--device", phone.serial,
         "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY, "--action-id", "A-3",
-        "--wait", "15", "--backoff", "0.2", "--settle-after", "5", "--json",
+        "--wait", "15", "--backoff", "0.2", "--settle-after", "2.5", "--json",
     )  # fmt: skip
     data = json.loads(result.stdout)
     first, second = data["attempts"]
@@ -136,7 +136,7 @@ async def test_a_row_that_leaves_the_shells_view_goes_to_review_never_resent(
     result = await cli(
         ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
         "--to", RECIPIENT, "--body", BODY, "--action-id", "A-4", "--wait", "6",
-        "--settle-after", "5", "--json",
+        "--settle-after", "2.5", "--json",
     )  # fmt: skip
     data = json.loads(result.stdout)
     assert (3, ["UNSETTLED"], 1) == (
