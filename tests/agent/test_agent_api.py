@@ -23,6 +23,7 @@ from starebrain_actions import (
 )
 from starebrain_actions._android import AndroidPhone, PhoneUnavailable
 from starebrain_actions._core import failed_after_sent
+from starebrain_actions._reconciler import SCRIPT_FINISH_WITHIN, reconcile_device
 from starebrain_actions.agent import SmsAgent, reconcile_pending
 from starebrain_actions.exceptions import LookupFailed
 from tests.conftest import OUTBOX_FIRST
@@ -74,19 +75,24 @@ async def test_a_script_killed_right_after_the_send_key_goes_to_review_never_res
     """adbd restarts right after the send key (init kills the script before it records its
     keys: a dropped connection alone would not, see test_agent_lost_reply), so its window
     stays open, and a matching row could be the owner's as well as ours (issue 10: an
-    identical row whose origin cannot be told apart goes to review). The action goes to
-    review as AMBIGUOUS, one SMS went out, nothing is resent. A send waiting on it returns as
-    soon as it is in review (no read can settle it), not when its wait runs out."""
+    identical row whose origin cannot be told apart goes to review). Until its keys marker
+    can no longer come (SCRIPT_FINISH_WITHIN) no row is attributed; after that the action
+    goes to review as AMBIGUOUS, one SMS went out, nothing is resent. A send waiting on it
+    returns as soon as it is in review (no read can settle it), not when its wait runs out."""
     phone = await sms_phone(root=False)
     phone.drop_after_command("input", nth=2, adbd_restarts=True)
     async with agent_for(phone) as agent, asyncio.timeout(120):
-        outcome = await agent.send("A-17", TO, BODY, wait=3600)
+        first = await agent.send("A-17", TO, BODY, wait=2)
+        later = agent.ledger.now() + SCRIPT_FINISH_WITHIN
+        await reconcile_device(agent.ledger, agent.phone, now=later)
+        outcome = await agent.ledger.summary("A-17")
         again = await agent.send("A-17", TO, BODY, wait=3600)
-    assert (ReviewReason.AMBIGUOUS,) == outcome.summary.review_reasons
+    assert () == first.summary.review_reasons
+    assert (ReviewReason.AMBIGUOUS,) == outcome.review_reasons
     assert (ReviewReason.AMBIGUOUS,) == again.summary.review_reasons
     assert again.status in (Status.IN_FLIGHT, Status.UNKNOWN)
     assert (1, 1) == (len(again.summary.attempts), len(sent_rows(phone, TO, BODY)))
-    record = outcome.record
+    record = outcome.latest
     assert record is not None and record.evidence.get("fence") == "claimed"
 
 
