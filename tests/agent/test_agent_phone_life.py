@@ -184,7 +184,7 @@ async def test_an_open_agent_never_uses_the_phone_wiped_under_it(
 async def test_the_readme_ledger_example_does_not_hold_back_a_later_send(
     sms_phone: Any, agent_for: Any, db_path: str
 ) -> None:
-    """The README's Ledger example records ``provider_object_id=812`` on the phone's address;
+    """docs/python.md's Ledger example records ``provider_object_id=812`` on the phone's address;
     an SmsAgent on that phone afterwards sends and proves its message (it used to end
     IN_FLIGHT, its watermark above every row the phone had)."""
     phone = await sms_phone()

@@ -1,9 +1,11 @@
-"""The README's Python examples run as written, so they cannot drift from the API.
+"""The README's Python examples (and docs/python.md's) run as written, so they cannot drift
+from the API.
 
-Each ```python block of README.md runs as a program of its own, in a fresh directory (its
-relative ``ledger.db`` lands there), against a simulated phone. The only substitution is the
-device address on the line marked as the reader's placeholder (``DEVICE = "…"  # your
-phone's …``); the ADB key comes through the documented ``STAREBRAIN_ADB_KEY`` variable.
+Each ```python block of README.md and docs/python.md runs as a program of its own, in a fresh
+directory (its relative ``ledger.db`` lands there), against a simulated phone. The only
+substitution is the device address on the line marked as the reader's placeholder
+(``DEVICE = "…"  # your phone's …``); the ADB key comes through the documented
+``STAREBRAIN_ADB_KEY`` variable.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from tests.conftest import PhoneFactory
 
 pytestmark = pytest.mark.slow
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: The pages whose Python examples run here: the README's agent, docs/python.md's ledger.
+EXAMPLES = (ROOT / "README.md", ROOT / "docs" / "python.md")
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 _PLACEHOLDER = re.compile(r'^DEVICE = "[^"]*"(  # your phone.*)$', re.MULTILINE)
 #: ``print(...)  # WORD, ...``: the README's claim of what the line prints first.
@@ -29,13 +33,13 @@ _CLAIM = re.compile(r"^\s*print\(.*\)\s+#\s*([A-Z_]+)\b", re.MULTILINE)
 
 
 def readme_blocks() -> list[str]:
-    """The code of every ```python block of the README, in order."""
-    return _BLOCK.findall(README.read_text(encoding="utf-8"))
+    """The code of every ```python block of the README and docs/python.md, in order."""
+    return [block for page in EXAMPLES for block in _BLOCK.findall(page.read_text("utf-8"))]
 
 
 def test_the_readme_has_runnable_examples() -> None:
-    """The README shows the agent and the ledger, each as a complete ``asyncio.run`` program,
-    and the agent's device address is the marked placeholder."""
+    """The README and docs/python.md show the agent and the ledger, each as a complete
+    ``asyncio.run`` program, and the agent's device address is the marked placeholder."""
     blocks = readme_blocks()
     agent = [block for block in blocks if "SmsAgent.open" in block]
     assert (True, True) == (len(agent) >= 1, any("Ledger.open" in block for block in blocks))
