@@ -200,14 +200,19 @@ class DeviceFacts:
 
     @property
     def identity(self) -> str | None:
-        """The phone's own identity, the same whatever address reaches it: ``android_id:<hex>``
-        where ``android_id`` could be read; else ``serialno:<s>`` for a serial that names one
-        phone (not empty, not an emulator's, not a known placeholder); else None."""
-        if self.android_id:
-            return f"android_id:{self.android_id}"
-        if serial_names_one_phone(self.serialno):
-            return f"serialno:{self.serialno}"
-        return None
+        """The phone's own identity (:func:`phone_identity`)."""
+        return phone_identity(self.android_id, self.serialno)
+
+
+def phone_identity(android_id: str | None, serialno: str) -> str | None:
+    """A phone's own identity, the same whatever address reaches it: ``android_id:<hex>``
+    where ``android_id`` could be read; else ``serialno:<s>`` for a serial that names one
+    phone (not empty, not an emulator's, not a known placeholder); else None."""
+    if android_id:
+        return f"android_id:{android_id}"
+    if serial_names_one_phone(serialno):
+        return f"serialno:{serialno}"
+    return None
 
 
 #: Serials many phones share: placeholders of cheap builds, and "unknown".
@@ -223,6 +228,10 @@ def serial_names_one_phone(serial: str) -> bool:
         and serial not in _SHARED_SERIALS
         and not serial.upper().startswith("EMULATOR")
     )
+
+
+#: What the shell reads of the phone's identity: ``ANDROID_ID`` of user 0, ``ro.serialno``.
+_IDENTITY_READS: Final = ("settings get secure android_id 2>/dev/null", "getprop ro.serialno")
 
 
 def _android_id(output: str) -> str | None:
@@ -427,10 +436,8 @@ class Device:
                 be read now (booting: the next call tries again); nothing was run.
         """
         known = self._facts.identity if self._facts is not None else None
-        read = (
-            'echo "A:$(settings get secure android_id 2>/dev/null)";'
-            ' echo "S:$(getprop ro.serialno)"'
-        )
+        android_id, serialno = _IDENTITY_READS
+        read = f'echo "A:$({android_id})"; echo "S:$({serialno})"'
         try:
             async with asyncio.timeout(self._command_timeout_s):
                 output: bytes = await adb.shell(
@@ -452,23 +459,17 @@ class Device:
             for line in output.decode("utf-8", "replace").splitlines()
             if line[:2] in ("A:", "S:")
         )
-        now = DeviceFacts(
-            mode="shell",
-            uid=0,
-            region=None,
-            android_id=_android_id(said.get("A", "")),
-            serialno=said.get("S", "").strip()[:64],
-        )
-        if now.identity == known:
+        identity = phone_identity(_android_id(said.get("A", "")), said.get("S", "").strip()[:64])
+        if identity == known:
             return
         await self.close()
-        if now.identity is None:
+        if identity is None:
             raise DeviceUnreachable(
                 f"{self.address}: reconnected, but the phone's identity could not be read"
                 " (still booting?); nothing was run"
             )
         self._replaced = (
-            f"{self.address}: another phone answers here now ({now.identity}, not {known}:"
+            f"{self.address}: another phone answers here now ({identity}, not {known}:"
             " wiped, reset or replaced); this connection no longer uses it (connect again to"
             " use the new phone, under its own name)"
         )
@@ -604,8 +605,7 @@ class Device:
                 "getprop ro.build.version.sdk",
                 "getprop ro.build.fingerprint",
                 "service check isms",
-                "settings get secure android_id 2>/dev/null",
-                "getprop ro.serialno",
+                *_IDENTITY_READS,
             ]
             if self._read_as_system:
                 commands.append(f"{SYSTEM_PREFIX}id")

@@ -539,7 +539,7 @@ async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     try:
         steps = await device.run(
             [
-                latest_ids_query(0, prefix=device.content_prefix),
+                latest_ids_query(prefix=device.content_prefix),
                 "date +%s%3N",
                 latest_mms_query(prefix=device.content_prefix),
                 command,

@@ -117,14 +117,11 @@ def _in_window(row: IntRow, *, types: Sequence[int], since_ms: int | None) -> bo
     return since_ms is None or (date is not None and date >= since_ms)
 
 
-def latest_ids_query(known_max_id: int, uri: str = "content://sms", *, prefix: str = "") -> str:
-    """The command listing ``_id`` and ``date`` of every visible row at or above
-    ``known_max_id``; with no known id (0), of the highest visible row only (``_id DESC
-    LIMIT 1``: see the module docstring for why ``LIMIT`` works)."""
-    anchor = _checked_int(known_max_id, "known_max_id")
-    if not anchor:
-        return content_query(uri, LATEST_COLUMNS, "_id > 0", "_id DESC LIMIT 1", prefix=prefix)
-    return content_query(uri, LATEST_COLUMNS, f"_id >= {anchor}", prefix=prefix)
+def latest_ids_query(uri: str = "content://sms", *, prefix: str = "") -> str:
+    """The command giving ``_id`` and ``date`` of the highest visible row (``_id DESC LIMIT
+    1``: see the module docstring for why ``LIMIT`` works): a send's watermark, whatever id
+    was seen before (ids are reused once the latest rows are deleted)."""
+    return content_query(uri, LATEST_COLUMNS, "_id > 0", "_id DESC LIMIT 1", prefix=prefix)
 
 
 def _gaps(seen: set[int], *, low: int) -> tuple[tuple[int, int], ...]:
@@ -264,7 +261,8 @@ class SmsReader:
         return attrs.evolve(
             again,
             reanchored_from=after_id,
-            round_trips=again.round_trips + read.round_trips + self._device.round_trips - before,
+            # the first read, then the search for a row and the read again
+            round_trips=read.round_trips + self._device.round_trips - before,
         )
 
     async def _read_once(

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from android_bridge import (
     OUTGOING_TYPES,
@@ -51,6 +52,10 @@ from starebrain_actions.exceptions import (
     LookupFailed,
     PhoneError,
 )
+
+if TYPE_CHECKING:
+    from starebrain_actions._ledger import Ledger
+    from starebrain_actions._ledger_phones import PhoneBinding
 
 _log = get_logger("starebrain.phone")
 
@@ -269,11 +274,6 @@ class AndroidPhone:
                 _log.info("send_path_changed", device=self.device, send_path=path, why=why)
             self.send_path, self.path_choice = path, why
 
-    def remember_highest_id(self, row_id: int) -> None:
-        """Tell the bridge a provider id known to exist (e.g. the ledger's last watermark), so
-        its first send lists only newer ids instead of every id on the phone."""
-        self._device.known_max_id = max(self._device.known_max_id, row_id)
-
     @property
     def device(self) -> str:
         """The ledger's name for the phone: its key once bound (``bind``: one name whatever
@@ -303,6 +303,18 @@ class AndroidPhone:
         if not key:
             raise ValueError("a phone key must not be empty")
         self._key = key
+
+    async def bind_in(self, ledger: Ledger) -> PhoneBinding:
+        """Name the phone as ``ledger`` knows it (``Ledger.bind_phone``: one key whatever
+        address reaches it; another phone at a known address gets a key of its own) and
+        return the binding; the connection is closed when that fails."""
+        try:
+            binding = await ledger.bind_phone(self.address, self.identity, serialno=self.serialno)
+        except BaseException:
+            await self.close()
+            raise
+        self.bind(binding.key)
+        return binding
 
     @property
     def region(self) -> str:

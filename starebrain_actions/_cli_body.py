@@ -122,7 +122,7 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
             )
         )
     reads = [
-        latest_ids_query(0, prefix=SYSTEM_PREFIX),  # the dispatcher's: the highest row
+        latest_ids_query(prefix=SYSTEM_PREFIX),  # the dispatcher's: the highest row
         "date +%s%3N",
         latest_mms_query(prefix=SYSTEM_PREFIX),
     ]

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import attrs
 
+from starebrain_actions._convert import format_time, parse_time
 from starebrain_actions._model import (
     AcceptanceState,
     Action,
@@ -694,8 +695,8 @@ def settle_time(record: ActionRecord) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return require_aware("settles_at", datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except (ValueError, InvalidInput):
+        return parse_time(value)
+    except ValueError:
         return None
 
 
@@ -833,7 +834,7 @@ def reconcile(
                     framework_settle_after=framework_settle_after or timedelta(0),
                 )
                 if due > now:
-                    row_evidence["settles_at"] = due.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                    row_evidence["settles_at"] = format_time(due)
             confirmed = confirm_delivery(
                 record,
                 provider_object_id=artifact.provider_object_id,

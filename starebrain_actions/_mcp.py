@@ -271,21 +271,11 @@ class _Phones:
                 raise PhoneUnavailable(
                     f"{device}: did not answer within {within_s:.1f} s"
                 ) from None
-            try:
-                binding = await self._ledger.bind_phone(
-                    phone.address, phone.identity, serialno=phone.serialno
-                )
-            except BaseException:
-                await phone.close()
-                raise
-            phone.bind(binding.key)
+            binding = await phone.bind_in(self._ledger)
             self.keys[device] = binding.key
             cap = getattr(self._ledger, "cap", None)
             if isinstance(cap, _SendCap):
                 cap.know(device, binding.key)
-            phone.remember_highest_id(
-                await self._ledger.device_floor(binding.key, self._ledger.now())
-            )
             agent = SmsAgent(
                 self._ledger,
                 phone,

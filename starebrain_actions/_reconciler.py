@@ -449,7 +449,7 @@ def _dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
     (``SMSDispatcher.SmsTracker.persistSentMessageIfRequired`` puts
     ``System.currentTimeMillis()``), which may be long after the window: there ``creator``
     tells the rows apart instead, and the date proves nothing."""
-    if isinstance(record.evidence.get("creator"), str):
+    if _core.on_framework_path(record):
         return False
     return _in_window(message, record) is False
 
@@ -478,7 +478,7 @@ def _awaits_fence(record: ActionRecord, now: datetime) -> bool:
     ``go`` may still record its keys (:func:`_keys_may_come`). Without this, the owner's
     identical text would be taken for a message the attempt never sent."""
     return _keys_may_come(record, now) or (
-        not isinstance(record.evidence.get("creator"), str)
+        not _core.on_framework_path(record)
         and isinstance(record.evidence.get("fence_epoch"), str)
         and record.evidence.get("fence") != "lost"
         and send_window(record) is None
@@ -505,7 +505,7 @@ def _origin(record: ActionRecord) -> str:
     """Whose is a second row identical to an attempt's message, inside its window? Provably
     ours on the framework path (``creator`` tells our package's rows from the messaging
     app's); on the UI path the app writes both ours and its owner's: the origin is unknown."""
-    return "ours" if isinstance(record.evidence.get("creator"), str) else "unknown"
+    return "ours" if _core.on_framework_path(record) else "unknown"
 
 
 def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
@@ -558,7 +558,7 @@ def _earlier_unseen(item: Watched, watched: Sequence[Watched], row: OutgoingMess
             other is item
             or record.delivery is not DeliveryState.PENDING
             or record.provider_object_id is not None
-            or isinstance(record.evidence.get("creator"), str)
+            or _core.on_framework_path(record)
             or record.review_reason is ReviewReason.RCS_SUSPECTED
             or other.floor_id < item.floor_id
         ):
@@ -729,7 +729,7 @@ def plan_device(
         best = max((score for score, _m, _v in scored), default=-1)
         lookup: LookupResult
         extra: list[OutgoingMessage] = []
-        ui_path = not isinstance(record.evidence.get("creator"), str)
+        ui_path = not _core.on_framework_path(record)
         window = send_window(record) if ui_path else None
         if best == 2 and window is not None and window[1] is None:
             # the script was cut off after its go and before it recorded its keys: whether
@@ -840,10 +840,7 @@ def plan_device(
                 and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
                 and not _dated_outside(message, record)
-                and (
-                    not isinstance(record.evidence.get("creator"), str)
-                    or message.creator in (None, record.evidence["creator"])
-                )
+                and _written_by(message, item)
                 and judge(message, item.action.intent).matched
             ):
                 taken.take(message)
@@ -1326,7 +1323,7 @@ async def bind_or_refuse(ledger: Ledger, phone: Any, key: str) -> None:
     """
     from starebrain_actions._android import PhoneUnavailable
 
-    binding = await ledger.bind_phone(phone.address, phone.identity, serialno=phone.serialno)
+    binding = await phone.bind_in(ledger)
     if binding.key != key:
         _known, identity = await ledger.phone_identity(key)
         if identity is not None:

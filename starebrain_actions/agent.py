@@ -369,15 +369,7 @@ class SmsAgent:
                     connect_failure(exc)
                     or f"{device}: did not answer within the {deadline_s:g} s deadline"
                 ) from None
-            try:
-                binding = await ledger.bind_phone(
-                    phone.address, phone.identity, serialno=phone.serialno
-                )
-            except BaseException:
-                await phone.close()
-                raise
-            phone.bind(binding.key)
-            phone.remember_highest_id(await ledger.device_floor(binding.key, ledger.now()))
+            binding = await phone.bind_in(ledger)
             if phone.path_choice:
                 _log.info(
                     "send_path_chosen",

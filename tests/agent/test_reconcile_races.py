@@ -6,11 +6,15 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import attrs
+
 from starebrain_actions import DeliveryState, Ledger, RetryPolicy, ReviewReason, SmsIntent, Status
 from starebrain_actions._android import AndroidPhone
 from starebrain_actions._core import failed_after_sent
 from starebrain_actions._reconciler import reconcile_device
 from tests.conftest import OUTBOX_FIRST
+
+from .conftest import FAST
 
 TO, BODY = "+1 202 555 0100", "Your table is ready"
 
@@ -172,7 +176,9 @@ async def test_an_earlier_attempts_failed_row_never_fails_the_next_attempt(
     copy was sent. A FAILED attempt's row stays its own: one SMS goes out, SUCCEEDED."""
     phone = await sms_phone()
     phone.inject_fault("send-fails")
-    async with agent_for(phone) as agent:
+    # the app's SENT row settles well after its radio fails it, however loaded the machine
+    policy = attrs.evolve(FAST, settle_after=timedelta(seconds=2))
+    async with agent_for(phone, policy=policy) as agent:
         reader = await AndroidPhone.connect(
             phone.serial, key_path=adb_key_path, read_as_system=True
         )

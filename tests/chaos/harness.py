@@ -2012,8 +2012,7 @@ async def _bound(ledger: Any, phone: Any) -> None:
     """Name ``phone`` (an ``AndroidPhone`` just connected) by the ledger's key for the phone
     answering there, as ``SmsAgent.open`` and ``starebrain reconcile`` do: one phone under two
     addresses is one device, and a wiped phone at the same address is a new one."""
-    binding = await ledger.bind_phone(phone.address, phone.identity, serialno=phone.serialno)
-    phone.bind(binding.key)
+    await phone.bind_in(ledger)
 
 
 async def _naive_child(spec: Mapping[str, Any]) -> int:
