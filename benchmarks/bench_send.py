@@ -403,7 +403,7 @@ def _rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "met": cli <= 1.3 * api,
         }
     )
-    # where a CLI send's extra time goes (what the README explains the miss with)
+    # where a CLI send's extra time goes (what docs/benchmarks.md explains the miss with)
     rows.append(
         {
             "work": "  of which: importing what send needs, over `python -c pass`",
