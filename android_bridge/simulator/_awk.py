@@ -33,18 +33,24 @@ Anything else (another option, a file operand, another operator, built-in variab
 functions, other statements, comments) is refused with ``awk: not modelled by the
 simulator: …`` and status 2, so that a script using more fails in tests rather than being
 read kindly. The one-true-awk versions differ in what ``is_number`` accepts (hexadecimal,
-``inf``, ``nan``); comparing such a field with a number is refused the same way.
+``inf``, ``nan``), and the C library decides whether a decimal too small for a double is
+one; comparing such a field with a number (or with another such field) is refused the same
+way. A decimal too large for a double is a string in every version (``strtod``'s
+``ERANGE``). Digits and letters are ASCII only, as ``isdigit``/``isalpha``/``strtod`` see
+them: an Arabic-Indic digit is no number, nor a name's letter.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from collections.abc import Iterator
 from typing import Final
 
 import attrs
 
-from android_bridge.simulator._shell import Output
+from android_bridge.simulator._shell import Output, TerminalReadError, read_input
 
 _STATUS_ERROR: Final = 2
 #: Names one-true-awk gives a meaning (keywords, built-in variables and functions): a
@@ -57,7 +63,9 @@ _RESERVED_NAMES: Final = (
 )
 _RESERVED: Final = frozenset(_RESERVED_NAMES.split())
 #: A decimal number as ``strtod`` reads it, surrounded by blanks (``is_number``).
-_DECIMAL: Final = re.compile(r"[ \t\n]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[ \t\n]*")
+_DECIMAL: Final = re.compile(
+    r"[ \t\n]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n]*", re.ASCII
+)
 #: Text the one-true-awk versions disagree about as a number: hexadecimal, infinity and NaN
 #: (``strtod`` takes them up to 2021; the second edition refuses hexadecimal and takes only
 #: signed ``inf``/``nan``), and CR, VT or FF around it (trailing ones are blanks to the
@@ -66,7 +74,14 @@ _DISPUTED: Final = re.compile(r"[ \t\n\r\v\f]*[+-]?(0[xX]|inf|nan)|.*[\r\v\f]", 
 #: What separates fields when ``FS`` is a space: blanks, tabs and newlines only.
 _BLANKS: Final = re.compile(r"[ \t\n]+")
 #: The leading number ``atof`` takes from a string.
-_LEADING_NUMBER: Final = re.compile(r"[ \t\n]*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_LEADING_NUMBER: Final = re.compile(
+    r"[ \t\n]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII
+)
+#: ASCII digits and letters: what the C library's ``isdigit``/``isalpha`` take in the C and
+#: UTF-8 locales, byte by byte (a non-ASCII digit or letter is neither, to ``strtod`` and
+#: to ``lex.c``).
+_DIGITS: Final = frozenset("0123456789")
+_LETTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 class NotModelled(Exception):
@@ -102,13 +117,30 @@ def _string(text: str) -> _Value:
 
 
 def _strnum(text: str) -> _Value:
-    """A field or a record: a string, and also a number when the whole text is one."""
+    """A field or a record: a string, and also a number when the whole text is one.
+
+    ``strtod`` setting ``ERANGE`` makes it no number in every version (``is_number``: ``r ==
+    HUGE_VAL || errno == ERANGE`` at android-10.0.0_r30 and 11.0.0_r1; ``is_valid_number``:
+    ``errno == ERANGE`` at 12.0.0_r1 to 15.0.0_r1, external/one-true-awk ``lib.c``): so a
+    decimal too large for a double is a string. One too small (it underflows to 0 or to a
+    subnormal) is disputed: whether ``strtod`` then sets ``ERANGE`` is the C library's choice
+    (C11 7.22.1.3), and bionic's was not read; glibc (Debian's ``original-awk``) sets it.
+    """
     value = _string(text)
-    return attrs.evolve(
-        value,
-        is_number=bool(_DECIMAL.fullmatch(text)),
-        disputed=bool(_DISPUTED.match(text)),
-    )
+    is_number = bool(_DECIMAL.fullmatch(text))
+    disputed = bool(_DISPUTED.match(text))
+    if is_number:
+        parsed = float(text.strip(" \t\n"))
+        if math.isinf(parsed):
+            is_number = False
+        elif abs(parsed) < sys.float_info.min and re.search("[1-9]", _mantissa(text)):
+            is_number, disputed = False, True
+    return attrs.evolve(value, is_number=is_number, disputed=disputed)
+
+
+def _mantissa(text: str) -> str:
+    """The digits of a decimal before its exponent."""
+    return re.split("[eE]", text, maxsplit=1)[0]
 
 
 _UNSET: Final = _Value("", 0.0, is_string=True, is_number=True)
@@ -238,8 +270,8 @@ def _tokens(program: str) -> list[_Token]:
                 raise NotModelled("an unterminated regular expression")
             tokens.append(_Token("regex", program[index + 1 : end]))
             index = end + 1
-        elif char.isdigit():
-            found = re.match(r"\d+", program[index:])
+        elif char in _DIGITS:
+            found = re.match(r"[0-9]+", program[index:])
             assert found is not None
             if program[index + found.end() : index + found.end() + 1] in (".", "e", "E"):
                 raise NotModelled("a number that is not a plain integer")
@@ -247,7 +279,7 @@ def _tokens(program: str) -> list[_Token]:
                 raise NotModelled("an integer of more than nine digits")
             tokens.append(_Token("number", found.group(0)))
             index += found.end()
-        elif char.isalpha() or char == "_":
+        elif char in _LETTERS or char == "_":
             found = re.match(r"[A-Za-z_][A-Za-z0-9_]*", program[index:])
             assert found is not None
             tokens.append(_Token("name", found.group(0)))
@@ -479,7 +511,7 @@ class _Run:
         if kind in ("eq", "ne"):
             left, right = self.value(_sub(expr, 1)), self.value(_sub(expr, 2))
             for side, other in ((left, right), (right, left)):
-                if side.disputed and other.is_number:
+                if side.disputed and (other.is_number or other.disputed):
                     raise NotModelled(f"comparing {side.text!r} with a number")
             if left.is_number and right.is_number:
                 equal = left.number == right.number
@@ -579,7 +611,14 @@ async def awk(argv: list[str], stdin: str) -> Output:
                 if rule.kind == "BEGIN" and rule.action is not None:
                     run.execute(rule.action)
             main = [rule for rule in rules if rule.kind == "main"]
-            for line in _records(stdin) if main or any(r.kind == "END" for r in rules) else ():
+            # the input is read only for main rules or END (from the terminal: nothing, once
+            # it is hung up)
+            reads = main or any(r.kind == "END" for r in rules)
+            try:
+                text = await read_input(stdin) if reads else ""
+            except TerminalReadError:
+                text = ""  # ``readrec``'s ``getc`` takes a read error for EOF
+            for line in _records(text):
                 run.set_record(line)
                 for rule in main:
                     if rule.pattern is not None and not run.truth(run.value(rule.pattern)):

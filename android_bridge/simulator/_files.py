@@ -61,6 +61,8 @@ from android_bridge.simulator._shell import (
     CommandFn,
     Output,
     RedirectFailed,
+    TerminalReadError,
+    read_input,
 )
 from android_bridge.simulator._su import user_name
 
@@ -1742,9 +1744,9 @@ class FileCommands:
         directory (a symlink is removed, never followed); nested failures name only the
         entry. ``/`` is refused (``rm /. if you mean it``), and from Android 11 a last
         component ``..`` (``bad path X``). ``-v`` prints ``rm 'X'``/``rmdir 'X'``. Prompts
-        (``-i``, or a read-only file on a terminal) read the answer from stdin; the simulator
-        gives every command an empty stdin, so the answer is no (on a phone's PTY the
-        prompt would wait for input that never comes)."""
+        (``-i``, or a read-only file on a terminal) read the answer from stdin: from the
+        terminal nobody types into, that waits until it is hung up, and the answer is then
+        no (see ``_shell.read_input``)."""
         writer = _Writer("rm")
         spec = _Spec(name="rm", flags="fiRrv", last_wins=("fi",))
         try:
@@ -1754,7 +1756,7 @@ class FileCommands:
                     raise writer.help_exit("Needs 1 argument")
                 writer.error("Needs 1 argument")
                 raise _Exit(1)
-            answers = iter(stdin.split("\n"))
+            answers = _Answers(stdin)
             for name in names:
                 if name == "/":
                     writer.error("rm /. if you mean it")
@@ -1781,17 +1783,17 @@ class FileCommands:
                 except FsError as exc:
                     writer.perror(name, exc.errno)
                     continue
-                self._rm_node(_Node(name, name, info), options, writer, answers)
+                await self._rm_node(_Node(name, name, info), options, writer, answers)
         except _Exit as stop:
             writer.status = stop.status
         return writer.result()
 
-    def _rm_node(
+    async def _rm_node(
         self,
         node: _Node,
         options: Mapping[str, str | bool],
         writer: _Writer,
-        answers: Iterator[str],
+        answers: _Answers,
     ) -> bool:
         """``do_rm`` for one node and, for a directory, its contents (``dirtree_read``
         order: the directory is visited again after its entries). Returns True when the
@@ -1824,7 +1826,7 @@ class FileCommands:
                 f"rm {'ro ' if read_only else ''}{'dir ' if is_dir else ''}"
                 f"{node.display_path(self.toybox)}"
             )
-            if not _yesno(writer, answers):
+            if not await _yesno(writer, answers):
                 return True
         if is_dir:
             try:
@@ -1853,11 +1855,11 @@ class FileCommands:
                     unstattable = True
                     continue
                 child = _Node(child_name, child_path, child_info, node)
-                if self._rm_node(child, options, writer, answers):
+                if await self._rm_node(child, options, writer, answers):
                     marked = True
             if "i" in options and not (marked or unstattable):
                 writer.err(f"rmdir {node.display_path(self.toybox)}")
-                if not _yesno(writer, answers):
+                if not await _yesno(writer, answers):
                     return True
         return self._unlink_node(node, is_dir=is_dir, marked=marked, options=options, writer=writer)
 
@@ -2065,7 +2067,14 @@ class FileCommands:
             _options, names = _parse(spec, argv, writer, self.toybox)
             for name in names or ["-"]:
                 if name == "-":
-                    writer.out(stdin)
+                    # read to its end (the terminal: nothing, once it is hung up; EIO for a
+                    # read waiting then: ``do_cat``'s ``perror_msg_raw``); a second ``-``
+                    # then sees EOF at once
+                    try:
+                        writer.out(await read_input(stdin))
+                    except TerminalReadError:
+                        writer.perror(name, EIO)
+                    stdin = ""
                     continue
                 try:
                     data = self.tree.read(self.tree.open(self.cred, self.cwd, name, write=False))
@@ -2097,10 +2106,30 @@ def _random_suffix() -> str:
     return "".join(secrets.choice(alphabet) for _ in range(6))
 
 
-def _yesno(writer: _Writer, answers: Iterator[str]) -> bool:
-    """``yesno(0)``: `` (y/N):`` on stderr, then the answer from stdin (none: no)."""
+class _Answers:
+    """What prompts read from stdin, a line at a time, read when first asked for: from the
+    terminal that waits until it is hung up, then gives nothing (``fgetc`` sees EOF or EIO)."""
+
+    def __init__(self, stdin: str) -> None:
+        self._stdin = stdin
+        self._lines: Iterator[str] | None = None
+
+    async def next(self) -> str:
+        """The next line ("" at the end)."""
+        if self._lines is None:
+            try:
+                text = await read_input(self._stdin)
+            except TerminalReadError:
+                text = ""
+            self._lines = iter(text.split("\n"))
+        return next(self._lines, "")
+
+
+async def _yesno(writer: _Writer, answers: _Answers) -> bool:
+    """``yesno(0)``: `` (y/N):`` on stderr, then the answer from stdin (none: no; from the
+    terminal, none once it is hung up, and only then)."""
     writer.err(" (y/N):")
-    answer = next(answers, "")
+    answer = await answers.next()
     result = False
     for char in answer:
         if char.isspace():

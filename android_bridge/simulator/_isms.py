@@ -43,8 +43,10 @@ What is modelled, and where it comes from:
 * **The row** (``SMSDispatcher.SmsTracker.persistSentMessageIfRequired``): nothing is written
   while the radio sends; on the result the framework inserts into ``content://sms/sent``
   (type 2, ``creator`` the calling package: ``ProviderUtil.shouldSetCreator`` keeps the
-  phone process's value, TelephonyProvider android-14.0.0_r1), and on failure updates that
-  row to type 5 with an ``error_code``. Never OUTBOX or QUEUED on this path.
+  phone process's value, TelephonyProvider android-14.0.0_r1), with an ``error_code`` only
+  when the send failed (else the provider's default: 0 on 10, -1 from 11), and on failure
+  then updates that row's type to 5 (android-10.0.0_r30 to 15.0.0_r1). Never OUTBOX or
+  QUEUED on this path.
 * **Silent refusals**: a null or empty destination or text, or a subscription the phone does
   not have, make the send fail inside the framework with the error going to the null
   ``sentIntent``: the shell sees the same ``Parcel(00000000    '....')`` as for a send, and
@@ -105,6 +107,8 @@ UNKNOWN_TRANSACTION_TEXT: Final = 'Error: 0xffffffffffffffb6 "Not a data message
 EX_SECURITY: Final = -1
 #: ``SmsManager.RESULT_ERROR_GENERIC_FAILURE``, the ``error_code`` of a failed send here.
 _GENERIC_FAILURE: Final = 1
+#: ``SmsProvider.NO_ERROR_CODE`` (from android-11.0.0_r1; 0 stands for it on 10).
+_NO_ERROR_CODE: Final = -1
 _ZERO: Final = b"\0"
 _USAGE: Final = (
     "Usage: service [-h|-?]\n"
@@ -428,6 +432,10 @@ class IsmsService:
                 await asyncio.sleep(delay / 1000)
             row_id: int | None = None
             if persist:
+                # ``error_code`` is put only when it is not the "no error" value (0 on 10,
+                # NO_ERROR_CODE -1 from 11), so a sent row keeps the provider's default for a
+                # database made on that release: 0 on 10, -1 from 11 (``MmsSmsDatabaseHelper``)
+                no_error = 0 if host.version() == 10 else _NO_ERROR_CODE
                 row_id = host.insert_row(
                     address=address,
                     body=body,
@@ -438,17 +446,16 @@ class IsmsService:
                     status=-1,
                     type=MESSAGE_TYPE_SENT,
                     sub_id=sub_id,
-                    error_code=0,
+                    error_code=_GENERIC_FAILURE if failed else no_error,
                     creator=package,
                 )
                 if failed:
-                    # inserted SENT, then updated FAILED by a second provider call
-                    # (SMSDispatcher.SmsTracker.persistSentMessageIfRequired): a read may
-                    # come between the two
+                    # inserted SENT (its error code already in it), then updated to FAILED,
+                    # the type alone, by a second provider call
+                    # (SMSDispatcher.SmsTracker.persistSentMessageIfRequired,
+                    # android-10.0.0_r30 to 15.0.0_r1): a read may come between the two
                     await asyncio.sleep(FAIL_UPDATE_GAP_MS / 1000)
-                    host.update_row(
-                        row_id, {"type": MESSAGE_TYPE_FAILED, "error_code": _GENERIC_FAILURE}
-                    )
+                    host.update_row(row_id, {"type": MESSAGE_TYPE_FAILED})
             if not failed:
                 host.record(host.make_transmission(address, body, row_id, host.now_ms()))
 

@@ -61,6 +61,7 @@ from android_bridge.simulator._store import (
     MESSAGE_TYPE_SENT,
     MMS_BOX_OUTBOX,
     MMS_BOX_SENT,
+    NO_ERROR_CODE,
     SmsStore,
 )
 from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
@@ -947,6 +948,9 @@ class SimulatedPhone:
             date_ms=self.now_ms(),
             creator=app.package,
             message_type=MESSAGE_TYPE_SENT if app.optimistic_sent else MESSAGE_TYPE_OUTBOX,
+            # no error_code written: the provider's default for a database made on this
+            # release (0 on 10, NO_ERROR_CODE -1 from 11: MmsSmsDatabaseHelper)
+            error_code=0 if self.release.version == 10 else NO_ERROR_CODE,
         )
 
     async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:

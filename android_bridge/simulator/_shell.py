@@ -15,10 +15,18 @@ A script runs in a :class:`Session`, as adbd starts it: when the stream goes, th
 hung up; a script whose ``sh`` does not ignore SIGHUP stops where it stands, one that ignores
 it (``trap '' HUP``) runs on with every write to the terminal failing (see :class:`Session`).
 
+A command whose stdin is the terminal (not piped, not redirected) and that reads it waits
+until the terminal is hung up, as nobody types into adbd's PTY (see :func:`read_input`). A
+command's output is handed over when it ends (a prompt written before a read that waits
+reaches the terminal only after it).
+
 Not modelled: globbing, functions, ``if``/``for``/``case``, ``( … )`` subshells, background
-jobs (``&`` separates commands and runs them in the foreground), here-documents, traps with
-commands (kept and listed, never run), reading a group's stdin with a shared offset (each of
-its commands reads all of it). ``tests/simulator/test_sim_mksh_diff.py`` holds this shell to
+jobs (a script with ``&`` is refused, never run in the foreground: a phone's kernel SIGHUPs
+a background job when the script's ``sh`` exits), here-documents, traps with commands (kept
+and listed, never run: a ``trap 'CMD' HUP`` does not spare the script, harsher than mksh,
+which runs CMD and goes on), a partial read of a shared stdin (the commands of a shell or
+a group share theirs: the first that reads takes all of it, as ``cat``, ``grep`` and ``awk``
+read to its end). ``tests/simulator/test_sim_mksh_diff.py`` holds this shell to
 real mksh on generated command lines, and its hang-up to real mksh on a real PTY.
 """
 
@@ -41,6 +49,74 @@ SHELL_NAME: Final = "/system/bin/sh"
 STDOUT_IS_TERMINAL: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "stdout_is_terminal", default=False
 )
+
+
+class TerminalInput(str):
+    """A command's stdin that is still the script's terminal (adbd's PTY, or with the shell
+    protocol its stdin pipe): nothing is ever typed into it, so a read waits, and sees EOF
+    only once the terminal is hung up (``hung_up_tty_read``). Read it with
+    :func:`read_input`."""
+
+
+class SharedInput(str):
+    """A stdin the commands of one shell or ``{ …; }`` group share (one open file
+    description, one offset: mksh ``exec.c`` ``iosetup`` opens a group's redirection once):
+    the first command that reads it to its end takes all of it, the later ones see EOF."""
+
+    consumed: bool = False
+
+
+def _shared(stdin: str) -> str:
+    """``stdin`` as the commands of one shell or group share it."""
+    if isinstance(stdin, TerminalInput | SharedInput):
+        return stdin
+    return SharedInput(stdin)
+
+
+#: The terminal as stdin: what a script's commands read unless a pipe or a redirection gives
+#: them something else.
+TERMINAL_INPUT: Final = TerminalInput("")
+#: The session of the script a command runs in (set by a shell given one): what a read of
+#: :data:`TERMINAL_INPUT` waits on.
+_CURRENT_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar(
+    "simulator_current_session"
+)
+
+
+class TerminalReadError(Exception):
+    """A read of the terminal was waiting when the terminal was hung up: it fails with
+    ``EIO`` (Linux ``n_tty_read``: the master's ``pty_close`` sets ``TTY_OTHER_CLOSED`` and
+    wakes the reader before ``tty_vhangup``), as it does for a command blocked in ``read``."""
+
+
+async def read_input(stdin: str) -> str:
+    """What a command reads from ``stdin`` up to EOF.
+
+    From the terminal that is nothing, and not at once: nobody types into adbd's PTY (nor
+    into the shell protocol's stdin pipe), so ``read(2)`` blocks until the terminal is hung
+    up. A read begun after the hang-up sees EOF (``hung_up_tty_read`` returns 0); one that was
+    waiting when it came fails with ``EIO`` (:class:`TerminalReadError`; Android common kernel
+    ``drivers/tty/n_tty.c``, ``pty.c``). A script killed meanwhile stops there. Outside a
+    session (a shell run on its own, in unit tests) the terminal gives EOF at once.
+
+    Raises:
+        TerminalReadError: the read was waiting when the terminal was hung up.
+        ScriptKilled: the script is gone while it waited.
+    """
+    if isinstance(stdin, SharedInput):
+        if stdin.consumed:
+            return ""
+        stdin.consumed = True
+        return str(stdin)
+    if not isinstance(stdin, TerminalInput):
+        return stdin
+    session = _CURRENT_SESSION.get(None)
+    if session is None or session.hung_up:
+        return ""
+    await session.hang_up_event.wait()
+    if session.killed:
+        raise ScriptKilled
+    raise TerminalReadError
 
 
 @attrs.frozen
@@ -172,18 +248,23 @@ class Session:
     killed: bool = False
     #: The script has run to its end (its ``sh`` exited).
     finished: bool = False
+    #: Set once the terminal is hung up (or the script killed): what a read of the terminal
+    #: waits for (:func:`read_input`).
+    hang_up_event: asyncio.Event = attrs.field(factory=asyncio.Event, repr=False)
 
     def hang_up(self) -> bool:
         """The terminal is hung up: SIGHUP to the leader. True when the script lives on."""
         self.hung_up = True
         if not self.ignores_hup:
             self.killed = True
+        self.hang_up_event.set()
         return not self.killed
 
     def kill(self) -> None:
         """SIGKILL to every process of the script (its terminal goes with it)."""
         self.hung_up = True
         self.killed = True
+        self.hang_up_event.set()
 
 
 # -- words ---------------------------------------------------------------------------------
@@ -561,6 +642,11 @@ class _Parser:
                 continue
             if not (isinstance(separator, _Op) and separator.op in ("\n", ";", "&")):
                 raise self.unexpected()
+            if separator.op == "&":
+                # A background job stays in the script's process group, which the kernel
+                # SIGHUPs when the script's sh exits, even at a normal end
+                # (``disassociate_ctty``); running it in the foreground would be kinder.
+                raise ShellSyntaxError("'&' (a background job) is not modelled by the simulator")
             self.index += 1
             if separator.op != "\n" and self._token() in (_Op(";"), _Op("&")):
                 raise self.unexpected()
@@ -672,7 +758,9 @@ class Shell:
     did (the terminal's writes fail, or the script is gone, checked at every step boundary);
     ``leader`` marks the script's own ``sh -c`` (its ``trap`` decides whether a hang-up ends
     it). ``files`` opens the files redirections name (none: every file is on a read-only
-    file system). Between two commands the shell yields to the event loop.
+    file system). ``stdin`` is what its commands read (the terminal, :data:`TERMINAL_INPUT`,
+    unless a caller gives the shell other input). Between two commands the shell yields to
+    the event loop.
     """
 
     def __init__(
@@ -684,11 +772,14 @@ class Shell:
         session: Session | None = None,
         files: ShellFiles | None = None,
         leader: bool = False,
+        stdin: str = TERMINAL_INPUT,
     ) -> None:
         self._commands = dict(commands)
         self._on_output = on_output
         self._after_command = after_command
         self._session = session if session is not None else Session()
+        #: A session was given: the terminal this shell's commands read is that session's.
+        self._own_terminal = session is not None
         self._files = files
         self._leader = leader
         self._builtins: dict[str, CommandFn] = {
@@ -709,8 +800,11 @@ class Shell:
         self._sink: list[tuple[int, str]] = []
         #: The shell's own descriptors, as ``{ …; }`` redirections change them.
         self._fds: dict[int, _Target] = {1: _Tty(1), 2: _Tty(2)}
-        #: What the shell's commands read on stdin (a terminal gives none: EOF).
-        self._stdin = ""
+        #: What the shell's commands read on stdin: the terminal unless redirected.
+        self._stdin = _shared(stdin)
+        #: Running an element of a pipeline: a subshell (mksh ``exec.c`` ``TPIPE`` forks
+        #: every element), whose ``trap`` is its own, never the leader's.
+        self._in_subshell = False
 
     async def run(self, text: str) -> tuple[str, int]:
         """Run a whole command line; return the merged output and the last exit status.
@@ -735,10 +829,14 @@ class Shell:
             await self._write(self._fds[2], f"{SHELL_NAME}: {exc}\n")
             await self._flush()
             return self._sink, self.status
+        token = _CURRENT_SESSION.set(self._session) if self._own_terminal else None
         try:
             await self._run_lists(lists)
         except _ExitScript as stop:
             self.status = stop.status
+        finally:
+            if token is not None:
+                _CURRENT_SESSION.reset(token)
         await self._flush()
         return self._sink, self.status
 
@@ -797,16 +895,21 @@ class Shell:
         traps = dict(self.traps)
         status_before = self.status
         stdin = self._stdin
-        for position, command in enumerate(pipeline.commands):
-            piped = position < len(pipeline.commands) - 1
-            self.variables = dict(variables)
-            self.traps = _subshell_traps(traps)
-            self.status = status_before
-            try:
-                stdin = await self._run_command(command, stdin, piped=piped)
-            except _ExitScript as stop:
-                self.status = stop.status
-                stdin = ""
+        in_subshell = self._in_subshell
+        self._in_subshell = True
+        try:
+            for position, command in enumerate(pipeline.commands):
+                piped = position < len(pipeline.commands) - 1
+                self.variables = dict(variables)
+                self.traps = _subshell_traps(traps)
+                self.status = status_before
+                try:
+                    stdin = await self._run_command(command, stdin, piped=piped)
+                except _ExitScript as stop:
+                    self.status = stop.status
+                    stdin = ""
+        finally:
+            self._in_subshell = in_subshell
         self.variables = variables
         self.traps = traps
 
@@ -873,6 +976,7 @@ class Shell:
         group_stdin = await self._redirect(group.redirs, fds, stdin)
         if group_stdin is None:
             return ""
+        group_stdin = _shared(group_stdin)
         saved_fds, saved_stdin = self._fds, self._stdin
         self._fds, self._stdin = fds, group_stdin
         try:
@@ -1020,6 +1124,7 @@ class Shell:
         )
         inner.status = self.status
         inner.variables = dict(self.variables)
+        inner._stdin = self._stdin  # the substitution reads this shell's stdin
         inner.traps = _subshell_traps(self.traps)
         capture = _Buffer()
         inner._fds = {1: capture, 2: self._fds.get(2, _NULL)}
@@ -1072,7 +1177,10 @@ class Shell:
                 self.traps.pop(number, None)
             else:
                 self.traps[number] = action
-        if self._leader:
+        if self._leader and not self._in_subshell:
+            # only the leader's own disposition counts: a pipeline element is a forked
+            # subshell (``exec.c`` ``TPIPE``, ``exchild``), its ``trap '' HUP`` leaves the
+            # leader's SIGHUP as it was (checked against real mksh on a PTY)
             self._session.ignores_hup = self.traps.get(_SIGHUP) == ""
         return Output.err("".join(errors), 1 if errors else 0)
 

@@ -454,8 +454,14 @@ class SmsStore:
         message_type: int = MESSAGE_TYPE_OUTBOX,
         sub_id: int = DEFAULT_SUB_ID,
         creator: str = MESSAGING_PACKAGE,
+        error_code: int = NO_ERROR_CODE,
     ) -> int:
-        """Write an outgoing message as the messaging app does before the radio sends it."""
+        """Write an outgoing message as the messaging app does before the radio sends it.
+
+        The app writes no ``error_code``: the row keeps the provider's default, which
+        ``error_code`` gives (``NO_ERROR_CODE`` -1 in a database made on Android 11 or later, 0
+        on 10: ``MmsSmsDatabaseHelper``, TelephonyProvider android-10.0.0_r30 and 11.0.0_r1).
+        """
         return self.insert(
             address=address,
             body=body,
@@ -466,7 +472,7 @@ class SmsStore:
             status=STATUS_NONE,
             type=message_type,
             sub_id=sub_id,
-            error_code=NO_ERROR_CODE,
+            error_code=error_code,
             creator=creator,
         )
 
@@ -690,15 +696,40 @@ class SmsStore:
         return value
 
     def delete_thread(self, thread_id: int) -> list[int]:
-        """The owner deletes a conversation: every SMS row of ``thread_id`` is gone; returns
-        their ``_id`` values. Deleting the latest rows lets the next insert take an ``_id`` already
-        seen (``_id INTEGER PRIMARY KEY`` without AUTOINCREMENT)."""
+        """Every SMS row of ``thread_id`` is gone, and only those (a delete of
+        ``content://sms/conversations/<thread_id>``: ``SmsProvider.delete``
+        ``SMS_CONVERSATIONS_ID``, TelephonyProvider android-10.0.0_r30 to 15.0.0_r1); returns
+        their ``_id`` values. Deleting the latest rows lets the next insert take an ``_id``
+        already seen (``_id INTEGER PRIMARY KEY`` without AUTOINCREMENT,
+        ``MmsSmsDatabaseHelper`` at the same tags). The owner deleting a conversation in
+        AOSP Messaging takes its MMS too: see :meth:`delete_conversation`."""
         ids = [
             int(row[0])
             for row in self._db.execute("SELECT _id FROM sms WHERE thread_id = ?", (thread_id,))
         ]
         self._db.execute("DELETE FROM sms WHERE thread_id = ?", (thread_id,))
         return ids
+
+    def delete_conversation(self, thread_id: int) -> tuple[list[int], list[int]]:
+        """The owner deletes a conversation in the messaging app: every SMS *and* every MMS
+        of ``thread_id`` is gone (AOSP Messaging ``MmsUtils.deleteThread`` deletes
+        ``Threads.CONTENT_URI/<thread_id>``, which ``MmsSmsProvider.deleteConversation``
+        turns into ``MmsProvider.deleteMessages`` plus a delete from ``sms``, both with
+        ``thread_id = <thread_id>``: packages/apps/Messaging and TelephonyProvider
+        android-10.0.0_r30 and 15.0.0_r1). Returns the ``_id`` values of the SMS rows and of
+        the MMS ``pdu`` rows deleted. An SMS ``_id`` may be taken again (see
+        :meth:`delete_thread`); a ``pdu`` ``_id`` never is (AUTOINCREMENT)."""
+        with self._transaction():
+            sms_ids = self.delete_thread(thread_id)
+            pdu_ids = [
+                int(row[0])
+                for row in self._db.execute("SELECT _id FROM pdu WHERE thread_id = ?", (thread_id,))
+            ]
+            for pdu_id in pdu_ids:
+                self._db.execute("DELETE FROM addr WHERE msg_id = ?", (pdu_id,))
+                self._db.execute("DELETE FROM part WHERE mid = ?", (pdu_id,))
+                self._db.execute("DELETE FROM pdu WHERE _id = ?", (pdu_id,))
+        return sms_ids, pdu_ids
 
     def delete_from(self, first_id: int) -> list[int]:
         """Delete every SMS row with ``_id >= first_id`` (``delete from sms where _id >= N``:

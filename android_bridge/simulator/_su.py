@@ -31,7 +31,14 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from android_bridge.simulator._device import _ID_GROUPS
-from android_bridge.simulator._shell import CommandFn, Output, Shell, ShellFiles
+from android_bridge.simulator._shell import (
+    CommandFn,
+    Output,
+    Shell,
+    ShellFiles,
+    TerminalReadError,
+    read_input,
+)
 
 #: ``android_filesystem_config.h`` names ``getpwnam``/``getpwuid`` know (the common ones).
 AID_NAMES: Final = {
@@ -217,7 +224,7 @@ class SuCommand:
         if name in commands:
             return await commands[name]([name, *argv[1:]], stdin)
         if name in _TOYBOX_AS_BUILTIN:
-            shell = Shell(commands, files=files)
+            shell = Shell(commands, files=files, stdin=stdin)
             chunks, status = await shell.run_chunks(shlex.join([name, *argv[1:]]))
             return Output(tuple(chunks), status)
         return Output.err(f"su: failed to exec {argv[0]}: No such file or directory\n", 1)
@@ -235,8 +242,13 @@ class SuCommand:
                 return Output.err("/system/bin/sh: -c: option requires an argument\n", 1)
             script = argv[2]
         elif len(argv) == 1:
-            script = stdin
+            # the script is what stdin holds: from the terminal, nothing until the hang-up
+            try:
+                script = await read_input(stdin)
+            except TerminalReadError:
+                script = ""
+            stdin = ""
         else:
             return Output.err(f"/system/bin/sh: {argv[1]}: No such file or directory\n", 127)
-        chunks, status = await Shell(commands, files=files).run_chunks(script)
+        chunks, status = await Shell(commands, files=files, stdin=stdin).run_chunks(script)
         return Output(tuple(chunks), status)

@@ -377,7 +377,9 @@ class SystemState:
         if service != "role":
             return Output.err(f"cmd: Can't find service: {service}\n", 20)
         if not args or args[0] in ("help", "-h"):
-            return Output.out("Role (role) commands:\n  help or -h\n    Print this help text.\n")
+            # handleDefaultCommands: onHelp(), then -1 (cmd exits 255) for help as for an
+            # unknown command (ShellCommand/BasicShellCommandHandler, read in untagged copies)
+            return Output.out(self._role_help(), 255)
         command, rest = args[0], args[1:]
         if command != "get-role-holders" or not self.has_get_role_holders:
             return Output.out(f"Unknown command: {command}\n", 255)
@@ -408,6 +410,30 @@ class SystemState:
         users = {user.user_id: user.roles for user in self.role_users()}
         holders = users.get(user_id, {}).get(rest[0], ())
         return Output.out(";".join(holders) + "\n")
+
+    def _role_help(self) -> str:
+        """``onHelp`` of the release's role shell command: frameworks/base
+        ``RoleManagerShellCommand`` on 10 and 11 ("Role manager (role) commands:" and its
+        three subcommands, read in untagged copies; the lines' wording assumed as the
+        module's), the module's ``RoleShellCommand`` from 12 ("Role (role) commands:",
+        ``get-role-holders`` where it exists; packages/modules/Permission
+        android-13.0.0_r11, 14.0.0_r11; ``set-bypassing-role-qualification`` left out)."""
+        release = self._release()
+        header = (
+            "Role (role) commands:"
+            if release.role_service_in_module
+            else ("Role manager (role) commands:")
+        )
+        lines = [header, "  help or -h", "    Print this help text.", ""]
+        if self.has_get_role_holders:
+            lines.append("  get-role-holders [--user USER_ID] ROLE")
+        lines += [
+            "  add-role-holder [--user USER_ID] ROLE PACKAGE [FLAGS]",
+            "  remove-role-holder [--user USER_ID] ROLE PACKAGE [FLAGS]",
+            "  clear-role-holders [--user USER_ID] ROLE [FLAGS]",
+            "",
+        ]
+        return "".join(line + "\n" for line in lines)
 
     async def settings(self, argv: list[str], stdin: str) -> Output:
         """``settings get [--user N] secure sms_default_application``; other keys are unset."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from android_bridge.simulator._shell import Output
+from android_bridge.simulator._shell import Output, TerminalReadError, read_input
 
 _FLAGS: Final = frozenset("cvxiqEFs")
 
@@ -72,7 +72,14 @@ async def grep(argv: list[str], stdin: str) -> Output:
             compiled.append(re.compile(source, re.IGNORECASE if "i" in flags else 0))
         except re.error:
             return Output.err(f"grep: bad regex '{pattern}'\n", 2)
-    lines = stdin.split("\n")
+    errors = ""
+    try:
+        text = await read_input(stdin)
+    except TerminalReadError:
+        # ``getdelim`` fails with EIO: ``perror_msg``, and the status is the match's (grep.c
+        # sets ``!TT.found`` at its end)
+        text, errors = "", "grep: (standard input): I/O error\n"
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     selected = []
@@ -85,7 +92,10 @@ async def grep(argv: list[str], stdin: str) -> Output:
             selected.append(line)
     status = 0 if selected else 1
     if "q" in flags:
-        return Output(status=status)
-    if "c" in flags:
-        return Output.out(f"{len(selected)}\n", status)
-    return Output.out("".join(line + "\n" for line in selected), status)
+        out = ""
+    elif "c" in flags:
+        out = f"{len(selected)}\n"
+    else:
+        out = "".join(line + "\n" for line in selected)
+    chunks = tuple((fd, text) for fd, text in ((2, errors), (1, out)) if text)
+    return Output(chunks, status)

@@ -349,8 +349,8 @@ class Connection:
         self._next_local_id = self._next_local_id + 1 if self._next_local_id < 0xFFFFFFFF else 1
         # Without the shell protocol adbd runs the command in a PTY it hangs up by closing
         # ("StartSubprocess": raw + no protocol -> kPty, make_pty_raw; exec: reaches it as
-        # kRaw too, though isatty below still treats it as pipes); with it, in pipes
-        # (unless it asks for a pty) and adbd sends SIGHUP itself.
+        # kRaw too); with it, in pipes (unless it asks for a pty) and adbd sends SIGHUP
+        # itself.
         pipes = shell_protocol and "pty" not in arguments
         stream = _Stream(
             local_id,
@@ -361,9 +361,13 @@ class Connection:
         self._streams[local_id] = stream
         await self._send(_wire.A_OKAY, local_id, remote_id)
         # The legacy shell:<command> runs in a PTY (raw mode, services.cpp ShellService), as
-        # does shell,v2,pty:; shell,v2: and exec: use pipes. A PTY makes stdout a terminal
-        # for the command (toybox ls then prints columns, rm asks before read-only files).
-        terminal = name == "shell" and (not shell_protocol or "pty" in arguments)
+        # do exec:<command> (services.cpp: StartSubprocess(kRaw, kNone), which
+        # shell_service.cpp turns into "a PTY in raw mode": system/core adb/ at
+        # android-10.0.0_r30 and 11.0.0_r1, packages/modules/adb 12.0.0_r1 to 15.0.0_r1) and
+        # shell,v2,pty:; only shell,v2: uses pipes. A PTY makes stdout (and stdin) a
+        # terminal for the command (toybox ls then prints columns, rm asks before read-only
+        # files).
+        terminal = not pipes
         if len(payload.rstrip(b"\0").partition(b":")[2]) + 1 > MAX_ARG_STRLEN:
             stream.task = asyncio.create_task(self._refuse_exec(stream))
             return

@@ -42,7 +42,11 @@ async def test_a_send_cut_off_right_after_it_sent_records_its_keys(
 ) -> None:
     """The connection drops right after the send key (UI path) or the ``service call``
     (framework path): the dispatcher cannot know the outcome, yet the script ran on to its
-    end: its fence holds ``am`` and ``keys``, one SMS left, its output file is gone."""
+    end: its fence holds ``am`` and ``keys``, one SMS left, its output file is gone. The
+    phone follows adbd (the PTY closed, system/core ``adb/`` android-10.0.0_r30,
+    packages/modules/adb 11.0.0_r1 to 15.0.0_r1), the kernel (SIGHUP to the session leader
+    alone, ``tty_signal_session_leader``) and mksh (``trap '' HUP`` is ``SIG_IGN``,
+    ``histrap.c`` ``settrap``, R57 to R59c)."""
     phone = await make_phone(android=android)
     async with await connect(phone.serial, bridge_key) as device:
         epoch = await ensure_epoch(device)

@@ -206,7 +206,9 @@ def test_the_role_dump_parser_on_other_answers(stdin: str) -> None:
 )
 def test_the_subset_agrees(argv: list[str], stdin: str) -> None:
     """Each construct of the modelled subset (fields, strnum comparisons, regular expressions,
-    truth, exit in BEGIN, rules and END, string escapes) agrees with one-true-awk."""
+    truth, exit in BEGIN, rules and END, string escapes) agrees with one-true-awk (Debian's
+    original-awk; external/one-true-awk ``lib.c``, ``tran.c``, ``run.c``, ``b.c`` at
+    android-10.0.0_r30 to android-15.0.0_r1)."""
     agree(argv, stdin)
 
 
@@ -247,8 +249,50 @@ def test_what_is_not_modelled_is_refused(argv: list[str]) -> None:
 
 @pytest.mark.parametrize("text", ["0x10", "inf", "+nan", "1\r"])
 def test_numbers_the_versions_read_differently_are_refused(text: str) -> None:
-    """is_number differs between one-true-awk versions (hexadecimal, inf, nan, CR): comparing
-    such a field with a number is refused; as a string it is fine."""
+    """is_number differs between one-true-awk versions (hexadecimal, inf, nan, CR): ``strtod``
+    alone at android-10.0.0_r30 and 11.0.0_r1 (``is_number``), ``is_valid_number`` refusing
+    hexadecimal and unsigned inf/nan from 12.0.0_r1 (external/one-true-awk ``lib.c``):
+    comparing such a field with a number is refused; as a string it is fine."""
     _, stderr, status = run_simulated(["$1 == 16"], text + "\n")
     assert (2, True) == (status, "not modelled" in stderr)
     agree(['$1 == "x"'], text + "\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        pytest.param(["{print ($1 == 1), ($1 == $2)}"], "\u0661 1\n", id="arabic-indic-digit"),
+        pytest.param(["{print ($1 == $2), ($1 == 0)}"], "\uff11 1\n", id="fullwidth-digit"),
+        pytest.param(["{print ($1 == $2)}"], "1e999 2e999\n-1e999 -2e999\n", id="overflow"),
+        pytest.param(["{print ($1 == $2)}"], "1e308 1.0e308\n0e5 0\n", id="in-range"),
+    ],
+)
+def test_only_what_strtod_reads_as_a_decimal_is_a_number(argv: list[str], stdin: str) -> None:
+    """A field is a number only when ``strtod`` reads all of it without ``ERANGE``
+    (external/one-true-awk ``lib.c``: ``is_number``, ``r == HUGE_VAL || errno == ERANGE``, at
+    android-10.0.0_r30 and 11.0.0_r1; ``is_valid_number``, ``errno == ERANGE``, at
+    12.0.0_r1 to 15.0.0_r1): digits other than ASCII's are no digits to it, and a decimal
+    too large for a double is a string, compared as one."""
+    agree(argv, stdin)
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        pytest.param(["$1 == 0"], "1e-999\n", id="underflow-to-zero"),
+        pytest.param(["$1 == $2"], "1e-310 1.0e-310\n", id="subnormal-pair"),
+        pytest.param(["$1"], "1e-999\n", id="truth"),
+        pytest.param(["$1 == $2"], "0x10 0x010\n", id="hexadecimal-pair"),
+        pytest.param(["{\u00e9=1}"], "x\n", id="non-ascii-name"),
+        pytest.param(["{print $\u0661}"], "x\n", id="non-ascii-field-number"),
+    ],
+)
+def test_what_the_c_library_decides_is_refused(argv: list[str], stdin: str) -> None:
+    """Whether ``strtod`` sets ``ERANGE`` for a decimal too small for a double is the C
+    library's choice (C11 7.22.1.3; glibc does; bionic's was not read), so such a field is
+    neither a number nor a string to the simulator: comparing it with a number or another
+    disputed field, or testing its truth, is refused; so are names and field numbers in
+    other than ASCII, which one-true-awk's lexer (``lex.c``, ``isalpha``/``isdigit``) does
+    not take."""
+    _, stderr, status = run_simulated(argv, stdin)
+    assert (2, True) == (status, "not modelled" in stderr)

@@ -93,9 +93,12 @@ async def test_missing_authorized_keys_explains_how_to_create_them(tmp_path: Pat
 async def test_role_options_reach_the_phone(
     tmp_path: Path, authorized_keys_path: Path, adb_signer: PythonRSASigner
 ) -> None:
-    """--permission-module-updated (cmd role answers on 13), --sms-default-setting (a stale
-    package, not the holder), --work-profile and --secondary-user-sms-app (three users in
-    dumpsys role) change what the phone answers."""
+    """--permission-module-updated (cmd role answers on 13: RoleShellCommand's
+    get-role-holders, Permission commit 2e97608b, in android-14.0.0_r11 and a module of that
+    line), --sms-default-setting (a stale package, not the holder: nothing writes the setting
+    from Android 10 on, frameworks/base SmsApplication, untagged copies), --work-profile and
+    --secondary-user-sms-app (three users in dumpsys role: RoleUserState.dump per user)
+    change what the phone answers."""
     process = await _spawn(
         "--port", "0", "--store", str(tmp_path / "cli.db"),
         "--authorized-keys", str(authorized_keys_path), "--android", "13",

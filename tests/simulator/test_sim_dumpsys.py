@@ -72,8 +72,10 @@ async def test_no_role_holder_with_two_apps(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
     """No holder: cmd role (where it exists) prints an empty line (String.join of no holders,
-    RoleShellCommand), dumpsys role lists the SMS role with no holders= line
-    (RoleUserState.dump), and settings prints null (SettingsService)."""
+    RoleShellCommand, packages/modules/Permission android-14.0.0_r11), dumpsys role lists the
+    SMS role with no holders= line (RoleUserState.dump: frameworks/base on 10 and 11, read in
+    untagged copies; the module at android-12.0.0_r12 to 14.0.0_r11), and settings prints
+    null (SettingsService, SettingsProvider android-10.0.0_r30)."""
     phone = await phone_factory(android=android, second_sms_app=True)
     output = await _shell(phone, adb_signer, f"{ROLE}; {SETTING}; dumpsys role")
     role = (
@@ -91,9 +93,11 @@ async def test_the_setting_is_never_the_role_holder(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
     """settings get secure sms_default_application is not written from Android 10 on
-    (SmsApplication only adds the role holder; the role service reads the setting once, to
-    migrate): null on a phone first booted on 10+, a stale package on one upgraded from 9,
-    and neither follows the role."""
+    (SmsApplication.setDefaultApplicationInternal only adds the role holder; the role service
+    reads the setting once, to migrate: frameworks/base, read in untagged Q- and R-era copies
+    only; packages/modules/Permission has no reference to it at any tag): null on a phone
+    first booted on 10+, a stale package on one upgraded from 9, and neither follows the
+    role."""
     fresh = await phone_factory(android=android, app="aosp")
     upgraded = await phone_factory(
         android=android, app="aosp", sms_default_setting="com.google.android.apps.messaging"
@@ -145,8 +149,10 @@ async def test_an_updated_module_prints_fallback_enabled(
 async def test_an_updated_module_changes_nothing_on_10_and_11(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
-    """On 10 and 11 the role service is frameworks/base's RoleManagerService: a Permission
-    module update changes neither cmd role nor dumpsys role."""
+    """On 10 and 11 the role service is frameworks/base's RoleManagerService (it moved into
+    packages/modules/Permission, APEX com.android.permission, with commit 4e6bc7ac2: there at
+    android-12.0.0_r12, the earliest 12 tag read): a Permission module update changes
+    neither cmd role nor dumpsys role."""
     plain = await phone_factory(android=android, app="aosp")
     updated = await phone_factory(android=android, app="aosp", permission_module_updated=True)
     command = f"{ROLE}; dumpsys role"
@@ -159,8 +165,10 @@ async def test_dumpsys_role_with_a_work_profile_and_a_secondary_user(
 ) -> None:
     """Several users: user_states=[ with one unnamed { } per user in ascending id (the first
     created user is 10); the work profile has no SMS role (SmsRoleBehavior.isAvailableAsUser
-    refuses profiles), the secondary user's SMS role has its own holder; cmd role --user N
-    reads that user (an empty line for one without the role)."""
+    refuses profiles, packages/modules/Permission android-13.0.0_r11), the secondary user's
+    SMS role has its own holder; cmd role --user N reads that user (an empty line for one
+    without the role: RoleService.getRoleHoldersAsUser, android-14.0.0_r11). The first user
+    created after user 0 is 10 (UserManagerService MIN_USER_ID, frameworks/base, untagged)."""
     phone = await phone_factory(
         android=android,
         app="aosp",
@@ -189,9 +197,11 @@ async def test_dumpsys_role_with_a_work_profile_and_a_secondary_user(
 async def test_the_send_scripts_role_read_on_each_release(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int, updated: bool
 ) -> None:
-    """ROLE_HOLDER_READ finds user 0's holder on every release: from cmd role where it exits 0,
-    else from the dump (through the phone's awk), with a stale setting and another user's
-    different SMS app around; the report line says which (t:d:holders)."""
+    """ROLE_HOLDER_READ finds user 0's holder on every release: from cmd role where it exits 0
+    (RoleShellCommand, packages/modules/Permission android-14.0.0_r11 on), else from the dump
+    (RoleUserState.dump through DualDumpOutputStream, read by the phone's awk: one-true-awk,
+    external/one-true-awk android-10.0.0_r30 to 15.0.0_r1), with a stale setting and another
+    user's different SMS app around; the report line says which (t:d:holders)."""
     phone = await phone_factory(
         android=android,
         app="aosp",
@@ -271,3 +281,22 @@ async def test_focused_app_record_format(
     if android == 10:
         record = r"AppWindowToken\{[0-9a-f]{7} token=Token\{[0-9a-f]{7} " + record + r"\}\}"
     assert re.fullmatch("  mFocusedApp=" + record, focused)
+
+
+@pytest.mark.parametrize(("android", "updated"), sorted(GET_ROLE_HOLDERS))
+async def test_role_help_exits_255(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int, updated: bool
+) -> None:
+    """``cmd role``, ``cmd role help`` and ``-h`` print the help and exit 255, as an unknown
+    command does (``handleDefaultCommands``: ``onHelp()`` then ``return -1``; ShellCommand /
+    BasicShellCommandHandler, read in untagged copies): only its exit status tells a read
+    that answered. The help names ``get-role-holders`` only where it exists
+    (``RoleShellCommand.onHelp``, packages/modules/Permission android-13.0.0_r11 without,
+    14.0.0_r11 with); 10 and 11 head it "Role manager (role) commands:"
+    (``RoleManagerShellCommand``, frameworks/base, untagged copies)."""
+    phone = await phone_factory(android=android, permission_module_updated=updated)
+    for command in ("cmd role", "cmd role help", "cmd role -h"):
+        output = await _shell(phone, adb_signer, f"{command}; echo rc=$?")
+        header = "Role manager (role)" if android <= 11 else "Role (role)"
+        assert output.startswith(f"{header} commands:\n") and output.endswith("rc=255\n")
+        assert ("get-role-holders" in output) == GET_ROLE_HOLDERS[android, updated]

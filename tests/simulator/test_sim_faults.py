@@ -38,7 +38,12 @@ def stored(path: Path) -> list[tuple[str, str, int]]:
 async def test_normal_send_writes_one_sent_row(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """Without faults one SENT row appears with Android's outgoing columns set."""
+    """Without faults one SENT row appears with the columns the app writes before sending
+    (``InsertNewMessageAction.insertSendingSmsMessage``, ``MmsUtils.addMessageToUri``:
+    type 2, ``STATUS_NONE`` not written, no ``date_sent`` nor ``error_code``;
+    packages/apps/Messaging android-10.0.0_r30 and android-15.0.0_r1) and the provider's
+    defaults for the rest (``MmsSmsDatabaseHelper``, TelephonyProvider android-11.0.0_r1
+    on: ``error_code`` -1)."""
     device = await connect(phone, adb_signer)
     assert SENT_OUTPUT == without_wait_lines(await device.shell(send_command("+15550100", BODY)))
     await device.close()
@@ -148,7 +153,12 @@ async def test_send_faults_change_what_lands_in_the_store(
     fault: str,
     expected: list[tuple[str, str, int]],
 ) -> None:
-    """Each send fault leaves its mark on the rows while the command itself looks successful."""
+    """Each send fault leaves its mark on the rows while the command itself looks successful.
+    ``send-fails``: the app rewrites its row FAILED (``ProcessSentMessageAction.processResult``,
+    ``SendMessageAction.updateMessageAndStatus``); ``stuck-outbox``: the row it wrote SENT
+    before sending stays SENT (``ProcessPendingMessagesAction``,
+    ``FixupMessageStatusOnStartupAction`` mark it failed in the app's own database only);
+    packages/apps/Messaging android-10.0.0_r30 and android-15.0.0_r1."""
     phone = await phone_factory(send_delay_ms=20, faults=[fault])
     device = await connect(phone, adb_signer)
     assert SENT_OUTPUT == without_wait_lines(await device.shell(send_command("+15550100", BODY)))
@@ -160,9 +170,10 @@ async def test_send_faults_change_what_lands_in_the_store(
 async def test_send_fails_records_a_radio_error(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """A failed send is type 5 (the app rewrites only the type: MmsUtils
-    .updateSmsMessageSendingStatus; error_code keeps the provider's default), invisible to the
-    shell user."""
+    """A failed send is type 5 (the app rewrites only the type and date: MmsUtils
+    .updateSmsMessageSendingStatus, packages/apps/Messaging android-10.0.0_r30 and
+    android-15.0.0_r1; error_code keeps the provider's default), invisible to the shell user
+    (``ProviderUtil.isAccessRestricted``, TelephonyProvider android-10.0.0_r30 to 15.0.0_r1)."""
     phone.inject_fault("send-fails")
     device = await connect(phone, adb_signer)
     await device.shell(send_command("+15550100", BODY))

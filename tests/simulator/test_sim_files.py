@@ -428,10 +428,12 @@ async def test_the_system_uid_cannot_create_or_list_in_data_local_tmp(
 async def test_redirections_write_files_the_shell_user_owns(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
-    """``>FILE`` creates a regular file 0666 owned by the caller (adbd's umask is 0), ``>>``
-    appends, ``cat`` prints it and ``rm -f`` removes it; the system uid may not create one in
-    /data/local/tmp (mksh ``iosetup``: ``can't create``; bionic ``strerror``), nor read one
-    it has no permission for; a file keeps its contents across a reboot."""
+    """``>FILE`` creates a regular file 0666 owned by the caller (adbd's ``umask(0)``:
+    system/core ``adb/daemon/main.cpp`` android-10.0.0_r1), ``>>`` appends, ``cat`` prints
+    it (toybox ``cat.c``, 0.8.0 at android-10 to 0.8.11 at 15) and ``rm -f`` removes it; the
+    system uid may not create one in /data/local/tmp (mksh ``exec.c`` ``iosetup``: ``can't
+    create``, R57 to R59c; bionic ``strerror``), nor read one it has no permission for; a
+    file keeps its contents across a reboot."""
     phone, device = await fence_phone(
         phone_factory, adb_signer, android=android, build_type="userdebug"
     )

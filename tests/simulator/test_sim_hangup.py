@@ -22,6 +22,9 @@ import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge.simulator import SimulatedPhone
+from android_bridge.simulator._awk import awk
+from android_bridge.simulator._shell import Session, Shell
+from android_bridge.simulator._toybox import grep as toybox_grep
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import CLSE, OKAY, OPEN, WRTE, RawClient, connect, send_command
 
@@ -126,7 +129,8 @@ async def test_output_streams_while_the_script_runs(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
     """What a command printed reaches the client before a later command finishes, as it does
-    through adbd's PTY (``shell_service.cpp``)."""
+    through adbd's PTY (``shell_service.cpp``, system/core ``adb/daemon`` android-10.0.0_r30,
+    packages/modules/adb ``daemon`` android-11.0.0_r1 to 15.0.0_r1)."""
     client = await RawClient.open(phone)
     try:
         await client.handshake(adb_signer, 0x01000001)
@@ -172,7 +176,10 @@ async def test_a_script_that_ignores_sighup_runs_on_after_a_drop(
 ) -> None:
     """The drop right after ``am`` hangs the script up, but its ``sh`` ignores SIGHUP: the
     keys are pressed, the message goes out, and every later step runs; only the writes to the
-    hung-up terminal fail (``echo`` exits 1, its text is lost)."""
+    hung-up terminal fail (``echo`` exits 1, its text is lost). Sources: mksh ``histrap.c``
+    ``settrap`` (``''`` is ``SIG_IGN``, kept across exec), ``funcs.c`` ``c_print`` (status 1 on
+    a failed write), R57 at android-10.0.0_r30 and 11, R59 to R59c at 12 to 15; Linux
+    ``tty_signal_session_leader``, ``hung_up_tty_write`` (EIO), Android common kernel."""
     phone = await phone_factory(android=android)
     phone.drop_after_command("am")
     device = await connect(phone, adb_signer)
@@ -196,7 +203,9 @@ async def test_drop_after_send_hangs_up_a_script_right_after_the_key(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
     """``drop-after-send``: the message is sent, the connection resets right after the key;
-    without the trap nothing after the key runs, with it the rest of the script does."""
+    without the trap nothing after the key runs (mksh ``histrap.c``: SIGHUP is ``TF_FATAL``;
+    ``jobs.c`` ``j_exit``), with it the rest of the script does (``settrap``: ``SIG_IGN``);
+    mksh R57 (android-10.0.0_r30, 11) and R59 to R59c (12 to 15), the same text."""
     phone = await phone_factory(android=android, faults=["drop-after-send"])
     device = await connect(phone, adb_signer)
     tail = f"; echo after >>{LOG}"
@@ -219,8 +228,11 @@ async def test_drop_after_send_hangs_up_a_script_right_after_the_key(
 async def test_a_client_going_away_does_not_end_a_script_that_ignores_sighup(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, how: str, android: int
 ) -> None:
-    """The client closes the connection (or only the stream) mid-script: a script whose
-    ``sh`` ignores SIGHUP opens the compose window and presses the keys all the same."""
+    """The client closes the connection (or only the stream) mid-script: adbd closes the PTY's
+    master (``close_all_sockets``/``local_socket_destroy``/``deferred_close``, system/core
+    ``adb/`` android-10.0.0_r30, packages/modules/adb android-11.0.0_r1 to 15.0.0_r1) and the
+    kernel hangs the terminal up; a script whose ``sh`` ignores SIGHUP (mksh ``settrap``, R57
+    to R59c) opens the compose window and presses the keys all the same."""
     phone = await phone_factory(android=android)
     script = (
         f"{IGNORE_HUP}echo started; sleep 0.2; am start -W -a android.intent.action.SENDTO"
@@ -251,8 +263,10 @@ async def test_a_client_going_away_does_not_end_a_script_that_ignores_sighup(
 async def test_sighup_counts_as_the_script_ignores_it_when_it_comes(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
-    """The SIGHUP comes once, when the terminal is hung up: a script that stopped ignoring it
-    before (``trap - HUP``) ends there; one that stops ignoring it after runs on."""
+    """The SIGHUP comes once, when the terminal is hung up (Linux ``__tty_hangup``,
+    ``tty_signal_session_leader``, Android common kernel): a script that stopped ignoring it
+    before (``trap - HUP``) ends there; one that stops ignoring it after runs on (mksh
+    ``histrap.c`` ``settrap``/``trapsig``, R57 to R59c, android-10.0.0_r30 to 15.0.0_r1)."""
     phone = await phone_factory(android=android)
     phone.drop_after_command("true")
     device = await connect(phone, adb_signer)
@@ -273,8 +287,9 @@ async def test_an_adbd_restart_kills_a_script_that_ignores_sighup(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
     """adbd restarting (a crash, ``adb root``/``usb``/``tcpip``) right after ``am``: init
-    SIGKILLs everything it started (``KillProcessGroup``), so no key is pressed, trap or not;
-    adbd listens again at once."""
+    SIGKILLs everything it started (``Service::Reap``: ``KillProcessGroup(SIGKILL)``,
+    system/core ``init/service.cpp`` android-10.0.0_r30 and android-15.0.0_r1), so no key is
+    pressed, trap or not; adbd listens again at once."""
     phone = await phone_factory(android=android)
     phone.drop_after_command("am", adbd_restarts=True)
     device = await connect(phone, adb_signer)
@@ -293,8 +308,11 @@ async def test_an_adbd_restart_kills_a_script_that_ignores_sighup(
 async def test_a_reboot_kills_a_script_that_ignores_sighup(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
-    """The ``reboot`` fault at the send key: every process is gone, the script's rest never
-    runs (the send itself completes, as ``reboot_completes_sends`` says)."""
+    """The ``reboot`` fault at the send key: every process is gone (init's shutdown
+    terminates, then stops, every service not critical to shutdown, adbd's process group
+    with it, and kills what is left: ``DoReboot``, ``KillAllProcesses``, system/core
+    ``init/reboot.cpp`` android-10.0.0_r30 and 15.0.0_r1), the script's rest never runs (the
+    send itself completes, as ``reboot_completes_sends`` says)."""
     phone = await phone_factory(faults=["reboot"], tcpip_survives_reboot=True)
     device = await connect(phone, adb_signer)
     with pytest.raises(ConnectionResetError):
@@ -308,7 +326,9 @@ async def test_a_script_that_ignores_sighup_still_writes_its_files_after_a_hang_
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
     """After the hang-up the script's redirections to files, its command substitutions and
-    the tools reading them work; only the terminal is gone (a ``cat`` to it fails)."""
+    the tools reading them work; only the terminal is gone (a ``cat`` to it fails: EIO from
+    ``hung_up_tty_write``, Android common kernel; toybox ``xwrite`` exits 1, 0.8.0 to
+    0.8.11; mksh ``exec.c`` ``iosetup`` for the redirections, R57 to R59c)."""
     phone.drop_after_command("true")
     device = await connect(phone, adb_signer)
     script = (
@@ -325,9 +345,12 @@ async def test_a_script_that_ignores_sighup_still_writes_its_files_after_a_hang_
 async def test_a_hung_up_shell_protocol_script_dies_writing_to_its_pipes(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """``shell,v2:`` (pipes): adbd's SIGHUP is ignored like the PTY's, but the script's own
-    ``echo`` to its closed stdout raises SIGPIPE, which adbd's child restores to its default
-    (``signal(SIGPIPE, SIG_DFL)``): it dies there; a tool that writes dies alone (141)."""
+    """``shell,v2:`` (pipes): adbd's SIGHUP (``PassDataStreams``: "protocol FD died, sending
+    SIGHUP") is ignored like the PTY's, but the script's own ``echo`` to its closed stdout
+    raises SIGPIPE, which adbd's child restores to its default (``signal(SIGPIPE,
+    SIG_DFL)``, ``shell_service.cpp``, system/core ``adb/daemon`` android-10.0.0_r30,
+    packages/modules/adb android-11.0.0_r1 to 15.0.0_r1): it dies there; a tool that writes
+    dies alone (141)."""
     script = (
         f'{IGNORE_HUP}echo started; sleep 0.2; cat /nonexistent; echo "cat=$?" >>{LOG};'
         f" echo lost; echo never >>{LOG}"
@@ -353,8 +376,11 @@ async def test_drop_before_send_kills_the_key_only_of_a_script_that_does_not_ign
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
 ) -> None:
     """``drop-before-send``: the connection resets as the send key is being injected. Without
-    the trap mksh kills ``input`` (``j_exit``) before the key reaches the app: nothing sent.
-    With it, ``input`` (SIGHUP ignored, inherited) delivers the key: the app sends."""
+    the trap mksh kills ``input`` (``jobs.c`` ``j_exit``) before the key reaches the app:
+    nothing sent (on a phone a race the key may win: this is the kinder answer, met only by
+    scripts without the trap, which the product never sends). With
+    it, ``input`` (SIGHUP ignored, inherited: ``histrap.c`` ``cleartraps``/``restoresigs``)
+    delivers the key: the app sends. mksh R57 to R59c, android-10.0.0_r30 to 15.0.0_r1."""
     phone = await phone_factory(android=android, faults=["drop-before-send"])
     device = await connect(phone, adb_signer)
     with pytest.raises(ConnectionResetError):
@@ -369,3 +395,113 @@ async def test_drop_before_send_kills_the_key_only_of_a_script_that_does_not_ign
     await device.close()
     await phone.wait_idle()
     assert [("+15550100", BODY, 2)] == stored(phone.store_path)
+
+
+@pytest.mark.parametrize("how", ["restart_adbd", "disable_tcpip"])
+async def test_adbd_restarting_mid_script_kills_it_whatever_it_ignores(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner, how: str
+) -> None:
+    """adbd exiting (a crash, ``adb root``/``unroot``/``tcpip``, or ``adb usb``:
+    ``restart_usb_service`` sets ``service.adb.tcp.port`` 0 and adbd restarts) makes init kill
+    its service's whole process group with SIGKILL (``Service::Reap``:
+    ``KillProcessGroup(SIGKILL)``, system/core ``init/service.cpp`` android-10.0.0_r30 and
+    android-15.0.0_r1): a script sleeping between two steps never takes the second, ``trap
+    '' HUP`` or not."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        script = f"{IGNORE_HUP}echo started; sleep 0.3; echo second >>{LOG}"
+        await client.send(OPEN, 5, 0, f"shell:{script}\0".encode())
+        assert OKAY == (await client.read())[0]
+        kind, _, _, payload, _ = await client.read()
+        assert (WRTE, b"started\n") == (kind, payload)
+        getattr(phone, how)()
+        await asyncio.sleep(0.5)
+    finally:
+        client.close()
+    await phone.wait_idle()
+    assert "" == log_of(phone)
+
+
+async def test_a_command_reading_the_terminal_waits_for_the_hang_up(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """Nobody types into adbd's PTY, the stdin of a ``shell:`` command (``shell_service.cpp``,
+    system/core ``adb/`` android-10.0.0_r30, packages/modules/adb 11.0.0_r1 to 15.0.0_r1):
+    ``cat`` with no operand waits, the script goes no further and no reply comes. Once the
+    client goes, the terminal is hung up: the waiting read fails with EIO (``n_tty_read``
+    after ``pty_close``, Android common kernel; toybox ``cat`` exits 1), later reads see EOF
+    (``hung_up_tty_read``): ``grep`` finds nothing (1), ``awk`` runs its END (3)."""
+    script = (
+        f'{IGNORE_HUP}echo started; cat; echo "cat=$?" >>{LOG}; grep -q x; echo "grep=$?" >>{LOG};'
+        f" awk 'END{{exit 3}}'; echo \"awk=$?\" >>{LOG}"
+    )
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 5, 0, f"shell:{script}\0".encode())
+        kind, remote_id, _, _, _ = await client.read()
+        assert OKAY == kind
+        kind, _, _, payload, _ = await client.read()
+        assert (WRTE, b"started\n") == (kind, payload)
+        await client.send(OKAY, 5, remote_id)  # the output is taken: the script goes on
+        await asyncio.sleep(0.3)
+        assert "" == log_of(phone)  # cat still waits
+        await client.send(CLSE, 5, remote_id)
+        await noticed(client, phone, "stream")
+    finally:
+        client.close()
+    await phone.wait_idle()
+    assert "cat=1\ngrep=1\nawk=3\n" == log_of(phone)
+
+
+async def test_grep_and_awk_take_a_failed_read_of_the_terminal_for_its_end() -> None:
+    """A read of the terminal waiting when it is hung up fails with EIO. toybox ``grep``
+    reports it (``getdelim`` then ``perror_msg``: ``grep: (standard input): I/O error``) and
+    still exits by what it matched (``toys.exitval = !TT.found``; toybox 0.8.0 at
+    android-10.0.0_r30 to 0.8.11 at 15.0.0_r1); one-true-awk's ``readrec`` reads with
+    ``getc``, which gives EOF for the error: it runs its END (external/one-true-awk ``lib.c``,
+    android-10.0.0_r30 to 15.0.0_r1)."""
+    session = Session()
+    shell = Shell({"grep": toybox_grep, "awk": awk}, session=session, leader=True)
+    asyncio.get_running_loop().call_later(0.1, session.hang_up)
+    await shell.run_chunks(
+        "trap '' HUP; g=$(grep -c x 2>&1); s=$?; a=$(awk 'END{print \"end\"}' 2>&1)"
+    )
+    assert ("grep: (standard input): I/O error\n0", "1", "end") == (
+        shell.variables["g"],
+        shell.variables["s"],
+        shell.variables["a"],
+    )
+
+
+async def test_an_rm_prompt_waits_for_the_hang_up_and_takes_no_for_an_answer(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """``rm -i`` asks on stderr and reads the answer from stdin, the terminal nobody types
+    into (toybox ``rm.c`` ``do_rm``, ``yesno`` in ``lib/lib.c``, 0.8.0 at android-10.0.0_r30
+    to 0.8.11 at 15.0.0_r1): it waits, and once the client goes and the terminal is hung up
+    it reads nothing, which is no: the file stays."""
+    target = "/data/local/tmp/keep"
+    script = f'{IGNORE_HUP}touch {target}; echo started; rm -i {target}; echo "rm=$?" >>{LOG}'
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 5, 0, f"shell:{script}\0".encode())
+        kind, remote_id, _, _, _ = await client.read()
+        assert OKAY == kind
+        kind, _, _, payload, _ = await client.read()
+        assert (WRTE, b"started\n") == (kind, payload)
+        await client.send(OKAY, 5, remote_id)
+        await asyncio.sleep(0.3)
+        assert "" == log_of(phone)  # rm still waits for its answer
+        await client.send(CLSE, 5, remote_id)
+        await noticed(client, phone, "stream")
+    finally:
+        client.close()
+    await phone.wait_idle()
+    # a phone's rm wrote its prompt before it waited and exits 0; the simulator hands a
+    # command's output over when it ends, so the prompt meets the hung-up terminal and rm
+    # exits 1 (EIO): harsher, never kinder
+    assert "rm=1\n" == log_of(phone)
+    assert phone.files.stat(target) is not None

@@ -112,7 +112,8 @@ async def test_usage_limit_holds_the_31st_send(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
     """SmsUsageMonitor allows 30 sends per package per 60 s; the 31st waits on a dialog while
-    the shell sees the same void reply (DEFAULT_SMS_MAX_COUNT, frameworks/opt/telephony)."""
+    the shell sees the same void reply (DEFAULT_SMS_MAX_COUNT, DEFAULT_SMS_CHECK_PERIOD,
+    frameworks/opt/telephony android-10.0.0_r30 and android-15.0.0_r1)."""
     phone = await phone_factory(android=14)
     output = await shell(phone, adb_signer, "; ".join(call(14, f"m{i}") for i in range(31)))
     assert OK * 31 == output
@@ -124,7 +125,9 @@ async def test_failed_send_is_a_type_5_row(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
     """A radio failure leaves the framework's row as type 5 with an error code
-    (SMSDispatcher.SmsTracker.onFailed, frameworks/opt/telephony)."""
+    (SMSDispatcher.SmsTracker.onFailed, persistSentMessageIfRequired: inserted SENT with the
+    code, then the type updated to FAILED; frameworks/opt/telephony android-10.0.0_r30 and
+    android-15.0.0_r1)."""
     phone = await phone_factory(android=15, faults=["send-fails"])
     await shell(phone, adb_signer, call(15, "hi"))
     assert [(5, 1, "com.android.shell")] == [
@@ -137,7 +140,8 @@ async def test_no_row_while_the_radio_sends(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
     """The framework writes the row only on the radio's result, never OUTBOX first
-    (SMSDispatcher.SmsTracker.persistOrUpdateMessage, frameworks/opt/telephony)."""
+    (SMSDispatcher.SmsTracker.persistOrUpdateMessage from onSent/onFailed,
+    frameworks/opt/telephony android-10.0.0_r30 and android-15.0.0_r1)."""
     phone = await phone_factory(android=13, send_delay_ms=300)
     await shell(phone, adb_signer, call(13, "later"))
     assert [] == phone.store.rows()
@@ -196,9 +200,12 @@ def near_the_one_pdu_limit() -> list[str]:
 async def test_the_phone_sends_exactly_what_the_product_counts_as_one_segment(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, version: int
 ) -> None:
-    """The simulated framework's one-PDU rule (``_apps.sms_segments``) and the product's
-    segment count (``starebrain_actions._segments``) agree: of bodies around the limit, the
-    phone sends exactly those the product counts as one SMS."""
+    """The simulated framework's one-PDU rule (``_apps.sms_segments``: ``getSubmitPdu`` with
+    ``SmsMessage.calculateLength``'s encoding, 160 GSM 7-bit septets, extension characters
+    two, else 70 UCS-2 code units; frameworks/base ``gsm/SmsMessage``, ``GsmAlphabet``, read
+    in untagged copies only; national language shift tables off, as in AOSP's default
+    config) and the product's segment count (``starebrain_actions._segments``) agree: of
+    bodies around the limit, the phone sends exactly those the product counts as one SMS."""
     phone = await phone_factory(android=version)
     bodies = near_the_one_pdu_limit()
     output = await shell(phone, adb_signer, "; ".join(call(version, body) for body in bodies))
@@ -214,7 +221,8 @@ async def test_too_long_texts_do_not_count_towards_the_usage_limit(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
     """getSubmitPdu fails before a tracker exists, so SmsUsageMonitor counts nothing: after
-    30 texts too long, 30 short ones are all sent (SMSDispatcher.sendText, sendRawPdu)."""
+    30 texts too long, 30 short ones are all sent (SMSDispatcher.sendText, sendRawPdu;
+    frameworks/opt/telephony android-10.0.0_r30 to android-15.0.0_r1)."""
     phone = await phone_factory(android=14)
     long_calls = "; ".join(call(14, "a" * 161) for _ in range(30))
     short_calls = "; ".join(call(14, f"m{i}") for i in range(30))

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
 from android_bridge._shell import posix_quote
+from android_bridge.simulator._awk import awk
 from android_bridge.simulator._files import (
     ROOT,
     Credentials,
@@ -535,12 +536,19 @@ def test_groups_redirections_cat_and_trap_agree_with_mksh(
             "trap '' HUP; trap 'echo x' INT; o=$(trap); echo \"[$o]\"", id="trap-subshell"
         ),
         pytest.param("trap -p; echo never", id="trap-option-ends-the-script"),
+        pytest.param("echo a >f; { cat; cat; echo s=$?; } <f", id="group-stdin-shared"),
+        pytest.param('echo a >f; { o=$(cat); cat -; echo "[$o]"; } <f', id="comsub-shares"),
+        pytest.param("echo a | { cat - -; cat; }; echo b | cat - -", id="pipe-shared"),
+        pytest.param("echo a >f; cat <f; cat <f", id="each-redirection-anew"),
     ],
 )
 def test_pinned_groups_redirections_and_traps_agree_with_mksh(
     script: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Corner cases of groups, redirections and ``trap`` agree with mksh."""
+    """Corner cases of groups, redirections (a group's stdin opened once and shared by its
+    commands), ``cat`` and ``trap`` agree with mksh (``syn.c``, ``exec.c`` ``iosetup``,
+    ``funcs.c`` ``c_trap``: R57 at android-10.0.0_r30 and 11, R59 to R59c at 12 to 15;
+    toybox ``cat.c`` reads to EOF as coreutils does)."""
     base = tmp_path_factory.mktemp("redirect-pinned")
     host = base / "host"
     host.mkdir()
@@ -563,13 +571,15 @@ def _tree_files(tree: FileTree) -> Files:
     }
 
 
-def run_mksh_hung_up(script: str, directory: Path) -> tuple[int, Files]:
+def run_mksh_hung_up(
+    script: str, directory: Path, hang_up_after_s: float = 0.0
+) -> tuple[int, Files]:
     """Run ``script`` in real mksh as adbd runs a legacy ``shell:`` command: ``sh -c`` as
     the leader of a new session whose controlling terminal is a PTY in raw mode
     (``Subprocess::ForkAndExec``, android-11 to 15; ``forkpty`` on 10). Once it printed
     ``ready``, close the PTY's master, as adbd does when the stream goes (the kernel hangs
-    the terminal up). Return the shell's exit status (129 when SIGHUP ended it) and the
-    files it left."""
+    the terminal up), ``hang_up_after_s`` later. Return the shell's exit status (129 when
+    SIGHUP ended it) and the files it left."""
     assert MKSH is not None, "mksh is missing: install the Debian package mksh"
     master, slave = os.openpty()
     tty.setraw(slave)
@@ -598,6 +608,7 @@ def run_mksh_hung_up(script: str, directory: Path) -> tuple[int, Files]:
             chunk = os.read(master, 4096)
             assert chunk, f"the script ended before {_READY}: {seen!r}"
             seen += chunk
+        time.sleep(hang_up_after_s)
     finally:
         os.close(master)
     status = process.wait(timeout=20)
@@ -608,9 +619,12 @@ def run_mksh_hung_up(script: str, directory: Path) -> tuple[int, Files]:
     return (128 - status if status < 0 else status), files
 
 
-def run_simulated_hung_up(script: str, store: Path) -> tuple[int, Files]:
+def run_simulated_hung_up(
+    script: str, store: Path, hang_up_after_s: float = 0.0
+) -> tuple[int, Files]:
     """Run ``script`` in the simulated shell as the phone runs a legacy ``shell:`` command
-    (the leader of its :class:`Session`); hang the session up once it printed ``ready``.
+    (the leader of its :class:`Session`); hang the session up ``hang_up_after_s`` after it
+    printed ``ready``.
     Return its exit status (129 when the hang-up ended it) and the files it left."""
     tree = FileTree(store, clock_ns=time.time_ns)
     try:
@@ -628,11 +642,18 @@ def run_simulated_hung_up(script: str, store: Path) -> tuple[int, Files]:
 
         async def terminal(fd: int, text: str) -> None:
             seen.append(text)
-            if _READY + "\n" in "".join(seen):
-                session.hang_up()
+            if _READY + "\n" in "".join(seen) and not session.hung_up:
+                if hang_up_after_s:
+                    asyncio.get_running_loop().call_later(hang_up_after_s, session.hang_up)
+                else:
+                    session.hang_up()
 
         shell = Shell(
-            tools.commands(), on_output=terminal, session=session, files=tools, leader=True
+            {**tools.commands(), "awk": awk, "grep": toybox_grep},
+            on_output=terminal,
+            session=session,
+            files=tools,
+            leader=True,
         )
         try:
             _, status = asyncio.run(shell.run_chunks(script))
@@ -691,3 +712,82 @@ def test_a_hang_up_does_what_it_does_to_real_mksh(
     host = base / "host"
     host.mkdir()
     assert run_mksh_hung_up(script, host) == run_simulated_hung_up(script, base / "sim.db")
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        pytest.param("trap '' HUP | cat", id="trap-in-a-pipeline"),
+        pytest.param("true | trap '' HUP", id="trap-last-in-a-pipeline"),
+        pytest.param("x=$(trap '' HUP)", id="trap-in-a-substitution"),
+        pytest.param("{ trap '' HUP; }", id="trap-in-a-group"),
+        pytest.param("trap '' HUP; trap - HUP | cat", id="reset-in-a-pipeline"),
+    ],
+)
+def test_only_the_leaders_own_trap_spares_it_a_hang_up(
+    before: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Only the trap of the script's own ``sh`` (the session leader) decides whether the
+    hang-up's SIGHUP ends it: every element of a pipeline and a command substitution is a
+    forked subshell (mksh ``exec.c`` ``execute`` ``TPIPE``/``exchild``, ``eval.c``
+    ``comsub``), whose ``trap '' HUP`` leaves the leader's SIGHUP as it was; a ``{ …; }``
+    group runs in the leader itself (mksh R57 at android-10.0.0_r30 and 11, R59 to R59c at
+    12 to 15; Linux ``tty_signal_session_leader``). Real mksh on a real PTY and the
+    simulated session agree."""
+    script = f'{before}; echo {_READY}; sleep 0.3; echo "after=$?" >>log'
+    base = tmp_path_factory.mktemp("hangup-subshell")
+    host = base / "host"
+    host.mkdir()
+    assert run_mksh_hung_up(script, host) == run_simulated_hung_up(script, base / "sim.db")
+
+
+@pytest.mark.parametrize(
+    ("script", "hang_up_after_s"),
+    [
+        pytest.param(
+            "trap '' HUP; echo ready; sleep 0.3; cat; echo \"cat=$?\" >>log", 0, id="cat-after"
+        ),
+        pytest.param(
+            "trap '' HUP; echo ready; sleep 0.3; grep -q x; echo \"grep=$?\" >>log",
+            0,
+            id="grep-after",
+        ),
+        pytest.param(
+            "trap '' HUP; echo ready; sleep 0.3; awk 'END{exit 3}'; echo \"awk=$?\" >>log",
+            0,
+            id="awk-after",
+        ),
+        pytest.param("trap '' HUP; echo ready; cat; echo \"cat=$?\" >>log", 0.3, id="cat-waiting"),
+        pytest.param(
+            "trap '' HUP; echo ready; cat - -; echo \"cat=$?\" >>log", 0.3, id="cat-twice-waiting"
+        ),
+        pytest.param(
+            "trap '' HUP; echo ready; o=$(cat); echo \"o=$o:$?\" >>log", 0.3, id="comsub-waiting"
+        ),
+        pytest.param("echo ready; cat; echo after >>log", 0.3, id="no-trap-waiting"),
+        pytest.param(
+            "trap '' HUP; echo ready; echo x | cat >>log; cat </dev/null; echo \"n=$?\" >>log",
+            0.3,
+            id="fed",
+        ),
+    ],
+)
+def test_a_read_of_the_terminal_waits_for_the_hang_up(
+    script: str, hang_up_after_s: float, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A command reading the script's terminal (no pipe, no redirection) waits: nobody types
+    into adbd's PTY (it is the command's stdin: ``shell_service.cpp``, system/core ``adb/``
+    android-10.0.0_r30, packages/modules/adb 11.0.0_r1 to 15.0.0_r1), so ``read(2)`` on the
+    slave blocks until the master is closed. A read begun after that sees EOF
+    (``hung_up_tty_read``); one waiting then fails with EIO (``pty_close`` sets
+    ``TTY_OTHER_CLOSED`` and wakes it, ``n_tty_read`` returns ``-EIO``; Android common
+    kernel), which toybox ``cat`` reports and exits 1 for (``do_cat``: ``perror_msg_raw``,
+    0.8.0 to 0.8.11). A script that does not ignore SIGHUP ends there (129). Real mksh (with
+    coreutils ``cat``, GNU ``grep`` and the host's ``awk``, which do the same at EOF and for
+    ``cat``'s EIO) and the simulated session agree."""
+    base = tmp_path_factory.mktemp("hangup-stdin")
+    host = base / "host"
+    host.mkdir()
+    assert run_mksh_hung_up(script, host, hang_up_after_s) == run_simulated_hung_up(
+        script, base / "sim.db", hang_up_after_s
+    )

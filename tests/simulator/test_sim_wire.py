@@ -425,3 +425,32 @@ async def test_a_command_longer_than_one_exec_argument_never_runs(
         assert error == refused
         assert b"ran\n" == ran
     assert [longest] == phone.commands_run
+
+
+@pytest.mark.parametrize(
+    ("service", "expected"),
+    [
+        ("shell:", b"tty\n"),
+        ("exec:", b"tty\n"),
+        ("shell,v2,pty:", b"tty\n"),
+        ("shell,v2,raw:", b"pipe\n"),
+    ],
+)
+async def test_only_the_shell_protocol_without_pty_runs_in_pipes(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner, service: str, expected: bytes
+) -> None:
+    """``shell:`` and ``exec:`` both reach ``StartSubprocess`` as ``kRaw`` without the shell
+    protocol, which adbd turns into "a PTY in raw mode" (``daemon/services.cpp`` and
+    ``shell_service.cpp``: system/core ``adb/`` at android-10.0.0_r30 and 11.0.0_r1,
+    packages/modules/adb at android-12.0.0_r1 to 15.0.0_r1): the command's stdout is a
+    terminal, as with ``shell,v2,pty:``; only ``shell,v2:`` without ``pty`` gives it pipes."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        data = await run_service(client, f"{service}[ -t 1 ] && echo tty || echo pipe")
+    finally:
+        client.close()
+    if service.startswith("shell,v2"):
+        assert [(1, expected), (3, b"\x00")] == shell_packets(data)
+    else:
+        assert expected == data
