@@ -1412,8 +1412,8 @@ class ChaosRun:
                 rig.radio_settled += 1
 
     async def _deletions(self, every_s: float) -> None:
-        """An owner deletes the latest conversation of a phone now and then: every SMS row of
-        the thread of its newest row goes (kept as ground truth first). The next message then
+        """An owner deletes the latest conversation of a phone now and then: every SMS and MMS
+        of the thread of its newest SMS row goes (kept as ground truth first). The next message then
         takes the lowest free ``_id`` above what is left: a deleted row's."""
         rng = self._rng["deletes"]
         while not self.chaos_over.is_set():
@@ -1428,8 +1428,11 @@ class ChaosRun:
             thread = max(rows, key=lambda row: row._id).thread_id
             if thread is None:
                 continue
-            rig.keep_removed([row for row in rows if row.thread_id == thread])
-            store.delete_thread(thread)
+            rig.keep_removed(
+                [row for row in rows if row.thread_id == thread],
+                [message for message in store.mms_messages() if message.thread_id == thread],
+            )
+            store.delete_conversation(thread)
             rig.threads_deleted += 1
             self.counts["threads_deleted"] += 1
 
