@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import Final
 
 import attrs
 
@@ -79,7 +80,7 @@ from android_bridge._reader import LATEST_COLUMNS, latest_ids_query
 from android_bridge._records import DispatchEvidence, Mode
 from android_bridge._role import PACKAGE_PATTERN, ROLE_HOLDER_READ, RoleRead, parse_role_read
 from android_bridge._shell import posix_quote
-from android_bridge.exceptions import CommandRejected, OutcomeUnknown, ReadFailed
+from android_bridge.exceptions import CommandRejected, OutcomeUnknown, PhoneNotReady, ReadFailed
 from android_bridge.recipients import normalize_recipient
 
 _log = get_logger("android_bridge.dispatcher")
@@ -365,6 +366,18 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
     )
 
 
+#: The checks before the first key whose failure means the phone is not ready (a person must
+#: act on it; nothing was sent), with what to do.
+NOT_READY_REMEDIES: Final = {
+    "keyguard_showing": "unlock the phone and keep its screen unlocked while it sends",
+    "screen_off": "wake the phone (and keep its screen on while it sends)",
+    "no_default_sms_app": "set a default SMS app on the phone (Settings > Apps > Default apps)",
+    "not_default_sms_app": "make the configured messaging app the phone's default SMS app",
+    "focus_lost": "close what covers the messaging app on the phone (a dialog, a call,"
+    " another app in front)",
+}
+
+
 def _rejection(app: MessagingApp, split: _SendOutput) -> tuple[str, str]:
     """Why a send that never reached the keys stopped: (log reason, message)."""
     failed = next((check for check in app.checks if check not in split.passed), None)
@@ -459,6 +472,9 @@ class SmsDispatcher:
         if not split.pressed:
             reason, message = _rejection(self._app, split)
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
+            remedy = NOT_READY_REMEDIES.get(reason)
+            if remedy is not None:
+                raise PhoneNotReady(f"{message}; no key was pressed", reason=reason, remedy=remedy)
             raise CommandRejected(f"{message}; no key was pressed")
         missing = [check for check in self._app.checks if check not in split.passed]
         if missing:

@@ -8,7 +8,9 @@ FAILED-vs-PENDING by class alone::
     ├── NotSent                  the command provably never reached the phone
     │   ├── DeviceUnreachable    connect refused/timed out, auth refused, link dead before writing
     │   └── CommandRejected      refused locally or by the phone before anything ran
-    │                            (e.g. ``am``: "Error: Activity not started")
+    │       │                    (e.g. ``am``: "Error: Activity not started")
+    │       └── PhoneNotReady    the send script's checks before the first key failed:
+    │                            locked, screen off, no or another SMS app, another window
     ├── OutcomeUnknown           the command may have run: timeout, reset or garbage after writing
     ├── ReadFailed               a read that proves nothing (never a proof of absence)
     │   ├── ProviderError        the content provider refused or failed (stack trace, error text)
@@ -32,6 +34,7 @@ __all__ = [
     "KeyPermissionError",
     "NotSent",
     "OutcomeUnknown",
+    "PhoneNotReady",
     "ProviderError",
     "ReadFailed",
     "UnparseableOutput",
@@ -52,6 +55,21 @@ class DeviceUnreachable(NotSent):
 
 class CommandRejected(NotSent):
     """The request was refused before anything could be sent (locally or by the phone)."""
+
+
+class PhoneNotReady(CommandRejected):
+    """The phone is not ready for a send, as the send script's checks before the first key
+    found it: the keyguard showing, the screen off, no default SMS app or another one than
+    configured, another window in focus. Nothing was sent; a person must act on the phone.
+
+    ``reason`` names the failed check (``keyguard_showing``, ``screen_off``,
+    ``no_default_sms_app``, ``not_default_sms_app``, ``focus_lost``); ``remedy`` says what
+    to do, in a sentence."""
+
+    def __init__(self, message: str, *, reason: str, remedy: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.remedy = remedy
 
 
 class OutcomeUnknown(BridgeError):

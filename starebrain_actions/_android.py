@@ -24,6 +24,7 @@ from android_bridge import (
     MessagingApp,
     NotSent,
     OutcomeUnknown,
+    PhoneNotReady,
     SmsDispatcher,
     SmsMessage,
     SmsReader,
@@ -45,6 +46,7 @@ from starebrain_actions._model import ArtifactOutcome, MatchVerdict, ProviderKin
 from starebrain_actions._ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
 from starebrain_actions._send_path import check_send_path, framework_refusal
 from starebrain_actions.exceptions import (
+    DispatchNotReady,
     DispatchNotSent,
     DispatchOutcomeUnknown,
     DispatchUnreachable,
@@ -346,6 +348,8 @@ class AndroidPhone:
             )
         except DeviceUnreachable as exc:
             raise DispatchUnreachable(str(exc)) from exc
+        except PhoneNotReady as exc:
+            raise DispatchNotReady(str(exc), reason=exc.reason, remedy=exc.remedy) from exc
         except NotSent as exc:
             raise DispatchNotSent(str(exc)) from exc
         except BridgeError as exc:

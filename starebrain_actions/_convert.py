@@ -23,6 +23,7 @@ from starebrain_actions._model import (
     Action,
     ActionRecord,
     HistoryEntry,
+    RetryGrant,
     RetryPolicy,
     SmsIntent,
     _check_body,
@@ -262,7 +263,22 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
         intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
         policy=structure(policy, RetryPolicy, what + " policy"),
         created_at=structure(row["created_at"], datetime, what + " created_at"),
+        grant=stored_grant(row),
     )
+
+
+def stored_grant(row: Mapping[str, Any]) -> RetryGrant | None:
+    """The operator's latest grant of new attempts kept on a row of ``actions`` (None: none,
+    or a ledger older than grants)."""
+    text = row["grant_json"] if "grant_json" in row.keys() else None  # noqa: SIM118 (sqlite3.Row)
+    if text is None:
+        return None
+    what = f"action {row['action_id']!r} grant"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CorruptRecord(f"{what} is not JSON") from exc
+    return structure(data, RetryGrant, what)
 
 
 def _stored_intent(data: Any, what: str, *, fingerprint: str | None = None) -> SmsIntent:

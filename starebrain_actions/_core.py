@@ -26,13 +26,14 @@ from starebrain_actions._model import (
     ProviderKind,
     RedispatchDecision,
     RedispatchReason,
+    RetryGrant,
     ReviewReason,
     Status,
     Transition,
     require_aware,
     storable,
 )
-from starebrain_actions.exceptions import InvalidInput, InvariantViolation
+from starebrain_actions.exceptions import InvalidInput, InvariantViolation, RetryRefused
 
 _P = DeliveryState.PENDING
 _C = DeliveryState.CONFIRMED
@@ -554,10 +555,20 @@ def derive_status(record: ActionRecord, now: datetime, grace_window: timedelta) 
 
 def spends_budget(record: ActionRecord) -> bool:
     """Does this attempt count against the action's budget? All do, except one that failed
-    because the phone could not be reached at all (``evidence["unreachable"]``): nothing
-    was written to the phone, and nothing was learnt about the message. Its retries still
-    back off like any other."""
-    return not (record.delivery is _F and record.evidence.get("unreachable") is True)
+    because the phone could not be reached at all (``evidence["unreachable"]``) or was not
+    ready for a send (``evidence["not_ready"]``: locked, screen off, no SMS app...; see
+    ``not_ready``): nothing was sent, and nothing was learnt about the message. Its retries
+    still back off like any other."""
+    return not (
+        record.delivery is _F and (record.evidence.get("unreachable") is True or not_ready(record))
+    )
+
+
+def not_ready(record: ActionRecord) -> str | None:
+    """The check that found the phone not ready for this FAILED attempt (``keyguard_showing``,
+    ``screen_off``...), None if it failed otherwise or did not fail."""
+    reason = record.evidence.get("not_ready")
+    return reason if record.delivery is _F and isinstance(reason, str) and reason else None
 
 
 def should_redispatch(
@@ -568,12 +579,16 @@ def should_redispatch(
     Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes, unless the attempt
     before was rejected in the same way (a systematic cause: the retry would repeat it).
     Anything else: no. And no, whatever the states, once the budget is spent (attempts that
-    failed only because the phone was unreachable do not spend it: ``spends_budget``), the
-    deadline has passed, or an attempt waits for review (a retry would be ambiguous); and not
-    before the policy's backoff after the last attempt ended.
+    failed only because the phone was unreachable or not ready do not spend it:
+    ``spends_budget``), the deadline has passed, or an attempt waits for review (a retry
+    would be ambiguous); and not before the policy's backoff after the last attempt ended.
+    An operator's grant (``Action.grant``) starts the budget, the deadline, the backoff and
+    the repeated-mismatch rule over from the attempts after it.
     """
     now = require_aware("now", now)
     ordered = sorted(attempts, key=lambda record: record.attempt)
+    # since an operator's grant (``starebrain retry``), only later attempts count
+    counted = action.counted(ordered)
     if any(record.delivery is _P for record in ordered):
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.IN_FLIGHT)
     if any(
@@ -594,22 +609,82 @@ def should_redispatch(
             if latest.delivery is _F
             else RedispatchReason.ACCEPTANCE_REJECTED
         )
-        if _repeats_mismatch(ordered):
+        if _repeats_mismatch(counted):
             return RedispatchDecision(redispatch=False, reason=RedispatchReason.REPEATED_MISMATCH)
-    if sum(1 for record in ordered if spends_budget(record)) >= action.policy.maximum_attempts:
+    if sum(1 for record in counted if spends_budget(record)) >= action.budget:
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.BUDGET_EXHAUSTED)
     deadline = action.deadline
     if deadline is not None and now >= deadline:
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.DEADLINE_PASSED)
-    if ordered:
-        latest = ordered[-1]
+    if counted:
+        latest = counted[-1]
         ended = latest.failed_at or latest.rejected_at or latest.dispatched_at
-        retry_at = ended + action.policy.interval_before(len(ordered) + 1, latest.dispatch_id)
+        retry_at = ended + action.policy.interval_before(len(counted) + 1, latest.dispatch_id)
         if now < retry_at:
             return RedispatchDecision(
                 redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at
             )
     return RedispatchDecision(redispatch=True, reason=reason)
+
+
+#: Why ``should_redispatch`` refuses a new attempt where an operator may grant one.
+GRANTABLE: Final = frozenset(
+    {
+        RedispatchReason.BUDGET_EXHAUSTED,
+        RedispatchReason.DEADLINE_PASSED,
+        RedispatchReason.REPEATED_MISMATCH,
+    }
+)
+
+
+def grant_retry(
+    action: Action,
+    attempts: Sequence[ActionRecord],
+    *,
+    granted: int,
+    now: datetime,
+    by: str,
+    reason: str,
+) -> Action:
+    """The action with an operator's grant of ``granted`` new attempts (``starebrain
+    retry``): allowed only when ``should_redispatch`` refuses for a reason a person may lift
+    (``GRANTABLE``: the budget spent, the deadline passed, a repeated mismatch) and every
+    attempt is resolved.
+
+    Raises:
+        InvalidInput: ``granted`` below 1, or no operator or reason.
+        RetryRefused: an attempt is unresolved (in flight, verifying or in review), the
+            action succeeded, or it may be retried already.
+    """
+    now = require_aware("now", now)
+    if granted < 1:
+        raise InvalidInput(f"attempts must be at least 1; got {granted}")
+    if not by.strip() or not reason.strip():
+        raise InvalidInput("a retry needs who grants it and why (operator and reason)")
+    decision = should_redispatch(action, attempts, now)
+    what = f"action {action.action_id}"
+    if decision.reason in (RedispatchReason.IN_FLIGHT, RedispatchReason.VERIFYING):
+        raise RetryRefused(
+            f"{what}: an attempt is unresolved ({decision.reason.value}); a new one could"
+            " send the SMS twice. Let it settle (`starebrain reconcile`), then retry"
+        )
+    if decision.reason is RedispatchReason.NEEDS_REVIEW:
+        raise RetryRefused(
+            f"{what}: an attempt waits for review; rule on it first (`starebrain resolve`),"
+            " then retry"
+        )
+    if decision.reason is RedispatchReason.SUCCEEDED:
+        raise RetryRefused(f"{what} SUCCEEDED: nothing to retry")
+    if decision.reason not in GRANTABLE:
+        raise RetryRefused(
+            f"{what} may be retried already ({decision.reason.value}): `starebrain resume`"
+            " or the same send drives it"
+        )
+    last = max((record.attempt for record in attempts), default=0)
+    grant = RetryGrant(
+        after_attempt=last, attempts=granted, granted_at=now, granted_by=by, reason=reason
+    )
+    return attrs.evolve(action, grant=grant)
 
 
 def _mismatch_signature(record: ActionRecord) -> tuple[object, ...]:

@@ -50,6 +50,7 @@ from starebrain_actions._convert import (
     format_time,
     parse_time,
     record_from_row,
+    stored_grant,
     structure,
     to_jsonable,
 )
@@ -603,7 +604,8 @@ class Ledger:
             # one writer per action and per device from here to COMMIT (SQLite: the write
             # lock already; PostgreSQL: advisory locks), so the checks below hold at insert
             _pg.lock(db, f"action:{action_id}", f"device:{device}")
-            action = self._action(db, action_id)
+            # read afresh: an operator's grant (``retry``) may have changed it since cached
+            action = self._remember(_load_action(db, action_id))
             attempts = _load_attempts(db, action_id)
             decision = _core.should_redispatch(action, attempts, when)
             if not decision:
@@ -769,6 +771,80 @@ class Ledger:
         if isinstance(result, LedgerError):
             raise result
         return result
+
+    async def retry(
+        self,
+        action_id: str,
+        *,
+        reason: str,
+        operator: str,
+        attempts: int = 1,
+        now: datetime | None = None,
+    ) -> ActionSummary:
+        """An operator gives an action whose budget is spent, or whose retries were refused
+        (a repeated mismatch, a passed deadline), ``attempts`` new attempts: the attempts so
+        far stay as evidence and no longer count (``_core.grant_retry``). Recorded on the
+        action and as a ``retry_granted`` row of its history, with who and why. The next
+        ``send`` or ``resume`` of the action sends it.
+
+        Raises:
+            NotFound: no such action.
+            InvalidInput: ``attempts`` below 1, no reason or no operator.
+            RetryRefused: an attempt is unresolved (in flight, verifying, in review), or the
+                action succeeded or may be retried already; nothing is written.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> Action:
+            _pg.lock(db, f"action:{action_id}")
+            action = _load_action(db, action_id)
+            records = _load_attempts(db, action_id)
+            was = _core.should_redispatch(action, records, when).reason
+            granted = _core.grant_retry(
+                action, records, granted=attempts, now=when, by=operator, reason=reason
+            )
+            grant = granted.grant
+            assert grant is not None
+            db.execute(
+                "UPDATE actions SET grant_json = ? WHERE action_id = ?",
+                (_json(to_jsonable(grant)), action_id),
+            )
+            latest = records[-1] if records else None
+            db.execute(
+                "INSERT INTO history (action_id, dispatch_id, event, at, actor, from_delivery,"
+                " to_delivery, from_acceptance, to_acceptance, evidence_json)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    action_id,
+                    latest.dispatch_id if latest is not None else "",
+                    Event.RETRY_GRANTED.value,
+                    format_time(when),
+                    operator,
+                    latest.delivery.value if latest is not None else None,
+                    (latest.delivery if latest is not None else DeliveryState.PENDING).value,
+                    latest.acceptance.value if latest is not None else None,
+                    (latest.acceptance if latest is not None else AcceptanceState.PENDING).value,
+                    _json(
+                        {
+                            "reason": reason,
+                            "refused_because": was.value,
+                            "attempts_granted": attempts,
+                            "after_attempt": grant.after_attempt,
+                        }
+                    ),
+                ),
+            )
+            return granted
+
+        action = await self._write(work)
+        self._remember(action)
+        _log.info(
+            "retry_granted",
+            action_id=action_id,
+            attempts=attempts,
+            operator=operator,
+        )
+        return await self.summary(action_id, now=now)
 
     async def record_duplicate(
         self,
@@ -1794,7 +1870,8 @@ def _prefilter(
         conditions.append(
             f"EXISTS ({own} AND {_NOTABLE} AND (review_reason IS NOT NULL"
             " OR ((delivery = 'FAILED' OR acceptance = 'REJECTED')"
-            f" AND ({_POLICY_DEADLINE[dialect]} IS NOT NULL"
+            " AND (actions.grant_json IS NOT NULL"
+            f" OR {_POLICY_DEADLINE[dialect]} IS NOT NULL"
             f" OR coalesce({_POLICY_MAXIMUM[dialect]}, 0)"
             " <= (SELECT count(*) FROM attempts AS every"
             " WHERE every.action_id = actions.action_id)))))"
@@ -1883,6 +1960,7 @@ def _cached_action(row: Mapping[str, Any]) -> Action:
         intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
         policy=policy,
         created_at=structure(row["created_at"], datetime, what + " created_at"),
+        grant=stored_grant(row),
     )
 
 

@@ -27,7 +27,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
     import structlog
@@ -89,6 +89,10 @@ def redact_value(value: object) -> str:
 _PLUS_NUMBER = re.compile(r"\+\d[\d ()./-]{3,}\d")
 
 
+#: Brackets read as spaces by the second reading of ``redact_phone_numbers``.
+_BLANK_BRACKETS: Final = str.maketrans("()[]", "    ")
+
+
 def redact_phone_numbers(
     text: str,
     region: str | None = DEFAULT_REDACTION_REGION,
@@ -109,11 +113,19 @@ def redact_phone_numbers(
     if region is not None:
         passes.append((region, phonenumbers.Leniency.STRICT_GROUPING))
     spans: list[tuple[int, int]] = []
+    # the matcher gives up on a candidate next to brackets it cannot balance ("() 07400
+    # 123000"): the text is also read with every bracket blanked (same length, same spans)
+    texts = [text]
+    if any(bracket in text for bracket in "()[]"):
+        texts.append(text.translate(_BLANK_BRACKETS))
     for pass_region, leniency in passes:
-        spans.extend(
-            (match.start, match.end)
-            for match in phonenumbers.PhoneNumberMatcher(text, pass_region, leniency=leniency)
-        )
+        for candidate in texts:
+            spans.extend(
+                (match.start, match.end)
+                for match in phonenumbers.PhoneNumberMatcher(
+                    candidate, pass_region, leniency=leniency
+                )
+            )
     # the matcher gives up on a candidate it cannot balance (an unpaired "(" just before it,
     # say): a "+" number it missed is still redacted when it is a possible number
     for found in _PLUS_NUMBER.finditer(text):

@@ -8,7 +8,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -96,6 +96,13 @@ class Event(enum.StrEnum):
     RESOLVE_NOT_SENT = "resolve_not_sent"  #: an operator says nothing went out
     FLAG_REVIEW = "flag_review"
     NOTE_ERROR = "note_error"  #: an error worth keeping that proves nothing
+    #: an operator gave the action new attempts (``starebrain retry``): an event of the
+    #: action, kept in the history of its latest attempt; no state changes
+    RETRY_GRANTED = "retry_granted"
+
+
+#: Events of a whole action, not of one attempt: they change no state and have no transition.
+ACTION_EVENTS: Final = frozenset({Event.RETRY_GRANTED})
 
 
 class ProviderKind(enum.StrEnum):
@@ -440,6 +447,25 @@ class RetryPolicy:
 
 
 @attrs.frozen(kw_only=True)
+class RetryGrant:
+    """An operator's new chance for an action whose budget was spent or whose retries were
+    refused (a repeated mismatch, a passed deadline): ``starebrain retry``. The attempts up
+    to ``after_attempt`` stay as they are, as evidence; they no longer count against the
+    budget, as a repeated mismatch, or for the backoff."""
+
+    #: attempts numbered up to this one no longer count (the action's attempts when granted)
+    after_attempt: int = attrs.field(validator=attrs.validators.ge(0))
+    #: attempts that may start after the grant (the budget from here)
+    attempts: int = attrs.field(validator=attrs.validators.ge(1))
+    #: when it was granted; a policy's deadline counts again from here
+    granted_at: datetime = attrs.field(validator=_aware_utc)
+    #: who granted it
+    granted_by: str
+    #: why, in the operator's words
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
 class Action:
     """One intended effect, named by a caller-supplied stable id."""
 
@@ -453,13 +479,31 @@ class Action:
     policy: RetryPolicy
     #: when the action was first created
     created_at: datetime = attrs.field(validator=_aware_utc)
+    #: the latest operator's grant of new attempts (``starebrain retry``), if any
+    grant: RetryGrant | None = None
 
     @property
     def deadline(self) -> datetime | None:
-        """No attempt may start at or after this time (None: no deadline)."""
+        """No attempt may start at or after this time (None: no deadline); counted from the
+        latest grant, if any."""
         if self.policy.schedule_to_close is None:
             return None
-        return self.created_at + self.policy.schedule_to_close
+        start = self.grant.granted_at if self.grant is not None else self.created_at
+        return start + self.policy.schedule_to_close
+
+    @property
+    def budget(self) -> int:
+        """How many attempts may spend the budget: the policy's, or since a grant its own."""
+        return self.grant.attempts if self.grant is not None else self.policy.maximum_attempts
+
+    def counted(self, attempts: Sequence[ActionRecord]) -> list[ActionRecord]:
+        """The attempts the budget, the backoff and the repeated-mismatch rule count, in
+        order: since the latest grant, if any."""
+        after = self.grant.after_attempt if self.grant is not None else 0
+        return sorted(
+            (record for record in attempts if record.attempt > after),
+            key=lambda record: record.attempt,
+        )
 
 
 @attrs.frozen(kw_only=True)

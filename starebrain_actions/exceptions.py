@@ -5,11 +5,14 @@ The tree says what a caller must do next::
     StarebrainError
     ├── InvalidInput (ValueError)         bad argument: fix the call; nothing was written
     ├── InvariantViolation                a transition the contract forbids (e.g. try_accept
-    │                                     before delivery is CONFIRMED); nothing was written
+    │   │                                 before delivery is CONFIRMED); nothing was written
+    │   └── RetryRefused                  an operator's retry while an attempt is unresolved,
+    │                                     or of an action that needs none; nothing written
     ├── CorruptRecord                     a stored row holds a value the code does not know
     ├── PhoneError                        the phone port failed; the class says what follows
     │   ├── DispatchNotSent               provably nothing was sent: the attempt may FAIL
-    │   │   └── DispatchUnreachable       the phone could not be reached: FAIL, budget kept
+    │   │   ├── DispatchUnreachable       the phone could not be reached: FAIL, budget kept
+    │   │   └── DispatchNotReady          locked, screen off, no SMS app...: FAIL, budget kept
     │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
     │   └── LookupFailed                  a read of the phone that proves nothing
     │       └── LinkDown                  ...because the link to the phone is down
@@ -45,6 +48,11 @@ class InvariantViolation(StarebrainError):
     """The requested transition is not allowed from the record's current states."""
 
 
+class RetryRefused(InvariantViolation):
+    """An operator's ``retry`` was refused: an attempt of the action is unresolved (a new one
+    could send the SMS twice), or the action succeeded or may be retried already."""
+
+
 class CorruptRecord(StarebrainError):
     """A stored row cannot be read back as a record (unknown state, bad JSON...)."""
 
@@ -61,6 +69,19 @@ class DispatchUnreachable(DispatchNotSent):
     """The phone could not be reached at all (refused, timed out, not authorised): nothing was
     sent, and nothing was learnt about the message. The attempt FAILS without spending the
     action's budget; the next one waits for its backoff."""
+
+
+class DispatchNotReady(DispatchNotSent):
+    """The phone is not ready for a send (the keyguard showing, the screen off, no default
+    SMS app, another window in focus), as checked on the phone before the first key: nothing
+    was sent, and a person must act (``remedy`` says how). Like an unreachable phone, the
+    attempt FAILS without spending the action's budget; the next one waits for its backoff.
+    ``reason`` names the check (``keyguard_showing``, ``screen_off``...)."""
+
+    def __init__(self, message: str, *, reason: str, remedy: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.remedy = remedy
 
 
 class DispatchOutcomeUnknown(PhoneError):

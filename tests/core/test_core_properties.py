@@ -18,11 +18,12 @@ from starebrain_actions import (
     Status,
     derive_status,
 )
+from starebrain_actions._model import ACTION_EVENTS
 
 from .test_core_transitions import fire
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-AUTOMATIC = [event for event in Event if event is not Event.CREATED]
+AUTOMATIC = [event for event in Event if event is not Event.CREATED and event not in ACTION_EVENTS]
 FINAL_DELIVERY = {DeliveryState.CONFIRMED, DeliveryState.FAILED}
 FINAL_ACCEPTANCE = {AcceptanceState.ACCEPTED, AcceptanceState.REJECTED}
 

@@ -36,6 +36,7 @@ from starebrain_actions import (
     try_accept,
 )
 from starebrain_actions._core import next_states
+from starebrain_actions._model import ACTION_EVENTS
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 P, C, F = DeliveryState.PENDING, DeliveryState.CONFIRMED, DeliveryState.FAILED
@@ -96,7 +97,7 @@ def fire(record: ActionRecord, event: Event) -> ActionRecord:
     return plan(record, event).after
 
 
-STATE_CHANGING = [event for event in Event if event not in {Event.CREATED}]
+STATE_CHANGING = [event for event in Event if event not in {Event.CREATED, *ACTION_EVENTS}]
 ANNOTATIONS = {Event.SUBMITTED, Event.FLAG_REVIEW, Event.NOTE_ERROR}
 
 

@@ -183,3 +183,10 @@ def test_an_international_number_after_an_unpaired_parenthesis_is_redacted() -> 
     candidate; a "+" number it misses is still redacted when it is a possible number."""
     redacted = redact_phone_numbers("() +1 201-555-0000 ", region=None)
     assert "2015550000" not in "".join(ch for ch in redacted if ch.isdigit())
+
+
+def test_a_national_number_after_empty_brackets_is_redacted() -> None:
+    """Brackets the matcher cannot balance next to a number ("() 07400 123000", found by
+    hypothesis) do not hide it."""
+    redacted = redact_phone_numbers("() 07400 123000 ", region="GB")
+    assert "123000" not in redacted

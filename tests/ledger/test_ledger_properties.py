@@ -20,10 +20,11 @@ from starebrain_actions import (
     ProviderKind,
     SmsIntent,
 )
+from starebrain_actions._model import ACTION_EVENTS
 
 from ..core.test_core_transitions import plan
 
-EVENTS = [event for event in Event if event is not Event.CREATED]
+EVENTS = [event for event in Event if event is not Event.CREATED and event not in ACTION_EVENTS]
 INTENT = SmsIntent(recipient="+12025550100", body="hi")
 
 
