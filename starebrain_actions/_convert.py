@@ -42,6 +42,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def age(delta: timedelta) -> str:
+    """A short human age: ``42s``, ``7m``, ``5h``, ``3d``."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
 def format_time(value: datetime) -> str:
     """Fixed-width UTC text (``2026-11-29T12:00:00.000000Z``): SQL text order is time order."""
     if value.tzinfo is not UTC:

@@ -23,6 +23,7 @@ from starebrain_actions._model import (
     Event,
     LookupResult,
     MatchVerdict,
+    PhoneHold,
     ProviderKind,
     RedispatchDecision,
     RedispatchReason,
@@ -461,6 +462,21 @@ def can_void(record: ActionRecord) -> bool:
         record.delivery is _P
         and isinstance(record.evidence.get("fence_epoch"), str)
         and record.evidence.get("fence") not in ("claimed", "lost")
+    )
+
+
+def phone_hold(record: ActionRecord, action: Action, void_after: timedelta) -> PhoneHold:
+    """An unresolved attempt holding its phone, with when a pass can free it: by voiding its
+    fence from ``void_after`` after its receipt (if it has one to void; the phone is freed
+    when its script never ran), and at the latest by moving it to review past its policy's
+    ``unverified_after``."""
+    return PhoneHold(
+        action_id=record.action_id,
+        dispatch_id=record.dispatch_id,
+        device=record.device,
+        since=record.dispatched_at,
+        void_from=record.dispatched_at + void_after if can_void(record) else None,
+        review_at=record.dispatched_at + action.policy.unverified_after,
     )
 
 

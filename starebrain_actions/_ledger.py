@@ -1021,6 +1021,24 @@ class Ledger:
 
         return await self._run(work)
 
+    async def holders(self, device: str | None = None) -> list[ActionRecord]:
+        """The unresolved attempts that hold their phone's lease (delivery PENDING, not in a
+        review that releases it), on one device or all; oldest first."""
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            sql = (
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE delivery = 'PENDING'"
+                f" AND coalesce(review_reason, '') NOT IN ({_RELEASING})"
+            )
+            params: tuple[str, ...] = ()
+            if device is not None:
+                sql += " AND device = ?"
+                params = (device,)
+            sql += " ORDER BY +dispatched_at, dispatch_id"
+            return [record_from_row(_row_dict(row)) for row in db.execute(sql, params)]
+
+        return await self._run(work)
+
     async def devices_in_flight(self) -> list[str]:
         """Devices (phone keys) with an unresolved attempt, or a confirmed one whose row has not
         settled (VERIFYING): what a pass must read."""
@@ -1173,6 +1191,25 @@ class Ledger:
                         return
             if after is None:
                 return
+
+    async def resumable(
+        self, device: str | None = None, *, now: datetime | None = None
+    ) -> list[ActionSummary]:
+        """The actions a ``resume`` may send now or after their backoff, oldest first: PLANNED
+        ones (no phone yet), and those whose latest attempt FAILED or was REJECTED (on
+        ``device``, if given) while ``should_redispatch`` allows another attempt."""
+        when = require_aware("now", now) if now is not None else self.now()
+        found: list[ActionSummary] = []
+        for status in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
+            async for summary in self.iter_summaries(status=status, now=when):
+                latest = summary.latest
+                if device is not None and latest is not None and latest.device != device:
+                    continue
+                decision = _core.should_redispatch(summary.action, summary.attempts, when)
+                if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+                    found.append(summary)
+        found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))
+        return found
 
     async def ledger_tally(self) -> LedgerTally:
         """Counts over every action, in a few index scans: the actions with no attempt

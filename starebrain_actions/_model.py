@@ -671,6 +671,29 @@ class HistoryEntry:
 
 
 @attrs.frozen(kw_only=True)
+class PhoneHold:
+    """An unresolved attempt that holds its phone's lease (no other action's attempt may
+    start there), and when a reconcile pass can release it (``_core.phone_hold``)."""
+
+    #: the attempt holding the phone
+    action_id: str
+    dispatch_id: str
+    #: the phone's key
+    device: str
+    #: its receipt: the phone has been held since then
+    since: datetime = attrs.field(validator=_aware_utc)
+    #: from then a pass may void its fence, which frees the phone if its send script never
+    #: ran (None: it has no fence left to void, so only a read or review frees it)
+    void_from: datetime | None = attrs.field(validator=_aware_utc)
+    #: a pass moves it to review (UNVERIFIED) then at the latest, which frees the phone
+    review_at: datetime = attrs.field(validator=_aware_utc)
+
+    def releasable_at(self) -> datetime:
+        """The earliest time a pass may free the phone without finding the message."""
+        return self.void_from if self.void_from is not None else self.review_at
+
+
+@attrs.frozen(kw_only=True)
 class RedispatchDecision:
     """The answer of ``should_redispatch``: truthy when a new attempt may start now."""
 

@@ -34,6 +34,7 @@ import click
 from rich.cells import cell_len  # light: rich.console and the rest are imported when printing
 
 from starebrain_actions import _core
+from starebrain_actions._convert import age as age
 from starebrain_actions._convert import format_time, to_jsonable
 from starebrain_actions._logging import SENSITIVE_KEYS
 from starebrain_actions._model import (
@@ -653,18 +654,6 @@ def _wrap(text: str, width: int) -> list[str]:
 def when(value: datetime | None) -> str:
     """A time as the ledger writes it, or ``-``."""
     return format_time(value) if value is not None else "-"
-
-
-def age(delta: timedelta) -> str:
-    """A short human age: ``42s``, ``7m``, ``5h``, ``3d``."""
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60}m"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def duration_text(delta: timedelta) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from starebrain_actions import _core
+from starebrain_actions._convert import age, format_time
 from starebrain_actions._ledger import Ledger
 from starebrain_actions._ledger_phones import PhoneBinding
 from starebrain_actions._logging import get_logger
@@ -27,6 +28,7 @@ from starebrain_actions._model import (
     ActionRecord,
     ActionSummary,
     DeliveryState,
+    PhoneHold,
     RedispatchReason,
     RetryPolicy,
     ReviewReason,
@@ -47,6 +49,7 @@ from starebrain_actions.exceptions import (
     AttemptInFlight,
     AttemptRefused,
     DeviceBusy,
+    DispatchNotReady,
     DispatchNotSent,
     DispatchOutcomeUnknown,
     DispatchUnreachable,
@@ -60,6 +63,8 @@ __all__ = [
     "Change",
     "DeviceReport",
     "ReconcilePass",
+    "ResumeItem",
+    "ResumeReport",
     "SendOutcome",
     "SmsAgent",
     "reconcile_pending",
@@ -97,10 +102,29 @@ SEED_PROBE_SHARE = 0.1
 #: A send time seeded from the ledger is used only up to this (older confirmations may come
 #: from a later reconcile pass, not from the sender's own read).
 SEND_TIME_SEED_MAX_S = 5.0
+#: While a send waits for another action's attempt that holds the phone, it reads the phone
+#: for that attempt (as a reconcile pass) this often at most.
+BLOCKED_PASS_S = 2.0
 #: While a confirmed row settles (VERIFYING: the phone shows it sent, but the app may still
 #: mark it failed), the sender reads the phone this often at most, and once more when it
 #: settles.
 SETTLE_POLL_S = 2.0
+
+
+def hold_text(hold: PhoneHold, now: datetime) -> str:
+    """What a send blocked by ``hold`` says it waits for, and when the phone can be freed."""
+    held = age(now - hold.since)
+    release = (
+        f"a pass voids it from {format_time(hold.void_from)} if its send script never ran,"
+        f" and moves it to review at {format_time(hold.review_at)} at the latest"
+        if hold.void_from is not None
+        else f"a pass moves it to review at {format_time(hold.review_at)} at the latest"
+    )
+    return (
+        f"waiting for attempt {hold.dispatch_id} of action {hold.action_id}: it holds this"
+        f" phone since {format_time(hold.since)} ({held} ago) until the phone proves its outcome;"
+        f" this send reads the phone for it meanwhile: {release}"
+    )
 
 
 @attrs.define
@@ -235,6 +259,9 @@ class SendOutcome:
 
     #: the action, its attempts and what is derived from them
     summary: ActionSummary
+    #: another action's attempt that held the phone when the send gave up waiting for it
+    #: (None: the phone was not held by another action at the end)
+    held_by: PhoneHold | None = None
 
     @property
     def status(self) -> Status:
@@ -258,12 +285,67 @@ class SendOutcome:
         return self.status is Status.VERIFYING and self.settles_at is not None
 
     @property
+    def not_ready(self) -> str | None:
+        """What a person must do on the phone when the latest attempt found it not ready
+        (locked, screen off, no SMS app...; such an attempt spent nothing), else None."""
+        record = self.record
+        if record is None or _core.not_ready(record) is None:
+            return None
+        remedy = record.evidence.get("remedy")
+        return remedy if isinstance(remedy, str) else "make the phone ready for a send"
+
+    @property
     def settles_at(self) -> datetime | None:
         """When the latest attempt's row settles, if it is settling (see ``settling``)."""
         record = self.record
         if record is None or self.status is not Status.VERIFYING:
             return None
         return _core.settling_until(record)
+
+
+@attrs.frozen(kw_only=True)
+class ResumeItem:
+    """What ``resume`` did with one action."""
+
+    action_id: str
+    #: its status before and after
+    before: Status
+    after: Status
+    #: attempts started for it by this resume
+    sent: int = 0
+    #: in a few words: what happened, or why nothing was sent
+    note: str = ""
+    #: where the send left it (None: it was not sent through ``send``'s path)
+    outcome: SendOutcome | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResumeReport:
+    """What ``SmsAgent.resume`` did on one phone."""
+
+    device: str
+    #: the reconcile pass it started with
+    reconciled: DeviceReport
+    #: one per action it drove, in the order driven
+    items: tuple[ResumeItem, ...] = ()
+
+
+def resume_note(outcome: SendOutcome) -> str:
+    """One phrase for where a resumed action stands."""
+    status = outcome.status
+    if outcome.not_ready is not None:
+        return f"the phone is not ready: {outcome.not_ready} (no attempt spent)"
+    if outcome.held_by is not None:
+        return f"waiting: action {outcome.held_by.action_id} holds the phone"
+    if status is Status.SUCCEEDED:
+        return "sent and verified"
+    if outcome.settling and outcome.settles_at is not None:
+        return f"sent by the phone; settles at {format_time(outcome.settles_at)}"
+    if status in (Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING):
+        return "not proven yet: a later pass or resume settles it"
+    if status is Status.PLANNED:
+        return "not started (the phone is busy or its send limit was reached)"
+    return status.value.lower().replace("_", " ")
 
 
 class SmsAgent:
@@ -441,10 +523,32 @@ class SmsAgent:
                 nothing is sent.
         """
         intent = SmsIntent(recipient=to, body=body, region=self.region)
+        return await self._drive(
+            action_id,
+            intent,
+            wait=wait,
+            clock=clock,
+            on_wait=on_wait,
+            on_step=on_step,
+            hard_deadline=hard_deadline,
+        )
+
+    async def _drive(
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        *,
+        wait: float,
+        clock: Callable[[], float],
+        on_wait: Callable[[str], None] | None,
+        on_step: Callable[[str], None] | None,
+        hard_deadline: bool,
+    ) -> SendOutcome:
+        """``send``'s path for an intent as given (``resume`` passes the stored one)."""
         check_body = getattr(self.phone, "check_body", None)
         if callable(check_body):
             check_body(intent.body)  # a path named by the caller that cannot send it
-        action = await self.ledger.create_action(action_id, intent, self.policy)
+        await self.ledger.create_action(action_id, intent, self.policy)
         give_up = clock() + max(0.0, wait)
         told = ""
         step = ""
@@ -461,6 +565,8 @@ class SmsAgent:
 
         #: the reads of the attempt this call dispatched, while its message is not found
         watch: _Watch | None = None
+        #: ``clock()`` from which a send blocked by another action's attempt reads the phone
+        blocked_pass_at = clock()
         while True:
             summary = await self.ledger.summary(action_id)
             latest = summary.latest
@@ -547,12 +653,19 @@ class SmsAgent:
                     return SendOutcome(summary=summary)
                 continue
             now = self.ledger.now()
+            # the stored action (an operator's grant may have come since it was created)
+            action = summary.action
             decision = _core.should_redispatch(action, summary.attempts, now)
             if not decision:
                 if decision.reason is RedispatchReason.BACKOFF and decision.retry_at:
                     delay = (decision.retry_at - now).total_seconds()
                     if clock() + delay <= give_up:
-                        tell(f"backing off {delay:.1f} s before the next attempt")
+                        remedy = SendOutcome(summary=summary).not_ready
+                        tell(
+                            f"the phone is not ready: {remedy}; trying again in {delay:.1f} s"
+                            if remedy is not None
+                            else f"backing off {delay:.1f} s before the next attempt"
+                        )
                         await asyncio.sleep(delay)
                         continue
                 return SendOutcome(summary=summary)
@@ -581,16 +694,30 @@ class SmsAgent:
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead
             except DeviceBusy as busy:
+                hold = await self._hold(busy.holder_dispatch_id)
                 tell(f"waiting for attempt {busy.holder_dispatch_id} (it holds the phone)")
-                if on_wait is not None and busy.holder_dispatch_id != told:
-                    told = busy.holder_dispatch_id
-                    on_wait(
-                        f"waiting for attempt {busy.holder_dispatch_id} of action"
-                        f" {busy.holder_action_id} on this phone (unresolved since"
-                        f" {busy.holder_since}); resolve it or wait"
-                    )
+                if on_wait is not None and hold is not None and hold.dispatch_id != told:
+                    told = hold.dispatch_id
+                    on_wait(hold_text(hold, self.ledger.now()))
+                if clock() >= blocked_pass_at:
+                    # what a reconcile pass runs on the holder, by the pass's own code: read,
+                    # void its fence once old enough, move it to review past its limit
+                    blocked_pass_at = clock() + BLOCKED_PASS_S
+                    try:
+                        async with asyncio.timeout(bound()):
+                            await reconcile_device(
+                                self.ledger,
+                                self.phone,
+                                duplicate_watch=timedelta(0),
+                                void_after=self.void_after,
+                                void_now=self._timed_out,
+                            )
+                    except TimeoutError:
+                        return await self._outcome(action_id, hold)
+                    if not await self.ledger.holders(self.phone.device):
+                        continue  # freed: start this action's attempt now
                 if not await self._pause(give_up, clock):
-                    return SendOutcome(summary=await self.ledger.summary(action_id))
+                    return await self._outcome(action_id, hold)
                 continue
             except AttemptRefused:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
@@ -605,6 +732,96 @@ class SmsAgent:
                     due_s=self.send_timer.due(returned - started),
                     retry_s=self.send_timer.first_retry(self.poll_interval_s),
                 )
+
+    async def resume(
+        self,
+        *,
+        wait: float = 30.0,
+        share: tuple[int, int] = (0, 1),
+        on_item: Callable[[ResumeItem], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> ResumeReport:
+        """Finish what was started on this agent's phone: one reconcile pass (reads settle
+        what they can, old fences are voided), then every action that can move is sent
+        through ``send``'s own path, oldest first: PLANNED actions, and those whose latest
+        attempt on this phone FAILED (or sent another text) with attempts left, once their
+        backoff has passed (or passes within ``wait``). Each action gets up to ``wait``
+        seconds for its proof, as ``send`` would. Safe beside senders and other resumes (on
+        any backend): the ledger's receipt and lease never let one action be sent twice.
+
+        ``share=(index, count)``: when ``count`` phones resume together, the PLANNED actions
+        (which have no phone yet) are dealt among them, this one taking every ``count``-th
+        from ``index``. ``on_item`` is told each action's result as it ends; ``on_step``
+        what is being done, for a progress display.
+
+        Actions a person must rule on, unresolved attempts the pass could not settle, and
+        actions with nothing left to try are left as they are (``starebrain review``).
+        """
+        index, count = share
+        if count < 1 or not 0 <= index < count:
+            raise InvalidInput(f"share must be (index, count) with 0 <= index < count; got {share}")
+        if on_step is not None:
+            on_step("reading the phone")
+        report = await self.reconcile()
+        candidates = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
+        planned = [summary for summary in candidates if not summary.attempts]
+        mine = {summary.action.action_id for summary in planned[index::count]}
+        chosen = [s for s in candidates if s.attempts or s.action.action_id in mine]
+        items: list[ResumeItem] = []
+        for position, summary in enumerate(chosen, start=1):
+            action = summary.action
+            if on_step is not None:
+                on_step(f"action {position} of {len(chosen)}: {action.action_id}")
+            try:
+                outcome = await self._drive(
+                    action.action_id,
+                    action.intent,
+                    wait=wait,
+                    clock=clock,
+                    on_wait=None,
+                    on_step=None,
+                    hard_deadline=True,
+                )
+            except InvalidInput as exc:
+                item = ResumeItem(
+                    action_id=action.action_id,
+                    before=summary.status,
+                    after=summary.status,
+                    note=f"not sent: {exc}",
+                )
+            else:
+                item = ResumeItem(
+                    action_id=action.action_id,
+                    before=summary.status,
+                    after=outcome.status,
+                    sent=len(outcome.summary.attempts) - len(summary.attempts),
+                    note=resume_note(outcome),
+                    outcome=outcome,
+                )
+            items.append(item)
+            if on_item is not None:
+                on_item(item)
+        return ResumeReport(device=self.phone.device, reconciled=report, items=tuple(items))
+
+    async def _hold(self, dispatch_id: str) -> PhoneHold | None:
+        """The hold of the attempt named by a ``DeviceBusy`` (None: it is resolved now)."""
+        for record in await self.ledger.holders(self.phone.device):
+            if record.dispatch_id == dispatch_id:
+                action = await self.ledger.get_action(record.action_id)
+                return _core.phone_hold(record, action, self.void_after)
+        return None
+
+    async def _outcome(self, action_id: str, hold: PhoneHold | None) -> SendOutcome:
+        """Where the action stands, with the hold that kept it from starting, if any still
+        holds the phone."""
+        summary = await self.ledger.summary(action_id)
+        if hold is not None and not any(
+            record.dispatch_id == hold.dispatch_id
+            for record in await self.ledger.holders(self.phone.device)
+        ):
+            hold = None
+        return SendOutcome(summary=summary, held_by=hold)
 
     async def _within_rate(
         self,
@@ -690,6 +907,16 @@ class SmsAgent:
                 now=self.ledger.now(),
                 actor=self.actor,
                 evidence={"error": str(exc), "unreachable": True},
+            )
+        except DispatchNotReady as exc:
+            # the phone refused before the first key (locked, screen off...): like an
+            # outage, nothing was sent and the budget is kept; the next attempt backs off
+            transition = _core.fail_delivery(
+                record,
+                reason=f"phone not ready, nothing sent: {exc}",
+                now=self.ledger.now(),
+                actor=self.actor,
+                evidence={"error": str(exc), "not_ready": exc.reason, "remedy": exc.remedy},
             )
         except DispatchNotSent as exc:
             transition = _core.fail_delivery(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from android_bridge import CommandRejected, Device, MessagingApp, SmsDispatcher
+from android_bridge import CommandRejected, Device, MessagingApp, PhoneNotReady, SmsDispatcher
 from android_bridge.simulator import SimulatedPhone
 from tests.bridge.conftest import PhoneFactory
 
@@ -22,12 +22,22 @@ async def _connect(phone: SimulatedPhone, key: Path) -> Device:
     )
 
 
-async def _rejected(phone: SimulatedPhone, key: Path, app: MessagingApp | None = None) -> str:
+async def _rejected(
+    phone: SimulatedPhone, key: Path, app: MessagingApp | None = None, *, not_ready: str = ""
+) -> str:
+    """The message of the send's refusal; ``not_ready``: the check it must name as a
+    ``PhoneNotReady`` (with a remedy), else it must be a plain ``CommandRejected``."""
     device = await _connect(phone, key)
     async with device:
         with pytest.raises(CommandRejected) as caught:
             await SmsDispatcher(device, app=app).send(RECIPIENT, BODY)
-    return str(caught.value)
+    error = caught.value
+    if not_ready:
+        assert isinstance(error, PhoneNotReady)
+        assert (not_ready, True) == (error.reason, bool(error.remedy))
+    else:
+        assert not isinstance(error, PhoneNotReady)
+    return str(error)
 
 
 @pytest.mark.parametrize("android", ANDROID)
@@ -55,7 +65,7 @@ async def test_sleeping_screen_stops_before_am(
     """mWakefulness=Asleep (PowerManagerService.dumpInternal, android-10.0.0_r30..15) stops the
     script before am and any key."""
     phone = await make_phone(android=android, screen="off")
-    message = await _rejected(phone, bridge_key)
+    message = await _rejected(phone, bridge_key, not_ready="screen_off")
     assert ([], None) == (phone.transmissions, phone.compose)
     assert "not awake" in message and "no key was pressed" in message
 
@@ -67,7 +77,7 @@ async def test_locked_screen_stops_before_am(
     """mIsShowing=true (KeyguardStateMonitor.dump under dumpsys window policy,
     android-10.0.0_r30..15) stops the script before am and any key."""
     phone = await make_phone(android=android, screen="locked")
-    message = await _rejected(phone, bridge_key)
+    message = await _rejected(phone, bridge_key, not_ready="keyguard_showing")
     assert ([], None) == (phone.transmissions, phone.compose)
     assert "keyguard" in message
 
@@ -80,7 +90,7 @@ async def test_two_sms_apps_and_no_default_stop_before_am(
     dumpsys role, RoleUserState.dump) stops the script before am: no chooser is ever
     started."""
     phone = await make_phone(android=android, second_sms_app=True)
-    message = await _rejected(phone, bridge_key)
+    message = await _rejected(phone, bridge_key, not_ready="no_default_sms_app")
     assert ([], None) == (phone.transmissions, phone.compose)
     assert "no default SMS app" in message
     assert "am start" not in "".join(phone.commands_run[:-1])
@@ -94,7 +104,7 @@ async def test_configured_package_that_is_not_the_default_is_refused(
     14) stops the script before am, naming both packages."""
     phone = await make_phone(android=android, app="google")
     app = MessagingApp(package="com.android.messaging")
-    message = await _rejected(phone, bridge_key, app)
+    message = await _rejected(phone, bridge_key, app, not_ready="not_default_sms_app")
     assert ([], None) == (phone.transmissions, phone.compose)
     assert "com.google.android.apps.messaging, not the configured com.android.messaging" in (
         message
@@ -132,8 +142,9 @@ async def test_focus_race_stops_before_the_keys(
         # am -W returns once the window has focus; the script then settles for 800 ms.
         await asyncio.sleep(0.4)
         await other.run(["input keyevent 3"])
-        with pytest.raises(CommandRejected, match="did not have focus") as caught:
+        with pytest.raises(PhoneNotReady, match="did not have focus") as caught:
             await send
+    assert ("focus_lost", "no key was pressed") == (caught.value.reason, "no key was pressed")
     assert "no key was pressed" in str(caught.value)
     compose = phone.compose
     assert compose is not None
