@@ -45,6 +45,7 @@ if _typing.TYPE_CHECKING:
         BridgeError,
         CommandRejected,
         DeviceUnreachable,
+        DeviceUnusable,
         IncompleteRead,
         KeyFileError,
         KeyPermissionError,
@@ -104,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "ProviderError": "android_bridge.exceptions",
     "ReadFailed": "android_bridge.exceptions",
     "UnparseableOutput": "android_bridge.exceptions",
+    "DeviceUnusable": "android_bridge.exceptions",
     "NormalizedRecipient": "android_bridge.recipients",
     "normalize_recipient": "android_bridge.recipients",
 }
@@ -118,6 +120,7 @@ __all__ = [
     "Device",
     "DeviceFacts",
     "DeviceUnreachable",
+    "DeviceUnusable",
     "DispatchEvidence",
     "Epoch",
     "FenceReport",

@@ -31,6 +31,7 @@ from android_bridge._usb import ThreadedTransport, usb_serial, usb_transport
 from android_bridge.exceptions import (
     BridgeError,
     DeviceUnreachable,
+    DeviceUnusable,
     NotSent,
     OutcomeUnknown,
     UnparseableOutput,
@@ -132,6 +133,12 @@ class HandshakeFailure(str):
     __slots__ = ()
 
 
+class NotAdbHandshake(HandshakeFailure):
+    """A ``HandshakeFailure`` of a port that never spoke ADB: waiting does not mend it."""
+
+    __slots__ = ()
+
+
 def handshake_failure(error: BaseException) -> str | None:
     """Why a connection cut short by a deadline could not have succeeded anyway ("the phone
     has not authorised this key…", "not an ADB device…"), or None.
@@ -147,6 +154,17 @@ def handshake_failure(error: BaseException) -> str | None:
         if isinstance(reason, HandshakeFailure):
             return str(reason)
     return None
+
+
+def handshake_lasting(error: BaseException) -> bool:
+    """Did the connection cut short by a deadline reach a port that is not an ADB device
+    (which waiting does not mend)? See ``handshake_failure``."""
+    return any(
+        isinstance(candidate, asyncio.CancelledError)
+        and bool(candidate.args)
+        and isinstance(candidate.args[0], NotAdbHandshake)
+        for candidate in (error, error.__cause__)
+    )
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -399,9 +417,10 @@ class Device:
             with contextlib.suppress(*_TRANSPORT_ERRORS):
                 await adb.close()
             _log.warning("adb_connect_failed", device=self.address, error=type(exc).__name__)
-            raise DeviceUnreachable(
-                f"{self.address}: {self._why_not_connected(transport, bool(offered_key), exc)}"
-            ) from exc
+            why = f"{self.address}: {self._why_not_connected(transport, bool(offered_key), exc)}"
+            if self._not_adb(transport, bool(offered_key)):
+                raise DeviceUnusable(why) from exc
+            raise DeviceUnreachable(why) from exc
         except asyncio.CancelledError as exc:
             # The caller's deadline (or an interrupt) cut the handshake short. Stay cancelled,
             # but when the handshake already showed why it cannot succeed, say so in the
@@ -416,7 +435,9 @@ class Device:
                 and not transport.spoke_adb()
             ):
                 why = self._why_not_connected(transport, bool(offered_key), exc)
-                raise asyncio.CancelledError(HandshakeFailure(f"{self.address}: {why}")) from exc
+                not_adb = self._not_adb(transport, bool(offered_key))
+                failure = NotAdbHandshake if not_adb else HandshakeFailure
+                raise asyncio.CancelledError(failure(f"{self.address}: {why}")) from exc
             raise
         self._transport, self._adb = transport, adb
         self.connections += 1
@@ -474,7 +495,18 @@ class Device:
             " use the new phone, under its own name)"
         )
         _log.warning("adb_phone_replaced", device=self.address)
-        raise DeviceUnreachable(self._replaced)
+        raise DeviceUnusable(self._replaced)
+
+    @staticmethod
+    def _not_adb(transport: Any, offered_key: bool) -> bool:
+        """The port took the connection but never spoke ADB (``_why_not_connected`` says
+        "not an ADB device")."""
+        return (
+            not offered_key
+            and isinstance(transport, _EofAwareTransport)
+            and not transport.spoke_adb()
+            and transport.tcp_connected
+        )
 
     def _why_not_connected(self, transport: Any, offered_key: bool, exc: BaseException) -> str:
         """Say which step of the handshake failed, in words a user can act on."""
@@ -530,7 +562,7 @@ class Device:
         """
         async with self._lock:
             if self._replaced is not None:
-                raise DeviceUnreachable(self._replaced)
+                raise DeviceUnusable(self._replaced)
             if self._adb is None or self._transport is None or not self._transport.is_alive():
                 await self._connect()
             adb = self._adb

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from adb_shell.transport.base_transport_async import BaseTransportAsync
 
-from android_bridge.exceptions import DeviceUnreachable
+from android_bridge.exceptions import DeviceUnusable
 
 #: How a phone on USB is named, everywhere a device is: ``usb:`` and its USB serial number
 #: (what ``adb devices`` lists), e.g. ``usb:1A2B3C4D5E6F``.
@@ -59,18 +59,18 @@ def _usb_module(address: str) -> Any:
     """adb-shell's USB transport module.
 
     Raises:
-        DeviceUnreachable: the ``[usb]`` extra (``libusb1``) or the libusb library is missing.
+        DeviceUnusable: the ``[usb]`` extra (``libusb1``) or the libusb library is missing.
     """
     try:
         return importlib.import_module("adb_shell.transport.usb_transport")
     except ImportError as exc:
-        raise DeviceUnreachable(
+        raise DeviceUnusable(
             f"{address}: phones on USB need the optional USB support: pip install"
             f" '{USB_EXTRA}' (it installs libusb1 for adb-shell); ADB over TCP (HOST:PORT)"
             " works without it"
         ) from exc
     except OSError as exc:  # libusb1 is there, the libusb shared library is not
-        raise DeviceUnreachable(
+        raise DeviceUnusable(
             f"{address}: the libusb library could not be loaded ({exc}); install libusb-1.0"
             " (e.g. apt install libusb-1.0-0)"
         ) from exc
@@ -160,7 +160,7 @@ def usb_transport(address: str) -> ThreadedTransport:
 
     Raises:
         ValueError: ``address`` is not a well-formed ``usb:SERIAL``.
-        DeviceUnreachable: USB support is not installed.
+        DeviceUnusable: USB support is not installed.
     """
     serial = usb_serial(address)
     if serial is None:

@@ -7,6 +7,8 @@ FAILED-vs-PENDING by class alone::
     BridgeError
     ├── NotSent                  the command provably never reached the phone
     │   ├── DeviceUnreachable    connect refused/timed out, auth refused, link dead before writing
+    │   │   └── DeviceUnusable   and waiting will not mend it: not an ADB device, another phone
+    │   │                        than the one known there, no USB support installed
     │   └── CommandRejected      refused locally or by the phone before anything ran
     │       │                    (e.g. ``am``: "Error: Activity not started")
     │       └── PhoneNotReady    the send script's checks before the first key failed:
@@ -29,6 +31,7 @@ __all__ = [
     "BridgeError",
     "CommandRejected",
     "DeviceUnreachable",
+    "DeviceUnusable",
     "IncompleteRead",
     "KeyFileError",
     "KeyPermissionError",
@@ -51,6 +54,13 @@ class NotSent(BridgeError):
 
 class DeviceUnreachable(NotSent):
     """The device could not be reached or refused us before any command was written."""
+
+
+class DeviceUnusable(DeviceUnreachable):
+    """The device cannot be used, and unlike a phone that does not answer yet, waiting does
+    not mend it: the address is not an ADB device (another service on that port), another
+    phone than the one this handle read first answers there (wiped, reset or replaced), or
+    a ``usb:`` phone needs USB support that is not installed."""
 
 
 class CommandRejected(NotSent):

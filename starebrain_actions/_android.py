@@ -20,6 +20,7 @@ from android_bridge import (
     BridgeError,
     Device,
     DeviceUnreachable,
+    DeviceUnusable,
     FrameworkDispatcher,
     MessagingApp,
     NotSent,
@@ -38,7 +39,7 @@ from android_bridge import (
     remove_fences,
     void_fences,
 )
-from android_bridge._device import handshake_failure
+from android_bridge._device import handshake_failure, handshake_lasting
 from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._logging import get_logger
@@ -129,7 +130,20 @@ async def choose_send_path(
 
 
 class PhoneUnavailable(PhoneError):
-    """The phone could not be connected to at all (nothing was sent or read)."""
+    """The phone could not be connected to at all (nothing was sent or read). ``retryable``:
+    it did not answer, or refused us for now (not authorised yet, its link is down), so a
+    later try may succeed; False for what no waiting mends (another phone answers at the
+    address, a malformed address, an unknown send path)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def connect_lasting(error: BaseException) -> bool:
+    """Did a connection a caller's deadline cut short reach a port that is not an ADB device
+    (waiting does not mend it)? Pass the ``TimeoutError``, as to ``connect_failure``."""
+    return handshake_lasting(error)
 
 
 def connect_failure(error: BaseException) -> str | None:
@@ -224,6 +238,10 @@ class AndroidPhone:
                 raise PhoneUnavailable(f"{serial}: unknown send path {send_path!r}")
         except KeyPermissionError:
             raise
+        except DeviceUnusable as exc:
+            raise PhoneUnavailable(str(exc)) from exc
+        except DeviceUnreachable as exc:
+            raise PhoneUnavailable(str(exc), retryable=True) from exc
         except BridgeError as exc:
             raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial: the message quotes it (repr)

@@ -180,3 +180,50 @@ def retry_policy(
         initial_interval=timedelta(seconds=backoff),
         maximum_interval=timedelta(seconds=max_backoff),
     )
+
+
+_PHONE_OPTIONS: Final = (
+    click.option(
+        "--rate-limit",
+        type=click.IntRange(min=1, max=1_000_000),
+        default=30,
+        show_default=True,
+        help="Sends started on one phone per minute at most (Android holds more behind a"
+        " confirmation dialog); a send over it waits, and says so.",
+    ),
+    click.option(
+        "--connect-timeout",
+        type=Seconds(minimum=0.1, maximum=3600),
+        default=5.0,
+        show_default=True,
+        help="Seconds to connect to a phone (never more than what is left of a wait).",
+    ),
+    click.option(
+        "--command-timeout",
+        type=Seconds(minimum=0.1, maximum=3600),
+        default=20.0,
+        show_default=True,
+        help="Seconds one command on a phone may take (never more than what is left of a"
+        " wait); a send command cut off is an unknown outcome, settled by a later read.",
+    ),
+    click.option(
+        "--send-path",
+        type=click.Choice(["ui", "framework", "auto"]),
+        default="auto",
+        show_default=True,
+        help="How a phone sends: ui (the messaging app, am start and key events), framework"
+        " (service call isms as the shell user: no UI, no RCS, rows marked"
+        " com.android.shell), auto (framework once a framework send on the phone's build has"
+        " come back as the shell's own row, else ui; run one send with framework to prove"
+        " it).",
+    ),
+)
+
+
+def phone_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """How commands that send reach and use a phone: ``rate_limit``, ``connect_timeout``,
+    ``command_timeout`` and ``send_path`` (one definition for ``send``, ``resume`` and
+    ``mcp``)."""
+    for option in reversed(_PHONE_OPTIONS):
+        function = option(function)
+    return function

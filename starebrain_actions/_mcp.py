@@ -59,6 +59,7 @@ from starebrain_actions._mcp_results import (
 )
 from starebrain_actions._model import (
     ActionSummary,
+    PhoneHold,
     RetryPolicy,
     SmsIntent,
     Status,
@@ -67,7 +68,7 @@ from starebrain_actions._model import (
 from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
 from starebrain_actions._render import duration_text
 from starebrain_actions._send_path import check_send_path, ledger_proof
-from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SmsAgent
+from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SendOutcome, SmsAgent
 from starebrain_actions.cli import choose_derived_id, settled
 from starebrain_actions.exceptions import (
     FingerprintConflict,
@@ -317,7 +318,7 @@ class _Phones:
 class _Flight:
     """One running ``SmsAgent.send`` of an action, shared by every call that asks for it."""
 
-    task: asyncio.Task[ActionSummary]
+    task: asyncio.Task[SendOutcome]
     #: loop time at which its wait ends
     ends_at: float
 
@@ -412,13 +413,17 @@ class SmsService:
                 return self._result(
                     summary, derived=derived, sending=True, earlier=earlier_message(known, summary)
                 )
-            summary = await self._landed(flight, chosen)
+            outcome = await self._landed(flight, chosen)
+            summary = outcome.summary
             rejoin = (
                 summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
             ) and flight.ends_at < give_up - MIN_DISPATCH_S
             if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
                 return self._result(
-                    summary, derived=derived, earlier=earlier_message(known, summary)
+                    summary,
+                    derived=derived,
+                    earlier=earlier_message(known, summary),
+                    held_by=outcome.held_by,
                 )
             # the send this call joined had a shorter wait: carry on with the time left
 
@@ -473,7 +478,7 @@ class SmsService:
         flight = _Flight(task=task, ends_at=give_up)
         self._flights[action_id] = flight
 
-        def landed(done: asyncio.Task[ActionSummary]) -> None:
+        def landed(done: asyncio.Task[SendOutcome]) -> None:
             if self._flights.get(action_id) is flight:
                 del self._flights[action_id]
                 self._steps.pop(action_id, None)
@@ -489,7 +494,7 @@ class SmsService:
 
     async def _fly(
         self, action_id: str, intent: SmsIntent, device: str, wait_s: float
-    ) -> ActionSummary:
+    ) -> SendOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
         agent = await self.phones.agent(device, within_s=max(0.1, wait_s))
@@ -506,10 +511,10 @@ class SmsService:
             on_step=lambda step: self._steps.__setitem__(action_id, step),
             hard_deadline=True,
         )
-        return outcome.summary
+        return outcome
 
-    async def _landed(self, flight: _Flight, action_id: str) -> ActionSummary:
-        """The summary a finished flight returned, or a tool error saying what happened."""
+    async def _landed(self, flight: _Flight, action_id: str) -> SendOutcome:
+        """What a finished flight returned, or a tool error saying what happened."""
         task = flight.task
         if task.cancelled():
             raise ToolError(f"the server is shutting down; {await self._status(action_id)}")
@@ -547,6 +552,7 @@ class SmsService:
         derived: bool | None,
         sending: bool = False,
         earlier: bool = False,
+        held_by: PhoneHold | None = None,
     ) -> SmsResult:
         """``earlier``: the action had an attempt before the call and has no new one: the
         answer is about that earlier message (``_core.earlier_message``)."""
@@ -557,6 +563,7 @@ class SmsService:
             show_private=self.config.show_private,
             sending=sending,
             earlier=earlier,
+            held_by=held_by,
         )
 
     # ------------------------------------------------------------------ reads

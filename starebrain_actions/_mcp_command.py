@@ -14,7 +14,13 @@ from typing import Any
 import click
 
 from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget
-from starebrain_actions._cli_types import Seconds, key_option, policy_options, retry_policy
+from starebrain_actions._cli_types import (
+    Seconds,
+    key_option,
+    phone_options,
+    policy_options,
+    retry_policy,
+)
 from starebrain_actions._core import DERIVED_ID_WINDOW
 
 #: Environment variable naming the phones (same as ``--device``; several separated by spaces).
@@ -104,36 +110,7 @@ def _announce(message: str) -> None:
     " settled is resumed however old.",
 )
 @policy_options
-@click.option(
-    "--rate-limit",
-    type=click.IntRange(min=1),
-    default=30,
-    show_default=True,
-    help="Sends started on one phone per minute at most (Android holds more behind a"
-    " confirmation dialog); a send over it waits.",
-)
-@click.option(
-    "--connect-timeout",
-    type=Seconds(0.1, 3600),
-    default=5.0,
-    show_default=True,
-    help="Seconds to connect to a phone.",
-)
-@click.option(
-    "--command-timeout",
-    type=Seconds(0.1, 3600),
-    default=20.0,
-    show_default=True,
-    help="Seconds one command on a phone may take (never more than a call's wait).",
-)
-@click.option(
-    "--send-path",
-    type=click.Choice(["ui", "framework", "auto"]),
-    default="auto",
-    show_default=True,
-    help="How the phones send: ui (the messaging app), framework (service call isms), auto "
-    "(framework on a phone whose build the ledger has seen it work on, else ui).",
-)
+@phone_options
 @click.option(
     "--region",
     default=None,

@@ -24,6 +24,7 @@ from starebrain_actions._model import (
     ActionRecord,
     ActionSummary,
     DeliveryState,
+    PhoneHold,
     RedispatchReason,
     ReviewReason,
     Status,
@@ -64,6 +65,21 @@ class AttemptView(BaseModel):
     review_reason: ReviewReason | None = None
     dispatched_at: str
     last_error: str | None = None
+
+
+class HoldView(BaseModel):
+    """Another action's unresolved attempt holding the phone, and when it can be freed."""
+
+    action_id: str = Field(description="The action whose attempt holds the phone.")
+    dispatch_id: str
+    since: str = Field(description="When that attempt started (UTC).")
+    releasable_at: str = Field(
+        description="The earliest time a read of the phone can free it without finding that"
+        " message (UTC): call send_sms again with the same action_id then."
+    )
+    review_at: str = Field(
+        description="When that attempt goes to review at the latest, which frees the phone."
+    )
 
 
 class SmsResult(BaseModel):
@@ -127,6 +143,17 @@ class SmsResult(BaseModel):
         default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
     )
     device: str | None = Field(default=None, description="The phone of the latest attempt.")
+    phone_not_ready: str | None = Field(
+        default=None,
+        description="When the latest attempt found the phone not ready (locked, screen off, no"
+        " SMS app...): what a person must do on the phone. Nothing was sent and no attempt was"
+        " spent.",
+    )
+    held_by: HoldView | None = Field(
+        default=None,
+        description="send_sms only: another action's unresolved attempt that held the phone"
+        " when this call stopped waiting, so nothing of this action could start.",
+    )
     latest: AttemptView | None = Field(default=None, description="The latest attempt.")
     record: dict[str, Any] | None = Field(
         default=None,
@@ -176,7 +203,12 @@ def _reasons(reasons: Sequence[ReviewReason]) -> str:
 
 
 def next_step(
-    summary: ActionSummary, *, now: datetime, sending: bool = False, earlier: bool = False
+    summary: ActionSummary,
+    *,
+    now: datetime,
+    sending: bool = False,
+    earlier: bool = False,
+    held_by: PhoneHold | None = None,
 ) -> str:
     """What a model should do about an action in this state (pure). ``sending``: a send of
     the action is running in the server right now. ``earlier``: the action had an attempt
@@ -185,6 +217,15 @@ def next_step(
     settled, how to send the same text again as a new message follows (only then: while
     the outcome is open, a new id could be a second SMS)."""
     step = _state_step(summary, now=now, sending=sending)
+    if held_by is not None and not sending and summary.status in (Status.PLANNED, Status.FAILED):
+        step = (
+            f"Nothing of this action was sent: the phone is held by action"
+            f" {held_by.action_id!r}, whose attempt since {format_time(held_by.since)} is"
+            " not proven yet (the server reads the phone for it meanwhile). Call send_sms"
+            f" again with action_id {summary.action.action_id!r} from"
+            f" {format_time(held_by.releasable_at())}, when a read can free the phone (at the"
+            f" latest {format_time(held_by.review_at)}); never under a new action_id."
+        )
     if not earlier or not summary.attempts:
         return step
     first = summary.attempts[0].dispatched_at
@@ -264,6 +305,13 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
             f" under a new action_id; {again} later or call reconcile to read the phone; if it"
             " stays UNKNOWN, tell the user a person must check the phone."
         )
+    remedy = _not_ready(summary)
+    if status is Status.FAILED and remedy is not None and retry_allowed and not blocking:
+        return (
+            f"The phone is not ready, so nothing went out and no attempt was spent; a person"
+            f" must {remedy}. Tell the user so; once it is done, {again}{when} (it never"
+            " sends twice)."
+        )
     if status is Status.FAILED:
         if blocking:
             return (
@@ -303,6 +351,15 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
     )
 
 
+def _not_ready(summary: ActionSummary) -> str | None:
+    """What a person must do on the phone, when the latest attempt found it not ready."""
+    latest = summary.latest
+    if latest is None or _core.not_ready(latest) is None:
+        return None
+    remedy = latest.evidence.get("remedy")
+    return remedy if isinstance(remedy, str) else "make the phone ready for a send"
+
+
 def _attempt_view(record: ActionRecord) -> AttemptView:
     return AttemptView(
         attempt=record.attempt,
@@ -325,6 +382,7 @@ def sms_result(
     show_private: bool = False,
     sending: bool = False,
     earlier: bool = False,
+    held_by: PhoneHold | None = None,
 ) -> SmsResult:
     """The model-facing result for an action (pure). ``derived`` None: tell from the id
     (an id that is a generation of the one derived from the intent was derived, or chosen
@@ -341,7 +399,7 @@ def sms_result(
         earlier_message=earlier,
         first_sent_at=format_time(summary.attempts[0].dispatched_at) if summary.attempts else None,
         status=summary.status,
-        next_step=next_step(summary, now=now, sending=sending, earlier=earlier),
+        next_step=next_step(summary, now=now, sending=sending, earlier=earlier, held_by=held_by),
         delivery=latest.delivery if latest else None,
         acceptance=latest.acceptance if latest else None,
         needs_review=summary.needs_review,
@@ -350,13 +408,25 @@ def sms_result(
         settled=settled(summary),
         settles_at=(format_time(due) if (due := _render.settles_at(summary)) is not None else None),
         attempts=len(summary.attempts),
-        max_attempts=action.policy.maximum_attempts,
+        max_attempts=action.budget,
         retry_at=(
             format_time(decision.retry_at)
             if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
             else None
         ),
         device=latest.device if latest else None,
+        phone_not_ready=_not_ready(summary),
+        held_by=(
+            HoldView(
+                action_id=held_by.action_id,
+                dispatch_id=held_by.dispatch_id,
+                since=format_time(held_by.since),
+                releasable_at=format_time(held_by.releasable_at()),
+                review_at=format_time(held_by.review_at),
+            )
+            if held_by is not None
+            else None
+        ),
         latest=_attempt_view(latest) if latest else None,
         record=_render.summary_data(summary, show_private=show_private) if detail else None,
     )

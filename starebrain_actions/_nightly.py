@@ -459,7 +459,7 @@ def _action_line(summary: ActionSummary) -> ActionLine:
         status=summary.status.value,
         reasons=tuple(reason.value for reason in summary.review_reasons),
         attempts=len(summary.attempts),
-        maximum_attempts=summary.action.policy.maximum_attempts,
+        maximum_attempts=summary.action.budget,
         duplicates=summary.duplicates,
         device=latest.device if latest else None,
         latest_dispatch_id=latest.dispatch_id if latest else None,

@@ -41,6 +41,7 @@ from starebrain_actions._model import (
     ActionRecord,
     ActionSummary,
     HistoryEntry,
+    PhoneHold,
     ProviderKind,
     ReviewReason,
     Status,
@@ -656,6 +657,19 @@ def when(value: datetime | None) -> str:
     return format_time(value) if value is not None else "-"
 
 
+def hold_data(hold: PhoneHold) -> dict[str, Any]:
+    """A phone's hold as JSON: the attempt, since when, and when a pass can free it."""
+    return {
+        "action_id": hold.action_id,
+        "dispatch_id": hold.dispatch_id,
+        "device": hold.device,
+        "since": when(hold.since),
+        "void_from": when(hold.void_from) if hold.void_from is not None else None,
+        "review_at": when(hold.review_at),
+        "releasable_at": when(hold.releasable_at()),
+    }
+
+
 def duration_text(delta: timedelta) -> str:
     """A configured duration, exactly and short: ``24h``, ``90m``, ``45s``, ``0.5s``."""
     seconds = delta.total_seconds()
@@ -730,16 +744,27 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
             ("body", body_text(summary, show_private=show_private)),
             ("fingerprint", action.fingerprint),
             ("created", when(action.created_at)),
-            (
-                "attempts",
-                f"{len(summary.attempts)} of {action.policy.maximum_attempts} allowed",
-            ),
+            ("attempts", attempts_text(summary)),
             ("duplicates", str(summary.duplicates)),
         ],
         wrap=("meaning", "needs review", "superseded", "body"),
     )
     if summary.attempts:
         render_attempts(out, summary.attempts)
+
+
+def attempts_text(summary: ActionSummary) -> str:
+    """``2 of 3 allowed``; after an operator's grant, counted from it, and saying so."""
+    action = summary.action
+    counted = len(action.counted(summary.attempts))
+    text = f"{counted} of {action.budget} allowed"
+    grant = action.grant
+    if grant is not None:
+        text += (
+            f" since attempt {grant.after_attempt} (a retry granted by {grant.granted_by} at"
+            f" {when(grant.granted_at)}; its reason is in the history)"
+        )
+    return text
 
 
 def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
@@ -997,7 +1022,7 @@ def review_cells(summary: ActionSummary, now: datetime, show_private: bool) -> l
         summary.status.value,
         reasons_text(summary),
         recipient_text(summary, show_private=show_private),
-        f"{len(summary.attempts)}/{summary.action.policy.maximum_attempts}",
+        f"{len(summary.action.counted(summary.attempts))}/{summary.action.budget}",
         str(summary.duplicates),
         age(now - summary.action.created_at),
     ]
@@ -1006,7 +1031,9 @@ def review_cells(summary: ActionSummary, now: datetime, show_private: bool) -> l
 def _review_footer(count: int) -> str:
     return (
         f"{count} action(s) need a person: inspect with `starebrain history ID`, then"
-        " `starebrain resolve ID --as sent|not-sent --reason TEXT`"
+        " `starebrain resolve ID --as sent|not-sent --reason TEXT`; one out of attempts"
+        " (BUDGET_EXHAUSTED, DEADLINE_PASSED) gets another chance with `starebrain retry ID"
+        " --reason TEXT`"
     )
 
 
@@ -1027,6 +1054,33 @@ async def stream_review(
         out.line("nothing needs review")
         return
     out.line(_review_footer(count))
+
+
+def render_holds(out: Output, holds: Sequence[PhoneHold], *, now: datetime) -> None:
+    """The phones held by unresolved attempts: since when, and when a pass can free each
+    (voiding the fence if the send script never ran; moving it to review at the latest)."""
+    if not holds:
+        return
+    out.line("phones held by an unresolved attempt (no other action starts there meanwhile):")
+    out.table(
+        ["phone", "action", "dispatch id", "held for", "void from", "review at"],
+        (
+            [
+                hold.device,
+                hold.action_id,
+                hold.dispatch_id,
+                age(now - hold.since),
+                when(hold.void_from),
+                when(hold.review_at),
+            ]
+            for hold in holds
+        ),
+    )
+    out.line(
+        "a send or `starebrain reconcile` on that phone reads it: the attempt is settled by its"
+        " row, voided from 'void from' if its script never ran, or moved to review at"
+        " 'review at', which frees the phone"
+    )
 
 
 def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:

@@ -432,7 +432,12 @@ class SmsAgent:
             PhoneUnavailable: the phone cannot be reached (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
-        from starebrain_actions._android import AndroidPhone, PhoneUnavailable, connect_failure
+        from starebrain_actions._android import (
+            AndroidPhone,
+            PhoneUnavailable,
+            connect_failure,
+            connect_lasting,
+        )
 
         async with Ledger.open(db) as ledger:
             try:
@@ -447,9 +452,10 @@ class SmsAgent:
                         framework_proof=ledger_proof(ledger),
                     )
             except TimeoutError as exc:
+                known = connect_failure(exc)
                 raise PhoneUnavailable(
-                    connect_failure(exc)
-                    or f"{device}: did not answer within the {deadline_s:g} s deadline"
+                    known or f"{device}: did not answer within the {deadline_s:g} s deadline",
+                    retryable=not connect_lasting(exc),
                 ) from None
             binding = await phone.bind_in(ledger)
             if phone.path_choice:

@@ -7,6 +7,7 @@ Read commands never create a ledger; ``send`` does. Every read command takes ``-
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import importlib
 import logging
@@ -15,7 +16,15 @@ import re
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,23 +39,28 @@ from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget, is_url, 
 from starebrain_actions._cli_types import (
     Seconds,
     key_option,
+    phone_options,
     policy_options,
     retry_policy,
 )
 from starebrain_actions._convert import to_jsonable
 from starebrain_actions._core import (
     DERIVED_ID_WINDOW,
+    GRANTABLE,
     choose_derived_generation,
     derived_generation,
     derived_generation_id,
     earlier_message,
     failed_after_sent,
+    phone_hold,
     settling_until,
     should_redispatch,
+    spends_budget,
 )
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
 from starebrain_actions._model import (
     ActionSummary,
+    PhoneHold,
     ProviderKind,
     RedispatchReason,
     RetryPolicy,
@@ -68,7 +82,7 @@ from starebrain_actions.exceptions import (
 if TYPE_CHECKING:
     from starebrain_actions._ledger import Ledger
     from starebrain_actions._progress import Progress
-    from starebrain_actions.agent import ReconcilePass
+    from starebrain_actions.agent import ReconcilePass, SendOutcome, SmsAgent
 
 T = TypeVar("T")
 
@@ -91,6 +105,9 @@ EXIT_MISMATCH: Final = 5
 #: the phone shows the message sent, but it has not settled: the app may still mark it
 #: failed until its settle time (rerun to follow it; never send it anew)
 EXIT_SETTLING: Final = 6
+#: the phone is not ready (locked, screen off, no SMS app, unreachable...): nothing was sent
+#: and no attempt was spent; a person must act on the phone, then rerun the same command
+EXIT_NOT_READY: Final = 7
 #: Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED: Final = 130
 
@@ -296,6 +313,8 @@ class _Group(_Utf8Args, _render.JsonErrorGroup):
         "key": "starebrain_actions._cli_keys:key_command",
         "mcp": "starebrain_actions._mcp_command:mcp_command",
         "migrate": "starebrain_actions._cli_migrate:migrate_command",
+        "resume": "starebrain_actions._cli_recover:resume_command",
+        "retry": "starebrain_actions._cli_recover:retry_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",
     }
 
@@ -411,12 +430,17 @@ def main(ctx: click.Context, db: LedgerTarget | None, log_level: str, read_as_sy
 
 def send_exit_code(summary: ActionSummary) -> int:
     """0 SUCCEEDED, 6 sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no
-    attempt left (or a send the phone showed and then marked failed), 3 anything still
-    open."""
+    attempt left (or a send the phone showed and then marked failed), 7 the latest attempt
+    found the phone not ready or unreachable (nothing sent, attempts left), 3 anything
+    still open."""
     status = summary.status
     latest = summary.latest
     if status is Status.SUCCEEDED:
         return EXIT_SUCCEEDED
+    if status is Status.FAILED and latest is not None and not spends_budget(latest):
+        decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
+        if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+            return EXIT_NOT_READY
     if status is Status.VERIFYING and latest is not None and settling_until(latest) is not None:
         return EXIT_SETTLING
     if status is Status.MISMATCH and not (latest is not None and failed_after_sent(latest)):
@@ -483,39 +507,7 @@ def settled(summary: ActionSummary) -> bool:
     help="Seconds to wait for proof of the outcome before exiting 3 (unresolved).",
 )
 @policy_options
-@click.option(
-    "--rate-limit",
-    type=click.IntRange(min=1, max=1_000_000),
-    default=30,
-    show_default=True,
-    help="Sends started on the phone per minute at most (Android holds more behind a "
-    "confirmation dialog); a send over it waits, and says so.",
-)
-@click.option(
-    "--connect-timeout",
-    type=_Seconds(minimum=0.1, maximum=3600),
-    default=5.0,
-    show_default=True,
-    help="Seconds to connect to the phone (never more than what is left of --wait).",
-)
-@click.option(
-    "--command-timeout",
-    type=_Seconds(minimum=0.1, maximum=3600),
-    default=20.0,
-    show_default=True,
-    help="Seconds one command on the phone may take (never more than what is left of "
-    "--wait); a send command cut off is an unknown outcome, settled by a later read.",
-)
-@click.option(
-    "--send-path",
-    type=click.Choice(["ui", "framework", "auto"]),
-    default="auto",
-    show_default=True,
-    help="How the phone sends: ui (the messaging app, am start and key events), framework "
-    "(service call isms as the shell user: no UI, no RCS, rows marked com.android.shell), "
-    "auto (framework once a framework send on this phone's build has come back as the "
-    "shell's own row, else ui; run one send with framework to prove it).",
-)
+@phone_options
 @click.option(
     "--region",
     default=None,
@@ -619,8 +611,16 @@ def send(
         data["first_sent_at"] = (
             _render.when(summary.attempts[0].dispatched_at) if summary.attempts else None
         )
+        outcome = sent.outcome
+        data["not_ready"] = outcome.not_ready if outcome is not None else None
+        data["held_by"] = (
+            _render.hold_data(outcome.held_by)
+            if outcome is not None and outcome.held_by is not None
+            else None
+        )
         _render.emit_json(data)
     else:
+        _tell_what_stopped(sent.outcome)
         if derived:
             out.line(
                 f"action id {summary.action.action_id} (derived from the intent: a rerun"
@@ -652,6 +652,30 @@ def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
     )
 
 
+def _tell_what_stopped(outcome: SendOutcome | None) -> None:
+    """Say on stderr what a person must do when the phone was not ready, or which action's
+    attempt held the phone when the wait ended."""
+    if outcome is None:
+        return
+    if outcome.not_ready is not None:
+        record = outcome.record
+        why = record.last_error if record is not None and record.last_error else "not ready"
+        click.echo(
+            f"starebrain send: the phone is not ready ({why}). To do: {outcome.not_ready}."
+            " Nothing was sent and no attempt was spent; rerun this command once it is done.",
+            err=True,
+        )
+    elif outcome.held_by is not None:
+        hold = outcome.held_by
+        click.echo(
+            f"starebrain send: nothing was sent: attempt {hold.dispatch_id} of action"
+            f" {hold.action_id} still holds the phone (since {_render.when(hold.since)}); a"
+            f" pass can free it from {_render.when(hold.releasable_at())}. Rerun this command"
+            " then (it reads the phone for that attempt itself), or see `starebrain review`.",
+            err=True,
+        )
+
+
 def _tell_waiting(message: str) -> None:
     """Say on stderr, at once, what a send waits for."""
     click.echo(f"starebrain send: {message}", err=True)
@@ -665,6 +689,8 @@ class SendResult:
     summary: ActionSummary
     #: the action as it stood before the send (None: it did not exist)
     before: ActionSummary | None
+    #: what the agent's send returned (None: the ledger alone answered)
+    outcome: SendOutcome | None = None
 
 
 def _run_send(
@@ -689,7 +715,6 @@ def _run_send(
     wait fit inside it (``hard_deadline``). ``action_id`` None: the intent's derived id
     (``choose_derived_id`` with ``derived_id_window``)."""
     from starebrain_actions._progress import Progress
-    from starebrain_actions.agent import SmsAgent
 
     progress = progress or Progress(enabled=False)
     started = time.monotonic()
@@ -699,6 +724,8 @@ def _run_send(
 
     #: the action id, once chosen (for the message of an interrupted send)
     chosen: list[str] = [action_id] if action_id is not None else []
+    #: the agent, once connected (for the message of an interrupted send)
+    agents: list[SmsAgent] = []
 
     async def work() -> SendResult:
         async with progress.shown():
@@ -719,20 +746,21 @@ def _run_send(
                 raise FingerprintConflict(chosen[0], known.action.fingerprint, intent.fingerprint)
             if settled(known):
                 return SendResult(summary=known, before=known)
-        progress.step(f"connecting to {device}")
-        async with SmsAgent.open(
+        async with _agent_within(
+            device,
+            left,
+            progress,
             db=path,
-            device=device,
             policy=policy,
             key_path=key_path,
             region=region,
             read_as_system=read_as_system,
             rate_limit=rate_limit,
             send_path=send_path,
-            connect_timeout_s=min(connect_timeout, left()),
-            command_timeout_s=command_timeout,
-            deadline_s=left(),
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
         ) as agent:
+            agents.append(agent)
             outcome = await agent.send(
                 chosen[0],
                 intent.recipient,
@@ -742,26 +770,101 @@ def _run_send(
                 on_step=progress.step,
                 hard_deadline=True,
             )
-            return SendResult(summary=outcome.summary, before=known)
+            return SendResult(summary=outcome.summary, before=known, outcome=outcome)
 
     try:
         return _run(work())
     except FingerprintConflict as exc:
         raise CliUsageError(f"changed intent, nothing sent: {exc}") from exc
     except KeyboardInterrupt:
-        sent = any(step == "sending" for step in progress.steps)
+        dispatched = bool(agents) and agents[0].dispatches > 0
         click.echo(
-            f"starebrain send: interrupted while {progress.current}."
-            + (" An SMS may already be out." if sent else " Nothing was sent.")
-            + (
-                f" Rerunning the same command is safe: it resumes action {chosen[0]} and"
-                " never sends it twice."
-                if chosen
-                else " Nothing was recorded either."
-            ),
+            f"starebrain send: interrupted while {progress.current}. "
+            + interrupted_text(dispatched=dispatched, action_id=chosen[0] if chosen else None),
             err=True,
         )
         raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def interrupted_text(*, dispatched: bool, action_id: str | None) -> str:
+    """What is true after Ctrl-C: whether this run handed a send to the phone (its outcome
+    is then unknown until a read settles it), and that rerunning resumes the action."""
+    if dispatched:
+        said = (
+            "This run handed a send to the phone: the SMS may already be out; its attempt is"
+            " recorded and a read settles it."
+        )
+    else:
+        said = "This run sent nothing to the phone."
+    if action_id is None:
+        return f"{said} Nothing was recorded either."
+    return (
+        f"{said} Rerunning the same command is safe: it resumes action {action_id} and never"
+        " sends it twice."
+    )
+
+
+#: Seconds between two tries to connect to a phone that does not answer (doubling up to
+#: ``_CONNECT_RETRY_MAX_S``), while ``send``'s ``--wait`` lasts.
+_CONNECT_RETRY_S: Final = 0.5
+_CONNECT_RETRY_MAX_S: Final = 5.0
+
+
+class PhoneNotReadyError(CliError):
+    """The phone did not answer or was not ready within ``--wait``; exit status 7."""
+
+    exit_code = EXIT_NOT_READY
+
+
+@contextlib.asynccontextmanager
+async def _agent_within(
+    device: str,
+    left: Callable[[], float],
+    progress: Progress,
+    *,
+    connect_timeout: float,
+    command_timeout: float,
+    **options: Any,
+) -> AsyncIterator[SmsAgent]:
+    """``SmsAgent.open``, tried again while ``left()`` seconds remain when the phone does not
+    answer (its link is down, it has not authorised the key yet, it is restarting).
+
+    Raises:
+        PhoneNotReadyError: it did not answer within the time left (nothing was recorded).
+    """
+    import asyncio
+
+    from starebrain_actions._android import PhoneUnavailable
+    from starebrain_actions.agent import SmsAgent
+
+    pause = _CONNECT_RETRY_S
+    while True:
+        progress.step(f"connecting to {device}")
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                agent = await stack.enter_async_context(
+                    SmsAgent.open(
+                        device=device,
+                        connect_timeout_s=min(connect_timeout, left()),
+                        command_timeout_s=command_timeout,
+                        deadline_s=left(),
+                        **options,
+                    )
+                )
+            except PhoneUnavailable as exc:
+                if not exc.retryable:
+                    raise
+                if left() <= pause:
+                    raise PhoneNotReadyError(
+                        f"the phone did not answer within --wait: {exc}. Nothing was sent or"
+                        " recorded; check its connection (adb devices), then rerun the command"
+                    ) from exc
+                progress.step(f"waiting for {device} to answer ({exc})")
+                await asyncio.sleep(pause)
+                pause = min(_CONNECT_RETRY_MAX_S, pause * 2)
+                continue
+            yield agent
+            return
 
 
 # --------------------------------------------------------------------------- reads
@@ -906,18 +1009,70 @@ def history(ctx: click.Context, action_id: str, as_json: bool, show_private: boo
 @click.pass_context
 def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
     """List the actions waiting for a person (ambiguous, duplicated, mismatched, out of
-    budget, stuck), with their reasons."""
+    budget, stuck), with their reasons; then the unresolved attempts that hold a phone (no
+    other action can start there until a read proves their outcome or a pass frees it),
+    with how long and until when."""
     path = _ledger_path(_settings(ctx), create=False)
 
-    _run(
-        _stream_summaries(
-            path,
-            lambda ledger, now: ledger.iter_summaries(needs_review=True, now=now),
-            _render.stream_review,
-            as_json=as_json,
-            show_private=show_private,
-        )
-    )
+    async def work() -> None:
+        async with _open_ledger(path, read_only=True) as ledger:
+            now = ledger.now()
+            async with ledger.read_snapshot():
+                holds = await _holds(ledger)
+                held = {
+                    hold.action_id: await ledger.summary(hold.action_id, now=now) for hold in holds
+                }
+
+                def summaries() -> AsyncIterator[ActionSummary]:
+                    return ledger.iter_summaries(needs_review=True, now=now)
+
+                if as_json:
+                    await _render.emit_json_stream(
+                        _review_items(summaries(), holds, held, show_private=show_private)
+                    )
+                    return
+                out = _render.Output()
+                await _render.stream_review(out, summaries, now=now, show_private=show_private)
+                _render.render_holds(out, holds, now=now)
+
+    _run(work())
+
+
+async def _holds(ledger: Ledger) -> list[PhoneHold]:
+    """Every phone's hold: its unresolved attempt, and when a pass can free it (voids at the
+    shortest age a sender uses, ``VOID_AFTER``)."""
+    from starebrain_actions._reconciler import VOID_AFTER
+
+    holds = []
+    for record in await ledger.holders():
+        action = await ledger.get_action(record.action_id)
+        holds.append(phone_hold(record, action, VOID_AFTER))
+    return holds
+
+
+async def _review_items(
+    summaries: AsyncIterator[ActionSummary],
+    holds: Sequence[PhoneHold],
+    held: Mapping[str, ActionSummary],
+    *,
+    show_private: bool,
+) -> AsyncIterator[dict[str, Any]]:
+    """``review --json``: the actions needing a person, then those whose attempt holds a
+    phone, each with ``holds_phone`` (null, or the hold)."""
+    by_action = {hold.action_id: hold for hold in holds}
+    listed = set()
+    async for summary in summaries:
+        data = _render.summary_data(summary, show_private=show_private)
+        hold = by_action.get(summary.action.action_id)
+        data["holds_phone"] = _render.hold_data(hold) if hold is not None else None
+        listed.add(summary.action.action_id)
+        yield data
+    for hold in holds:
+        if hold.action_id in listed:
+            continue
+        data = _render.summary_data(held[hold.action_id], show_private=show_private)
+        data["holds_phone"] = _render.hold_data(hold)
+        yield data
 
 
 # --------------------------------------------------------------------------- writes
@@ -1035,7 +1190,13 @@ def resolve(
             " retry) sends the SMS again"
         )
     elif ruling == "not-sent" and changed:
-        out.line(f"no resend will follow ({decision.reason.value}): see `starebrain review`")
+        out.line(
+            f"no resend will follow ({decision.reason.value}): `starebrain retry {action_id}"
+            " --reason TEXT` gives it another attempt, or send the text as a new message with"
+            " a new --action-id"
+            if decision.reason in GRANTABLE
+            else f"no resend will follow ({decision.reason.value}): see `starebrain review`"
+        )
     _render.render_summary(out, summary, show_private=False)
 
 

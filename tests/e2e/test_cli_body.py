@@ -163,7 +163,7 @@ def test_body_over_the_shell_argument_limit_is_exit_2_and_nothing_is_recorded(
 ) -> None:
     """One byte over the limit (from a file, or quoting that grows it: single quotes) is
     refused with exit 2 before any ledger exists; at the limit the send goes on (and fails
-    here only because nothing listens on the port: exit 1), except through the framework,
+    here only because nothing listens on the port: exit 7), except through the framework,
     which sends one SMS segment only (exit 2, no ledger either)."""
     size = largest_accepted(send_path)
     assert 120_000 < size < MAX_ARG_STRLEN
@@ -196,7 +196,7 @@ def test_body_over_the_shell_argument_limit_is_exit_2_and_nothing_is_recorded(
         assert "send path framework cannot send this body" in accepted.stderr
         assert not ledger_path.exists()
     else:
-        assert 1 == accepted.exit_code, accepted.output
+        assert 7 == accepted.exit_code, accepted.output
 
 
 def test_huge_stdin_is_refused_without_reading_it_all(

@@ -69,12 +69,13 @@ async def test_wait_bounds_connecting_to_a_phone_that_never_answers(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
     """Every command hangs from the first one (the phone's shell never answers): connecting
-    gives up at the deadline with one line saying so, exit 1, nothing recorded or sent."""
+    is tried again until the deadline, then one line saying so, exit 7 (the phone is not
+    ready), nothing recorded or sent."""
     phone = await phone_factory(faults=[("hang", 50)])  # type: ignore[operator]
     code, out, err, took = await run(
         send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "2")
     )
-    assert 1 == code, out + err
+    assert 7 == code, out + err
     assert took < 5.0, f"--wait 2 took {took:.1f} s"
     assert "Traceback" not in err
     assert 0 == ours(phone)
@@ -122,8 +123,9 @@ async def test_a_long_send_shows_its_step_on_a_terminal_only(
 async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """Ctrl-C while the send waits for the phone's row: exit 130 and a message that an SMS may
-    already be out and rerunning the same command is safe; the rerun sends nothing more."""
+    """Ctrl-C while the send waits for the phone's row: exit 130 and a message that this run
+    handed a send to the phone (the SMS may already be out) and rerunning the same command
+    is safe; the rerun sends nothing more."""
     phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)  # type: ignore[operator]
     argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "30")
     process = await asyncio.create_subprocess_exec(
@@ -138,7 +140,7 @@ async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     out, err = await asyncio.wait_for(process.communicate(), 30)
     text = err.decode()
     assert 130 == process.returncode, out.decode() + text
-    assert "An SMS may already be out" in text
+    assert "This run handed a send to the phone: the SMS may already be out" in text
     assert "Rerunning the same command is safe" in text and "A-17" in text
     assert "Traceback" not in text
     rerun = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "1.5"))

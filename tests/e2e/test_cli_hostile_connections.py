@@ -81,15 +81,16 @@ async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 async def test_a_phone_that_never_authorises_the_key_says_so(
     phone_factory: PhoneFactory, ledger_path: Path, tmp_path: Path
 ) -> None:
-    """The phone does not know the key and nobody taps "Allow": the error says to allow it on
-    the phone and names the key file; nothing ran on the phone."""
+    """The phone does not know the key and nobody taps "Allow" within --wait: exit 7 (the
+    phone is not ready), the error says to allow it on the phone and names the key file;
+    nothing ran on the phone."""
     phone = await phone_factory(allow_new_keys=False)
     stranger = ensure_key(tmp_path / "stranger" / "adbkey")
     result = await cli(
         "--db", str(ledger_path), "send", "--device", phone.serial, "--key", str(stranger),
-        "--to", RECIPIENT, "--body", BODY, *FAST,
+        "--to", RECIPIENT, "--body", BODY, "--connect-timeout", "1", "--wait", "3",
     )  # fmt: skip
-    assert 1 == result.exit_code, result.output
+    assert 7 == result.exit_code, result.output
     line = error_line(result)
     assert "the phone has not authorised this key: allow it on the phone; key:" in line
     assert str(stranger) in line
@@ -127,7 +128,7 @@ async def test_a_port_where_no_adb_server_answers_is_not_an_adb_device(
     says: str,
 ) -> None:
     """`send` to a TCP server that is not adbd (silent, HTTP, hanging up) says "not an ADB
-    device" and what the port did, exit 1."""
+    device" and what the port did, exit 1 at once (waiting would not mend it)."""
     address = await tcp_server(handler)
     result = await cli(
         "--db", str(ledger_path), "send", "--device", address, "--key", str(adb_key_path),
@@ -159,12 +160,13 @@ async def test_reconcile_reports_a_port_that_is_not_an_adb_device(
 async def test_a_refused_port_is_still_could_not_connect(
     ledger_path: Path, adb_key_path: Path, closed_port: int
 ) -> None:
-    """A port nobody listens on is "could not connect", not "not an ADB device"."""
+    """A port nobody listens on is "could not connect", not "not an ADB device": tried again
+    within --wait, then exit 7."""
     result = await cli(
         "--db", str(ledger_path), "send", "--device", f"127.0.0.1:{closed_port}",
-        "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY, *FAST,
+        "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY, "--wait", "1.5",
     )  # fmt: skip
-    assert 1 == result.exit_code, result.output
+    assert 7 == result.exit_code, result.output
     line = error_line(result)
     assert "could not connect" in line and "not an ADB device" not in line
 

@@ -77,11 +77,11 @@ def test_send_creates_a_private_ledger_in_a_private_directory(tmp_path: Path) ->
     -wal and -shm too), even under a permissive umask; the phone being down changes nothing."""
     data_home = tmp_path / "xdg"
     result = run_process(
-        [*SEND, "--connect-timeout", "1", "--wait", "5"],
+        [*SEND, "--connect-timeout", "1", "--wait", "1.5"],
         env={"XDG_DATA_HOME": str(data_home)},
         umask=0o000,
     )
-    assert 1 == result.returncode, result.stderr
+    assert 7 == result.returncode, result.stderr  # the phone is down (not ready)
     folder = data_home / "starebrain"
     assert 0o700 == mode(folder)
     assert 0o600 == mode(folder / "ledger.db")
@@ -93,9 +93,9 @@ def test_send_keeps_an_explicit_directory_as_it_is(tmp_path: Path, ledger_path: 
     """`--db` in an existing directory: the ledger is 0600, the directory is not touched."""
     tmp_path.chmod(0o755)
     result = CliRunner().invoke(
-        main, ["--db", str(ledger_path), *SEND, "--connect-timeout", "1", "--wait", "5"]
+        main, ["--db", str(ledger_path), *SEND, "--connect-timeout", "1", "--wait", "1.5"]
     )
-    assert 1 == result.exit_code, result.output
+    assert 7 == result.exit_code, result.output
     assert (0o600, 0o755) == (mode(ledger_path), mode(tmp_path))
 
 
@@ -187,8 +187,8 @@ def test_an_empty_file_is_not_a_ledger_for_commands_that_do_not_create(
 def test_send_makes_a_ledger_of_an_empty_file(run_cli: RunCli, ledger_path: Path) -> None:
     """A 0-byte file is a new ledger for `send` (it creates ledgers); reads then work."""
     ledger_path.touch()
-    sent = run_cli(*SEND, "--action-id", "A-1", "--connect-timeout", "1", "--wait", "5")
-    assert 1 == sent.exit_code, sent.output  # the phone is down; the ledger is made
+    sent = run_cli(*SEND, "--action-id", "A-1", "--connect-timeout", "1", "--wait", "1.5")
+    assert 7 == sent.exit_code, sent.output  # the phone is down; the ledger is made
     assert "could not connect" in error_line(sent)
     assert ledger_path.read_bytes().startswith(b"SQLite format 3\x00")
     listed = run_cli("list", "--json")

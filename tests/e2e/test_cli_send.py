@@ -4,6 +4,7 @@ on a SQLite file and on a PostgreSQL ledger alike."""
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 import os
 from datetime import UTC, datetime
@@ -248,14 +249,22 @@ async def test_send_unresolved_is_exit_3(
     assert "IN_FLIGHT" in result.stdout
 
 
-async def test_send_unreachable_device_is_exit_1(
+async def test_send_to_an_unreachable_phone_waits_within_wait_then_exits_7(
     ledger_target: Target, adb_key_path: Path, closed_port: int
 ) -> None:
-    """A phone that refuses the connection: a clear error naming it, exit 1, nothing recorded."""
+    """A phone that refuses the connection is tried again within --wait (its link may come
+    back), then: exit 7 (the phone is not ready), a clear error naming it, nothing recorded."""
     serial = f"127.0.0.1:{closed_port}"
-    result = await send(ledger_target, adb_key_path, serial, "--to", RECIPIENT, "--body", BODY)
-    assert 1 == result.exit_code
-    assert serial in result.stderr
+    started = time.monotonic()
+    result = await send(
+        ledger_target, adb_key_path, serial, "--to", RECIPIENT, "--body", BODY, "--wait", "2"
+    )
+    took = time.monotonic() - started
+    assert 7 == result.exit_code, result.output
+    assert serial in result.stderr and "did not answer within --wait" in result.stderr
+    assert 1.0 < took < 10.0
+    async with Ledger.open(ledger_target) as ledger:
+        assert [] == await ledger.summaries()
 
 
 async def test_installed_command_sends_once(
