@@ -47,12 +47,18 @@ from starebrain_actions._render import (
     md_code,
     md_table,
     md_text,
+    spent_attempts,
     status_counts_text,
 )
 from starebrain_actions.exceptions import LedgerUnavailable
 
 if TYPE_CHECKING:
     from starebrain_actions.agent import ReconcilePass
+
+#: An action PLANNED this long, or FAILED with attempts left and idle this long since its
+#: latest attempt ended, is one nothing is sending: a person's attention item, or (with
+#: ``--resume``) sent.
+UNSENT_AFTER: Final = timedelta(hours=1)
 
 #: Age buckets of unresolved attempts: (key, upper bound). The last bucket has no bound.
 AGE_BUCKETS: Final[tuple[tuple[str, timedelta | None], ...]] = (
@@ -165,6 +171,35 @@ class ActionLine:
 
 
 @attrs.frozen(kw_only=True)
+class UnsentLine:
+    """An action nothing is sending: PLANNED past ``UNSENT_AFTER``, or FAILED (or sent
+    another text) with attempts left whose latest attempt ended that long ago."""
+
+    action_id: str
+    status: str
+    #: its latest attempt's phone (None: PLANNED, no phone yet)
+    device: str | None
+    #: since when nothing moved it: its creation, or its latest attempt's end
+    idle_since: datetime
+    attempts: int
+    maximum_attempts: int
+    #: what a person must do on the phone, when its latest attempt found it not ready
+    not_ready: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResumeLine:
+    """What ``nightly --resume`` did with one action."""
+
+    device: str
+    action_id: str
+    before: str
+    after: str
+    attempts_started: int
+    note: str
+
+
+@attrs.frozen(kw_only=True)
 class DuplicateLine:
     """A provider row that repeats an attempt already confirmed (an extra SMS went out)."""
 
@@ -208,6 +243,13 @@ class NightlyReport:
     review: tuple[ActionLine, ...]
     #: why a person is needed (empty: nobody is)
     attention: tuple[str, ...]
+    #: actions nothing is sending (PLANNED, or FAILED with attempts left, idle past
+    #: ``UNSENT_AFTER``), after ``--resume`` if it ran
+    unsent: tuple[UnsentLine, ...] = ()
+    #: what ``--resume`` did (empty without it)
+    resumed: tuple[ResumeLine, ...] = ()
+    #: phones ``--resume`` could not use, with why
+    resume_errors: tuple[str, ...] = ()
 
     @property
     def needs_person(self) -> bool:
@@ -313,8 +355,16 @@ async def run_nightly(
     clock: Callable[[], float] = time.monotonic,
     read_as_system: bool | None = None,
     dry_run: bool = False,
+    resume: bool = False,
+    resume_wait_s: float = 30.0,
+    unsent_after: timedelta = UNSENT_AFTER,
 ) -> NightlyReport:
     """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
+
+    ``resume``: then finish what was started (``SmsAgent.resume``, each action waiting up to
+    ``resume_wait_s`` for its proof) on ``devices`` and on the phones of the actions that
+    FAILED with attempts left; PLANNED actions go to ``devices`` only. Without it, actions
+    nothing is sending past ``unsent_after`` are attention items.
 
     ``read_as_system``: read the phones through ``su 1000`` (default:
     ``$STAREBRAIN_READ_AS_SYSTEM``). ``dry_run``: read no phone and write nothing: the
@@ -361,6 +411,17 @@ async def run_nightly(
                 )
             except Exception as exc:  # a bad key, a bridge bug: report it, keep the report
                 failure = f"{type(exc).__name__}: {exc}"
+        resumed: list[ResumeLine] = []
+        resume_errors: list[str] = []
+        if resume and not dry_run:
+            resumed, resume_errors = await _resume(
+                ledger,
+                ledger_path,
+                devices,
+                key_path=key_path,
+                read_as_system=read_as_system,
+                wait_s=resume_wait_s,
+            )
         now = ledger.now()
         # one snapshot for every read below: the counts and the lists agree with each other
         async with ledger.read_snapshot():
@@ -384,17 +445,117 @@ async def run_nightly(
                                 provider_kind=str(row["provider_kind"]),
                             )
                         )
+            unsent = await _unsent(ledger, now, unsent_after)
     pending_per_device: dict[str, int] = {}
     for record in in_flight:
         pending_per_device[record.device] = pending_per_device.get(record.device, 0) + 1
     device_lines = _device_lines(targets, result, failure, pending_per_device)
-    return builder.report(
+    report = builder.report(
         ledger_path=ledger.path,
         duration_s=clock() - started,
         devices=device_lines,
         duplicates=duplicates,
         tally=tally,
     )
+    attention = list(report.attention)
+    if unsent:
+        attention.append(
+            f"{len(unsent)} action(s) not sent and nothing is sending them (PLANNED, or FAILED"
+            " with attempts left, idle past"
+            f" {int(unsent_after.total_seconds() // 60)} min): `starebrain resume --device"
+            " …` or `starebrain nightly --resume` sends them"
+        )
+    attention.extend(f"resume: {error}" for error in resume_errors)
+    return attrs.evolve(
+        report,
+        attention=tuple(attention),
+        unsent=tuple(unsent),
+        resumed=tuple(resumed),
+        resume_errors=tuple(resume_errors),
+    )
+
+
+async def _unsent(ledger: Ledger, now: datetime, after: timedelta) -> list[UnsentLine]:
+    """The actions nothing is sending: resumable (``Ledger.resumable``) and idle past
+    ``after`` (PLANNED since their creation, the others since their latest attempt ended)."""
+    from starebrain_actions._core import not_ready
+
+    lines = []
+    for summary in await ledger.resumable(now=now):
+        latest = summary.latest
+        if latest is None:
+            idle_since = summary.action.created_at
+        else:
+            idle_since = latest.failed_at or latest.rejected_at or latest.dispatched_at
+        if now - idle_since < after:
+            continue
+        remedy = latest.evidence.get("remedy") if latest is not None else None
+        lines.append(
+            UnsentLine(
+                action_id=summary.action.action_id,
+                status=summary.status.value,
+                device=latest.device if latest is not None else None,
+                idle_since=idle_since,
+                attempts=spent_attempts(summary),
+                maximum_attempts=summary.action.budget,
+                not_ready=(
+                    remedy
+                    if latest is not None and not_ready(latest) and isinstance(remedy, str)
+                    else None
+                ),
+            )
+        )
+    return lines
+
+
+async def _resume(
+    ledger: Ledger,
+    target: Path | str,
+    devices: Sequence[str],
+    *,
+    key_path: Path | None,
+    read_as_system: bool | None,
+    wait_s: float,
+) -> tuple[list[ResumeLine], list[str]]:
+    """``SmsAgent.resume`` on ``devices`` and on the phones of the resumable actions that
+    have one, one phone after another; what it did, and the phones it could not use."""
+    from starebrain_actions._android import PhoneUnavailable
+    from starebrain_actions.agent import SmsAgent
+    from starebrain_actions.exceptions import StarebrainError
+
+    pinned = [s.latest.device for s in await ledger.resumable() if s.latest is not None]
+    keys = list(dict.fromkeys([*[await ledger.phone_key_for(d) for d in devices], *pinned]))
+    given = {await ledger.phone_key_for(device) for device in devices}
+    sharing = [key for key in keys if key in given]
+    lines: list[ResumeLine] = []
+    errors: list[str] = []
+    for key in keys:
+        address = await ledger.phone_address(key)
+        # PLANNED actions (no phone yet) go only to the phones given
+        share = (sharing.index(key), len(sharing)) if key in given else None
+        try:
+            async with SmsAgent.open(
+                db=target,
+                device=address,
+                key_path=key_path,
+                read_as_system=read_as_system,
+            ) as agent:
+                report = await agent.resume(wait=wait_s, share=share)
+        except (PhoneUnavailable, StarebrainError) as exc:
+            errors.append(f"{address}: {exc}")
+            continue
+        lines.extend(
+            ResumeLine(
+                device=report.device,
+                action_id=item.action_id,
+                before=item.before.value,
+                after=item.after.value,
+                attempts_started=item.sent,
+                note=item.note,
+            )
+            for item in report.items
+        )
+    return lines, errors
 
 
 def _device_lines(
@@ -707,6 +868,21 @@ def summary_lines(report: NightlyReport) -> list[str]:
     lines.append(f"review: {len(report.review)}")
     for item in report.review:
         lines.append(f"  {t(item.action_id)} ({item.status}): {t(_reasons(item))}")
+    if report.resumed or report.resume_errors:
+        lines.append(f"resumed: {len(report.resumed)}")
+        for done in report.resumed:
+            moved = done.before if done.before == done.after else f"{done.before} -> {done.after}"
+            lines.append(f"  {t(done.action_id)} on {t(done.device)}: {moved}; {t(done.note)}")
+        for error in report.resume_errors:
+            lines.append(f"  not resumed: {t(error)}")
+    lines.append(f"not sent: {len(report.unsent)}")
+    for unsent in report.unsent:
+        where = f" on {t(unsent.device)}" if unsent.device else ""
+        ready = f"; phone not ready: {t(unsent.not_ready)}" if unsent.not_ready else ""
+        lines.append(
+            f"  {t(unsent.action_id)} ({unsent.status}){where}, idle since"
+            f" {format_time(unsent.idle_since)}{ready}"
+        )
     if report.needs_person:
         lines.append("NEEDS A PERSON: " + t("; ".join(report.attention)))
     else:
@@ -834,6 +1010,31 @@ def report_markdown(report: NightlyReport) -> str:
     ] or ["_none_"]
     lines += ["", "## For review", ""]
     lines += md_table(action_columns, action_rows(report.review))
+    lines += ["## Not sent (nothing is sending them)", ""]
+    lines += md_table(
+        ["action", "status", "device", "idle since", "attempts", "phone not ready"],
+        [
+            [
+                u.action_id,
+                u.status,
+                u.device or "-",
+                format_time(u.idle_since),
+                f"{u.attempts}/{u.maximum_attempts}",
+                u.not_ready or "-",
+            ]
+            for u in report.unsent
+        ],
+    )
+    if report.resumed or report.resume_errors:
+        lines += ["## Resumed", ""]
+        lines += md_table(
+            ["device", "action", "before", "after", "attempts started", "note"],
+            [
+                [r.device, r.action_id, r.before, r.after, str(r.attempts_started), r.note]
+                for r in report.resumed
+            ],
+        )
+        lines += [f"- {md_text(error, block_start=True)}" for error in report.resume_errors]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -753,11 +753,23 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
         render_attempts(out, summary.attempts)
 
 
+def spent_attempts(summary: ActionSummary) -> int:
+    """The attempts that spent the action's budget (since an operator's grant, if any)."""
+    counted = summary.action.counted(summary.attempts)
+    return sum(1 for record in counted if _core.spends_budget(record))
+
+
 def attempts_text(summary: ActionSummary) -> str:
     """``2 of 3 allowed``; after an operator's grant, counted from it, and saying so."""
     action = summary.action
-    counted = len(action.counted(summary.attempts))
-    text = f"{counted} of {action.budget} allowed"
+    counted = action.counted(summary.attempts)
+    spent = spent_attempts(summary)
+    text = f"{spent} of {action.budget} allowed"
+    if spent < len(counted):
+        text += (
+            f" (and {len(counted) - spent} that spent nothing: the phone was not ready or"
+            " did not answer)"
+        )
     grant = action.grant
     if grant is not None:
         text += (
@@ -1022,7 +1034,7 @@ def review_cells(summary: ActionSummary, now: datetime, show_private: bool) -> l
         summary.status.value,
         reasons_text(summary),
         recipient_text(summary, show_private=show_private),
-        f"{len(summary.action.counted(summary.attempts))}/{summary.action.budget}",
+        f"{spent_attempts(summary)}/{summary.action.budget}",
         str(summary.duplicates),
         age(now - summary.action.created_at),
     ]

@@ -549,8 +549,11 @@ class SmsAgent:
         on_wait: Callable[[str], None] | None,
         on_step: Callable[[str], None] | None,
         hard_deadline: bool,
+        follow_settling: bool = True,
     ) -> SendOutcome:
-        """``send``'s path for an intent as given (``resume`` passes the stored one)."""
+        """``send``'s path for an intent as given (``resume`` passes the stored one).
+        ``follow_settling`` False: return once the phone shows the message sent and it only
+        has to settle (VERIFYING: its attempt no longer holds the phone)."""
         check_body = getattr(self.phone, "check_body", None)
         if callable(check_body):
             check_body(intent.body)  # a path named by the caller that cannot send it
@@ -647,6 +650,8 @@ class SmsAgent:
                     continue  # the next read comes at the watch's time
                 due = _core.settling_until(latest) if latest is not None else None
                 if due is not None and summary.status is Status.VERIFYING:
+                    if not follow_settling:
+                        return SendOutcome(summary=summary)  # the phone is free for the next
                     # sent by the phone, not yet settled: read now and then (an early FAILED
                     # is worth seeing), and once more when it settles
                     tell("sent by the phone, waiting for it to settle")
@@ -743,7 +748,7 @@ class SmsAgent:
         self,
         *,
         wait: float = 30.0,
-        share: tuple[int, int] = (0, 1),
+        share: tuple[int, int] | None = (0, 1),
         on_item: Callable[[ResumeItem], None] | None = None,
         on_step: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -753,18 +758,21 @@ class SmsAgent:
         through ``send``'s own path, oldest first: PLANNED actions, and those whose latest
         attempt on this phone FAILED (or sent another text) with attempts left, once their
         backoff has passed (or passes within ``wait``). Each action gets up to ``wait``
-        seconds for its proof, as ``send`` would. Safe beside senders and other resumes (on
-        any backend): the ledger's receipt and lease never let one action be sent twice.
+        seconds for its proof, as ``send`` would, but is left once the phone shows it sent and
+        it only has to settle (VERIFYING, which a later pass or resume follows). Safe beside
+        senders and other resumes (on any backend): the ledger's receipt and lease never let
+        one action be sent twice.
 
         ``share=(index, count)``: when ``count`` phones resume together, the PLANNED actions
         (which have no phone yet) are dealt among them, this one taking every ``count``-th
-        from ``index``. ``on_item`` is told each action's result as it ends; ``on_step``
-        what is being done, for a progress display.
+        from ``index``; None: none of them (only this phone's own actions). ``on_item`` is
+        told each action's result as it ends; ``on_step`` what is being done, for a progress
+        display.
 
         Actions a person must rule on, unresolved attempts the pass could not settle, and
         actions with nothing left to try are left as they are (``starebrain review``).
         """
-        index, count = share
+        index, count = share if share is not None else (0, 1)
         if count < 1 or not 0 <= index < count:
             raise InvalidInput(f"share must be (index, count) with 0 <= index < count; got {share}")
         if on_step is not None:
@@ -772,7 +780,7 @@ class SmsAgent:
         report = await self.reconcile()
         candidates = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
         planned = [summary for summary in candidates if not summary.attempts]
-        mine = {summary.action.action_id for summary in planned[index::count]}
+        mine = {s.action.action_id for s in planned[index::count]} if share is not None else set()
         chosen = [s for s in candidates if s.attempts or s.action.action_id in mine]
         items: list[ResumeItem] = []
         for position, summary in enumerate(chosen, start=1):
@@ -788,6 +796,7 @@ class SmsAgent:
                     on_wait=None,
                     on_step=None,
                     hard_deadline=True,
+                    follow_settling=False,
                 )
             except InvalidInput as exc:
                 item = ResumeItem(

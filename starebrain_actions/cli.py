@@ -659,9 +659,10 @@ def _tell_what_stopped(outcome: SendOutcome | None) -> None:
         return
     if outcome.not_ready is not None:
         record = outcome.record
-        why = record.last_error if record is not None and record.last_error else "not ready"
+        error = record.evidence.get("error") if record is not None else None
+        why = f": {error}" if isinstance(error, str) and error else ""
         click.echo(
-            f"starebrain send: the phone is not ready ({why}). To do: {outcome.not_ready}."
+            f"starebrain send: the phone is not ready{why}. To do: {outcome.not_ready}."
             " Nothing was sent and no attempt was spent; rerun this command once it is done.",
             err=True,
         )
@@ -1349,6 +1350,29 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             " day); committed when DIR is in a git repository.",
         ),
         click.option(
+            "--resume",
+            is_flag=True,
+            help="After the read, finish what was started (as `starebrain resume`): send the"
+            " actions that FAILED with attempts left on their own phones, and the PLANNED ones"
+            " on the phones given with --device. Without it they are attention items once idle"
+            " past --unsent-after.",
+        ),
+        click.option(
+            "--unsent-after",
+            type=_Seconds(maximum=30 * 86_400),
+            default=3600.0,
+            show_default=True,
+            help="An action PLANNED this long, or FAILED with attempts left and idle this long,"
+            " is one nothing is sending: it needs a person (exit 1).",
+        ),
+        click.option(
+            "--resume-wait",
+            type=_Seconds(maximum=3600),
+            default=30.0,
+            show_default=True,
+            help="With --resume: seconds each action may wait for proof of its outcome.",
+        ),
+        click.option(
             "--dry-run",
             is_flag=True,
             help="Report the ledger as it stands: read no phone, write nothing to the ledger"
@@ -1371,6 +1395,9 @@ def run_nightly_command(
     key_path: Path | None,
     as_json: bool,
     dry_run: bool = False,
+    resume: bool = False,
+    unsent_after: float = 3600.0,
+    resume_wait: float = 30.0,
 ) -> int:
     """The nightly job behind both ``starebrain nightly`` and ``scripts/nightly_reconcile.py``.
 
@@ -1399,6 +1426,9 @@ def run_nightly_command(
                     key_path=key_path,
                     read_as_system=settings.read_as_system,
                     dry_run=dry_run,
+                    resume=resume,
+                    resume_wait_s=resume_wait,
+                    unsent_after=timedelta(seconds=unsent_after),
                 )
             )
     except _nightly.NightlyBusy as exc:
@@ -1454,12 +1484,16 @@ def nightly(
     key_path: Path | None,
     as_json: bool,
     dry_run: bool,
+    resume: bool,
+    unsent_after: float,
+    resume_wait: float,
 ) -> None:
-    """Reconcile every device with attempts in flight, then report what needs a person.
+    """Reconcile every device with attempts in flight, then report what needs a person;
+    with --resume, finish what was started first (as `starebrain resume`).
 
-    For cron. Exit status: 0 nothing needs a person, 1 something does (review items, or an
-    unreachable device still holding attempts), 2 usage error. A second run while one is
-    going prints one line and exits 0 without touching anything.
+    For cron. Exit status: 0 nothing needs a person, 1 something does (review items, an
+    unreachable device still holding attempts, actions nothing is sending), 2 usage error.
+    A second run while one is going prints one line and exits 0 without touching anything.
 
     The lock is <ledger>.nightly.lock next to a SQLite file; with a postgresql:// URL it is an
     advisory lock in the database (no file), which also keeps runs on other hosts apart.
@@ -1475,6 +1509,9 @@ def nightly(
             archive_dir=archive_dir,
             key_path=key_path,
             as_json=as_json,
+            resume=resume,
+            unsent_after=unsent_after,
+            resume_wait=resume_wait,
         )
     )
 
@@ -1512,6 +1549,9 @@ def nightly_main(
     key_path: Path | None,
     as_json: bool,
     dry_run: bool,
+    resume: bool,
+    unsent_after: float,
+    resume_wait: float,
 ) -> None:
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
     code and exit statuses as ``starebrain nightly``."""
@@ -1530,6 +1570,9 @@ def nightly_main(
             archive_dir=archive_dir,
             key_path=key_path,
             as_json=as_json,
+            resume=resume,
+            unsent_after=unsent_after,
+            resume_wait=resume_wait,
         )
     )
 
