@@ -77,6 +77,9 @@ _log = get_logger("starebrain.agent")
 #: settle, where not starting costs nothing.
 MIN_DISPATCH_S = 0.5
 
+#: Statuses in which an action waits for a new attempt (another action's hold may stop it).
+_MAY_START = frozenset({Status.PLANNED, Status.FAILED, Status.MISMATCH})
+
 #: Sends started on one phone per minute at most, by default: Android's SmsUsageMonitor lets a
 #: package send about 30 SMS per 60 s before a confirmation dialog holds the next one.
 RATE_LIMIT_PER_MINUTE = 30
@@ -553,7 +556,40 @@ class SmsAgent:
     ) -> SendOutcome:
         """``send``'s path for an intent as given (``resume`` passes the stored one).
         ``follow_settling`` False: return once the phone shows the message sent and it only
-        has to settle (VERIFYING: its attempt no longer holds the phone)."""
+        has to settle (VERIFYING: its attempt no longer holds the phone). When it ends with
+        no attempt of its own under way and another action's attempt holds the phone, the
+        outcome names that hold (``held_by``)."""
+        outcome = await self._steps(
+            action_id,
+            intent,
+            wait=wait,
+            clock=clock,
+            on_wait=on_wait,
+            on_step=on_step,
+            hard_deadline=hard_deadline,
+            follow_settling=follow_settling,
+        )
+        if outcome.held_by is not None or outcome.status not in _MAY_START:
+            return outcome
+        for record in await self.ledger.holders(self.phone.device):
+            if record.action_id != action_id:
+                held_by = await self._hold(record.dispatch_id)
+                return attrs.evolve(outcome, held_by=held_by)
+        return outcome
+
+    async def _steps(
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        *,
+        wait: float,
+        clock: Callable[[], float],
+        on_wait: Callable[[str], None] | None,
+        on_step: Callable[[str], None] | None,
+        hard_deadline: bool,
+        follow_settling: bool,
+    ) -> SendOutcome:
+        """The steps of ``_drive``."""
         check_body = getattr(self.phone, "check_body", None)
         if callable(check_body):
             check_body(intent.body)  # a path named by the caller that cannot send it

@@ -1,0 +1,193 @@
+"""A person's recovery path through the CLI, on a SQLite file and on PostgreSQL: a locked phone
+is exit 7 and spends nothing, a send blocked by an interrupted attempt settles it itself,
+`review` shows what holds a phone, `retry` gives an exhausted action another chance, `resume`
+and `nightly --resume` finish what was started. Ground truth is the phone's store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from android_bridge import Device, ensure_epoch
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status
+from starebrain_actions.cli import main
+from tests.conftest import PhoneFactory
+from tests.e2e.conftest import RECIPIENT, Target
+
+SENT = 2
+#: retries quickly, rows settle at once (the simulated app marks them within 20 ms)
+QUICK = ("--backoff", "0.2", "--settle-after", "0.3", "--grace", "2")
+
+
+async def cli(ledger: Target, *args: str) -> Result:
+    """``starebrain --db LEDGER ARGS`` off the phone's loop."""
+    argv = ["--db", str(ledger), *args]
+    return await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
+
+
+async def send(ledger: Target, key: Path, phone: SimulatedPhone, *args: str) -> Result:
+    return await cli(
+        ledger, "send", "--device", phone.serial, "--key", str(key), "--to", RECIPIENT, *args
+    )
+
+
+def sent(phone: SimulatedPhone, body: str) -> int:
+    """SENT rows with this body on the phone."""
+    return sum(1 for row in phone.store.rows(types=[SENT]) if row.body == body)
+
+
+async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """Locked: exit 7, stderr says to unlock the phone, JSON names the remedy, no attempt is
+    spent (status says so); unlocked, the same command sends once and exits 0."""
+    phone = await phone_factory(screen="locked")
+    what = ("--body", "locked text", "--action-id", "L-1")
+    args = (*what, "--wait", "1.5", *QUICK)
+    locked = await send(ledger_target, adb_key_path, phone, *args)
+    assert 7 == locked.exit_code, locked.output
+    assert "the phone is not ready" in locked.stderr and "unlock the phone" in locked.stderr
+    as_json = await send(ledger_target, adb_key_path, phone, *args, "--json")
+    data = json.loads(as_json.stdout)
+    assert (7, "FAILED") == (data["exit_code"], data["status"])
+    assert "unlock the phone" in data["not_ready"]
+    shown = await cli(ledger_target, "status", "L-1")
+    assert "attempts:     0 of 3 allowed (and" in shown.stdout
+    phone.screen = "on"
+    again = await send(ledger_target, adb_key_path, phone, *what, "--wait", "10", *QUICK)
+    assert 0 == again.exit_code, again.output
+    assert 1 == sent(phone, "locked text")
+
+
+async def interrupted(ledger: Target, phone: SimulatedPhone, key: Path, age_s: float) -> str:
+    """An attempt a Ctrl-C left right after its receipt, ``age_s`` old: it holds the phone,
+    its script never ran (its fence epoch is the phone's, so a pass may void it)."""
+    device = await Device.connect(phone.serial, key_path=key)
+    try:
+        epoch = await ensure_epoch(device)
+    finally:
+        await device.close()
+    async with Ledger.open(ledger) as opened:
+        await opened.create_action("A-1", SmsIntent(recipient=RECIPIENT, body="interrupted"))
+        record = await opened.begin_attempt(
+            "A-1",
+            phone.serial,
+            now=opened.now() - timedelta(seconds=age_s),
+            evidence={"fence_epoch": epoch.epoch, "send_path": "ui"},
+        )
+    return record.dispatch_id
+
+
+async def test_a_send_blocked_by_an_interrupted_attempt_voids_it_and_sends(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """Another action's attempt, interrupted 40 s ago, holds the phone: `review` lists the
+    hold; `send` of a new action says what it waits for, voids the old attempt's fence by
+    the pass's code and sends: exit 0, one SMS, none for the interrupted one."""
+    held = await interrupted(ledger_target, phone, adb_key_path, 40)
+    review = await cli(ledger_target, "review")
+    assert "phones held by an unresolved attempt" in review.stdout and held in review.stdout
+    listed = json.loads((await cli(ledger_target, "review", "--json")).stdout)
+    (item,) = [entry for entry in listed if entry["holds_phone"] is not None]
+    assert (held, "A-1") == (item["holds_phone"]["dispatch_id"], item["action"]["action_id"])
+    result = await send(
+        ledger_target, adb_key_path, phone, "--body", "next", "--action-id", "B-1",
+        "--wait", "15", *QUICK,
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    assert "waiting for attempt" in result.stderr and "A-1" in result.stderr
+    assert (1, 0) == (sent(phone, "next"), sent(phone, "interrupted"))
+    async with Ledger.open(ledger_target) as ledger:
+        assert Status.FAILED == (await ledger.summary("A-1")).status
+    after = await cli(ledger_target, "review")
+    assert "phones held" not in after.stdout
+
+
+async def test_a_send_that_gives_up_names_the_holder_and_when_it_can_be_freed(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """The holder is too young to void: exit 3, PLANNED, and stderr and JSON name it."""
+    held = await interrupted(ledger_target, phone, adb_key_path, 0)
+    result = await send(
+        ledger_target, adb_key_path, phone, "--body", "next", "--action-id", "B-1",
+        "--wait", "1", "--json",
+    )  # fmt: skip
+    data = json.loads(result.stdout)
+    assert (3, "PLANNED") == (data["exit_code"], data["status"])
+    assert (held, "A-1") == (data["held_by"]["dispatch_id"], data["held_by"]["action_id"])
+    assert data["held_by"]["releasable_at"] == data["held_by"]["void_from"]
+    assert "still holds the phone" not in result.stdout
+    assert 0 == sent(phone, "next")
+
+
+async def test_retry_is_refused_while_unresolved_then_grants_and_the_send_goes_once(
+    phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """The app altered the text the same way twice (``mangle-body``): no third copy is sent
+    (exit 5, REPEATED_MISMATCH); `retry` grants one, recorded with who and why in
+    `history`; the rerun sends the intended text once. A retry of an action with an
+    unresolved attempt is refused."""
+    phone = await phone_factory(faults=[("mangle-body", 2)], send_delay_ms=20)
+    args = ("--body", "retry me", "--action-id", "X-1", "--wait", "10", *QUICK)
+    refused_twice = await send(ledger_target, adb_key_path, phone, *args)
+    assert 5 == refused_twice.exit_code, refused_twice.output
+    async with Ledger.open(ledger_target) as ledger:
+        assert 2 == len((await ledger.summary("X-1")).attempts)
+    granted = await cli(
+        ledger_target, "retry", "X-1", "--reason", "the app was fixed", "--operator", "bo"
+    )
+    assert 0 == granted.exit_code, granted.output
+    assert "granted 1 new attempt(s) to X-1 by bo" in granted.stdout
+    again = await send(ledger_target, adb_key_path, phone, *args)
+    assert 0 == again.exit_code, again.output
+    assert 1 == sent(phone, "retry me")
+    history = json.loads((await cli(ledger_target, "history", "X-1", "--json")).stdout)
+    (entry,) = [row for row in history if row["event"] == "retry_granted"]
+    assert ("bo", "the app was fixed") == (entry["actor"], entry["evidence"]["reason"])
+    async with Ledger.open(ledger_target) as ledger:
+        await ledger.create_action("Y-1", SmsIntent(recipient=RECIPIENT, body="in flight"))
+        await ledger.begin_attempt("Y-1", "10.0.0.9:5555")
+    refused = await cli(ledger_target, "retry", "Y-1", "--reason", "x", "--operator", "bo")
+    assert 1 == refused.exit_code
+    assert "retry refused, nothing written" in refused.stderr
+
+
+async def test_resume_and_nightly_finish_what_was_started(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """Two actions were only planned an hour ago: `nightly` says they are not being sent
+    (exit 1); `nightly --resume --device` sends them once (exit 0, nothing needs a
+    person); `resume` then has nothing to do."""
+    policy = RetryPolicy(settle_after=timedelta(milliseconds=300))
+    async with Ledger.open(ledger_target) as ledger:
+        for number in (1, 2):
+            await ledger.create_action(
+                f"P-{number}",
+                SmsIntent(recipient=RECIPIENT, body=f"planned {number}"),
+                policy,
+                now=ledger.now() - timedelta(hours=2),
+            )
+    before = await cli(ledger_target, "nightly", "--key", str(adb_key_path))
+    assert 1 == before.exit_code, before.output
+    assert "not sent: 2" in before.stdout and "nothing is sending them" in before.stdout
+    night = await cli(
+        ledger_target, "nightly", "--resume", "--device", phone.serial,
+        "--key", str(adb_key_path), "--json",
+    )  # fmt: skip
+    report = json.loads(night.stdout)
+    assert (["P-1", "P-2"], []) == (
+        sorted(line["action_id"] for line in report["resumed"]),
+        report["unsent"],
+    )
+    assert (1, 1) == (sent(phone, "planned 1"), sent(phone, "planned 2"))
+    idle = await cli(
+        ledger_target, "resume", "--device", phone.serial, "--key", str(adb_key_path), "--json"
+    )
+    data = json.loads(idle.stdout)
+    assert (0, []) == (data["exit_code"], data["devices"][0]["actions"])
+    assert (1, 1) == (sent(phone, "planned 1"), sent(phone, "planned 2"))
