@@ -276,7 +276,15 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
         policy=structure(policy, RetryPolicy, what + " policy"),
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),
+        planned_device=stored_planned_device(row),
     )
+
+
+def stored_planned_device(row: Mapping[str, Any]) -> str | None:
+    """The phone a sender named when it created the action (None: any, or a ledger older
+    than version 8)."""
+    value = row["planned_device"] if "planned_device" in row.keys() else None  # noqa: SIM118
+    return str(value) if value is not None else None
 
 
 def stored_grant(row: Mapping[str, Any]) -> RetryGrant | None:

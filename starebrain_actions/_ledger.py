@@ -51,6 +51,7 @@ from starebrain_actions._convert import (
     parse_time,
     record_from_row,
     stored_grant,
+    stored_planned_device,
     structure,
     to_jsonable,
 )
@@ -498,8 +499,12 @@ class Ledger:
         policy: RetryPolicy | None = None,
         *,
         now: datetime | None = None,
+        device: str | None = None,
     ) -> Action:
         """Create the action, or return the existing one with the same id and fingerprint.
+        ``device``: the phone (its key) the sender means to send it through, kept as
+        ``planned_device`` so that ``resume`` sends it there while it has no attempt (an
+        existing action keeps what it has).
 
         Raises:
             InvalidInput: the id is empty, too long or holds spaces or control characters.
@@ -515,19 +520,23 @@ class Ledger:
                 f"the intent holds {exc.object[exc.start : exc.end]!r}, which is not valid"
                 " Unicode (a lone surrogate, e.g. from bytes that are not UTF-8)"
             ) from exc
+        if device is not None and not device.strip():
+            raise InvalidInput("device must not be empty (an ADB serial or host:port)")
         candidate = Action(
             action_id=action_id,
             fingerprint=fingerprint,
             intent=intent,
             policy=policy,
             created_at=when,
+            planned_device=device,
         )
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
             deadline = candidate.deadline
             inserted = db.execute(
                 "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
-                " policy_json, created_at, deadline) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " policy_json, created_at, deadline, planned_device)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (action_id) DO NOTHING",
                 (
                     action_id,
@@ -537,6 +546,7 @@ class Ledger:
                     _json(to_jsonable(policy)),
                     format_time(when),
                     format_time(deadline) if deadline else None,
+                    device,
                 ),
             )
             if inserted.rowcount == 1:
@@ -1196,14 +1206,18 @@ class Ledger:
         self, device: str | None = None, *, now: datetime | None = None
     ) -> list[ActionSummary]:
         """The actions a ``resume`` may send now or after their backoff, oldest first: PLANNED
-        ones (no phone yet), and those whose latest attempt FAILED or was REJECTED (on
-        ``device``, if given) while ``should_redispatch`` allows another attempt."""
+        ones (planned for ``device`` or for no phone in particular), and those whose latest
+        attempt FAILED or was REJECTED (on ``device``, if given) while ``should_redispatch``
+        allows another attempt."""
         when = require_aware("now", now) if now is not None else self.now()
         found: list[ActionSummary] = []
         for status in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
             async for summary in self.iter_summaries(status=status, now=when):
                 latest = summary.latest
-                if device is not None and latest is not None and latest.device != device:
+                # an action goes on the phone of its latest attempt, or (none yet) the one
+                # its sender named, if any
+                where = latest.device if latest is not None else summary.action.planned_device
+                if device is not None and where is not None and where != device:
                     continue
                 decision = _core.should_redispatch(summary.action, summary.attempts, when)
                 if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
@@ -1998,6 +2012,7 @@ def _cached_action(row: Mapping[str, Any]) -> Action:
         policy=policy,
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),
+        planned_device=stored_planned_device(row),
     )
 
 

@@ -481,6 +481,9 @@ class Action:
     created_at: datetime = attrs.field(validator=_aware_utc)
     #: the latest operator's grant of new attempts (``starebrain retry``), if any
     grant: RetryGrant | None = None
+    #: the phone (its key) a sender named when it created the action: while the action has
+    #: no attempt, ``resume`` sends it there only (None: any phone)
+    planned_device: str | None = None
 
     @property
     def deadline(self) -> datetime | None:

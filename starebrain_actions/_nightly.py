@@ -518,12 +518,17 @@ async def _resume(
     wait_s: float,
 ) -> tuple[list[ResumeLine], list[str]]:
     """``SmsAgent.resume`` on ``devices`` and on the phones of the resumable actions that
-    have one, one phone after another; what it did, and the phones it could not use."""
+    have one (their latest attempt's, or the one their sender named), one phone after
+    another; what it did, and the phones it could not use."""
     from starebrain_actions._android import PhoneUnavailable
     from starebrain_actions.agent import SmsAgent
     from starebrain_actions.exceptions import StarebrainError
 
-    pinned = [s.latest.device for s in await ledger.resumable() if s.latest is not None]
+    pinned = [
+        where
+        for s in await ledger.resumable()
+        if (where := s.latest.device if s.latest is not None else s.action.planned_device)
+    ]
     keys = list(dict.fromkeys([*[await ledger.phone_key_for(d) for d in devices], *pinned]))
     given = {await ledger.phone_key_for(device) for device in devices}
     sharing = [key for key in keys if key in given]
@@ -531,7 +536,7 @@ async def _resume(
     errors: list[str] = []
     for key in keys:
         address = await ledger.phone_address(key)
-        # PLANNED actions (no phone yet) go only to the phones given
+        # PLANNED actions no sender named a phone for go only to the phones given
         share = (sharing.index(key), len(sharing)) if key in given else None
         try:
             async with SmsAgent.open(

@@ -593,7 +593,7 @@ class SmsAgent:
         check_body = getattr(self.phone, "check_body", None)
         if callable(check_body):
             check_body(intent.body)  # a path named by the caller that cannot send it
-        await self.ledger.create_action(action_id, intent, self.policy)
+        await self.ledger.create_action(action_id, intent, self.policy, device=self.phone.device)
         give_up = clock() + max(0.0, wait)
         told = ""
         step = ""
@@ -800,8 +800,9 @@ class SmsAgent:
         one action be sent twice.
 
         ``share=(index, count)``: when ``count`` phones resume together, the PLANNED actions
-        (which have no phone yet) are dealt among them, this one taking every ``count``-th
-        from ``index``; None: none of them (only this phone's own actions). ``on_item`` is
+        no sender named a phone for are dealt among them, this one taking every ``count``-th
+        from ``index``; None: none of them (only this phone's own actions). A PLANNED action
+        whose sender named a phone (``send`` does) goes to that phone only. ``on_item`` is
         told each action's result as it ends; ``on_step`` what is being done, for a progress
         display.
 
@@ -815,9 +816,14 @@ class SmsAgent:
             on_step("reading the phone")
         report = await self.reconcile()
         candidates = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
-        planned = [summary for summary in candidates if not summary.attempts]
-        mine = {s.action.action_id for s in planned[index::count]} if share is not None else set()
-        chosen = [s for s in candidates if s.attempts or s.action.action_id in mine]
+        # PLANNED actions no sender named a phone for are dealt among the phones resuming
+        anywhere = [s for s in candidates if not s.attempts and s.action.planned_device is None]
+        mine = {s.action.action_id for s in anywhere[index::count]} if share is not None else set()
+        chosen = [
+            s
+            for s in candidates
+            if s.attempts or s.action.planned_device is not None or s.action.action_id in mine
+        ]
         items: list[ResumeItem] = []
         for position, summary in enumerate(chosen, start=1):
             action = summary.action

@@ -55,7 +55,8 @@ CREATE TABLE actions (
     created_at          TEXT    NOT NULL,
     deadline            TEXT
 , grant_json TEXT
-    CHECK (grant_json IS NULL OR json_valid(grant_json))) STRICT;
+    CHECK (grant_json IS NULL OR json_valid(grant_json)), planned_device TEXT
+    CHECK (planned_device IS NULL OR length(planned_device) >= 1)) STRICT;
 
 CREATE TABLE attempts (
     dispatch_id         TEXT    PRIMARY KEY,

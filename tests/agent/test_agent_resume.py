@@ -162,3 +162,19 @@ async def test_a_resume_killed_mid_run_loses_nothing_and_sends_nothing_twice(
     async with Ledger.open(db_path) as ledger:
         planned = [n for n in range(count) if not (await ledger.summary(f"R-{n}")).attempts]
     assert [] == planned
+
+
+async def test_a_planned_action_goes_only_to_the_phone_its_sender_named(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An action created for phone A (as `send --device A` creates it) and never started is
+    left alone by a resume on phone B, and sent by a resume on A."""
+    one, two = await sms_phone(), await sms_phone()
+    async with agent_for(one) as first, agent_for(two) as second:
+        await first.ledger.create_action(
+            "A-1", SmsIntent(recipient=TO, body=body(0)), FAST, device=first.phone.device
+        )
+        elsewhere = await second.resume(wait=5)
+        home = await first.resume(wait=5)
+    assert ((), ["A-1"]) == (elsewhere.items, [item.action_id for item in home.items])
+    assert (1, 0) == (len(sent_rows(one, TO, body(0))), len(sent_rows(two, TO, body(0))))

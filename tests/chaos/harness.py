@@ -186,6 +186,10 @@ class ChaosConfig:
     poll_s: float = 0.25
     #: how long one ``send`` call waits before the sender moves to its next action
     send_wait_s: float = 3.0
+    #: ``starebrain resume`` runs this often per phone (killable like the rest): it re-drives
+    #: what the CLI senders, which send each action once, left PLANNED or FAILED with
+    #: attempts left; it runs once more per phone when the chaos is over (None: never)
+    resume_every_s: float | None = 4.0
 
     def __attrs_post_init__(self) -> None:
         if self.agent not in ("ledger", "naive"):
@@ -713,6 +717,14 @@ def _attempt_order_violations(connection: sqlite3.Connection) -> list[str]:
         row["action_id"]: row["maximum_attempts"]
         for row in connection.execute("SELECT action_id, maximum_attempts FROM actions")
     }
+    # an operator's grant (``starebrain retry``): its own budget, counted after it
+    granted_after: dict[str, int] = {}
+    for row in connection.execute(
+        "SELECT action_id, grant_json FROM actions WHERE grant_json IS NOT NULL"
+    ):
+        grant = json.loads(row["grant_json"])
+        budget[row["action_id"]] = int(grant["attempts"])
+        granted_after[row["action_id"]] = int(grant["after_attempt"])
     first_seq = {
         row["dispatch_id"]: row["seq"]
         for row in connection.execute(
@@ -727,13 +739,14 @@ def _attempt_order_violations(connection: sqlite3.Connection) -> list[str]:
             " OR event IN ('resolve_sent', 'resolve_not_sent') GROUP BY dispatch_id"
         )
     }
-    # an attempt failed only because the phone was unreachable spends no budget
-    # (``_core.spends_budget``)
+    # an attempt failed only because the phone was unreachable or not ready (locked, screen
+    # off...) spends no budget (``_core.spends_budget``)
     free = {
         row["dispatch_id"]
         for row in connection.execute(
             "SELECT dispatch_id FROM attempts WHERE delivery = 'FAILED'"
-            " AND json_extract(evidence_json, '$.unreachable') = 1"
+            " AND (json_extract(evidence_json, '$.unreachable') = 1"
+            " OR json_extract(evidence_json, '$.not_ready') IS NOT NULL)"
         )
     }
     by_action: dict[str, list[sqlite3.Row]] = defaultdict(list)
@@ -745,7 +758,8 @@ def _attempt_order_violations(connection: sqlite3.Connection) -> list[str]:
         numbers = [row["attempt"] for row in rows]
         if numbers != list(range(1, len(rows) + 1)):
             problems.append(f"attempts of {action_id} numbered {numbers}")
-        spent = sum(1 for row in rows if row["dispatch_id"] not in free)
+        after = granted_after.get(action_id, 0)
+        spent = sum(1 for row in rows if row["dispatch_id"] not in free and row["attempt"] > after)
         if spent > budget.get(action_id, 0):
             problems.append(f"{action_id}: {spent} attempts spent, budget {budget.get(action_id)}")
         for before, after in itertools.pairwise(rows):
@@ -978,9 +992,15 @@ class ChaosRun:
 
         async def all_sent() -> None:
             await asyncio.gather(*senders, return_exceptions=True)
-            self.senders_done.set()
+            if resumer is None:
+                self.senders_done.set()
 
         waiting = self._spawn(all_sent())
+        resumer = (
+            self._spawn(self._resumer(waiting))
+            if ledger and cli_slots and config.resume_every_s is not None
+            else None
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(waiting), config.chaos_s)
         self.chaos_over.set()
@@ -993,6 +1013,13 @@ class ChaosRun:
         left = max(0.0, self.deadline - time.time())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(waiting), left)
+        if resumer is not None:
+            # what the senders left open, finished as a person would: `starebrain resume`
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(resumer), max(1.0, left))
+            await asyncio.sleep(self.config.void_after_s)
+            for rig in self.rigs:
+                await self._resume_once(rig, self.config.send_wait_s)
         self.senders_done.set()
         self.counts["settle_ms"] = int((time.monotonic() - self.started) * 1000)
         for name, process in list(self.running.items()):
@@ -1139,7 +1166,9 @@ class ChaosRun:
             self.counts["send_calls"] += 1
 
     async def _cli_sender(self, name: str, action_ids: Sequence[str], alias: bool = False) -> None:
-        """``starebrain send`` once per action, again while it is unresolved."""
+        """``starebrain send`` once per action (again when the run was killed: a rerun is
+        promised to be safe); what it leaves open is re-driven by ``starebrain resume``
+        (``_resumer``), or, without one, by sending again while it is unresolved."""
         pending = list(dict.fromkeys(action_ids))
         runs = 0
         while pending and time.time() < self.deadline:
@@ -1193,9 +1222,12 @@ class ChaosRun:
                 review = False
                 with contextlib.suppress(ValueError):
                     review = bool(json.loads(output).get("needs_review"))
-                if code in (0, 4, 5) or review:  # 6: settling, 3: unresolved: again
+                if code == 7:
+                    self.counts["cli_not_ready"] += 1
+                if code in (0, 4, 5) or review or self.config.resume_every_s is not None:
+                    # done, or (3 unresolved, 6 settling, 7 the phone not ready) left to resume
                     pending.remove(action_id)
-                elif code not in (3, 6):  # unresolved, or settling: sent again later
+                if code not in (0, 3, 4, 5, 6, 7):
                     self.counts["agent_errors"] += 1
                     self.details["agent errors"].append(
                         f"{name}: {action_id}: starebrain send exited {code}"
@@ -1267,6 +1299,58 @@ class ChaosRun:
                 self.counts["cli_reconcile_runs"] += 1
                 if code not in (0, 1, -signal.SIGKILL):
                     self.details["child errors"].append(f"starebrain reconcile exited {code}")
+
+    def _resume_command(self, rig: PhoneRig, wait_s: float) -> list[str]:
+        return [
+            str(Path(sys.executable).parent / "starebrain"),
+            "--db",
+            str(self.db),
+            *(["--read-as-system"] if rig.read_as_system else []),
+            "resume",
+            "--device",
+            rig.serial,
+            "--key",
+            str(self.key),
+            "--wait",
+            f"{wait_s:.2f}",
+            "--rate-limit",
+            "1000",
+            "--connect-timeout",
+            "1",
+            "--command-timeout",
+            str(self.config.command_timeout_s),
+            "--json",
+        ]
+
+    async def _resume_once(self, rig: PhoneRig, wait_s: float) -> None:
+        """One ``starebrain resume`` on ``rig``'s phone: what it drove and how it exited."""
+        code, output = await self._run_cli(
+            f"resume-{rig.index}",
+            "resume",
+            self._resume_command(rig, wait_s),
+            self.logs / "resume.log",
+        )
+        self.counts["resume_runs"] += 1
+        if code == -signal.SIGKILL:
+            self.counts["kills_resume_seen"] += 1
+            return
+        if code not in (0, 3, 4, 5, 6, 7):
+            self.details["child errors"].append(f"starebrain resume exited {code}")
+            return
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            for device in json.loads(output)["devices"]:
+                for item in device["actions"]:
+                    self.counts["resume_actions"] += 1
+                    self.counts["resume_attempts"] += int(item["attempts_started"])
+
+    async def _resumer(self, senders: asyncio.Task[Any]) -> None:
+        """``starebrain resume`` on every phone now and then, until the senders are done."""
+        every = self.config.resume_every_s or 4.0
+        while not senders.done() and time.time() < self.deadline:
+            await asyncio.sleep(every)
+            for rig in self.rigs:
+                wait = max(0.0, min(self.config.send_wait_s, self.deadline - time.time()))
+                await self._resume_once(rig, wait)
 
     # -- chaos actors ------------------------------------------------------------------
 

@@ -30,7 +30,18 @@ from .harness import (
 )
 
 #: Small enough for CI on two cores (about a minute), big enough to meet every send fault.
-CONFIG = ChaosConfig(seed=7, actions=22, twins=2, phones=2, workers=3, chaos_s=22.0, settle_s=25.0)
+#: One sender slot of three is `starebrain send`, which sends each action once and leaves what
+#: is still open to `starebrain resume` (issue 22: resume finishes what was started).
+CONFIG = ChaosConfig(
+    seed=7,
+    actions=22,
+    twins=2,
+    phones=2,
+    workers=3,
+    chaos_s=22.0,
+    settle_s=25.0,
+    cli_senders=1 / 3,
+)
 TO, BODY = "+12025550100", "Your code is 4821"
 
 
@@ -44,7 +55,8 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     Issue 21's faults are in it: the owner deleting the latest conversation (ids reused), a
     wipe of phone 0 at the same address, the app's optimistic SENT row failing (send-fails,
     and stuck sends the radio fails later), and senders reaching the phones by a second
-    address."""
+    address. Issue 22's: a CLI sender that sends each action once, and `starebrain resume`
+    (killed like the rest) finishing what it left."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     report = await run_chaos(CONFIG, tmp_path / "chaos")
     explain = "\n".join(
@@ -65,6 +77,8 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     # the workload really ran: kills and restarts, owners typing, outages, faults, twins
     assert counts.get("kills", 0) >= 3, explain
     assert counts.get("restarts_agent", 0) >= 1, explain
+    # `starebrain resume` re-drove what the one-shot CLI sender left, during and after the chaos
+    assert counts.get("resume_runs", 0) >= 2 * CONFIG.phones, explain
     assert counts.get("human_same_text", 0) >= 3, explain
     assert counts.get("human_other_text", 0) >= 3, explain
     assert counts.get("outages", 0) >= 1, explain

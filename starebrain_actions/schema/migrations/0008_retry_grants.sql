@@ -5,3 +5,9 @@
 -- count against the budget; every grant is also a `retry_granted` row of the history.
 ALTER TABLE actions ADD COLUMN grant_json TEXT
     CHECK (grant_json IS NULL OR json_valid(grant_json));
+
+-- The phone a sender named when it created the action (its key in `phones`): while the
+-- action has no attempt, `starebrain resume` sends it on that phone only. NULL: any phone
+-- (an action created without one, or before version 8).
+ALTER TABLE actions ADD COLUMN planned_device TEXT
+    CHECK (planned_device IS NULL OR length(planned_device) >= 1);
