@@ -43,6 +43,8 @@ UPDATE = os.environ.get("STAREBRAIN_UPDATE_DOCS") == "1"
 PHONE_A, PHONE_B, DEAD = "127.0.0.1:55557", "127.0.0.1:55558", "127.0.0.1:35931"
 #: Where the samples say the files live.
 SRV = "/srv/sms"
+#: A line of the log on stderr (JSON lines when stderr is not a terminal).
+_LOG_LINE = re.compile(r'^\{"[a-z_]+": .*"event": ')
 MARKER = re.compile(r"^<!-- sample: ([a-z0-9-]+) -->\n(`{3,})([a-z]*)\n(.*?)^\2$", re.M | re.S)
 SENT = 2
 #: The environment of a command run with the default settle times (the tests' own are short).
@@ -103,13 +105,20 @@ class Scenario:
     ) -> tuple[int, str]:
         """Run ``starebrain --db ledger.db ARGS`` (with ``--key`` when it talks to phones);
         return its exit status and the sample text: the command line, what it printed
-        (stdout, and stderr when asked; ``head``/``tail`` lines), and ``echo $?``."""
+        (stdout, and stderr too when asked, interleaved as on a terminal, log lines left out;
+        ``head``/``tail`` lines), and ``echo $?``."""
         argv = ["--db", "ledger.db", *args]
         real = [self.real(arg) for arg in argv] + (["--key", str(self.key)] if phone else [])
         result = await asyncio.to_thread(
             CliRunner().invoke, main, real, env=env, catch_exceptions=False
         )
-        lines = (result.stdout + (result.stderr if stderr else "")).splitlines()
+        # with stderr, both streams as a terminal shows them, in the order written, without
+        # the log's lines (JSON on a pipe: warnings that repeat what the command says)
+        lines = [
+            line
+            for line in (result.output if stderr else result.stdout).splitlines()
+            if not (stderr and _LOG_LINE.match(line))
+        ]
         shown = "$ starebrain " + shlex.join(argv)
         if tail is not None:
             lines, shown = lines[-tail:], f"{shown} | tail -{tail}"
@@ -144,6 +153,21 @@ async def lost_reply(
     phone.store.insert_outgoing(to, body, date_ms=sent_ms + 200, message_type=SENT)
 
 
+async def stale_receipt(
+    phone: SimulatedPhone, action_id: str, to: str, body: str, ago: timedelta
+) -> None:
+    """A sender killed after committing its receipt ``ago``, before its send script ran: the
+    attempt holds the phone, with the phone's fence epoch, and nothing went out."""
+    async with Ledger.open(Path("ledger.db")) as ledger:
+        sent = await ledger.attempts("otp-1001")
+        epoch = sent[0].evidence["fence_epoch"]  # this phone's, as every send records it
+        then = ledger.now() - ago
+        await ledger.create_action(action_id, SmsIntent(recipient=to, body=body), now=then)
+        await ledger.begin_attempt(
+            action_id, phone.serial, now=then, evidence={"fence_epoch": epoch}
+        )
+
+
 async def play(s: Scenario) -> None:
     """The story the samples tell, in order; fills ``s.samples``."""
     a, b = PHONE_A, PHONE_B
@@ -171,9 +195,10 @@ async def play(s: Scenario) -> None:
         "table-17", phone=True,
     )  # fmt: skip
     s.phone_a.inject_fault("mangle-body")
+    # the default settle time: its resend after `retry` is left settling by `resume`
     await s.run(
         *send, a, "--to", "+12025550102", "--body", "Meeting moved to 3pm", "--action-id",
-        "meet-3pm", "--max-attempts", "1", phone=True,
+        "meet-3pm", "--max-attempts", "1", phone=True, env=DEFAULT_SETTLING,
     )  # fmt: skip
     code, s.samples["send-changed-intent"] = await s.run(
         *send, a, "--to", "+12025550102", "--body", "Meeting moved to 4pm", "--action-id",
@@ -193,12 +218,17 @@ async def play(s: Scenario) -> None:
     async with Ledger.open(Path("ledger.db")) as ledger:
         intent = SmsIntent(recipient="+12025550104", body="Your code is 1945")
         await ledger.create_action("otp-1002", intent, now=five_hours_ago)
-        await ledger.begin_attempt("otp-1002", s.real(DEAD), now=five_hours_ago)
+        await ledger.begin_attempt(
+            "otp-1002", s.real(DEAD), now=five_hours_ago, evidence={"fence_epoch": "5d0e4c1a"}
+        )
     await lost_reply(s.phone_a, "otp-1003", "+12025550105", "Your code is 7302")
     _, s.samples["status"] = await s.run("status", "table-17")
     _, s.samples["list"] = await s.run("list")
     _, s.samples["history"] = await s.run("history", "meet-3pm")
     _, s.samples["review"] = await s.run("review")
+    async with Ledger.open(Path("ledger.db")) as ledger:  # an agent died before its first try
+        intent = SmsIntent(recipient="+12025550108", body="Reminder: dentist at 9")
+        await ledger.create_action("rem-9", intent, now=datetime.now(UTC) - timedelta(hours=2))
     await nightly(s)
     _, resolved = await s.run(
         "resolve", "table-17", "--as", "sent", "--reason", "app double-sent; customer told",
@@ -206,6 +236,7 @@ async def play(s: Scenario) -> None:
     )  # fmt: skip
     _, after = await s.run("history", "table-17", tail=1)
     s.samples["resolve"] = resolved + "\n" + after
+    await recovery(s)
     empty = s.workdir / "empty"
     empty.mkdir()
     async with Ledger.open(empty / "ledger.db"):
@@ -215,6 +246,59 @@ async def play(s: Scenario) -> None:
         _, s.samples["reconcile-nothing"] = await s.run("reconcile")
     finally:
         os.chdir(s.workdir)
+
+
+async def recovery(s: Scenario) -> None:
+    """What holds a phone, a phone that is not ready or does not answer, an operator's
+    retry, and `resume` finishing what was started."""
+    a, b = PHONE_A, PHONE_B
+    send = ("send", "--device")
+    await stale_receipt(
+        s.phone_a, "pickup-5", "+12025550109", "Your order is ready", ago=timedelta(minutes=2)
+    )
+    code, s.samples["send-blocked"] = await s.run(
+        *send, a, "--to", "+12025550110", "--body", "Your code is 5150", "--action-id",
+        "otp-1006", phone=True, stderr=True, status=True, head=3,
+    )  # fmt: skip
+    assert 0 == code, s.samples["send-blocked"]
+    s.phone_b.inject_fault("rcs-send")
+    await s.run(
+        *send, b, "--to", "+12025550111", "--body", "See you at 8", "--action-id", "chat-8",
+        "--wait", "1", phone=True,
+    )  # fmt: skip
+    code, s.samples["send-held"] = await s.run(
+        *send, b, "--to", "+12025550112", "--body", "Your code is 2718", "--action-id",
+        "otp-1007", "--wait", "2", phone=True, stderr=True, status=True, head=4,
+        env=DEFAULT_SETTLING,
+    )  # fmt: skip
+    assert 3 == code, s.samples["send-held"]
+    s.phone_a.screen = "locked"
+    code, s.samples["send-not-ready"] = await s.run(
+        *send, a, "--to", "+12025550113", "--body", "Your code is 3141", "--action-id",
+        "otp-1005", "--wait", "1", phone=True, stderr=True, status=True, env=DEFAULT_SETTLING,
+    )  # fmt: skip
+    assert 7 == code, s.samples["send-not-ready"]
+    s.phone_a.screen = "on"
+    code, s.samples["send-unreachable"] = await s.run(
+        *send, DEAD, "--to", "+12025550114", "--body", "Your code is 1618", "--wait", "1",
+        phone=True, stderr=True, status=True,
+    )  # fmt: skip
+    assert 7 == code, s.samples["send-unreachable"]
+    code, s.samples["retry-refused"] = await s.run(
+        "retry", "otp-1002", "--reason", "the phone is lost", "--operator", "alice",
+        stderr=True, status=True,
+    )  # fmt: skip
+    assert 1 == code, s.samples["retry-refused"]
+    code, s.samples["retry"] = await s.run(
+        "retry", "meet-3pm", "--reason", "the app altered the text; fixed its setting",
+        "--operator", "alice", status=True,
+    )  # fmt: skip
+    assert 0 == code, s.samples["retry"]
+    # phone B is still held by the chat message: its PLANNED action waits out --wait there
+    code, s.samples["resume"] = await s.run(
+        "resume", "--device", a, "--device", b, "--wait", "3", phone=True, status=True
+    )
+    assert 3 == code, s.samples["resume"]
 
 
 async def nightly(s: Scenario) -> None:

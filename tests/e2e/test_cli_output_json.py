@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions import Ledger
+from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery
 from starebrain_actions._nightly import nightly_lock
 from starebrain_actions.cli import main
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, json_of
@@ -25,6 +25,17 @@ from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "nightly_reconcile.py"
 ERROR_KEYS = {"error", "exit_code", "schema_version"}
+#: Action summary fields only some commands print.
+ONLY_SEND = {
+    "exit_code",
+    "action_id_derived",
+    "earlier_message",
+    "first_sent_at",
+    "not_ready",
+    "held_by",
+}
+ONLY_REVIEW = {"holds_phone"}
+ONLY_RETRY = {"attempts_granted"}
 
 
 def documented_fields(doc: str, heading: str) -> set[str]:
@@ -147,7 +158,8 @@ def test_script_errors_are_json(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("seeded_ledger")
 def test_read_shapes_have_their_documented_fields(run_cli: RunCli) -> None:
     """`status`, `list`, `review` and `history` print `schema_version` 1 on every object,
-    and exactly the fields docs/cli.md lists for their shapes."""
+    and exactly the fields docs/cli.md lists for their shapes; `review` adds `holds_phone`,
+    a phone hold, to each summary."""
     status = json_of(run_cli("status", "ok-dup", "--json"))
     listed = json_of(run_cli("list", "--json"))
     reviewed = json_of(run_cli("review", "--json"))
@@ -155,10 +167,12 @@ def test_read_shapes_have_their_documented_fields(run_cli: RunCli) -> None:
     for item in [status, *listed, *reviewed, *history]:
         assert 1 == item["schema_version"]
     summary = documented_fields("cli.md", "Action summary")
-    only_send = {"exit_code", "action_id_derived", "earlier_message", "first_sent_at"}
-    assert summary - only_send == set(status)
-    assert summary - only_send - {"duplicate_rows"} == keys(listed)
-    assert keys(listed) == keys(reviewed)
+    everywhere = summary - ONLY_SEND - ONLY_REVIEW - ONLY_RETRY
+    assert everywhere == set(status)
+    assert everywhere - {"duplicate_rows"} == keys(listed)
+    assert keys(listed) | ONLY_REVIEW == keys(reviewed)
+    holds = [item["holds_phone"] for item in reviewed if item["holds_phone"] is not None]
+    assert holds and documented_fields("cli.md", "Phone hold") == keys(holds)
     assert (
         documented_fields("cli.md", "Attempt") == keys(status["attempts"]) == set(status["latest"])
     )
@@ -198,7 +212,9 @@ async def test_send_and_reconcile_shapes(
         data["earlier_message"],
     )
     assert data["latest"]["dispatched_at"] == data["first_sent_at"]
-    assert documented_fields("cli.md", "Action summary") - {"duplicate_rows"} == set(data)
+    printed_by_send = documented_fields("cli.md", "Action summary") - ONLY_REVIEW - ONLY_RETRY
+    assert printed_by_send - {"duplicate_rows"} == set(data)
+    assert (None, None) == (data["not_ready"], data["held_by"])
     await in_flight_with_sent_row(ledger_path, phone, "A-17")
     passed = await asyncio.to_thread(
         runner.invoke, main, [*base, "reconcile", "--key", str(adb_key_path), "--json"]
@@ -217,6 +233,46 @@ async def test_send_and_reconcile_shapes(
     )
     device = json.loads(night.stdout)["devices"][0]
     assert (phone.serial, 0) == (device["device"], device["in_flight"])
+
+
+async def test_retry_and_resume_shapes(
+    phone: SimulatedPhone, ledger_path: Path, adb_key_path: Path, closed_port: int
+) -> None:
+    """`retry --json` is a summary with `attempts_granted` and the grant on the action;
+    `resume --json` has its documented fields, a phone it could not use included."""
+    async with Ledger.open(ledger_path) as ledger:
+        await ledger.create_action(
+            "R-1", SmsIntent(recipient=RECIPIENT, body=BODY), RetryPolicy(maximum_attempts=1)
+        )
+        record = await ledger.begin_attempt("R-1", phone.serial)
+        await ledger.apply(fail_delivery(record, reason="nothing went out", now=ledger.now()))
+    runner = CliRunner()
+    base = ["--db", str(ledger_path)]
+    granted = await asyncio.to_thread(
+        runner.invoke, main, [*base, "retry", "R-1", "--reason", "r", "--operator", "o", "--json"]
+    )
+    assert 0 == granted.exit_code, granted.output
+    data = json.loads(granted.stdout)
+    printed_by_retry = documented_fields("cli.md", "Action summary") - ONLY_SEND - ONLY_REVIEW
+    assert printed_by_retry - {"duplicate_rows"} == set(data)
+    assert {"after_attempt", "attempts", "granted_at", "granted_by", "reason"} == set(
+        data["action"]["grant"]
+    )
+    resumed = await asyncio.to_thread(
+        runner.invoke,
+        main,
+        [*base, "resume", "--device", phone.serial, "--device", f"127.0.0.1:{closed_port}",
+         "--wait", "5", "--key", str(adb_key_path), "--json"],
+    )  # fmt: skip
+    assert 7 == resumed.exit_code, resumed.output
+    result = json.loads(resumed.stdout)
+    assert documented_fields("cli.md", "Resume result") == set(result)
+    devices = result["devices"]
+    assert [True, False] == [device["resumed"] for device in devices]
+    assert documented_fields("cli.md", "Resume device") == set(devices[0])
+    assert set(devices[1]) < set(devices[0])
+    assert documented_fields("cli.md", "Resumed action") == keys(devices[0]["actions"])
+    assert ["R-1"] == [item["action_id"] for item in devices[0]["actions"]]
 
 
 def test_reconcile_with_nothing_in_flight_has_the_same_shape(

@@ -120,20 +120,27 @@ def test_history_unknown_action(run_cli: RunCli) -> None:
 
 
 def test_review_text_and_json(run_cli: RunCli) -> None:
-    """`review` lists the actions that need a person, with their reasons."""
+    """`review` lists the actions that need a person, with their reasons, then the phones
+    held by an unresolved attempt; its JSON lists the holder too, with `holds_phone`."""
     text = run_cli("review")
     assert 0 == text.exit_code, text.output
-    assert "ok-dup" in text.stdout and "DUPLICATE" in text.stdout
-    assert "bad-text" in text.stdout and "MISMATCH" in text.stdout
-    assert "spent" in text.stdout and "BUDGET_EXHAUSTED" in text.stdout
+    needing, _, held = text.stdout.partition("phones held by an unresolved attempt")
+    assert "ok-dup" in needing and "DUPLICATE" in needing
+    assert "bad-text" in needing and "MISMATCH" in needing
+    assert "spent" in needing and "BUDGET_EXHAUSTED" in needing
     assert "ok-1 " not in text.stdout
+    assert "waiting " not in needing and "waiting " in held
     data = json_of(run_cli("review", "--json"))
     reasons = {item["action"]["action_id"]: item["review_reasons"] for item in data}
     assert {
         "ok-dup": ["DUPLICATE"],
         "bad-text": ["MISMATCH", "BUDGET_EXHAUSTED"],
         "spent": ["BUDGET_EXHAUSTED"],
+        "waiting": [],
     } == reasons
+    holds = {item["action"]["action_id"]: item["holds_phone"] for item in data}
+    assert ["waiting"] == [action for action, hold in holds.items() if hold is not None]
+    assert data[-1]["latest"]["dispatch_id"] == holds["waiting"]["dispatch_id"]
 
 
 def test_resolve_is_recorded_in_history(run_cli: RunCli) -> None:
