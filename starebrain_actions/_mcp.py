@@ -44,7 +44,12 @@ from pydantic import Field
 
 from android_bridge.exceptions import BridgeError
 from starebrain_actions._convert import format_time
-from starebrain_actions._core import DERIVED_ID_WINDOW, earlier_message, should_redispatch
+from starebrain_actions._core import (
+    DERIVED_ID_WINDOW,
+    earlier_message,
+    phone_hold,
+    should_redispatch,
+)
 from starebrain_actions._ledger import Ledger, dispatches_since
 from starebrain_actions._logging import get_logger
 from starebrain_actions._mcp_results import (
@@ -65,7 +70,7 @@ from starebrain_actions._model import (
     Status,
     check_action_id,
 )
-from starebrain_actions._reconciler import VOID_AFTER, DeviceReport, reconcile_device
+from starebrain_actions._reconciler import DeviceReport, reconcile_device, void_after_for
 from starebrain_actions._render import duration_text
 from starebrain_actions._send_path import check_send_path, ledger_proof
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SendOutcome, SmsAgent
@@ -285,7 +290,7 @@ class _Phones:
                 poll_interval_s=config.poll_interval_s,
                 rate_limit=config.rate_limit,
                 actor="mcp",
-                void_after=max(VOID_AFTER, timedelta(seconds=config.command_timeout_s + 5)),
+                void_after=void_after_for(config.command_timeout_s),
             )
             agent.binding = binding
             self._agents[device] = agent
@@ -321,6 +326,8 @@ class _Flight:
     task: asyncio.Task[SendOutcome]
     #: loop time at which its wait ends
     ends_at: float
+    #: the address of the phone it sends through
+    device: str = ""
 
 
 class SmsService:
@@ -409,9 +416,15 @@ class SmsService:
             await asyncio.wait([flight.task], timeout=max(0.0, left))
             if not flight.task.done():
                 # the send goes on in the server; the caller gets the status as it stands
+                # (and, when it has not started, which action's attempt holds the phone)
                 summary = await self.ledger.summary(chosen)
+                held_by = await self._hold_on(flight.device, chosen)
                 return self._result(
-                    summary, derived=derived, sending=True, earlier=earlier_message(known, summary)
+                    summary,
+                    derived=derived,
+                    sending=held_by is None,
+                    earlier=earlier_message(known, summary),
+                    held_by=held_by,
                 )
             outcome = await self._landed(flight, chosen)
             summary = outcome.summary
@@ -426,6 +439,15 @@ class SmsService:
                     held_by=outcome.held_by,
                 )
             # the send this call joined had a shorter wait: carry on with the time left
+
+    async def _hold_on(self, address: str, action_id: str) -> PhoneHold | None:
+        """Another action's unresolved attempt holding the phone at ``address``, if any."""
+        key = await self.phones.key_of(address)
+        for record in await self.ledger.holders(key):
+            if record.action_id != action_id:
+                action = await self.ledger.get_action(record.action_id)
+                return phone_hold(record, action, void_after_for(self.config.command_timeout_s))
+        return None
 
     async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
         """The address a send of this action runs on: an unresolved attempt's own phone (None
@@ -475,7 +497,7 @@ class SmsService:
             self._fly(action_id, intent, device, give_up - loop.time()),
             name=f"starebrain-send-{action_id}",
         )
-        flight = _Flight(task=task, ends_at=give_up)
+        flight = _Flight(task=task, ends_at=give_up, device=device)
         self._flights[action_id] = flight
 
         def landed(done: asyncio.Task[SendOutcome]) -> None:

@@ -84,6 +84,14 @@ _log = get_logger("starebrain.reconciler")
 #: makes a void safe at any age (the send script and the pass cannot both claim it); waiting
 #: only spares a live sender a wasted attempt, and two live senders from voiding each other.
 VOID_AFTER = timedelta(seconds=25)
+
+
+def void_after_for(command_timeout_s: float) -> timedelta:
+    """How old another sender's unresolved attempt must be before a pass voids its fence:
+    longer than its send command can take (its timeout, plus 5 s), at least ``VOID_AFTER``."""
+    return max(VOID_AFTER, timedelta(seconds=command_timeout_s + 5))
+
+
 #: How far a row's date may precede the device clock read before the send (ms granularity).
 CLOCK_SLACK_MS = 1_000
 #: How long after the script's last key the app may take to write its row (its send action

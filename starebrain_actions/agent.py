@@ -43,6 +43,7 @@ from starebrain_actions._reconciler import (
     ReconcilePass,
     reconcile_device,
     reconcile_pending,
+    void_after_for,
 )
 from starebrain_actions._send_path import ledger_proof
 from starebrain_actions.exceptions import (
@@ -478,9 +479,7 @@ class SmsAgent:
                     rate_limit=rate_limit,
                     # another sender's command may take up to its timeout: void after that
                     void_after=(
-                        void_after
-                        if void_after is not None
-                        else max(VOID_AFTER, timedelta(seconds=command_timeout_s + 5))
+                        void_after if void_after is not None else void_after_for(command_timeout_s)
                     ),
                 )
                 agent.binding = binding

@@ -162,3 +162,51 @@ async def test_a_framework_server_refuses_a_body_of_more_than_one_sms_and_record
         assert ["A-2"] == [summary.action.action_id for summary in await ledger.summaries()]
     assert "SUCCEEDED" == short["status"]
     assert [("com.android.shell", BODY)] == [(t.app, t.body) for t in phone.transmissions]
+
+
+async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """The keyguard is up: send_sms returns FAILED with phone_not_ready saying to unlock the
+    phone, no attempt spent, and a next step telling the model a person must act; once
+    unlocked, the same call sends once."""
+    phone = await phone_factory(screen="locked")
+    call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 1.0}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        locked = structured(await client.call_tool("send_sms", call))
+        phone.screen = "on"
+        sent = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))
+    assert "FAILED" == locked["status"]
+    assert "unlock the phone" in locked["phone_not_ready"]
+    assert "no attempt was spent" in locked["next_step"] and "person" in locked["next_step"]
+    assert ("SUCCEEDED", None) == (sent["status"], sent["phone_not_ready"])
+    assert [BODY] == sms_out(phone)
+
+
+async def test_a_phone_held_by_another_action_is_named_with_when_it_can_be_freed(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """Another action's attempt holds the phone (an interrupted send, just now): send_sms
+    returns PLANNED naming that action and when a read can free the phone, not only "call
+    again"; nothing is sent."""
+    from android_bridge import Device, ensure_epoch
+    from starebrain_actions import Ledger, SmsIntent
+
+    phone = await phone_factory()
+    device = await Device.connect(phone.serial, key_path=adb_key_path)
+    try:
+        epoch = await ensure_epoch(device)
+    finally:
+        await device.close()
+    async with Ledger.open(db_path) as ledger:
+        await ledger.create_action("H-1", SmsIntent(recipient=TO, body="held"))
+        await ledger.begin_attempt(
+            "H-1", phone.serial, evidence={"fence_epoch": epoch.epoch, "send_path": "ui"}
+        )
+    call = {"action_id": "B-1", "to": TO, "body": BODY, "wait_seconds": 1.0}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        data = structured(await client.call_tool("send_sms", call))
+    assert "PLANNED" == data["status"]
+    assert "H-1" == data["held_by"]["action_id"]
+    assert "'H-1'" in data["next_step"] and data["held_by"]["releasable_at"] in data["next_step"]
+    assert [] == sms_out(phone)
