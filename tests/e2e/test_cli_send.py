@@ -4,9 +4,9 @@ on a SQLite file and on a PostgreSQL ledger alike."""
 from __future__ import annotations
 
 import asyncio
-import time
 import json
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
