@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status
 from starebrain_actions.cli import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import RECIPIENT, Target
+from tests.e2e.conftest import RECIPIENT, Target, starebrain_command
 
 SENT = 2
 #: retries quickly, rows settle at once (the simulated app marks them within 20 ms)
@@ -191,3 +192,30 @@ async def test_resume_and_nightly_finish_what_was_started(
     data = json.loads(idle.stdout)
     assert (0, []) == (data["exit_code"], data["devices"][0]["actions"])
     assert (1, 1) == (sent(phone, "planned 1"), sent(phone, "planned 2"))
+
+
+async def test_ctrl_c_while_waiting_for_another_attempt_says_nothing_was_sent(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
+) -> None:
+    """Interrupted while it waits for another action's attempt that holds the phone, `send`
+    exits 130 saying this run sent nothing to the phone (never "an SMS may be out") and that
+    a rerun is safe."""
+    await interrupted(ledger_target, phone, adb_key_path, 0)
+    process = await asyncio.create_subprocess_exec(
+        *starebrain_command(), "--db", str(ledger_target), "send", "--device", phone.serial,
+        "--key", str(adb_key_path), "--to", RECIPIENT, "--body", "next", "--action-id", "B-1",
+        "--wait", "30",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    said = b""
+    while b"waiting for attempt" not in said:
+        said += await asyncio.wait_for(process.stderr.readline(), 20)
+    process.send_signal(signal.SIGINT)
+    _out, err = await asyncio.wait_for(process.communicate(), 20)
+    text = (said + err).decode()
+    assert 130 == process.returncode, text
+    assert "This run sent nothing to the phone" in text, text
+    assert "may already be out" not in text
+    assert "Rerunning the same command is safe" in text
+    assert 0 == sent(phone, "next")
