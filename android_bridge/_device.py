@@ -357,7 +357,7 @@ class Device:
             raise DeviceUnreachable(f"{address}: connected but the shell did not answer") from exc
         if read_as_system and not facts.full_view:
             await device.close()
-            raise DeviceUnreachable(
+            raise DeviceUnusable(
                 f"{address}: `su 1000` does not run as the system uid there (it needs a"
                 " userdebug or eng build); connect without reading as system"
             )

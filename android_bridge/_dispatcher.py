@@ -471,8 +471,10 @@ class SmsDispatcher:
         split = _split_send_output(send_output, nonce)
         if not split.pressed:
             reason, message = _rejection(self._app, split)
-            _log.warning("sms_dispatch_rejected", device=self._device.serial, reason=reason)
             remedy = NOT_READY_REMEDIES.get(reason)
+            # a phone not ready is the caller's to report (it says what a person must do)
+            log = _log.info if remedy is not None else _log.warning
+            log("sms_dispatch_rejected", device=self._device.serial, reason=reason)
             if remedy is not None:
                 raise PhoneNotReady(f"{message}; no key was pressed", reason=reason, remedy=remedy)
             raise CommandRejected(f"{message}; no key was pressed")

@@ -23,13 +23,10 @@ from typing import Any, Final
 import attrs
 import click
 
-from starebrain_actions._cli_types import Seconds, key_option
+from starebrain_actions._cli_types import DEVICE_ENV, Seconds, check_devices, key_option
 from starebrain_actions._ledger_phones import PhoneInfo
 from starebrain_actions._model import LEASE_RELEASING_REVIEWS, ActionRecord
 
-#: Environment variable naming the phone (or phones, separated by spaces) used when
-#: ``--device`` is not given, by every command that takes one.
-DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
 _LEASE_RELEASED: Final = LEASE_RELEASING_REVIEWS
@@ -351,19 +348,13 @@ def render(reports: Sequence[DeviceReport]) -> None:
     )
 
 
-def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from starebrain_actions.cli import _check_address
-
-    return _check_address(ctx, param, value)
-
-
 @click.command("devices")
 @click.option(
     "--device",
     "devices",
     multiple=True,
     envvar=DEVICE_ENV,
-    callback=_check_devices,
+    callback=check_devices,
     help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
     f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
 )

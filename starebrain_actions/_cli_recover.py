@@ -16,27 +16,25 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from starebrain_actions._cli_types import Seconds, key_option, phone_options
+from starebrain_actions._cli_types import (
+    DEVICE_ENV,
+    Seconds,
+    check_devices,
+    key_option,
+    phone_options,
+)
 from starebrain_actions._model import Status
 
 if TYPE_CHECKING:
     from starebrain_actions._progress import Progress
     from starebrain_actions.agent import ResumeItem, ResumeReport
 
-#: Environment variable naming the phones (``cli.DEVICE_ENV``).
-DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 
 #: Exit statuses of ``resume`` (the same numbers as ``send``'s).
 EXIT_DONE: Final = 0
 EXIT_OPEN: Final = 3
 EXIT_FAILED: Final = 4
 EXIT_NOT_READY: Final = 7
-
-
-def _check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from starebrain_actions.cli import _check_address
-
-    return _check_address(ctx, param, value)
 
 
 # --------------------------------------------------------------------------- retry
@@ -118,7 +116,7 @@ def retry_command(
     multiple=True,
     required=True,
     envvar=DEVICE_ENV,
-    callback=_check_devices,
+    callback=check_devices,
     help="A phone to resume on, as HOST:PORT or usb:SERIAL; repeatable. Also read from"
     f" ${DEVICE_ENV} (several separated by spaces).",
 )
@@ -165,13 +163,13 @@ def resume_command(
     from starebrain_actions.cli import _settings as settings_of
 
     settings = settings_of(ctx)
-    path = _ledger_path(settings, create=True)
+    path = _ledger_path(settings, create=False)
     progress = Progress(enabled=not as_json)
     out = _render.Output()
 
-    def told(item: ResumeItem) -> None:
+    def told(device: str, item: ResumeItem) -> None:
         if not as_json:
-            out.line(item_line(item))
+            out.line(item_line(device, item))
 
     async def work() -> list[ResumeReport | str]:
         import asyncio
@@ -246,7 +244,9 @@ async def _resume_one(
 
     try:
         async with _agent_within(device, left, progress, db=path, **options) as agent:
-            return await agent.resume(wait=wait, share=share, on_item=on_item, on_step=step)
+            return await agent.resume(
+                wait=wait, share=share, on_item=lambda item: on_item(device, item), on_step=step
+            )
     except (CliError, PhoneUnavailable) as exc:
         return str(getattr(exc, "message", None) or exc)
 
@@ -260,14 +260,15 @@ def _pass_text(report: ResumeReport) -> str:
     return text
 
 
-def item_line(item: ResumeItem) -> str:
-    """One line per action: its id, its status before and after, and what happened."""
+def item_line(device: str, item: ResumeItem) -> str:
+    """One line per action: its id, the phone, its status before and after, and what
+    happened."""
     moved = (
         item.before.value
         if item.before is item.after
         else f"{item.before.value} -> {item.after.value}"
     )
-    return f"  {item.action_id}: {moved}; {item.note}"
+    return f"  {item.action_id} on {device}: {moved}; {item.note}"
 
 
 def exit_code(results: list[ResumeReport | str]) -> int:
@@ -302,7 +303,14 @@ def result_data(device: str, result: ResumeReport | str) -> dict[str, Any]:
     from starebrain_actions import _render
 
     if isinstance(result, str):
-        return {"device": device, "resumed": False, "error": result, "actions": []}
+        return {
+            "device": device,
+            "resumed": False,
+            "error": result,
+            "settled_by_read": None,
+            "still_unresolved": None,
+            "actions": [],
+        }
     return {
         "device": device,
         "resumed": True,

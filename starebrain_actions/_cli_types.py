@@ -135,7 +135,8 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
         show_default=True,
         help="Seconds to wait before the second attempt; each further wait doubles, up to "
         "--max-backoff, give or take 20% jitter. An attempt that failed only because the "
-        "phone was unreachable spends no attempt, and waits the same way.",
+        "phone was unreachable or not ready (locked, screen off...) spends no attempt, and "
+        "waits the same way.",
     ),
     click.option(
         "--max-backoff",
@@ -227,3 +228,15 @@ def phone_options(function: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_PHONE_OPTIONS):
         function = option(function)
     return function
+
+
+#: Environment variable naming the phone (or phones, separated by spaces) used when
+#: ``--device`` is not given, by every command that takes one.
+DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
+
+
+def check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """``--device`` values checked as ``cli._check_address`` does (imported when used)."""
+    from starebrain_actions.cli import _check_address
+
+    return _check_address(ctx, param, value)

@@ -680,9 +680,14 @@ def grant_retry(
     decision = should_redispatch(action, attempts, now)
     what = f"action {action.action_id}"
     if decision.reason in (RedispatchReason.IN_FLIGHT, RedispatchReason.VERIFYING):
+        shown = (
+            "sent by the phone, not settled yet"
+            if (decision.reason is RedispatchReason.VERIFYING)
+            else "its outcome is not proven yet"
+        )
         raise RetryRefused(
-            f"{what}: an attempt is unresolved ({decision.reason.value}); a new one could"
-            " send the SMS twice. Let it settle (`starebrain reconcile`), then retry"
+            f"{what}: an attempt is unresolved ({shown}); a new one could send the SMS twice."
+            " Let a read settle it (`starebrain reconcile`), then retry"
         )
     if decision.reason is RedispatchReason.NEEDS_REVIEW:
         raise RetryRefused(

@@ -829,7 +829,7 @@ class Ledger:
                     latest.dispatch_id if latest is not None else "",
                     Event.RETRY_GRANTED.value,
                     format_time(when),
-                    operator,
+                    f"operator:{operator}",
                     latest.delivery.value if latest is not None else None,
                     (latest.delivery if latest is not None else DeliveryState.PENDING).value,
                     latest.acceptance.value if latest is not None else None,
@@ -1017,33 +1017,24 @@ class Ledger:
 
     async def in_flight(self, device: str | None = None) -> list[ActionRecord]:
         """Attempts whose delivery is unresolved, on one device or all; oldest first."""
+        return await self._pending(device, holding=False)
 
+    async def holders(self, device: str | None = None) -> list[ActionRecord]:
+        """The unresolved attempts that hold their phone's lease (delivery PENDING, not in a
+        review that releases it), on one device or all; oldest first."""
+        return await self._pending(device, holding=True)
+
+    async def _pending(self, device: str | None, *, holding: bool) -> list[ActionRecord]:
         def work(db: sqlite3.Connection) -> list[ActionRecord]:
             sql = f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE delivery = 'PENDING'"
+            if holding:
+                sql += f" AND coalesce(review_reason, '') NOT IN ({_RELEASING})"
             params: tuple[str, ...] = ()
             if device is not None:
                 sql += " AND device = ?"
                 params = (device,)
             # +: sorted after the lookup (attempts_by_device_state), not by walking every
             # attempt of the device in dispatch order
-            sql += " ORDER BY +dispatched_at, dispatch_id"
-            return [record_from_row(_row_dict(row)) for row in db.execute(sql, params)]
-
-        return await self._run(work)
-
-    async def holders(self, device: str | None = None) -> list[ActionRecord]:
-        """The unresolved attempts that hold their phone's lease (delivery PENDING, not in a
-        review that releases it), on one device or all; oldest first."""
-
-        def work(db: sqlite3.Connection) -> list[ActionRecord]:
-            sql = (
-                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE delivery = 'PENDING'"
-                f" AND coalesce(review_reason, '') NOT IN ({_RELEASING})"
-            )
-            params: tuple[str, ...] = ()
-            if device is not None:
-                sql += " AND device = ?"
-                params = (device,)
             sql += " ORDER BY +dispatched_at, dispatch_id"
             return [record_from_row(_row_dict(row)) for row in db.execute(sql, params)]
 

@@ -15,6 +15,7 @@ import click
 
 from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget
 from starebrain_actions._cli_types import (
+    DEVICE_ENV,
     Seconds,
     key_option,
     phone_options,
@@ -22,9 +23,6 @@ from starebrain_actions._cli_types import (
     retry_policy,
 )
 from starebrain_actions._core import DERIVED_ID_WINDOW
-
-#: Environment variable naming the phones (same as ``--device``; several separated by spaces).
-DEVICE_ENV = "STAREBRAIN_DEVICE"
 
 _INSTALL_HINT = "starebrain mcp needs the MCP SDK: pip install 'starebrain-actions[mcp]'"
 _SDK_MODULES = frozenset({"mcp", "mcp_types", "pydantic", "pydantic_core", "uvicorn", "starlette"})

@@ -624,7 +624,7 @@ def _action_line(summary: ActionSummary) -> ActionLine:
         action_id=summary.action.action_id,
         status=summary.status.value,
         reasons=tuple(reason.value for reason in summary.review_reasons),
-        attempts=len(summary.attempts),
+        attempts=spent_attempts(summary),
         maximum_attempts=summary.action.budget,
         duplicates=summary.duplicates,
         device=latest.device if latest else None,

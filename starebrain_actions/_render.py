@@ -1044,8 +1044,7 @@ def _review_footer(count: int) -> str:
     return (
         f"{count} action(s) need a person: inspect with `starebrain history ID`, then"
         " `starebrain resolve ID --as sent|not-sent --reason TEXT`; one out of attempts"
-        " (BUDGET_EXHAUSTED, DEADLINE_PASSED) gets another chance with `starebrain retry ID"
-        " --reason TEXT`"
+        " (BUDGET_EXHAUSTED) gets another chance with `starebrain retry ID --reason TEXT`"
     )
 
 

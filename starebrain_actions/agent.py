@@ -308,6 +308,20 @@ class SendOutcome:
 
 
 @attrs.frozen(kw_only=True)
+class _How:
+    """How one action is driven (``send``'s arguments; ``resume``'s own)."""
+
+    wait: float
+    clock: Callable[[], float]
+    on_wait: Callable[[str], None] | None = None
+    on_step: Callable[[str], None] | None = None
+    hard_deadline: bool = False
+    #: False: return once the phone shows the message sent and it only has to settle
+    #: (VERIFYING: its attempt no longer holds the phone)
+    follow_settling: bool = True
+
+
+@attrs.frozen(kw_only=True)
 class ResumeItem:
     """What ``resume`` did with one action."""
 
@@ -531,43 +545,20 @@ class SmsAgent:
                 nothing is sent.
         """
         intent = SmsIntent(recipient=to, body=body, region=self.region)
-        return await self._drive(
-            action_id,
-            intent,
+        how = _How(
             wait=wait,
             clock=clock,
             on_wait=on_wait,
             on_step=on_step,
             hard_deadline=hard_deadline,
         )
+        return await self._drive(action_id, intent, how)
 
-    async def _drive(
-        self,
-        action_id: str,
-        intent: SmsIntent,
-        *,
-        wait: float,
-        clock: Callable[[], float],
-        on_wait: Callable[[str], None] | None,
-        on_step: Callable[[str], None] | None,
-        hard_deadline: bool,
-        follow_settling: bool = True,
-    ) -> SendOutcome:
-        """``send``'s path for an intent as given (``resume`` passes the stored one).
-        ``follow_settling`` False: return once the phone shows the message sent and it only
-        has to settle (VERIFYING: its attempt no longer holds the phone). When it ends with
-        no attempt of its own under way and another action's attempt holds the phone, the
-        outcome names that hold (``held_by``)."""
-        outcome = await self._steps(
-            action_id,
-            intent,
-            wait=wait,
-            clock=clock,
-            on_wait=on_wait,
-            on_step=on_step,
-            hard_deadline=hard_deadline,
-            follow_settling=follow_settling,
-        )
+    async def _drive(self, action_id: str, intent: SmsIntent, how: _How) -> SendOutcome:
+        """``send``'s path for an intent as given (``resume`` passes the stored one). When it
+        ends with no attempt of its own under way and another action's attempt holds the
+        phone, the outcome names that hold (``held_by``)."""
+        outcome = await self._steps(action_id, intent, how)
         if outcome.held_by is not None or outcome.status not in _MAY_START:
             return outcome
         for record in await self.ledger.holders(self.phone.device):
@@ -576,19 +567,10 @@ class SmsAgent:
                 return attrs.evolve(outcome, held_by=held_by)
         return outcome
 
-    async def _steps(
-        self,
-        action_id: str,
-        intent: SmsIntent,
-        *,
-        wait: float,
-        clock: Callable[[], float],
-        on_wait: Callable[[str], None] | None,
-        on_step: Callable[[str], None] | None,
-        hard_deadline: bool,
-        follow_settling: bool,
-    ) -> SendOutcome:
+    async def _steps(self, action_id: str, intent: SmsIntent, how: _How) -> SendOutcome:
         """The steps of ``_drive``."""
+        wait, clock, on_wait, on_step = how.wait, how.clock, how.on_wait, how.on_step
+        hard_deadline, follow_settling = how.hard_deadline, how.follow_settling
         check_body = getattr(self.phone, "check_body", None)
         if callable(check_body):
             check_body(intent.body)  # a path named by the caller that cannot send it
@@ -829,16 +811,8 @@ class SmsAgent:
             if on_step is not None:
                 on_step(f"action {position} of {len(chosen)}: {action.action_id}")
             try:
-                outcome = await self._drive(
-                    action.action_id,
-                    action.intent,
-                    wait=wait,
-                    clock=clock,
-                    on_wait=None,
-                    on_step=None,
-                    hard_deadline=True,
-                    follow_settling=False,
-                )
+                how = _How(wait=wait, clock=clock, hard_deadline=True, follow_settling=False)
+                outcome = await self._drive(action.action_id, action.intent, how)
             except InvalidInput as exc:
                 item = ResumeItem(
                     action_id=action.action_id,
@@ -954,25 +928,21 @@ class SmsAgent:
                 raise DispatchOutcomeUnknown(
                     f"the send command was cut off by the deadline after {budget_s:.1f} s"
                 ) from None
-        except DispatchUnreachable as exc:
-            # an outage proves nothing about the message: the attempt fails without spending
-            # the budget, and the next one waits for its backoff (the phone may come back)
+        except (DispatchUnreachable, DispatchNotReady) as exc:
+            # an outage, or a phone that refused before the first key (locked, screen off...),
+            # proves nothing about the message: the attempt fails without spending the
+            # budget, and the next one waits for its backoff (the phone may come back)
+            if isinstance(exc, DispatchNotReady):
+                what = "phone not ready"
+                kept: dict[str, object] = {"not_ready": exc.reason, "remedy": exc.remedy}
+            else:
+                what, kept = "phone unreachable", {"unreachable": True}
             transition = _core.fail_delivery(
                 record,
-                reason=f"phone unreachable, nothing sent: {exc}",
+                reason=f"{what}, nothing sent: {exc}",
                 now=self.ledger.now(),
                 actor=self.actor,
-                evidence={"error": str(exc), "unreachable": True},
-            )
-        except DispatchNotReady as exc:
-            # the phone refused before the first key (locked, screen off...): like an
-            # outage, nothing was sent and the budget is kept; the next attempt backs off
-            transition = _core.fail_delivery(
-                record,
-                reason=f"phone not ready, nothing sent: {exc}",
-                now=self.ledger.now(),
-                actor=self.actor,
-                evidence={"error": str(exc), "not_ready": exc.reason, "remedy": exc.remedy},
+                evidence={"error": str(exc), **kept},
             )
         except DispatchNotSent as exc:
             transition = _core.fail_delivery(

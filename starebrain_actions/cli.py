@@ -37,6 +37,7 @@ from android_bridge.exceptions import BridgeError
 from starebrain_actions import _paths, _render
 from starebrain_actions._cli_db import DB_HELP, DbTarget, LedgerTarget, is_url, read_one
 from starebrain_actions._cli_types import (
+    DEVICE_ENV,
     Seconds,
     key_option,
     phone_options,
@@ -88,9 +89,6 @@ T = TypeVar("T")
 
 #: Environment variable naming the ledger, a file path or a PostgreSQL URL (same as ``--db``).
 DB_ENV: Final = "STAREBRAIN_DB"
-#: Environment variable naming the phones (``_cli_devices.DEVICE_ENV``, kept here so that the
-#: CLI starts without importing the ``devices`` command).
-DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 #: Read phones through `su 1000` (the same name as `_android.READ_AS_SYSTEM_ENV`, kept here so
 #: that the CLI starts without importing the ADB stack).
 READ_AS_SYSTEM_ENV: Final = "STAREBRAIN_READ_AS_SYSTEM"
@@ -504,7 +502,8 @@ def settled(summary: ActionSummary) -> bool:
     type=_Seconds(),
     default=30.0,
     show_default=True,
-    help="Seconds to wait for proof of the outcome before exiting 3 (unresolved).",
+    help="Seconds to wait for proof of the outcome before exiting 3 (unresolved), and for a"
+    " phone that does not answer or is not ready before exiting 7.",
 )
 @policy_options
 @phone_options
@@ -552,8 +551,10 @@ def send(
     Exit status: 0 SUCCEEDED, 6 sent by the phone but not yet settled when --wait ends (the
     app may still mark it failed until --settle-after: rerun the same command to follow it),
     3 still unresolved when --wait ends (rerun the same command to resume), 4 FAILED with no
-    attempt left, 5 MISMATCH (something else went out), 2 bad input or a changed intent under
-    an existing action id, 1 anything else.
+    attempt left (`starebrain retry` gives it another), 5 MISMATCH (something else went out),
+    7 the phone did not answer or was not ready (locked, screen off...) within --wait: nothing
+    was sent and no attempt spent, a person must act (the message says what), then rerun; 2
+    bad input or a changed intent under an existing action id, 1 anything else.
     """
     if region is not None and not re.fullmatch(r"[A-Za-z]{2}", region):
         raise click.BadParameter(
@@ -1353,9 +1354,10 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             "--resume",
             is_flag=True,
             help="After the read, finish what was started (as `starebrain resume`): send the"
-            " actions that FAILED with attempts left on their own phones, and the PLANNED ones"
-            " on the phones given with --device. Without it they are attention items once idle"
-            " past --unsent-after.",
+            " actions that FAILED with attempts left on their own phones, the PLANNED ones on"
+            " the phone their sender named, and PLANNED ones that name none on the phones"
+            " given with --device. Without it they are attention items once idle past"
+            " --unsent-after.",
         ),
         click.option(
             "--unsent-after",

@@ -170,6 +170,6 @@ async def test_an_exhausted_action_is_sent_after_an_operators_grant(
     assert Status.SUCCEEDED == again.status
     assert 1 == len(sent_rows(phone, TO, "granted text"))
     granted = [entry for entry in history if entry.event.value == "retry_granted"]
-    assert [("bo", "the app was fixed")] == [
+    assert [("operator:bo", "the app was fixed")] == [
         (entry.actor, entry.evidence["reason"]) for entry in granted
     ]

@@ -149,7 +149,7 @@ async def test_retry_is_refused_while_unresolved_then_grants_and_the_send_goes_o
     assert 1 == sent(phone, "retry me")
     history = json.loads((await cli(ledger_target, "history", "X-1", "--json")).stdout)
     (entry,) = [row for row in history if row["event"] == "retry_granted"]
-    assert ("bo", "the app was fixed") == (entry["actor"], entry["evidence"]["reason"])
+    assert ("operator:bo", "the app was fixed") == (entry["actor"], entry["evidence"]["reason"])
     async with Ledger.open(ledger_target) as ledger:
         await ledger.create_action("Y-1", SmsIntent(recipient=RECIPIENT, body="in flight"))
         await ledger.begin_attempt("Y-1", "10.0.0.9:5555")
