@@ -88,7 +88,7 @@ async def test_a_phone_that_never_authorises_the_key_says_so(
     stranger = ensure_key(tmp_path / "stranger" / "adbkey")
     result = await cli(
         "--db", str(ledger_path), "send", "--device", phone.serial, "--key", str(stranger),
-        "--to", RECIPIENT, "--body", BODY, "--connect-timeout", "1", "--wait", "3",
+        "--to", RECIPIENT, "--body", BODY, "--connect-timeout", "1", "--wait", "1.5",
     )  # fmt: skip
     assert 7 == result.exit_code, result.output
     line = error_line(result)
