@@ -277,7 +277,21 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),
         planned_device=stored_planned_device(row),
+        approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
+        gate=stored_gate(row),
     )
+
+
+def stored_gate(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The policy gate's latest verdict kept on a row of ``actions`` (None: none)."""
+    text = row["gate_json"] if "gate_json" in row.keys() else None  # noqa: SIM118
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CorruptRecord(f"action {row['action_id']!r} gate verdict is not JSON") from exc
+    return data if isinstance(data, dict) else None
 
 
 def stored_planned_device(row: Mapping[str, Any]) -> str | None:

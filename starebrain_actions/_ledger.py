@@ -50,6 +50,7 @@ from starebrain_actions._convert import (
     format_time,
     parse_time,
     record_from_row,
+    stored_gate,
     stored_grant,
     stored_planned_device,
     structure,
@@ -122,12 +123,14 @@ from starebrain_actions.exceptions import (
     LedgerUnavailable,
     NotFound,
     PassOutdated,
+    PolicyRefused,
     SchemaTooNew,
     StaleTransition,
 )
 
 if TYPE_CHECKING:
     from starebrain_actions._ledger_pg import PgBackend
+    from starebrain_actions._policy import GateDecision, Policy
 
 T = TypeVar("T")
 
@@ -241,6 +244,9 @@ class Ledger:
         self._on_worker = 0
         #: the busy timeout set on the connection, in ms
         self._busy_ms = 10_000
+        #: the policy gate's rules (``_policy.Policy``): checked by ``begin_attempt`` before
+        #: every attempt; None: no gate
+        self.gate: Policy | None = None
 
     def _remember(self, action: Action) -> Action:
         if len(self._actions) >= _ACTION_CACHE:
@@ -610,16 +616,25 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
         evidence = storable(dict(evidence or {}))  # NUL: U+FFFD on both backends
 
-        def work(db: sqlite3.Connection) -> ActionRecord:
+        def work(db: sqlite3.Connection) -> ActionRecord | GateDecision:
             # one writer per action and per device from here to COMMIT (SQLite: the write
-            # lock already; PostgreSQL: advisory locks), so the checks below hold at insert
-            _pg.lock(db, f"action:{action_id}", f"device:{device}")
+            # lock already; PostgreSQL: advisory locks), so the checks below hold at insert;
+            # with a gate, one writer of every gated attempt (its counts span all actions)
+            gated = ("policy-gate",) if self.gate is not None else ()
+            _pg.lock(db, f"action:{action_id}", f"device:{device}", *gated)
             # read afresh: an operator's grant (``retry``) may have changed it since cached
             action = self._remember(_load_action(db, action_id))
             attempts = _load_attempts(db, action_id)
             decision = _core.should_redispatch(action, attempts, when)
             if not decision:
                 raise _refusal(action_id, decision)
+            if self.gate is not None:
+                verdict = self._judge(db, action, when)
+                if not verdict.allowed:
+                    self._note_verdict(db, action, attempts, verdict, when)
+                    return verdict
+                if action.gate is not None:
+                    self._note_verdict(db, action, attempts, verdict, when)
             holder = db.execute(
                 "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
                 " WHERE device = ? AND delivery = 'PENDING'"
@@ -664,7 +679,21 @@ class Ledger:
                 ) from exc
             return record
 
-        record = await self._write(work, inline=True)
+        made = await self._write(work, inline=True)
+        if not isinstance(made, ActionRecord):
+            _log.info(
+                "policy_refused",
+                action_id=action_id,
+                verdict=made.verdict.value,
+                rule=made.rule,
+                digest=made.digest,
+            )
+            refused = PolicyRefused(
+                f"action {action_id}: {made.verdict.value} by {made.rule}: {made.detail}"
+            )
+            refused.gate = made
+            raise refused
+        record = made
         _log.info(
             "attempt_created",
             action_id=action_id,
@@ -673,6 +702,88 @@ class Ledger:
             attempt=record.attempt,
         )
         return record
+
+    def _judge(self, db: sqlite3.Connection, action: Action, when: datetime) -> GateDecision:
+        """The gate's verdict on a new attempt of ``action`` now, counted in the ledger."""
+        from starebrain_actions._policy import GateCounts, judge
+
+        assert self.gate is not None
+        recipient = _RECIPIENT[_pg.dialect(db)]
+        here = action.intent.recipient
+
+        def count(sql: str, *params: Any) -> int:
+            return int(db.execute(sql, params).fetchone()[0])
+
+        others = (
+            "SELECT count(DISTINCT attempts.action_id) FROM attempts"
+            " JOIN actions ON actions.action_id = attempts.action_id"
+            " WHERE attempts.dispatched_at >= ? AND attempts.action_id <> ?"
+        )
+        counts = GateCounts(
+            to_recipient_today=count(
+                f"{others} AND {recipient} = ?",
+                format_time(when - timedelta(days=1)),
+                action.action_id,
+                here,
+            ),
+            last_hour=count(others, format_time(when - timedelta(hours=1)), action.action_id),
+            known_recipient=count(
+                "SELECT count(*) FROM attempts JOIN actions"
+                " ON actions.action_id = attempts.action_id"
+                f" WHERE attempts.delivery = 'CONFIRMED' AND {recipient} = ?",
+                here,
+            )
+            > 0,
+            approved=action.approval == "APPROVED",
+            denied=action.approval == "DENIED",
+        )
+        return judge(self.gate, action.intent, counts, now=when)
+
+    def _note_verdict(
+        self,
+        db: sqlite3.Connection,
+        action: Action,
+        attempts: Sequence[ActionRecord],
+        verdict: GateDecision,
+        when: datetime,
+    ) -> None:
+        """Keep the gate's verdict on the action, and in its history when it changed."""
+        from starebrain_actions._policy import Verdict
+
+        kept = None
+        if verdict.verdict is not Verdict.ALLOW:
+            kept = {
+                "verdict": verdict.verdict.value,
+                "rule": verdict.rule,
+                "detail": verdict.detail,
+                "until": format_time(verdict.until) if verdict.until else None,
+                "digest": verdict.digest,
+                "at": format_time(when),
+            }
+        previous = action.gate or {}
+        if kept is not None and (previous.get("verdict"), previous.get("rule")) == (
+            kept["verdict"],
+            kept["rule"],
+        ):
+            return
+        db.execute(
+            "UPDATE actions SET gate_json = ? WHERE action_id = ?",
+            (_json(kept) if kept is not None else None, action.action_id),
+        )
+        _history_row(
+            db,
+            action.action_id,
+            attempts,
+            Event.POLICY_VERDICT,
+            "policy",
+            when,
+            {
+                "verdict": verdict.verdict.value,
+                "rule": verdict.rule,
+                "detail": verdict.detail,
+                "digest": verdict.digest,
+            },
+        )
 
     def _admit(self, db: sqlite3.Connection, action_id: str, device: str, when: datetime) -> None:
         """A last check of a new attempt, run inside ``begin_attempt``'s write transaction
@@ -819,30 +930,19 @@ class Ledger:
                 "UPDATE actions SET grant_json = ? WHERE action_id = ?",
                 (_json(to_jsonable(grant)), action_id),
             )
-            latest = records[-1] if records else None
-            db.execute(
-                "INSERT INTO history (action_id, dispatch_id, event, at, actor, from_delivery,"
-                " to_delivery, from_acceptance, to_acceptance, evidence_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    action_id,
-                    latest.dispatch_id if latest is not None else "",
-                    Event.RETRY_GRANTED.value,
-                    format_time(when),
-                    f"operator:{operator}",
-                    latest.delivery.value if latest is not None else None,
-                    (latest.delivery if latest is not None else DeliveryState.PENDING).value,
-                    latest.acceptance.value if latest is not None else None,
-                    (latest.acceptance if latest is not None else AcceptanceState.PENDING).value,
-                    _json(
-                        {
-                            "reason": reason,
-                            "refused_because": was.value,
-                            "attempts_granted": attempts,
-                            "after_attempt": grant.after_attempt,
-                        }
-                    ),
-                ),
+            _history_row(
+                db,
+                action_id,
+                records,
+                Event.RETRY_GRANTED,
+                f"operator:{operator}",
+                when,
+                {
+                    "reason": reason,
+                    "refused_because": was.value,
+                    "attempts_granted": attempts,
+                    "after_attempt": grant.after_attempt,
+                },
             )
             return granted
 
@@ -854,6 +954,68 @@ class Ledger:
             attempts=attempts,
             operator=operator,
         )
+        return await self.summary(action_id, now=now)
+
+    async def approve(
+        self, action_id: str, *, operator: str, reason: str = "", now: datetime | None = None
+    ) -> ActionSummary:
+        """A person's approval of an action the policy gate holds (``approve = "new"`` or
+        ``"always"``): the next ``send``, ``send_sms`` or ``resume`` of it sends it (the
+        other rules still apply). Recorded on the action and in its history.
+
+        Raises:
+            NotFound: no such action.
+            InvalidInput: no operator.
+            InvariantViolation: a person denied it already (a denial is final).
+        """
+        return await self._rule_on(action_id, "APPROVED", operator, reason, now)
+
+    async def deny(
+        self, action_id: str, *, operator: str, reason: str, now: datetime | None = None
+    ) -> ActionSummary:
+        """A person's denial: nothing more is ever sent for this action (an attempt already
+        under way is not called back; the gate refuses every later one). Recorded on the
+        action and in its history.
+
+        Raises:
+            NotFound: no such action.
+            InvalidInput: no operator or no reason.
+        """
+        if not reason.strip():
+            raise InvalidInput("a denial needs a reason (it is kept in the history)")
+        return await self._rule_on(action_id, "DENIED", operator, reason, now)
+
+    async def _rule_on(
+        self, action_id: str, ruling: str, operator: str, reason: str, now: datetime | None
+    ) -> ActionSummary:
+        if not operator.strip():
+            raise InvalidInput("an approval or a denial needs who gives it (operator)")
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> None:
+            _pg.lock(db, f"action:{action_id}")
+            action = _load_action(db, action_id)
+            if action.approval == ruling:
+                return  # already in force: nothing written
+            if action.approval == "DENIED":
+                raise InvariantViolation(
+                    f"action {action_id} was denied by a person: a denial is final (send the"
+                    " text as a new action if it must go after all)"
+                )
+            db.execute("UPDATE actions SET approval = ? WHERE action_id = ?", (ruling, action_id))
+            _history_row(
+                db,
+                action_id,
+                _load_attempts(db, action_id),
+                Event.APPROVED if ruling == "APPROVED" else Event.DENIED,
+                f"operator:{operator}",
+                when,
+                {"reason": reason},
+            )
+
+        await self._write(work)
+        self._actions.pop(action_id, None)
+        _log.info("action_" + ruling.lower(), action_id=action_id, operator=operator)
         return await self.summary(action_id, now=now)
 
     async def record_duplicate(
@@ -1541,6 +1703,46 @@ _GENERATIONS_FIRST_BATCH: Final = 8
 _GENERATIONS_LAST_BATCH: Final = 256
 
 
+#: An action's recipient in SQL, per dialect.
+_RECIPIENT: Final[Mapping[str, str]] = {
+    "sqlite": "json_extract(actions.intent_json, '$.recipient')",
+    "postgresql": "(actions.intent_json::jsonb ->> 'recipient')",
+}
+
+
+def _history_row(
+    db: sqlite3.Connection,
+    action_id: str,
+    attempts: Sequence[ActionRecord],
+    event: Event,
+    actor: str,
+    when: datetime,
+    evidence: Mapping[str, Any],
+) -> None:
+    """A history row of an event of the whole action (``ACTION_EVENTS``): kept with its
+    latest attempt (none: an empty dispatch id), both axes unchanged."""
+    latest = attempts[-1] if attempts else None
+    delivery = latest.delivery if latest is not None else DeliveryState.PENDING
+    acceptance = latest.acceptance if latest is not None else AcceptanceState.PENDING
+    db.execute(
+        "INSERT INTO history (action_id, dispatch_id, event, at, actor, from_delivery,"
+        " to_delivery, from_acceptance, to_acceptance, evidence_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            action_id,
+            latest.dispatch_id if latest is not None else "",
+            event.value,
+            format_time(when),
+            actor,
+            delivery.value if latest is not None else None,
+            delivery.value,
+            acceptance.value if latest is not None else None,
+            acceptance.value,
+            _json(evidence),
+        ),
+    )
+
+
 def dispatches_since(db: sqlite3.Connection, device: str, since: str) -> int:
     """How many attempts were started on ``device`` at or after ``since`` (stored form)."""
     row = db.execute(
@@ -2004,6 +2206,8 @@ def _cached_action(row: Mapping[str, Any]) -> Action:
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),
         planned_device=stored_planned_device(row),
+        approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
+        gate=stored_gate(row),
     )
 
 

@@ -99,10 +99,19 @@ class Event(enum.StrEnum):
     #: an operator gave the action new attempts (``starebrain retry``): an event of the
     #: action, kept in the history of its latest attempt; no state changes
     RETRY_GRANTED = "retry_granted"
+    #: the policy gate refused or held the action (its rule, its file's digest), or let it
+    #: go after refusing it before; an event of the action
+    POLICY_VERDICT = "policy_verdict"
+    #: a person approved the action (``starebrain approve``); an event of the action
+    APPROVED = "approved"
+    #: a person denied the action (``starebrain deny``): it is never sent; an event of it
+    DENIED = "denied"
 
 
 #: Events of a whole action, not of one attempt: they change no state and have no transition.
-ACTION_EVENTS: Final = frozenset({Event.RETRY_GRANTED})
+ACTION_EVENTS: Final = frozenset(
+    {Event.RETRY_GRANTED, Event.POLICY_VERDICT, Event.APPROVED, Event.DENIED}
+)
 
 
 class ProviderKind(enum.StrEnum):
@@ -484,6 +493,11 @@ class Action:
     #: the phone (its key) a sender named when it created the action: while the action has
     #: no attempt, ``resume`` sends it there only (None: any phone)
     planned_device: str | None = None
+    #: a person's word on it through the policy gate: "APPROVED", "DENIED" or None
+    approval: str | None = None
+    #: the policy gate's latest verdict that stopped it, as JSON (verdict, rule, detail,
+    #: until, digest, at); None once it went through, or never stopped
+    gate: Mapping[str, Any] | None = None
 
     @property
     def deadline(self) -> datetime | None:

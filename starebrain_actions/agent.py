@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -57,8 +58,12 @@ from starebrain_actions.exceptions import (
     InvalidInput,
     LinkDown,
     PhoneError,
+    PolicyRefused,
     StaleTransition,
 )
+
+if TYPE_CHECKING:
+    from starebrain_actions._policy import GateDecision, Policy
 
 __all__ = [
     "Change",
@@ -266,6 +271,9 @@ class SendOutcome:
     #: another action's attempt that held the phone when the send gave up waiting for it
     #: (None: the phone was not held by another action at the end)
     held_by: PhoneHold | None = None
+    #: the policy gate's verdict when it stopped the send (``_policy.GateDecision``: DENY,
+    #: HOLD for a person's approval, WAIT for quiet hours, OVER_LIMIT); None: it did not
+    gate: GateDecision | None = None
 
     @property
     def status(self) -> Status:
@@ -423,6 +431,7 @@ class SmsAgent:
         rate_limit: int = RATE_LIMIT_PER_MINUTE,
         send_path: str = "auto",
         deadline_s: float | None = None,
+        gate: Policy | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
         ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
@@ -439,11 +448,12 @@ class SmsAgent:
         passes, the body is one SMS and this ledger holds proof of it on the phone's build, a
         framework send confirmed by the shell's own row; else the app; see ``_send_path``).
         ``deadline_s``: connecting (with its first round trips) must be over within this
-        many seconds, or PhoneUnavailable. ``poll_interval_s``: the
-        longest wait between two reads of the phone while an outcome is unproven (after a
-        send, the first read comes when this phone's rows have shown up before, learnt per
-        phone and seeded from the ledger, then reads come 50 ms apart, the wait doubling up
-        to this).
+        many seconds, or PhoneUnavailable. ``gate``: the policy gate's rules
+        (``_policy.load_policy``), checked before every attempt (None: no gate).
+        ``poll_interval_s``: the longest wait between two reads of the phone while an outcome
+        is unproven (after a send, the first read comes when this phone's rows have shown up
+        before, learnt per phone and seeded from the ledger, then reads come 50 ms apart, the
+        wait doubling up to this).
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -458,6 +468,7 @@ class SmsAgent:
         )
 
         async with Ledger.open(db) as ledger:
+            ledger.gate = gate
             try:
                 async with asyncio.timeout(deadline_s):
                     phone = await AndroidPhone.connect(
@@ -721,6 +732,9 @@ class SmsAgent:
                 )
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead
+            except PolicyRefused as refused:
+                tell(f"stopped by the policy gate: {refused}")
+                return SendOutcome(summary=await self.ledger.summary(action_id), gate=refused.gate)
             except DeviceBusy as busy:
                 hold = await self._hold(busy.holder_dispatch_id)
                 tell(f"waiting for attempt {busy.holder_dispatch_id} (it holds the phone)")

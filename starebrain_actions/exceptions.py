@@ -25,12 +25,13 @@ The tree says what a caller must do next::
         └── AttemptRefused                begin_attempt said no; ``decision`` says why
             ├── AttemptInFlight           an earlier attempt of the action is unresolved
             ├── DeviceBusy                the device's lease is held by another attempt
-            └── BudgetExhausted           no attempts or time left: manual review
+            ├── BudgetExhausted           no attempts or time left: manual review
+            └── PolicyRefused             the policy gate denied, held or limited it
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from starebrain_actions._model import RedispatchDecision
@@ -166,6 +167,15 @@ class DeviceBusy(AttemptRefused):
     holder_dispatch_id: str = ""
     holder_action_id: str = ""
     holder_since: str = ""
+
+
+class PolicyRefused(AttemptRefused):
+    """The policy gate stopped the attempt before anything was sent: ``gate`` (a
+    ``GateDecision``) says which rule and what follows (DENY: never sent; HOLD: a person
+    must approve it; WAIT: quiet hours, until ``gate.until``; OVER_LIMIT: a limit, try
+    later). The verdict is in the action's history."""
+
+    gate: Any = None
 
 
 class BudgetExhausted(AttemptRefused):

@@ -354,7 +354,7 @@ async def test_the_source_is_copied_as_one_snapshot(tmp_path: Path, pg_url: str)
                 db.execute(
                     "INSERT INTO actions SELECT 'late', fingerprint, intent_json,"
                     " maximum_attempts, policy_json, created_at, deadline, grant_json,"
-                    " planned_device FROM actions LIMIT 1"
+                    " planned_device, approval, gate_json FROM actions LIMIT 1"
                 )
 
     report = await asyncio.to_thread(

@@ -186,9 +186,10 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
     assert 4 <= SCHEMA_VERSION
     for table in ("history", "sqlite_sequence"):
         assert before[table] == rows(path, table, ORDERS[table]), table
-    # version 8: no action has an operator's grant, nor a phone named by its sender
+    # versions 8 and 9: no grant, no phone named by a sender, no approval, no gate verdict
     assert [
-        {**row, "grant_json": None, "planned_device": None} for row in before["actions"]
+        {**row, "grant_json": None, "planned_device": None, "approval": None, "gate_json": None}
+        for row in before["actions"]
     ] == rows(path, "actions", ORDERS["actions"])
     expected_attempts = [
         {
