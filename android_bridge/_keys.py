@@ -1,5 +1,5 @@
-"""The ADB RSA key: created on first use with owner-only permissions, refused when loose or
-unusable."""
+"""The ADB RSA key: created on first use with owner-only permissions (both files 0600, see
+``_private_files``), refused when loose or unusable."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from android_bridge._paths import config_dir
+from android_bridge._private_files import make_private_dirs, write_private_file
 from android_bridge.exceptions import KeyFileError, KeyPermissionError
 
 #: Environment variable overriding the default private key path.
@@ -43,14 +44,28 @@ def _check_private(path: Path) -> None:
         )
 
 
-def _write_public_key(private_path: Path, public_path: Path) -> None:
-    from adb_shell.auth.keygen import write_public_keyfile
+def public_key_line(private_path: Path) -> str:
+    """The ``adbkey.pub`` line of the private key at ``private_path``: Android's RSA public
+    key in base64, then `` user@host`` (what adb-shell's ``write_public_keyfile`` writes)."""
+    import base64
 
-    write_public_keyfile(str(private_path), str(public_path))
+    from adb_shell.auth.keygen import encode_pubkey, get_user_info
+
+    encoded = base64.b64encode(encode_pubkey(str(private_path))).decode("ascii")
+    user_info: str = get_user_info()
+    return encoded + user_info
+
+
+def _write_public_key(private_path: Path, public_path: Path) -> None:
+    """Write ``public_path`` 0600, by the rule of ``_private_files`` (adb-shell's own writer
+    leaves it to the umask: 0644)."""
+    write_private_file(public_path, public_key_line(private_path).encode("ascii"))
 
 
 def ensure_key(path: Path | None = None) -> Path:
-    """Return the private key path, creating the key pair (mode 0600, dir 0700) if absent.
+    """Return the private key path, creating the key pair if absent: both files 0600, any
+    directory created 0700 (the rule of ``android_bridge._private_files``). A missing public
+    key of an existing private key is written, 0600 too.
 
     Raises:
         KeyPermissionError: an existing private key is readable or writable by others.
@@ -66,17 +81,16 @@ def ensure_key(path: Path | None = None) -> Path:
             except Exception as exc:  # see load_signer: the key parsers share no base class
                 raise KeyFileError(f"bad key file {key_path}: {_reason(exc)}") from exc
         return key_path
-    key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(key_path.parent)
     private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = private_key.private_bytes(
         encoding=serialization.Encoding.PEM,
         format=serialization.PrivateFormat.PKCS8,
         encryption_algorithm=serialization.NoEncryption(),
     )
-    descriptor = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(pem)
-    os.chmod(key_path, 0o600)  # the umask cannot widen 0600, but be explicit
+    write_private_file(key_path, pem)
+    if public_path.exists() or public_path.is_symlink():
+        public_path.unlink()  # a stale public key of a key that is gone: not this key's
     _write_public_key(key_path, public_path)
     return key_path
 

@@ -28,8 +28,9 @@ LedgerTarget = Path | str
 
 #: What ``--db`` says it takes (the same words for the CLI, the nightly script and MCP).
 DB_HELP: Final = (
-    "The ledger: a SQLite file path, or a postgresql://USER[:PASSWORD]@HOST[:PORT]/DB URL"
-    " (a shared ledger for several hosts; the password is never printed)."
+    "The ledger: a SQLite file path, or a postgresql://USER@HOST[:PORT]/DB URL (a shared"
+    " ledger for several hosts; give the password in $PGPASSWORD or ~/.pgpass; one in the"
+    " URL is never printed)."
 )
 
 
@@ -51,13 +52,31 @@ def describe(target: LedgerTarget) -> str:
     return str(target)
 
 
+class BadLedgerUrl(click.ClickException):
+    """A malformed PostgreSQL URL in ``--db`` or ``$STAREBRAIN_DB``: a usage error (exit 2)
+    on one line, the URL shown redacted (with ``--json``, the JSON error on stdout)."""
+
+    exit_code = 2
+
+
 class DbTarget(click.ParamType[LedgerTarget, Any]):
-    """``--db``: a PostgreSQL URL stays the string it is; anything else is a ``Path``."""
+    """``--db``: a PostgreSQL URL stays the string it is (once :func:`_pg.check_url` accepts
+    it); anything else is a ``Path``."""
 
     name = "PATH|URL"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, Path) or is_url(value):
+        if isinstance(value, Path):
+            return value
+        if is_url(value):
+            from starebrain_actions._pg import BadUrl, check_url
+
+            try:
+                check_url(value)
+            except BadUrl as exc:
+                envvar = getattr(param, "envvar", None)
+                where = f"--db (or ${envvar})" if isinstance(envvar, str) else "--db"
+                raise BadLedgerUrl(f"{where}: {exc}") from None
             return value
         if not isinstance(value, str) or not value:
             self.fail("expected a file path or a postgresql:// URL", param, ctx)

@@ -7,7 +7,8 @@ computed from the private key itself, so it always matches the key in use.
 
 Every command honours ``--key`` and ``$STAREBRAIN_ADB_KEY`` like the other commands. Only
 ``key new`` creates a key at a path given that way; ``key show`` creates one at the default
-path only, as the first send would. Key files are created 0600 in a 0700 directory.
+path only, as the first send would. Key files, the public one too, are created 0600, and any
+directory 0700, by the one rule of ``android_bridge._private_files``.
 """
 
 from __future__ import annotations
@@ -60,47 +61,49 @@ def public_key_of(path: Path) -> PublicKey:
     Raises:
         KeyPermissionError: the key is readable by others, unreadable, or not an RSA key.
     """
-    from adb_shell.auth.keygen import encode_pubkey, get_user_info
-
-    from android_bridge._keys import load_signer
+    from android_bridge._keys import load_signer, public_key_line
 
     load_signer(path)  # the same checks (mode 0600, an RSA private key) as a connection's
-    line = base64.b64encode(encode_pubkey(str(path))).decode("ascii") + get_user_info()
+    line = public_key_line(path)
     return PublicKey(path=path, public_key=line, fingerprint=fingerprint(line))
 
 
 def _write_private(path: Path, data: bytes, *, replace: bool) -> None:
-    """Write ``data`` to ``path`` created 0600: in place with ``O_EXCL`` (never over an
-    existing file), or, with ``replace``, to a temporary file renamed over ``path``."""
-    target = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp") if replace else path
-    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    """Write ``data`` to ``path`` created 0600 (``android_bridge._private_files``): in place
+    and exclusively (never over an existing file), or, with ``replace``, to a temporary file
+    renamed over ``path``."""
+    from android_bridge._private_files import write_private_file
+
+    if not replace:
+        write_private_file(path, data)
+        return
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    write_private_file(temporary, data)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if replace:
-            os.replace(target, path)
+        os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(target)
+            os.unlink(temporary)
         raise
 
 
 def create_key(path: Path, *, replace: bool = False) -> PublicKey:
-    """Create a new ADB key pair at ``path`` and ``path.pub``, both 0600 (the directory 0700
-    when it is created).
+    """Create a new ADB key pair at ``path`` and ``path.pub``, both 0600, any directory
+    created 0700: the rule of ``android_bridge._private_files``, which the first ``send``
+    (``ensure_key``) keeps too.
 
     Raises:
         FileExistsError: a key is already there and ``replace`` is false.
     """
-    from adb_shell.auth.keygen import encode_pubkey, get_user_info
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
+    from android_bridge._keys import public_key_line
+    from android_bridge._private_files import make_private_dirs
+
     if not replace and (path.exists() or path.is_symlink()):
         raise FileExistsError(path)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = private_key.private_bytes(
         encoding=serialization.Encoding.PEM,
@@ -108,7 +111,7 @@ def create_key(path: Path, *, replace: bool = False) -> PublicKey:
         encryption_algorithm=serialization.NoEncryption(),
     )
     _write_private(path, pem, replace=replace)
-    line = base64.b64encode(encode_pubkey(str(path))).decode("ascii") + get_user_info()
+    line = public_key_line(path)
     _write_private(Path(f"{path}.pub"), line.encode("ascii"), replace=True)
     return PublicKey(path=path, public_key=line, fingerprint=fingerprint(line))
 

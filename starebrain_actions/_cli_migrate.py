@@ -7,9 +7,7 @@ everything it prints.
 
 from __future__ import annotations
 
-import re
 import sys
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,9 @@ EXIT_USAGE = 2
 
 
 def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--to`` must be a PostgreSQL URL (a path here is a mistake: SQLite is the source)."""
-    from starebrain_actions._pg import is_url
+    """``--to`` must be a well-formed PostgreSQL URL (a path here is a mistake: SQLite is the
+    source); refused here, shown without its secrets, rather than by the driver."""
+    from starebrain_actions._pg import BadUrl, check_url, is_url
 
     if value is None:
         return value
@@ -34,42 +33,32 @@ def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
             param=param,
         )
     try:
-        _ = urllib.parse.urlsplit(value).port  # not a number: refused here, not by the driver
-    except ValueError as exc:
-        raise click.BadParameter(
-            f"{redact_text(str(exc), value)} in {shown(value)!r}", ctx=ctx, param=param
-        ) from None
+        check_url(value)
+    except BadUrl as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value
 
 
-def _password(url: str) -> str:
-    """The password in ``scheme://user:password@host…`` ("" when none), found as
-    ``urlsplit`` finds it (the netloc ends at the first ``/``, ``?`` or ``#``; the user info at
-    its last ``@``), without failing on a malformed port."""
-    netloc = re.split(r"[/?#]", url.partition("://")[2], maxsplit=1)[0]
-    userinfo, at, _host = netloc.rpartition("@")
-    return userinfo.partition(":")[2] if at else ""
-
-
 def shown(url: str) -> str:
-    """The URL fit to print: without its password (``_pg.redact``), even when it is malformed
-    (a port that is not a number)."""
+    """The URL fit to print: without its secrets (``_pg.redact``, which never fails)."""
     from starebrain_actions._pg import redact
 
-    try:
-        return redact(url)
-    except ValueError:
-        return redact_text(url, url)
+    return redact(url)
+
+
+def pasteable(url: str) -> str:
+    """The URL to point agents at: ``url`` without its secrets (``_pg.without_secrets``),
+    never ``***`` (a masked URL pasted back fails to log in)."""
+    from starebrain_actions._pg import without_secrets
+
+    return without_secrets(url)
 
 
 def redact_text(text: str, url: str) -> str:
-    """``text`` with the URL's password, should it appear anywhere, replaced by ``***``."""
-    password = _password(url)
-    if not password:
-        return text
-    for secret in sorted({password, urllib.parse.unquote(password)} - {""}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    """``text`` with the URL's secrets, should they appear anywhere, replaced by ``***``."""
+    from starebrain_actions._pg import redact_text as pg_redact_text
+
+    return pg_redact_text(text, url)
 
 
 @click.command("migrate")
@@ -156,4 +145,10 @@ def migrate_command(source: Path, target: str, as_json: bool) -> None:
     )
     for check in report.checks:
         click.echo(f"  ok  {check}")
-    click.echo(f"Point agents at it with --db '{report.target}' or STAREBRAIN_DB.")
+    click.echo(f"Point agents at it with --db '{pasteable(target)}' or STAREBRAIN_DB.")
+    if pasteable(target) != target:
+        click.echo(
+            "That URL is the one given without its password: give agents the password in"
+            " $PGPASSWORD or a ~/.pgpass file (HOST:PORT:DATABASE:USER:PASSWORD, mode 0600),"
+            " which the PostgreSQL driver reads, rather than in a URL that is printed."
+        )

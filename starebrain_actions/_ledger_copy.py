@@ -136,13 +136,19 @@ def copy_ledger(
 
     Raises:
         SourceRefused: ``source`` is not a ledger (``usage``), needs a migration, or is newer.
-        TargetRefused: ``target`` is not a PostgreSQL URL (``usage``), or its schema holds
+        TargetRefused: ``target`` is not a usable PostgreSQL URL (``usage``; it is shown
+            without its secrets, ``_pg.redact``), or its schema holds
             other tables, a ledger with rows, or a newer ledger.
         CopyFailed: PostgreSQL refused a row or could not be reached; nothing was kept.
         VerificationFailed: the copy differed from the source; nothing was kept.
     """
     if not _pg.is_url(target):
-        raise _refused(TargetRefused, f"{target!r} is not a postgresql:// URL", usage=True)
+        shown = _pg.redact(target)
+        raise _refused(TargetRefused, f"{shown!r} is not a postgresql:// URL", usage=True)
+    try:
+        _pg.check_url(target)
+    except _pg.BadUrl as exc:
+        raise _refused(TargetRefused, str(exc), usage=True) from None
     when = now if now is not None else datetime.now(UTC)
     step = on_step or (lambda _text: None)
     with _source(Path(source)) as (source_db, source_name):

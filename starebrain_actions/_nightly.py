@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -308,15 +309,7 @@ def nightly_lock(ledger_path: Path) -> Iterator[Path]:
     """
     inspect_ledger(ledger_path)
     path = lock_path_for(ledger_path)
-    try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        hint = (
-            " (a read-only ledger or directory? `starebrain nightly --dry-run` needs no lock)"
-            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
-            else ""
-        )
-        raise LedgerUnavailable(f"cannot create the nightly lock {path}: {exc}{hint}") from exc
+    descriptor = _open_lock_file(path)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -333,6 +326,65 @@ def nightly_lock(ledger_path: Path) -> Iterator[Path]:
         yield path
     finally:
         os.close(descriptor)
+
+
+def _open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file at ``path``, created 0600 if missing: never through a
+    symlink (``O_NOFOLLOW``: one planted there would have its target truncated and
+    overwritten with a pid), never blocking on a FIFO (``O_NONBLOCK``), not inherited by the
+    programs the run starts (``O_CLOEXEC``), never a terminal's controller (``O_NOCTTY``),
+    and only a regular file (a directory, a FIFO, a
+    device is refused, untouched).
+
+    Raises:
+        LedgerUnavailable: the path is not a regular file, or cannot be opened or created.
+    """
+    refuse = (
+        f"the nightly lock {path} is not a regular file; leaving it untouched (remove it, or"
+        " move it aside, if it is not yours)"
+    )
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO) or (
+            os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path))
+        ):
+            raise LedgerUnavailable(f"{refuse} ({_kind(path)})") from None
+        hint = (
+            " (a read-only ledger or directory? `starebrain nightly --dry-run` needs no lock)"
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+            else ""
+        )
+        raise LedgerUnavailable(f"cannot create the nightly lock {path}: {exc}{hint}") from exc
+    try:
+        status = os.fstat(descriptor)
+    except OSError as exc:
+        os.close(descriptor)
+        raise LedgerUnavailable(f"cannot use the nightly lock {path}: {exc}") from exc
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)  # a FIFO or a device opened without blocking: nothing written
+        raise LedgerUnavailable(f"{refuse} ({_kind(path)})")
+    return descriptor
+
+
+def _kind(path: Path) -> str:
+    """What stands at ``path``, in words (for a refusal)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "gone"
+    for test, word in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
 
 
 def _read_holder(descriptor: int) -> str:

@@ -61,16 +61,198 @@ def is_url(target: object) -> bool:
     return bool(sep) and scheme.lower() in SCHEMES
 
 
+#: Query parameters whose values are secrets, matched on the lower-cased, unquoted name:
+#: ``password`` and ``sslpassword`` (which asyncpg reads), and any other name that says it
+#: holds a password, secret or token (asyncpg sends unknown names to the server as settings,
+#: where they appear in its error messages). File paths (``passfile``, ``sslkey``,
+#: ``sslcert``, ``sslrootcert``) are shown: they name where a secret is, not the secret.
+_SECRET_NAME = re.compile(r"pass(?:word|wd)|secret|token")
+#: What a secret is shown as.
+MASK: Final = "***"
+
+
+class BadUrl(ValueError):
+    """A PostgreSQL URL the ledger cannot use as it is written; the message names the problem
+    and shows the URL only through :func:`redact`."""
+
+
+def _split(url: str) -> tuple[str, str, str, str]:
+    """``url`` as (``scheme://``, netloc, path, ``?query#fragment``), split where ``urlsplit``
+    (and asyncpg's ``urlparse``) split it: the netloc ends at the first ``/``, ``?`` or ``#``.
+    Never raises."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        head, rest = "", url
+    else:
+        head += sep
+    match = re.search(r"[/?#]", rest)
+    end = match.start() if match else len(rest)
+    netloc, tail = rest[:end], rest[end:]
+    cut = min((i for i in (tail.find("?"), tail.find("#")) if i >= 0), default=len(tail))
+    return head, netloc, tail[:cut], tail[cut:]
+
+
+def _query_secrets(query_and_fragment: str) -> tuple[str, list[str]]:
+    """``?query#fragment`` with every secret parameter's value masked, and those values."""
+    query, hash_sign, fragment = query_and_fragment.partition("#")
+    if not query.startswith("?"):
+        return query_and_fragment, []
+    found: list[str] = []
+    fields = []
+    for field in query[1:].split("&"):
+        name, equals, value = field.partition("=")
+        if equals and value and _SECRET_NAME.search(urllib.parse.unquote_plus(name).lower()):
+            found.append(value)
+            value = MASK
+        fields.append(name + equals + value)
+    return "?" + "&".join(fields) + hash_sign + fragment, found
+
+
+def _netloc_secrets(netloc: str) -> tuple[str, list[str]]:
+    """The netloc with the password masked, and the password. The user info ends at the
+    netloc's last ``@`` (``urlsplit``'s reading), and the password starts at its first ``:``;
+    asyncpg ends the user info at the first ``@`` instead, so a password holding an ``@``
+    is masked whole under either reading."""
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not at:
+        return netloc, []
+    user, colon, password = userinfo.partition(":")
+    if not colon:
+        return netloc, []
+    return f"{user}:{MASK}@{hosts}", [password] if password else []
+
+
+def _cut_short(netloc: str, path: str, query: str) -> bool:
+    """Does the netloc look cut short by a password holding an unescaped ``/``, ``?`` or
+    ``#``? It has a ``:`` and no ``@``, and an ``@`` follows: in the path (where a database
+    name rarely has one), or in the query when what stands as the port is not a number."""
+    if "@" in netloc or ":" not in netloc:
+        return False
+    if "@" in path:
+        return True
+    port = netloc.rpartition(":")[2]
+    return "@" in query.partition("#")[0] and not (port.isascii() and port.isdigit())
+
+
+def _secrets(url: str) -> tuple[str, list[str]]:
+    """``url`` with every secret masked, and the secrets (as written, not unquoted)."""
+    head, netloc, path, query = _split(url)
+    shown_netloc, secrets = _netloc_secrets(netloc)
+    if not secrets and _cut_short(netloc, path, query):
+        # a password holding an unescaped / ? or # (``postgresql://user:pa/ss@host/db``) cut
+        # the netloc short, and what looks like a port is the password's start: mask from
+        # the user's colon to the last @
+        user = netloc.partition(":")[0]
+        rest = netloc + path + query
+        secret = rest[len(user) + 1 : rest.rindex("@")]
+        return f"{head}{user}:{MASK}{rest[rest.rindex('@') :]}", [secret]
+    shown_query, query_secrets = _query_secrets(query)
+    return head + shown_netloc + path + shown_query, secrets + query_secrets
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urllib.parse.urlunsplit(parts._replace(netloc=user + host))
+    """The URL without its secrets, for messages, logs and reports: the password in the user
+    info (``user:password@``) and the values of secret query parameters (``?password=…``,
+    ``?sslpassword=…``) are ``***``. Total: a malformed URL (a port that is not a number,
+    several hosts, a password with an unescaped ``/`` or ``@``) is masked as well as it can
+    be, never refused."""
+    return _secrets(url)[0]
+
+
+def without_secrets(url: str) -> str:
+    """``url`` with its secrets taken out rather than masked (the user info's password and
+    the secret query parameters dropped): a URL that can be pasted, for a ledger whose
+    password is given in ``$PGPASSWORD`` or a ``~/.pgpass`` file (which asyncpg reads)."""
+    head, netloc, path, query_and_fragment = _split(url)
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at:
+        netloc = f"{userinfo.partition(':')[0]}@{hosts}"
+    query, hash_sign, fragment = query_and_fragment.partition("#")
+    if query.startswith("?"):
+        kept = [
+            field
+            for field in query[1:].split("&")
+            if not _SECRET_NAME.search(urllib.parse.unquote_plus(field.partition("=")[0]).lower())
+        ]
+        query = "?" + "&".join(kept) if kept else ""
+    return head + netloc + path + query + hash_sign + fragment
+
+
+def redact_text(text: str, url: str) -> str:
+    """``text`` (an error message, say) with ``url`` shown by :func:`redact` and any of its
+    secrets that appear elsewhere, as written or unquoted, replaced by ``***``."""
+    shown, secrets = _secrets(url)
+    text = text.replace(url, shown)
+    candidates = {
+        secret
+        for raw in secrets
+        for secret in (raw, urllib.parse.unquote(raw), urllib.parse.unquote_plus(raw))
+    }
+    for secret in sorted(candidates - {"", MASK}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def check_url(url: str) -> None:
+    """Refuse a PostgreSQL URL the ledger cannot use as written, before any driver reads it
+    (asyncpg would fail deep inside with a bare ``ValueError``, or read it otherwise).
+
+    Refused: a scheme other than ``postgresql://``/``postgres://``; a port that is not a
+    number from 1 to 65535; several hosts (``h1,h2``, ``?host=h1,h2``): the ledger's
+    guarantees hold only if every process writes to one database, and a list of hosts lets
+    two processes settle on two different servers; an ``@`` in the user info (asyncpg and
+    ``urlsplit`` would split it differently: percent-encode it as ``%40``); a query that is
+    not ``name=value`` pairs.
+
+    Raises:
+        BadUrl: the URL and what is wrong with it, the URL redacted.
+    """
+    shown = redact(url)
+
+    def bad(problem: str) -> BadUrl:
+        return BadUrl(f"malformed PostgreSQL URL {shown}: {problem}")
+
+    if not is_url(url):
+        raise bad("expected postgresql://USER@HOST:PORT/DATABASE")
+    _head, netloc, _path, query_and_fragment = _split(url)
+    if _cut_short(netloc, _path, query_and_fragment):
+        raise bad("the password holds a / ? or #: percent-encode it (/ is %2F, ? %3F, # %23)")
+    userinfo, _at, hosts = netloc.rpartition("@")
+    if "@" in userinfo:
+        raise bad("the user or password holds an @: percent-encode it as %40")
+    query = query_and_fragment.partition("#")[0].removeprefix("?")
+    try:
+        fields = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise bad("its query is not NAME=VALUE pairs joined by &") from None
+    ports = [value for name, value in fields if name == "port"]
+    for name, value in fields:
+        if name == "host" and "," in value:
+            raise bad(_SEVERAL_HOSTS)
+    if "," in hosts:
+        raise bad(_SEVERAL_HOSTS)
+    if hosts.startswith("["):
+        _address, bracket, port = hosts[1:].partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            raise bad("an IPv6 address is written [ADDRESS]:PORT")
+        port = port[1:]
+    else:
+        port = hosts.partition(":")[2]
+        if ":" in port:
+            raise bad("an IPv6 address goes in brackets: [ADDRESS]:PORT")
+    for candidate in [urllib.parse.unquote(port), *ports]:
+        if "," in candidate:
+            raise bad(_SEVERAL_HOSTS)
+        if candidate and not (candidate.isascii() and candidate.isdigit()):
+            raise bad("the port is not a number")
+        if candidate and not 0 < int(candidate) < 65536:
+            raise bad("the port is not between 1 and 65535")
+
+
+_SEVERAL_HOSTS: Final = (
+    "several hosts are not supported: the ledger must be one database for every process"
+    " (give one host, or one address in front of a failover pair)"
+)
 
 
 @functools.lru_cache(maxsize=512)
@@ -339,6 +521,12 @@ class PgDatabase:
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, url: str, *, max_size: int, connect_timeout_s: float) -> None:
+        """Raises:
+        LedgerUnavailable: ``url`` is malformed (:func:`check_url`)."""
+        try:
+            check_url(url)
+        except BadUrl as exc:
+            raise LedgerUnavailable(f"cannot open the ledger: {exc}") from None
         self.url = url
         self.where = redact(url)
         self._loop = _loop()
@@ -393,7 +581,9 @@ class PgDatabase:
         try:
             return self._loop.call(create())
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
-            raise LedgerUnavailable(f"cannot open ledger {self.where}: {exc}") from exc
+            raise LedgerUnavailable(
+                f"cannot open ledger {self.where}: {redact_text(str(exc), self.url)}"
+            ) from exc
 
     def _ensure_pool(self) -> Any:
         with self._guard:
@@ -410,8 +600,16 @@ class PgDatabase:
         pool = self._ensure_pool()
         try:
             raw = self._loop.call(_acquire(pool, self._connect_timeout))
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-            raise LedgerUnavailable(f"cannot reach ledger {self.where}: {exc}") from exc
+        except (
+            OSError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            TimeoutError,
+            ValueError,  # a setting asyncpg reads from the URL and refuses (sslmode=...)
+        ) as exc:
+            raise LedgerUnavailable(
+                f"cannot reach ledger {self.where}: {redact_text(str(exc), self.url)}"
+            ) from exc
         try:
             yield PgConnection(raw, self._loop, self.where, statement_timeout_s)
         finally:
@@ -484,4 +682,6 @@ class PgDatabase:
             try:
                 return self._loop.call(call())
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-                raise LedgerUnavailable(f"ledger {self.where}: cannot take a lock: {exc}") from exc
+                raise LedgerUnavailable(
+                    f"ledger {self.where}: cannot take a lock: {redact_text(str(exc), self.url)}"
+                ) from exc

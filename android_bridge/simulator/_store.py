@@ -21,6 +21,8 @@ from typing import Final
 
 import attrs
 
+from android_bridge._private_files import ensure_private_file, make_private_dirs
+
 MESSAGE_TYPE_INBOX: Final = 1
 MESSAGE_TYPE_SENT: Final = 2
 MESSAGE_TYPE_DRAFT: Final = 3
@@ -331,7 +333,9 @@ class SmsStore:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # it holds message bodies: a new store is 0600 in directories created 0700
+        make_private_dirs(self.path.parent)
+        ensure_private_file(self.path)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout = 5000")
         self._db.executescript(_SCHEMA)

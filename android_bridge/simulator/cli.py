@@ -15,6 +15,7 @@ import structlog
 
 from android_bridge._keys import default_key_path
 from android_bridge._paths import simulator_dir
+from android_bridge._private_files import make_private_dirs
 from android_bridge.simulator._apps import (
     APP_PROFILES,
     DEFAULT_APP,
@@ -333,9 +334,18 @@ def simulator_command(
         raise click.UsageError(
             f"authorized keys file {keys} does not exist. Start with --allow-new-keys to "
             "accept and remember the first key a client offers (as a phone's owner taps "
-            f"Allow), or authorize starebrain's key, once it exists: mkdir -p {keys.parent} "
-            f"&& cp {public_key} {keys}"
+            "Allow), or authorize starebrain's key, once it exists: (umask 077 && mkdir -p"
+            f" {keys.parent} && cp {public_key} {keys})"
         )
+    if allow_new_keys:
+        # the phone writes the first key it accepts there: a directory it creates is 0700,
+        # as the store's is (android_bridge._private_files)
+        try:
+            make_private_dirs(keys.parent)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot create {keys.parent}: {exc.strerror or exc}"
+            ) from exc
     _configure_logging(logging.DEBUG if verbose else logging.INFO)
     phone = SimulatedPhone(
         store_path=store,
