@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
-import ipaddress
 import signal
 import socket
 import sqlite3
@@ -37,7 +36,9 @@ from pathlib import Path
 from typing import Annotated, Final, Literal, cast
 
 import attrs
-from mcp.server.mcpserver import MCPServer
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
@@ -46,12 +47,24 @@ from android_bridge.exceptions import BridgeError
 from starebrain_actions._convert import format_time
 from starebrain_actions._core import (
     DERIVED_ID_WINDOW,
+    choose_derived_generation,
+    derived_generation_id,
     earlier_message,
     phone_hold,
     should_redispatch,
 )
 from starebrain_actions._ledger import Ledger, dispatches_since
 from starebrain_actions._logging import get_logger
+from starebrain_actions._mcp_auth import (
+    UNSCOPED,
+    ActionScope,
+    Clients,
+    ClientTokens,
+    HttpOptions,
+    is_loopback,
+    is_wildcard,
+    transport_security,
+)
 from starebrain_actions._mcp_results import (
     OPEN_STATUSES,
     ChangeView,
@@ -74,7 +87,7 @@ from starebrain_actions._reconciler import DeviceReport, reconcile_device, void_
 from starebrain_actions._render import duration_text
 from starebrain_actions._send_path import check_send_path, ledger_proof
 from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SendOutcome, SmsAgent
-from starebrain_actions.cli import choose_derived_id, settled
+from starebrain_actions.cli import derive_action_id, settled
 from starebrain_actions.exceptions import (
     FingerprintConflict,
     InvalidInput,
@@ -319,6 +332,44 @@ class _Phones:
         self._agents.clear()
 
 
+#: What a client of ``--clients`` sees for another client's action holding a phone.
+OTHER_CLIENTS_ACTION: Final = "(another client's action)"
+
+
+def _seen(summary: ActionSummary, scope: ActionScope) -> ActionSummary:
+    """``summary`` as the client of ``scope`` sees it: its own action id, not the ledger's."""
+    own = scope.own(summary.action.action_id)
+    if own is None or own == summary.action.action_id:
+        return summary
+    return attrs.evolve(summary, action=attrs.evolve(summary.action, action_id=own))
+
+
+def _hold_seen(hold: PhoneHold | None, scope: ActionScope) -> PhoneHold | None:
+    """A phone's holder as the client of ``scope`` sees it: another client's action is not
+    named."""
+    if hold is None:
+        return None
+    own = scope.own(hold.action_id)
+    return attrs.evolve(hold, action_id=OTHER_CLIENTS_ACTION if own is None else own)
+
+
+def _own_ids(text: str, ledger_id: str, scope: ActionScope) -> str:
+    """``text`` with the ledger's id of a client's action replaced by the client's own."""
+    own = scope.own(ledger_id)
+    return text if own is None or own == ledger_id else text.replace(ledger_id, own)
+
+
+def _check_scoped_id(action_id: str, scope: ActionScope) -> None:
+    """Raises InvalidInput when the client's prefix makes ``action_id`` too long."""
+    try:
+        check_action_id(scope.ledger_id(action_id))
+    except InvalidInput:
+        room = 200 - len(scope.ledger_id(""))
+        raise InvalidInput(
+            f"action id {action_id!r} is too long for this client: at most {room} characters"
+        ) from None
+
+
 @attrs.define
 class _Flight:
     """One running ``SmsAgent.send`` of an action, shared by every call that asks for it."""
@@ -357,8 +408,10 @@ class SmsService:
         body: str,
         wait_seconds: float | None,
         device: str | None,
+        scope: ActionScope = UNSCOPED,
     ) -> SmsResult:
-        """Send at most once per action; see the tool's description."""
+        """Send at most once per action; see the tool's description. ``scope``: the calling
+        client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger)."""
         loop = asyncio.get_running_loop()
         wait = self.config.default_wait_s if wait_seconds is None else wait_seconds
         give_up = loop.time() + min(max(wait, 0.0), self.config.max_wait_s)
@@ -374,30 +427,29 @@ class SmsService:
             intent = SmsIntent(recipient=to, body=body, region=self.config.region)
             if action_id is not None:
                 check_action_id(action_id)
+                _check_scoped_id(action_id, scope)
             check_send_path(self.config.send_path, intent.body)
         except InvalidInput as exc:
             raise ToolError(f"bad input, nothing sent: {exc}") from exc
         derived = action_id is None
         chosen = (
-            action_id
+            scope.ledger_id(action_id)
             if action_id is not None
-            else await choose_derived_id(
-                self.ledger, intent, window=timedelta(seconds=self.config.derived_id_window_s)
-            )
+            else await self._derived_id(intent, scope)
         )
         try:
             known: ActionSummary | None = await self.ledger.summary(chosen)
         except NotFound:
             known = None
         if known is not None and known.action.fingerprint != intent.fingerprint:
-            raise self._changed_intent(chosen)
+            raise self._changed_intent(chosen, scope)
         if known is None:
             # a first attempt would start: over the limit, nothing is written at all
-            await self._check_cap(chosen, None)
+            await self._check_cap(chosen, None, scope)
             try:
                 await self.ledger.create_action(chosen, intent, self.config.policy)
             except FingerprintConflict as exc:  # created meanwhile with another intent
-                raise self._changed_intent(chosen) from exc
+                raise self._changed_intent(chosen, scope) from exc
             except InvalidInput as exc:
                 raise ToolError(f"bad input, nothing sent: {exc}") from exc
         while True:
@@ -406,11 +458,11 @@ class SmsService:
                 summary = await self.ledger.summary(chosen)
                 earlier = earlier_message(known, summary)
                 if settled(summary):
-                    return self._result(summary, derived=derived, earlier=earlier)
+                    return self._result(summary, scope, derived=derived, earlier=earlier)
                 target = await self._device_for(summary, device)
                 if target is None:
-                    return self._result(summary, derived=derived, earlier=earlier)
-                await self._check_cap(chosen, summary)
+                    return self._result(summary, scope, derived=derived, earlier=earlier)
+                await self._check_cap(chosen, summary, scope)
                 flight = self._launch(chosen, intent, target, send_until)
             left = give_up - loop.time()
             await asyncio.wait([flight.task], timeout=max(0.0, left))
@@ -421,12 +473,13 @@ class SmsService:
                 held_by = await self._hold_on(flight.device, chosen)
                 return self._result(
                     summary,
+                    scope,
                     derived=derived,
                     sending=held_by is None,
                     earlier=earlier_message(known, summary),
                     held_by=held_by,
                 )
-            outcome = await self._landed(flight, chosen)
+            outcome = await self._landed(flight, chosen, scope)
             summary = outcome.summary
             rejoin = (
                 summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
@@ -434,11 +487,23 @@ class SmsService:
             if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
                 return self._result(
                     summary,
+                    scope,
                     derived=derived,
                     earlier=earlier_message(known, summary),
                     held_by=outcome.held_by,
                 )
             # the send this call joined had a shorter wait: carry on with the time left
+
+    async def _derived_id(self, intent: SmsIntent, scope: ActionScope) -> str:
+        """The ledger's id for a call without an action_id (``cli.choose_derived_id``, within
+        the client's own ids)."""
+        base = scope.ledger_id(derive_action_id(intent))
+        now = self.ledger.now()
+        generations = await self.ledger.derived_generations(base, now=now)
+        window = timedelta(seconds=self.config.derived_id_window_s)
+        return derived_generation_id(
+            base, choose_derived_generation(generations, intent.fingerprint, now, window)
+        )
 
     async def _hold_on(self, address: str, action_id: str) -> PhoneHold | None:
         """Another action's unresolved attempt holding the phone at ``address``, if any."""
@@ -464,15 +529,18 @@ class SmsService:
                 return address
         return self.config.devices[0]
 
-    def _changed_intent(self, action_id: str) -> ToolError:
+    def _changed_intent(self, action_id: str, scope: ActionScope) -> ToolError:
         _log.info("mcp_intent_changed", action_id=action_id)
+        shown = scope.own(action_id) or action_id
         return ToolError(
-            f"changed intent, nothing sent: action {action_id!r} already exists with another"
+            f"changed intent, nothing sent: action {shown!r} already exists with another"
             " recipient or text. To retry that message, repeat its original recipient and"
             " text; to send a different message, use a new action_id."
         )
 
-    async def _check_cap(self, action_id: str, summary: ActionSummary | None) -> None:
+    async def _check_cap(
+        self, action_id: str, summary: ActionSummary | None, scope: ActionScope
+    ) -> None:
         """Refuse at once, before connecting, a call that would start a send over the limit
         (``summary`` None: a new action)."""
         if self._cap is None:
@@ -485,10 +553,15 @@ class SmsService:
             await self._cap.check(self.ledger, action_id)
         except SendLimitReached as exc:
             _log.warning("mcp_send_limit_reached", action_id=action_id)
-            where = f"{status_line(summary)}" if summary is not None else "Nothing was recorded"
+            where = (
+                status_line(_seen(summary, scope))
+                if summary is not None
+                else "Nothing was recorded"
+            )
             raise ToolError(
-                f"{exc}. Nothing was sent. {where}. Do not retry under another action_id;"
-                " tell the user, or try again later with the same one."
+                f"{_own_ids(str(exc), action_id, scope)}. Nothing was sent. {where}. Do not"
+                " retry under another action_id; tell the user, or try again later with the"
+                " same one."
             ) from exc
 
     def _launch(self, action_id: str, intent: SmsIntent, device: str, give_up: float) -> _Flight:
@@ -535,11 +608,11 @@ class SmsService:
         )
         return outcome
 
-    async def _landed(self, flight: _Flight, action_id: str) -> SendOutcome:
+    async def _landed(self, flight: _Flight, action_id: str, scope: ActionScope) -> SendOutcome:
         """What a finished flight returned, or a tool error saying what happened."""
         task = flight.task
         if task.cancelled():
-            raise ToolError(f"the server is shutting down; {await self._status(action_id)}")
+            raise ToolError(f"the server is shutting down; {await self._status(action_id, scope)}")
         error = task.exception()
         if error is None:
             return task.result()
@@ -547,29 +620,31 @@ class SmsService:
 
         if isinstance(error, SendLimitReached):
             raise ToolError(
-                f"{error}. {await self._status(action_id)}. Do not retry under another"
+                f"{_own_ids(str(error), action_id, scope)}. {await self._status(action_id, scope)}."
+                " Do not retry under another"
                 " action_id; tell the user, or try again later with the same one."
             )
         if isinstance(error, PhoneUnavailable):
             raise ToolError(
                 f"the phone cannot be reached ({error}); no send was started by this call."
-                f" {await self._status(action_id)}. Call send_sms again later with the same"
+                f" {await self._status(action_id, scope)}. Call send_sms again later with the same"
                 " action_id."
             )
         if isinstance(error, StarebrainError | BridgeError):
             raise ToolError(
-                f"{type(error).__name__}: {error}. {await self._status(action_id)}; calling"
+                f"{type(error).__name__}: {error}. {await self._status(action_id, scope)}; calling"
                 " send_sms again with the same action_id never sends twice."
             )
         raise error
 
-    async def _status(self, action_id: str) -> str:
-        line = status_line(await self.ledger.summary(action_id))
+    async def _status(self, action_id: str, scope: ActionScope) -> str:
+        line = status_line(_seen(await self.ledger.summary(action_id), scope))
         return line[0].upper() + line[1:]
 
     def _result(
         self,
         summary: ActionSummary,
+        scope: ActionScope,
         *,
         derived: bool | None,
         sending: bool = False,
@@ -579,36 +654,43 @@ class SmsService:
         """``earlier``: the action had an attempt before the call and has no new one: the
         answer is about that earlier message (``_core.earlier_message``)."""
         return sms_result(
-            summary,
+            _seen(summary, scope),
             now=self.ledger.now(),
             derived=derived,
             show_private=self.config.show_private,
             sending=sending,
             earlier=earlier,
-            held_by=held_by,
+            held_by=_hold_seen(held_by, scope),
         )
 
     # ------------------------------------------------------------------ reads
 
-    async def sms_status(self, *, action_id: str, detail: bool) -> SmsResult:
-        """The action as the ledger holds it; reads no phone."""
+    async def sms_status(
+        self, *, action_id: str, detail: bool, scope: ActionScope = UNSCOPED
+    ) -> SmsResult:
+        """The action as the ledger holds it; reads no phone. A client of ``--clients``
+        reads only its own actions."""
         try:
-            summary = await self.ledger.summary(action_id)
+            summary = await self.ledger.summary(scope.ledger_id(action_id))
         except NotFound as exc:
             raise ToolError(
                 f"no action {action_id!r} in the ledger: nothing was ever sent under that id"
             ) from exc
         return sms_result(
-            summary,
+            _seen(summary, scope),
             now=self.ledger.now(),
             detail=detail,
             show_private=self.config.show_private,
         )
 
-    async def list_review(self) -> ReviewList:
-        """Actions waiting for a person."""
+    async def list_review(self, *, scope: ActionScope = UNSCOPED) -> ReviewList:
+        """Actions waiting for a person (a client of ``--clients``: its own)."""
         now = self.ledger.now()
-        found = await self.ledger.needing_review(now=now)
+        found = [
+            _seen(summary, scope)
+            for summary in await self.ledger.needing_review(now=now)
+            if scope.own(summary.action.action_id) is not None
+        ]
         return ReviewList(
             count=len(found),
             actions=[sms_result(summary, now=now) for summary in found],
@@ -620,8 +702,11 @@ class SmsService:
             ),
         )
 
-    async def reconcile(self, *, device: str | None) -> ReconcileResult:
-        """One read-only pass over ``device`` or every phone with a send in flight."""
+    async def reconcile(
+        self, *, device: str | None, scope: ActionScope = UNSCOPED
+    ) -> ReconcileResult:
+        """One read-only pass over ``device`` or every phone with a send in flight (the
+        changes listed are the client's own actions'; the counts are the phones')."""
         if device is not None and device not in self.config.devices:
             raise ToolError(
                 f"unknown device {device!r}; this server's phones are"
@@ -665,13 +750,14 @@ class SmsService:
             ],
             changes=[
                 ChangeView(
-                    action_id=change.action_id,
+                    action_id=own,
                     dispatch_id=change.dispatch_id,
                     event=change.event.value,
                     from_status=change.from_status,
                     to_status=change.to_status,
                 )
                 for change in changes
+                if (own := scope.own(change.action_id)) is not None
             ],
             next_step=step,
         )
@@ -694,11 +780,12 @@ class SmsService:
         reason: str,
         dispatch_id: str | None,
         expect_version: int | None,
+        scope: ActionScope = UNSCOPED,
     ) -> SmsResult:
         """An operator's ruling on an attempt (offered only with ``--allow-resolve``)."""
         try:
             await self.ledger.resolve(
-                action_id,
+                scope.ledger_id(action_id),
                 as_sent=ruling == "sent",
                 reason=reason,
                 operator=self.config.operator,
@@ -707,7 +794,7 @@ class SmsService:
             )
         except (NotFound, InvalidInput, StaleTransition) as exc:
             raise ToolError(f"not resolved: {exc}") from exc
-        return await self.sms_status(action_id=action_id, detail=False)
+        return await self.sms_status(action_id=action_id, detail=False, scope=scope)
 
     # ------------------------------------------------------------------ shutdown
 
@@ -761,8 +848,27 @@ def _version() -> str:
         return "0"
 
 
-def build_server(service: SmsService) -> MCPServer:
-    """The MCP server with its tools (``resolve`` only when the config allows it)."""
+def _auth_settings() -> AuthSettings:
+    """The SDK's auth settings for bearer tokens this server checks itself (``ClientTokens``):
+    no scopes, no authorization server (tokens are configured, not issued by OAuth), so a
+    refusal is ``401`` with ``WWW-Authenticate: Bearer error="invalid_token"`` and no
+    ``resource_metadata`` to point to."""
+    return AuthSettings(
+        # required by the model; unused without an authorization server provider or
+        # resource_server_url (no OAuth routes, no protected resource metadata are served)
+        issuer_url="http://localhost",  # type: ignore[arg-type]
+        resource_server_url=None,
+        required_scopes=[],
+    )
+
+
+def build_server(service: SmsService, *, clients: Clients | None = None) -> MCPServer:
+    """The MCP server with its tools (``resolve`` only when the config allows it).
+
+    ``clients``: the bearer tokens its HTTP app requires (None: no auth, for stdio and
+    in-process use). With scoped clients (``--clients``) each tool call works on the calling
+    client's own action ids.
+    """
     config = service.config
     server: MCPServer = MCPServer(
         "starebrain",
@@ -770,7 +876,21 @@ def build_server(service: SmsService) -> MCPServer:
         instructions=SERVER_INSTRUCTIONS,
         version=_version(),
         log_level="WARNING",
+        token_verifier=ClientTokens(clients) if clients is not None else None,
+        auth=_auth_settings() if clients is not None else None,
     )
+
+    def scope_of(ctx: Context) -> ActionScope:
+        """The calling client's view of action ids (its token's client, over HTTP)."""
+        if clients is None or not clients.scoped:
+            return UNSCOPED
+        request = ctx.request_context.request
+        user = getattr(request, "scope", {}).get("user")
+        if not isinstance(user, AuthenticatedUser):  # pragma: no cover - auth runs first
+            raise ToolError("no authenticated client: nothing done")
+        client_id: str = user.access_token.client_id
+        return clients.scope_of(client_id)
+
     devices = ", ".join(config.devices)
     window = duration_text(timedelta(seconds=config.derived_id_window_s))
 
@@ -805,9 +925,15 @@ def build_server(service: SmsService) -> MCPServer:
             str | None,
             Field(description="Which of the server's phones to send a new action through."),
         ] = None,
+        ctx: Context,
     ) -> SmsResult:
         return await service.send_sms(
-            action_id=action_id, to=to, body=body, wait_seconds=wait_seconds, device=device
+            action_id=action_id,
+            to=to,
+            body=body,
+            wait_seconds=wait_seconds,
+            device=device,
+            scope=scope_of(ctx),
         )
 
     server.add_tool(
@@ -869,8 +995,9 @@ def build_server(service: SmsService) -> MCPServer:
             bool,
             Field(description="Also return every attempt's full record (redacted)."),
         ] = False,
+        ctx: Context,
     ) -> SmsResult:
-        return await service.sms_status(action_id=action_id, detail=detail)
+        return await service.sms_status(action_id=action_id, detail=detail, scope=scope_of(ctx))
 
     server.add_tool(
         sms_status,
@@ -893,8 +1020,9 @@ def build_server(service: SmsService) -> MCPServer:
                 " in flight)."
             ),
         ] = None,
+        ctx: Context,
     ) -> ReconcileResult:
-        return await service.reconcile(device=device)
+        return await service.reconcile(device=device, scope=scope_of(ctx))
 
     server.add_tool(
         reconcile,
@@ -911,8 +1039,8 @@ def build_server(service: SmsService) -> MCPServer:
         structured_output=True,
     )
 
-    async def list_review() -> ReviewList:
-        return await service.list_review()
+    async def list_review(ctx: Context) -> ReviewList:
+        return await service.list_review(scope=scope_of(ctx))
 
     server.add_tool(
         list_review,
@@ -952,6 +1080,7 @@ def build_server(service: SmsService) -> MCPServer:
                     ge=0,
                 ),
             ] = None,
+            ctx: Context,
         ) -> SmsResult:
             return await service.resolve(
                 action_id=action_id,
@@ -959,6 +1088,7 @@ def build_server(service: SmsService) -> MCPServer:
                 reason=reason,
                 dispatch_id=dispatch_id,
                 expect_version=expect_version,
+                scope=scope_of(ctx),
             )
 
         server.add_tool(
@@ -996,27 +1126,23 @@ def parse_http_address(text: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 async def _serve_http(
-    server: MCPServer, host: str, port: int, announce: Callable[[str], None]
+    server: MCPServer, http: HttpOptions, announce: Callable[[str], None]
 ) -> None:
-    """Streamable HTTP at ``http://HOST:PORT/mcp`` (uvicorn; its logs go to stderr)."""
+    """Streamable HTTP at ``http://HOST:PORT/mcp`` (uvicorn; its logs go to stderr), every
+    request with a bearer token (the server's ``token_verifier``) and a Host, and an Origin
+    if any, of this server's (``_mcp_auth.transport_security``)."""
     import uvicorn
 
+    host = http.host
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock.bind((host, http.port))
     bound_port = sock.getsockname()[1]
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(
+        host=host, transport_security=transport_security(http, bound_port)
+    )
     shown = f"[{host}]" if family == socket.AF_INET6 else host
 
     class Runner(uvicorn.Server):
@@ -1046,12 +1172,12 @@ async def _serve_http(
 
 
 async def serve(
-    config: ServerConfig, *, http: tuple[str, int] | None, announce: Callable[[str], None]
+    config: ServerConfig, *, http: HttpOptions | None, announce: Callable[[str], None]
 ) -> None:
     """Run the server over stdio, or over streamable HTTP when ``http`` is given;
     ``announce(text)`` is told where it listens (on stderr: stdout is the protocol's)."""
     async with open_service(config) as service:
-        server = build_server(service)
+        server = build_server(service, clients=http.clients if http is not None else None)
         _log.info(
             "mcp_server_started",
             transport="http" if http else "stdio",
@@ -1061,11 +1187,14 @@ async def serve(
         if http is None:
             await server.run_stdio_async()
         else:
-            host, port = http
-            if not _is_loopback(host):
+            if not is_loopback(http.host):
                 announce(
-                    f"WARNING: listening on {host}, not a loopback address: anyone who can"
-                    " reach it can send SMS through your phones (the server has no"
-                    " authentication)"
+                    f"listening on {http.host}, not a loopback address (--allow-remote): the"
+                    " token crosses the network in clear text unless TLS is put in front"
                 )
-            await _serve_http(server, host, port, announce)
+            if is_wildcard(http.host) and not http.allow_hosts:
+                announce(
+                    f"{http.host} is every interface, not a Host header a client sends: name"
+                    " the addresses clients use with --allow-host HOST:PORT"
+                )
+            await _serve_http(server, http, announce)

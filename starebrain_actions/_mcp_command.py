@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,12 @@ from starebrain_actions._cli_types import (
     retry_policy,
 )
 from starebrain_actions._core import DERIVED_ID_WINDOW
+from starebrain_actions._mcp_auth import TOKEN_ENV
+
+#: ``--max-sends-per-hour`` unless given: an agent's ordinary traffic (a few texts an hour,
+#: a burst of reminders) fits, while a model gone wrong or prompt-injected is stopped after
+#: 20 texts, well under what the phone itself allows (Android prompts after 30 in 30 minutes).
+DEFAULT_MAX_SENDS_PER_HOUR = 20
 
 _INSTALL_HINT = "starebrain mcp needs the MCP SDK: pip install 'starebrain-actions[mcp]'"
 _SDK_MODULES = frozenset({"mcp", "mcp_types", "pydantic", "pydantic_core", "uvicorn", "starlette"})
@@ -38,7 +45,7 @@ def _announce(message: str) -> None:
     click.echo(f"starebrain mcp: {message}", err=True)
 
 
-@click.command("mcp")
+@click.group("mcp", invoke_without_command=True)
 @click.option(
     "--device",
     "devices",
@@ -60,15 +67,52 @@ def _announce(message: str) -> None:
     default=None,
     metavar="HOST:PORT",
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free"
-    " port; the address is printed on stderr). No authentication: keep it on 127.0.0.1.",
+    " port; the address is printed on stderr). Every request needs 'Authorization: Bearer"
+    f" TOKEN': ${TOKEN_ENV}, else the token file in the config dir (`starebrain mcp token`"
+    " prints it), or a client's from --clients.",
+)
+@click.option(
+    "--clients",
+    "clients_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='With --http: a TOML file naming the clients, [clients.NAME] with token = "…" (at'
+    ' least 32 characters) and policy = "FILE" (read, not applied yet). It replaces the'
+    " server's own token; each client's action ids are its own (NAME/ID in the ledger). Keep"
+    " it private (chmod 600).",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="With --http: allow an address that is not loopback. Put TLS in front (a reverse"
+    " proxy): the token travels in every request.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="With --http: another Host header to accept (exactly; NAME:* for any port), e.g. the"
+    " name a reverse proxy forwards; repeatable. [default: the bind address with its port,"
+    " and localhost:PORT for a loopback bind]",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="With --http: another Origin header to accept, e.g. https://sms.example.com;"
+    " repeatable. [default: http:// and each accepted default Host]",
 )
 @click.option(
     "--max-sends-per-hour",
-    type=click.IntRange(min=1),
-    default=None,
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_SENDS_PER_HOUR,
+    show_default=True,
     help="Sends started on these phones in the last hour at most, counted in the ledger (so"
-    " it holds across restarts); a call over it is a tool error that sends nothing."
-    " [default: no limit]",
+    " it holds across restarts); a call over it is a tool error that sends nothing. 0: no"
+    " limit. The default lets an agent's ordinary traffic through and stops a model gone"
+    " wrong after 20 texts, under Android's own 30 per 30 minutes.",
 )
 @click.option(
     "--allow-resolve",
@@ -132,7 +176,11 @@ def mcp_command(
     devices: tuple[str, ...],
     db: LedgerTarget | None,
     http_address: str | None,
-    max_sends_per_hour: int | None,
+    clients_file: Path | None,
+    allow_remote: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    max_sends_per_hour: int,
     allow_resolve: bool,
     operator: str,
     default_wait: float,
@@ -159,7 +207,10 @@ def mcp_command(
     reconcile, list_review (and resolve with --allow-resolve).
 
     Only the protocol goes to stdout; logs go to stderr, with numbers and bodies redacted.
+    `starebrain mcp token` prints the token HTTP clients send.
     """
+    if ctx.invoked_subcommand is not None:
+        return
 
     from starebrain_actions._logging import LOGGER_NAME, configure_logging
     from starebrain_actions.cli import CliError, CliUsageError, Settings, _ledger_path
@@ -173,6 +224,13 @@ def mcp_command(
     configure_logging(level=level)
     if not devices:
         raise click.UsageError(f"give at least one phone with --device HOST:PORT or ${DEVICE_ENV}")
+    _check_http_options(
+        http_address,
+        clients_file=clients_file,
+        allow_remote=allow_remote,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+    )
     if region is not None and not (len(region) == 2 and region.isalpha()):
         raise click.BadParameter(
             f"expected a two-letter country code such as US, got {region!r}", param_hint="--region"
@@ -190,7 +248,16 @@ def mcp_command(
         settings = Settings(db=db, db_is_default=False, read_as_system=settings.read_as_system)
     phones: tuple[str, ...] = tuple(dict.fromkeys(devices))
     try:
-        http = _mcp.parse_http_address(http_address) if http_address is not None else None
+        http = (
+            _http_options(
+                http_address,
+                clients_file=clients_file,
+                allow_hosts=allow_hosts,
+                allow_origins=allow_origins,
+            )
+            if http_address is not None
+            else None
+        )
         config = _mcp.ServerConfig(
             db=_ledger_path(settings, create=True),
             devices=phones,
@@ -208,7 +275,7 @@ def mcp_command(
             region=region.upper() if region else None,
             max_wait_s=max_wait,
             default_wait_s=min(default_wait, max_wait),
-            max_sends_per_hour=max_sends_per_hour,
+            max_sends_per_hour=max_sends_per_hour or None,
             rate_limit=rate_limit,
             send_path=send_path,
             connect_timeout_s=connect_timeout,
@@ -228,3 +295,122 @@ def mcp_command(
         raise CliError(f"cannot serve: {exc}") from exc
     except StarebrainError as exc:
         raise CliError(f"cannot use the ledger: {exc}") from exc
+
+
+@mcp_command.command("token")
+def token_command() -> None:
+    """Print the token `starebrain mcp --http` requires, for an MCP client's configuration
+    (`Authorization: Bearer TOKEN`): $STAREBRAIN_MCP_TOKEN, else the token file in the config
+    dir, created at random (0600) if missing. Not the tokens of a --clients file."""
+    from starebrain_actions._mcp_auth import McpAuthError, server_token
+    from starebrain_actions.cli import CliError
+
+    try:
+        token, path, created = server_token(os.environ)
+    except McpAuthError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot create the token file: {exc}") from exc
+    if created:
+        _announce(f"created a token in {path}")
+    click.echo(token)
+
+
+def _check_http_options(
+    http_address: str | None,
+    *,
+    clients_file: Path | None,
+    allow_remote: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+) -> None:
+    """Usage errors (exit 2) of the HTTP options, before anything is opened."""
+    from starebrain_actions._mcp_auth import is_loopback
+
+    if http_address is None:
+        given = [
+            name
+            for name, value in (
+                ("--clients", clients_file),
+                ("--allow-remote", allow_remote),
+                ("--allow-host", allow_hosts),
+                ("--allow-origin", allow_origins),
+            )
+            if value
+        ]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only apply with --http HOST:PORT")
+        return
+    host = http_address.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if host and not is_loopback(host) and not allow_remote:
+        raise click.UsageError(
+            f"--http {http_address} is not a loopback address: anyone who can reach it could"
+            " try the token. Add --allow-remote to serve it, and put TLS in front (a reverse"
+            " proxy), or use 127.0.0.1"
+        )
+    for value in allow_hosts:
+        if not value or "/" in value or any(c.isspace() for c in value):
+            raise click.BadParameter(
+                f"expected a Host header value such as sms.example.com:8443, got {value!r}",
+                param_hint="--allow-host",
+            )
+    for value in allow_origins:
+        scheme, sep, rest = value.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+            raise click.BadParameter(
+                f"expected an origin such as https://sms.example.com, got {value!r}",
+                param_hint="--allow-origin",
+            )
+
+
+def _http_options(
+    http_address: str,
+    *,
+    clients_file: Path | None,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+) -> Any:
+    """The HTTP server's options: its address, and the tokens it accepts (the clients file's,
+    or the server's own token, whose file's path, never the token, goes to stderr).
+
+    Raises:
+        InvalidInput: a malformed address.
+        CliError: the token or clients file cannot be used.
+    """
+    from starebrain_actions import _mcp
+    from starebrain_actions._mcp_auth import (
+        OWNER,
+        Clients,
+        HttpOptions,
+        McpAuthError,
+        McpClient,
+        load_clients,
+        server_token,
+    )
+    from starebrain_actions.cli import CliError
+
+    host, port = _mcp.parse_http_address(http_address)
+    try:
+        if clients_file is not None:
+            clients = load_clients(clients_file)
+            names = ", ".join(client.name for client in clients.clients)
+            _announce(f"clients from {clients_file}: {names} (each with its own action ids)")
+        else:
+            token, path, created = server_token(os.environ)
+            clients = Clients(clients=(McpClient(name=OWNER, token=token),))
+            if path is None:
+                _announce(f"the token is ${TOKEN_ENV}'s")
+            else:
+                verb = "created a token in" if created else "the token is in"
+                _announce(f"{verb} {path} (`starebrain mcp token` prints it)")
+    except McpAuthError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot create the token file: {exc}") from exc
+    return HttpOptions(
+        host=host,
+        port=port,
+        clients=clients,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+    )

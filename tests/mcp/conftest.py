@@ -16,6 +16,8 @@ from typing import IO, Any
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from android_bridge.simulator import SimulatedPhone
@@ -23,6 +25,8 @@ from starebrain_actions import RetryPolicy
 from starebrain_actions._mcp import ServerConfig, build_server, open_service
 
 TO = "+1 202 555 0100"
+#: The token the HTTP servers of the tests are started with ($STAREBRAIN_MCP_TOKEN).
+TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
 BODY = "Your code is 4821"
 #: A policy fast enough for tests: UNKNOWN after a second, quick backoff, short timeouts, and
 #: rows settled as soon as the simulated phones' radios can have answered (the MCP client
@@ -70,21 +74,35 @@ async def stdio_session(
 
 
 @asynccontextmanager
-async def http_server(args: list[str]) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    """``starebrain ARGS --http 127.0.0.1:0`` in a subprocess; yields its URL (read from the
-    line it prints on stderr) and the process. Stopped with SIGTERM at the end."""
+async def http_server(
+    args: list[str],
+    *,
+    address: str = "127.0.0.1:0",
+    env: dict[str, str | None] | None = None,
+    seen: list[str] | None = None,
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """``starebrain ARGS --http ADDRESS`` in a subprocess, with ``$STAREBRAIN_MCP_TOKEN`` set
+    to ``TOKEN`` (``env`` adds to or replaces the environment; a value None removes it);
+    yields its URL (read from the line it prints on stderr) and the process. ``seen``
+    collects the stderr lines up to that one. Stopped with SIGTERM at the end."""
+    environment = {**os.environ, "STAREBRAIN_DB": "", "STAREBRAIN_MCP_TOKEN": TOKEN}
+    for name, value in (env or {}).items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
     process = await asyncio.create_subprocess_exec(
         *starebrain(),
         *args,
         "--http",
-        "127.0.0.1:0",
+        address,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "STAREBRAIN_DB": ""},
+        env=environment,
     )
     assert process.stderr is not None
-    seen: list[str] = []
+    seen = seen if seen is not None else []
     try:
         async with asyncio.timeout(30):
             while True:
@@ -100,6 +118,17 @@ async def http_server(args: list[str]) -> AsyncIterator[tuple[str, asyncio.subpr
         if process.returncode is None:
             process.terminate()
         await asyncio.wait_for(process.wait(), timeout=30)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None = TOKEN) -> AsyncIterator[Client]:
+    """The SDK's client over streamable HTTP, sending ``Authorization: Bearer TOKEN``."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60) as client,
+    ):
+        yield client
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from .conftest import (
     BODY,
     TO,
     error_text,
+    http_client,
     http_server,
     sent_once,
     server_args,
@@ -40,7 +40,7 @@ async def test_http_sessions_repeating_a_send_after_a_timeout_produce_one_sms(
     args = server_args(db_path, adb_key_path, [phone], "--command-timeout", "2.5")
     async with http_server(args) as (url, process):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-        async with Client(url) as first, Client(url) as second:
+        async with http_client(url) as first, http_client(url) as second:
             names = sorted(tool.name for tool in (await first.list_tools()).tools)
             with pytest.raises(MCPError, match="timed out"):
                 await first.call_tool("send_sms", call, read_timeout_seconds=1.0)
