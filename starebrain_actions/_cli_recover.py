@@ -22,6 +22,7 @@ from starebrain_actions._cli_types import (
     check_devices,
     key_option,
     phone_options,
+    policy_file_option,
 )
 from starebrain_actions._model import Status
 
@@ -106,6 +107,87 @@ def retry_command(
     _render.render_summary(out, summary, show_private=False)
 
 
+# --------------------------------------------------------------------------- approve, deny
+
+
+_APPROVE_HELP: Final = (
+    "A person's approval of an action the policy gate holds for one (approve = new or"
+    " always): the next send, resume or send_sms of it sends it (the policy's other rules"
+    " still apply). Only a person gives it, here or through the Python API (Ledger.approve);"
+    " no MCP tool can."
+)
+_DENY_HELP: Final = (
+    "A person's denial of an action: nothing is ever sent for it afterwards (an attempt"
+    " already under way is not called back). Final: it cannot be approved later."
+)
+
+
+def _ruling_command(name: str, *, approving: bool) -> click.Command:
+    @click.command(name, help=_APPROVE_HELP if approving else _DENY_HELP)
+    @click.argument("action_id")
+    @click.option(
+        "--reason",
+        required=not approving,
+        default="",
+        help="Why: kept in the action's history." + ("" if approving else " Required."),
+    )
+    @click.option(
+        "--operator", default=None, help="Who decides, kept in the history. [default: $USER]"
+    )
+    @click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON for machines instead of text."
+    )
+    @click.pass_context
+    def command(
+        ctx: click.Context, action_id: str, reason: str, operator: str | None, as_json: bool
+    ) -> None:
+        from starebrain_actions import _render
+        from starebrain_actions.cli import (
+            CliError,
+            CliUsageError,
+            _ledger_path,
+            _login_name,
+            _open_ledger,
+            _run,
+        )
+        from starebrain_actions.cli import _settings as settings_of
+        from starebrain_actions.exceptions import InvariantViolation
+
+        path = _ledger_path(settings_of(ctx), create=False)
+        who = operator or os.environ.get("USER") or _login_name()
+        if not who:
+            raise CliUsageError("cannot tell who you are: pass --operator NAME")
+
+        async def work() -> Any:
+            async with _open_ledger(path, create=False) as ledger:
+                try:
+                    if approving:
+                        return await ledger.approve(action_id, operator=who, reason=reason)
+                    return await ledger.deny(action_id, operator=who, reason=reason)
+                except InvariantViolation as exc:
+                    raise CliError(f"{exc}; nothing written") from exc
+
+        summary = _run(work())
+        if as_json:
+            _render.emit_json(_render.summary_data(summary, show_private=False))
+            return
+        out = _render.Output()
+        if approving:
+            out.line(
+                f"approved {action_id} by {who}: the next `starebrain send` of it, `starebrain"
+                " resume` or the agent sends it (the policy's other rules still apply)"
+            )
+        else:
+            out.line(f"denied {action_id} by {who}: nothing is ever sent for it")
+        _render.render_summary(out, summary, show_private=False)
+
+    return command
+
+
+approve_command = _ruling_command("approve", approving=True)
+deny_command = _ruling_command("deny", approving=False)
+
+
 # --------------------------------------------------------------------------- resume
 
 
@@ -130,6 +212,7 @@ def retry_command(
 )
 @phone_options
 @key_option
+@policy_file_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
 @click.pass_context
 def resume_command(
@@ -141,6 +224,7 @@ def resume_command(
     command_timeout: float,
     send_path: str,
     key_path: Path | None,
+    policy_path: Path | None,
     as_json: bool,
 ) -> None:
     """Finish what was started: on each phone, read it once (settling what a read can), then
@@ -158,12 +242,18 @@ def resume_command(
     1 anything else.
     """
     from starebrain_actions import _render
+    from starebrain_actions._policy import policy_for
     from starebrain_actions._progress import Progress
-    from starebrain_actions.cli import _ledger_path, _run
+    from starebrain_actions.cli import CliUsageError, _ledger_path, _run
     from starebrain_actions.cli import _settings as settings_of
+    from starebrain_actions.exceptions import InvalidInput
 
     settings = settings_of(ctx)
     path = _ledger_path(settings, create=False)
+    try:
+        gate = policy_for(policy_path, approve="never")
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
     progress = Progress(enabled=not as_json)
     out = _render.Output()
 
@@ -191,6 +281,7 @@ def resume_command(
                             send_path=send_path,
                             connect_timeout=connect_timeout,
                             command_timeout=command_timeout,
+                            gate=gate,
                         )
                         for index, device in enumerate(devices)
                     )

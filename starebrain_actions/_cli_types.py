@@ -240,3 +240,15 @@ def check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     from starebrain_actions.cli import _check_address
 
     return _check_address(ctx, param, value)
+
+
+def policy_file_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--policy",
+        "policy_path",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="The policy gate's rules (TOML: allowed and denied recipients, approval, limits,"
+        " quiet hours; see docs/policy.md). [default: policy.toml in starebrain's config"
+        " directory if it exists, else no gate]",
+    )(function)

@@ -1181,6 +1181,22 @@ class Ledger:
         """Attempts whose delivery is unresolved, on one device or all; oldest first."""
         return await self._pending(device, holding=False)
 
+    async def awaiting_approval(self, *, now: datetime | None = None) -> list[ActionSummary]:
+        """The actions the policy gate holds for a person's approval (its latest verdict
+        HOLD, no approval or denial yet), oldest first."""
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            verdict = _GATE_VERDICT[_pg.dialect(db)]
+            rows = db.execute(
+                "SELECT action_id FROM actions WHERE approval IS NULL AND gate_json IS NOT NULL"
+                f" AND {verdict} = 'HOLD' ORDER BY created_at, action_id"
+            ).fetchall()
+            return [str(row[0]) for row in rows]
+
+        ids = await self._run(work)
+        return [await self.summary(action_id, now=when) for action_id in ids]
+
     async def holders(self, device: str | None = None) -> list[ActionRecord]:
         """The unresolved attempts that hold their phone's lease (delivery PENDING, not in a
         review that releases it), on one device or all; oldest first."""
@@ -1702,6 +1718,12 @@ _FAILED_ROWS: Final[Mapping[str, str]] = {
 _GENERATIONS_FIRST_BATCH: Final = 8
 _GENERATIONS_LAST_BATCH: Final = 256
 
+
+#: The policy gate's latest verdict on an action, in SQL, per dialect.
+_GATE_VERDICT: Final[Mapping[str, str]] = {
+    "sqlite": "json_extract(actions.gate_json, '$.verdict')",
+    "postgresql": "(actions.gate_json::jsonb ->> 'verdict')",
+}
 
 #: An action's recipient in SQL, per dialect.
 _RECIPIENT: Final[Mapping[str, str]] = {

@@ -70,8 +70,9 @@ class Policy:
     allow: tuple[str, ...] | None = None
     #: E.164 patterns no recipient may match
     deny: tuple[str, ...] = ()
-    #: "never", "new" or "always"
-    approve: str = "never"
+    #: "never", "new" or "always" (None: the file does not say; the command's default
+    #: applies, see ``with_default_approval``; "never" when none is given)
+    approve: str | None = None
     per_recipient_per_day: int | None = None
     per_hour: int | None = None
     #: (start, end) in the recipient's local time; end before start spans midnight
@@ -82,9 +83,11 @@ class Policy:
     #: where it was read from ("" for the built-in policy)
     source: str = ""
 
-    def with_approval(self, approve: str) -> Policy:
-        """The same rules with another approval mode (a command's default when the file
-        says nothing)."""
+    def with_default_approval(self, approve: str) -> Policy:
+        """The same rules, with ``approve`` when the file says nothing (the CLI's default is
+        "never": the person typing the command is the approval; the MCP server's "new")."""
+        if self.approve is not None:
+            return self
         return attrs.evolve(self, approve=_approval(approve, "approve"))
 
 
@@ -160,7 +163,11 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
     return Policy(
         allow=_patterns(allow, "recipients.allow") if allow is not None else None,
         deny=_patterns(recipients.get("deny", []), "recipients.deny"),
-        approve=_approval(recipients.get("approve", "never"), "recipients.approve"),
+        approve=(
+            _approval(recipients["approve"], "recipients.approve")
+            if "approve" in recipients
+            else None
+        ),
         per_recipient_per_day=_count(limits.get("per_recipient_per_day"), "per_recipient_per_day"),
         per_hour=_count(limits.get("per_hour"), "per_hour"),
         quiet_hours=_quiet(limits.get("quiet_hours")),
@@ -250,6 +257,33 @@ def zones_of(recipient: str) -> tuple[ZoneInfo, ...]:
         except (ZoneInfoNotFoundError, ValueError):
             continue
     return tuple(zones) or (ZoneInfo(UNKNOWN_ZONE),)
+
+
+#: The policy file a command reads when none is named: ``policy.toml`` in starebrain's config
+#: directory (beside the ADB key), if it exists.
+POLICY_FILE_NAME: Final = "policy.toml"
+
+
+def default_policy_path() -> Path:
+    """``<config dir>/policy.toml`` (``$XDG_CONFIG_HOME/starebrain``, else ``~/.config``)."""
+    from android_bridge import default_key_path
+
+    return default_key_path().parent / POLICY_FILE_NAME
+
+
+def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
+    """The gate a command uses: the file named (``--policy``), else the default file if it
+    exists, else none; with ``approve`` as the approval mode when the file sets none.
+
+    Raises:
+        InvalidInput: the file cannot be read or a rule refuses a value.
+    """
+    if path is None:
+        found = default_policy_path()
+        if not found.is_file():
+            return None
+        path = found
+    return load_policy(path).with_default_approval(approve)
 
 
 def quiet_until(recipient: str, hours: tuple[time, time], now: datetime) -> datetime | None:

@@ -670,6 +670,17 @@ def hold_data(hold: PhoneHold) -> dict[str, Any]:
     }
 
 
+def gate_data(decision: Any) -> dict[str, Any]:
+    """The policy gate's verdict as JSON: verdict, rule, detail, until, the file's digest."""
+    return {
+        "verdict": decision.verdict.value,
+        "rule": decision.rule,
+        "detail": decision.detail,
+        "until": when(decision.until) if decision.until is not None else None,
+        "digest": decision.digest,
+    }
+
+
 def duration_text(delta: timedelta) -> str:
     """A configured duration, exactly and short: ``24h``, ``90m``, ``45s``, ``0.5s``."""
     seconds = delta.total_seconds()
@@ -1092,6 +1103,28 @@ def render_holds(out: Output, holds: Sequence[PhoneHold], *, now: datetime) -> N
         " row, voided from 'void from' if its script never ran, or moved to review at"
         " 'review at', which frees the phone"
     )
+
+
+def render_approvals(
+    out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
+) -> None:
+    """The actions the policy gate holds for a person's approval."""
+    if not summaries:
+        return
+    out.line("waiting for a person's approval (the policy gate holds them; nothing was sent):")
+    out.table(
+        ["action", "to", "rule", "held for"],
+        (
+            [
+                summary.action.action_id,
+                recipient_text(summary, show_private=show_private),
+                str((summary.action.gate or {}).get("rule", "-")),
+                age(now - summary.action.created_at),
+            ]
+            for summary in summaries
+        ),
+    )
+    out.line("`starebrain approve ID` lets one go; `starebrain deny ID --reason TEXT` stops it")
 
 
 def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:

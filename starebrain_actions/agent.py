@@ -359,6 +359,9 @@ class ResumeReport:
 def resume_note(outcome: SendOutcome) -> str:
     """One phrase for where a resumed action stands."""
     status = outcome.status
+    if outcome.gate is not None:
+        gate = outcome.gate
+        return f"stopped by the policy gate: {gate.verdict.value} ({gate.rule}: {gate.detail})"
     if outcome.not_ready is not None:
         return f"the phone is not ready: {outcome.not_ready} (no attempt spent)"
     if outcome.held_by is not None:

@@ -41,6 +41,7 @@ from starebrain_actions._cli_types import (
     Seconds,
     key_option,
     phone_options,
+    policy_file_option,
     policy_options,
     retry_policy,
 )
@@ -106,6 +107,11 @@ EXIT_SETTLING: Final = 6
 #: the phone is not ready (locked, screen off, no SMS app, unreachable...): nothing was sent
 #: and no attempt was spent; a person must act on the phone, then rerun the same command
 EXIT_NOT_READY: Final = 7
+#: the policy gate holds the action: a person's approval, or quiet hours (nothing was sent)
+EXIT_HELD: Final = 8
+#: the policy gate refused the action: a recipient rule or a person's denial (never sent), or
+#: a limit (try later)
+EXIT_REFUSED: Final = 9
 #: Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED: Final = 130
 
@@ -311,6 +317,8 @@ class _Group(_Utf8Args, _render.JsonErrorGroup):
         "key": "starebrain_actions._cli_keys:key_command",
         "mcp": "starebrain_actions._mcp_command:mcp_command",
         "migrate": "starebrain_actions._cli_migrate:migrate_command",
+        "approve": "starebrain_actions._cli_recover:approve_command",
+        "deny": "starebrain_actions._cli_recover:deny_command",
         "resume": "starebrain_actions._cli_recover:resume_command",
         "retry": "starebrain_actions._cli_recover:retry_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",
@@ -426,6 +434,26 @@ def main(ctx: click.Context, db: LedgerTarget | None, log_level: str, read_as_sy
 # --------------------------------------------------------------------------- send
 
 
+def gate_exit_code(decision: Any) -> int:
+    """8 when the policy gate holds the action (approval, quiet hours), 9 when it refused it
+    (a recipient rule, a denial, a limit)."""
+    return EXIT_HELD if decision.verdict.value in ("HOLD", "WAIT") else EXIT_REFUSED
+
+
+def gate_text(decision: Any) -> str:
+    """What the policy gate decided, and what follows, in a sentence."""
+    verdict = decision.verdict.value
+    what = {
+        "DENY": "the policy gate denied it: nothing is ever sent for this action",
+        "HOLD": "the policy gate holds it for a person's approval (`starebrain approve ID`);"
+        " nothing was sent",
+        "WAIT": "the policy gate holds it in quiet hours; nothing was sent (rerun, or"
+        " `starebrain resume`, after they end)",
+        "OVER_LIMIT": "the policy gate refused it over a limit; nothing was sent (try later)",
+    }[verdict]
+    return f"{what} (rule {decision.rule}: {decision.detail}; policy {decision.digest})"
+
+
 def send_exit_code(summary: ActionSummary) -> int:
     """0 SUCCEEDED, 6 sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no
     attempt left (or a send the phone showed and then marked failed), 7 the latest attempt
@@ -513,6 +541,7 @@ def settled(summary: ActionSummary) -> bool:
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
 )
 @_key_option
+@policy_file_option
 @_json_option
 @_private_option
 @click.pass_context
@@ -538,6 +567,7 @@ def send(
     send_path: str,
     region: str | None,
     key_path: Path | None,
+    policy_path: Path | None,
     as_json: bool,
     show_private: bool,
 ) -> None:
@@ -553,8 +583,11 @@ def send(
     3 still unresolved when --wait ends (rerun the same command to resume), 4 FAILED with no
     attempt left (`starebrain retry` gives it another), 5 MISMATCH (something else went out),
     7 the phone did not answer or was not ready (locked, screen off...) within --wait: nothing
-    was sent and no attempt spent, a person must act (the message says what), then rerun; 2
-    bad input or a changed intent under an existing action id, 1 anything else.
+    was sent and no attempt spent, a person must act (the message says what), then rerun; 8
+    the policy gate holds it (a person's approval: `starebrain approve ID`, or quiet hours
+    until the time it says), 9 the policy gate refused it (a recipient rule or a denial:
+    never sent; or a limit: try later); 2 bad input or a changed intent under an existing
+    action id, 1 anything else.
     """
     if region is not None and not re.fullmatch(r"[A-Za-z]{2}", region):
         raise click.BadParameter(
@@ -578,6 +611,13 @@ def send(
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc
     check_body(intent.recipient, intent.body, send_path)
+    from starebrain_actions._policy import policy_for
+
+    try:
+        # the person typing the command is the approval, unless the file says otherwise
+        gate = policy_for(policy_path, approve="never")
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
     derived = action_id is None
     window = timedelta(seconds=derived_id_window)
     from starebrain_actions._progress import Progress
@@ -599,9 +639,13 @@ def send(
         command_timeout=command_timeout,
         progress=Progress(enabled=not as_json),
         derived_id_window=window,
+        gate=gate,
     )
     summary = sent.summary
     code = send_exit_code(summary)
+    stopped = sent.outcome.gate if sent.outcome is not None else None
+    if stopped is not None:
+        code = gate_exit_code(stopped)
     earlier = earlier_message(sent.before, summary)
     out = _render.Output()
     if as_json:
@@ -613,6 +657,7 @@ def send(
             _render.when(summary.attempts[0].dispatched_at) if summary.attempts else None
         )
         outcome = sent.outcome
+        data["gate"] = _render.gate_data(stopped) if stopped is not None else None
         data["not_ready"] = outcome.not_ready if outcome is not None else None
         data["held_by"] = (
             _render.hold_data(outcome.held_by)
@@ -654,11 +699,13 @@ def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
 
 
 def _tell_what_stopped(outcome: SendOutcome | None) -> None:
-    """Say on stderr what a person must do when the phone was not ready, or which action's
-    attempt held the phone when the wait ended."""
+    """Say on stderr what the policy gate decided, what a person must do when the phone was
+    not ready, or which action's attempt held the phone when the wait ended."""
     if outcome is None:
         return
-    if outcome.not_ready is not None:
+    if outcome.gate is not None:
+        click.echo(f"starebrain send: {gate_text(outcome.gate)}", err=True)
+    elif outcome.not_ready is not None:
         record = outcome.record
         error = record.evidence.get("error") if record is not None else None
         why = f": {error}" if isinstance(error, str) and error else ""
@@ -712,6 +759,7 @@ def _run_send(
     command_timeout: float = 20.0,
     progress: Progress | None = None,
     derived_id_window: timedelta = DERIVED_ID_WINDOW,
+    gate: Any = None,
 ) -> SendResult:
     """Send within ``wait`` seconds in all: connecting, every command on the phone and every
     wait fit inside it (``hard_deadline``). ``action_id`` None: the intent's derived id
@@ -761,6 +809,7 @@ def _run_send(
             send_path=send_path,
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
+            gate=gate,
         ) as agent:
             agents.append(agent)
             outcome = await agent.send(
@@ -1021,6 +1070,7 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
             now = ledger.now()
             async with ledger.read_snapshot():
                 holds = await _holds(ledger)
+                approvals = await ledger.awaiting_approval(now=now)
                 held = {
                     hold.action_id: await ledger.summary(hold.action_id, now=now) for hold in holds
                 }
@@ -1030,12 +1080,15 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
 
                 if as_json:
                     await _render.emit_json_stream(
-                        _review_items(summaries(), holds, held, show_private=show_private)
+                        _review_items(
+                            summaries(), holds, held, approvals, show_private=show_private
+                        )
                     )
                     return
                 out = _render.Output()
                 await _render.stream_review(out, summaries, now=now, show_private=show_private)
                 _render.render_holds(out, holds, now=now)
+                _render.render_approvals(out, approvals, now=now, show_private=show_private)
 
     _run(work())
 
@@ -1056,11 +1109,13 @@ async def _review_items(
     summaries: AsyncIterator[ActionSummary],
     holds: Sequence[PhoneHold],
     held: Mapping[str, ActionSummary],
+    approvals: Sequence[ActionSummary] = (),
     *,
     show_private: bool,
 ) -> AsyncIterator[dict[str, Any]]:
     """``review --json``: the actions needing a person, then those whose attempt holds a
-    phone, each with ``holds_phone`` (null, or the hold)."""
+    phone, each with ``holds_phone`` (null, or the hold), then those the policy gate holds
+    for a person's approval (``awaits_approval`` true)."""
     by_action = {hold.action_id: hold for hold in holds}
     listed = set()
     async for summary in summaries:
@@ -1072,8 +1127,16 @@ async def _review_items(
     for hold in holds:
         if hold.action_id in listed:
             continue
+        listed.add(hold.action_id)
         data = _render.summary_data(held[hold.action_id], show_private=show_private)
         data["holds_phone"] = _render.hold_data(hold)
+        yield data
+    for summary in approvals:
+        if summary.action.action_id in listed:
+            continue
+        data = _render.summary_data(summary, show_private=show_private)
+        data["holds_phone"] = None
+        data["awaits_approval"] = True
         yield data
 
 

@@ -1,0 +1,114 @@
+"""The policy gate through the CLI, on SQLite and PostgreSQL: `send --policy` stops before the
+phone with exit 8 (held) or 9 (refused), `review` lists what waits for approval, a person's
+`approve` lets `resume` send it once, `deny` stops it for good, and `history` says why."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions.cli import main
+from tests.e2e.conftest import RECIPIENT, Target
+
+SENT = 2
+
+
+async def cli(ledger: Target, *args: str) -> Result:
+    argv = ["--db", str(ledger), *args]
+    return await asyncio.to_thread(CliRunner().invoke, main, argv, catch_exceptions=False)
+
+
+def sent(phone: SimulatedPhone, body: str) -> int:
+    return sum(1 for row in phone.store.rows(types=[SENT]) if row.body == body)
+
+
+def policy_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "policy.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+async def test_held_for_approval_then_approved_and_resumed_once(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """approve = "always": `send` exits 8 saying it waits for approval, nothing sent;
+    `review` lists it; `approve` records who; `resume --policy` sends it once; `history`
+    shows the verdict, its rule and the file's digest, and the approval."""
+    policy = policy_file(tmp_path, '[recipients]\napprove = "always"\n')
+    args = ("--to", RECIPIENT, "--body", "approve me", "--action-id", "P-1", "--wait", "5")
+    held = await cli(
+        ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", policy, *args, "--json",
+    )  # fmt: skip
+    data = json.loads(held.stdout)
+    assert (8, "HOLD", "recipients.approve") == (
+        held.exit_code,
+        data["gate"]["verdict"],
+        data["gate"]["rule"],
+    )
+    assert 0 == sent(phone, "approve me")
+    review = await cli(ledger_target, "review")
+    assert "waiting for a person's approval" in review.stdout and "P-1" in review.stdout
+    approved = await cli(ledger_target, "approve", "P-1", "--operator", "bo")
+    assert 0 == approved.exit_code, approved.output
+    resumed = await cli(
+        ledger_target, "resume", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", policy, "--wait", "10",
+    )  # fmt: skip
+    assert resumed.exit_code in (0, 3), resumed.output
+    assert 1 == sent(phone, "approve me")
+    history = json.loads((await cli(ledger_target, "history", "P-1", "--json")).stdout)
+    events = [(row["event"], row["actor"]) for row in history]
+    assert ("policy_verdict", "policy") in events and ("approved", "operator:bo") in events
+    verdict = next(row for row in history if row["event"] == "policy_verdict")
+    assert verdict["evidence"]["digest"].startswith("sha256:")
+
+
+async def test_a_denied_recipient_is_exit_9_and_a_persons_denial_is_final(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """recipients.deny: exit 9, never sent; a held action a person denies stays unsent and
+    cannot be approved afterwards (exit 1)."""
+    denying = policy_file(tmp_path, '[recipients]\ndeny = ["+1202*"]\n')
+    refused = await cli(
+        ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", denying, "--to", RECIPIENT, "--body", "nope", "--wait", "3",
+    )  # fmt: skip
+    assert 9 == refused.exit_code, refused.output
+    assert "recipients.deny" in refused.stderr and "nothing is ever sent" in refused.stderr
+    holding = str(tmp_path / "hold.toml")
+    Path(holding).write_text('[recipients]\napprove = "always"\n', encoding="utf-8")
+    args = ("--to", RECIPIENT, "--body", "denied later", "--action-id", "D-1", "--wait", "3")
+    await cli(
+        ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", holding, *args,
+    )  # fmt: skip
+    denied = await cli(ledger_target, "deny", "D-1", "--reason", "not wanted", "--operator", "bo")
+    assert 0 == denied.exit_code, denied.output
+    late = await cli(ledger_target, "approve", "D-1", "--operator", "al")
+    assert 1 == late.exit_code and "a denial is final" in late.stderr
+    again = await cli(
+        ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", holding, *args,
+    )  # fmt: skip
+    assert 9 == again.exit_code, again.output
+    assert (0, 0) == (sent(phone, "nope"), sent(phone, "denied later"))
+
+
+async def test_a_bad_policy_file_is_a_usage_error_and_nothing_is_recorded(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """An unknown key in the policy file: exit 2 naming it, before anything is recorded."""
+    bad = policy_file(tmp_path, "[limits]\nper_minute = 3\n")
+    result = await cli(
+        ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
+        "--policy", bad, "--to", RECIPIENT, "--body", "x", "--action-id", "B-1",
+    )  # fmt: skip
+    assert 2 == result.exit_code and "limits.per_minute" in result.stderr
+    listed = json.loads((await cli(ledger_target, "list", "--json")).stdout)
+    # no ledger was even made (the file, or the schema's tables), or it holds nothing
+    assert [] == listed or "ledger" in listed["error"]
