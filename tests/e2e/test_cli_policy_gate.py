@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions.cli import main
-from tests.e2e.conftest import RECIPIENT, Target
+from tests.e2e.conftest import RECIPIENT, Target, starebrain_command
 
 SENT = 2
 
@@ -112,3 +113,26 @@ async def test_a_bad_policy_file_is_a_usage_error_and_nothing_is_recorded(
     listed = json.loads((await cli(ledger_target, "list", "--json")).stdout)
     # no ledger was even made (the file, or the schema's tables), or it holds nothing
     assert [] == listed or "ledger" in listed["error"]
+
+
+async def test_the_hourly_limit_holds_across_two_processes(
+    phone_factory: Any, ledger_target: Target, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """per_hour = 1, two `starebrain send` processes of two actions started together: one
+    goes out, the other is refused (exit 9): the count is the ledger's, under its lock."""
+    phone = await phone_factory(send_delay_ms=100)
+    policy = policy_file(tmp_path, "[limits]\nper_hour = 1\n")
+
+    async def one(number: int) -> int:
+        process = await asyncio.create_subprocess_exec(
+            *starebrain_command(), "--db", str(ledger_target), "send",
+            "--device", phone.serial, "--key", str(adb_key_path), "--policy", policy,
+            "--to", RECIPIENT, "--body", f"limited {number}", "--action-id", f"L-{number}",
+            "--wait", "10",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        return await asyncio.wait_for(process.wait(), 60)
+
+    codes = sorted(await asyncio.gather(one(1), one(2)))
+    assert [0, 9] == codes
+    assert 1 == sent(phone, "limited 1") + sent(phone, "limited 2")
