@@ -145,9 +145,19 @@ def _secrets(url: str) -> tuple[str, list[str]]:
         user = netloc.partition(":")[0]
         rest = netloc + path + query
         secret = rest[len(user) + 1 : rest.rindex("@")]
-        return f"{head}{user}:{MASK}{rest[rest.rindex('@') :]}", [secret]
+        return f"{head}{user}:{MASK}{rest[rest.rindex('@') :]}", _pieces([secret])
     shown_query, query_secrets = _query_secrets(query)
-    return head + shown_netloc + path + shown_query, secrets + query_secrets
+    return head + shown_netloc + path + shown_query, _pieces(secrets) + query_secrets
+
+
+def _pieces(secrets: list[str]) -> list[str]:
+    """The secrets, and the pieces of each between an ``@``, ``/``, ``?`` or ``#`` (what a
+    driver that splits the URL otherwise takes for the password, or quotes as the port)."""
+    pieces = list(secrets)
+    for secret in secrets:
+        parts = re.split(r"[@/?#]", secret)
+        pieces += [part for part in parts[1:] if len(part) >= 3] + parts[:1]
+    return pieces
 
 
 def redact(url: str) -> str:
