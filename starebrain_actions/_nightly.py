@@ -686,6 +686,15 @@ def _action_line(summary: ActionSummary) -> ActionLine:
     )
 
 
+def _shown(ledger_path: Path | str) -> str:
+    """The ledger as the report names it: a path, or a URL without its secrets (the report
+    is printed, written with ``--report`` and archived, perhaps into git)."""
+    from starebrain_actions import _pg
+
+    text = str(ledger_path)
+    return _pg.redact(text) if _pg.is_url(text) else text
+
+
 def build_report(
     *,
     ledger_path: Path | str,
@@ -814,7 +823,7 @@ class _ReportBuilder:
             )
         return NightlyReport(
             generated_at=self.now,
-            ledger=str(ledger_path),
+            ledger=_shown(ledger_path),
             duration_s=round(duration_s, 3),
             devices=tuple(devices),
             status_counts=counts,

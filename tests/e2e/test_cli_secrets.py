@@ -9,13 +9,14 @@ import json
 import os
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner, Result
 
-from starebrain_actions._nightly import lock_path_for, nightly_lock
+from starebrain_actions._nightly import build_report, lock_path_for, nightly_lock
 from starebrain_actions.cli import main
 from starebrain_actions.exceptions import LedgerUnavailable
 from tests.e2e.conftest import SEEDED, run_installed, seed_ledger, starebrain_command
@@ -77,6 +78,15 @@ async def test_nightly_shows_no_password_anywhere(
     json_run = await asyncio.to_thread(cli, "--db", url, "nightly", "--json")
     assert SECRET not in json_run.output
     assert shown == json.loads(json_run.stdout)["ledger"]
+
+
+def test_report_built_from_a_raw_url_shows_no_password() -> None:
+    """`build_report`, the report's pure builder, masks a URL it is given unmasked too."""
+    url = f"postgresql://sb:{SECRET}@db/sms?password={SECRET}"
+    report = build_report(
+        ledger_path=url, now=datetime.now(UTC), duration_s=0.0, devices=[], summaries=[]
+    )
+    assert "postgresql://sb:***@db/sms?password=***" == report.ledger
 
 
 @pytest.mark.parametrize("form", ["user info", "query"])
