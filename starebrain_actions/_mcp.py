@@ -33,7 +33,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, cast
 
 import attrs
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -178,6 +178,10 @@ class ServerConfig:
     #: that names no action_id (``_core.derived_id_resumable``); past them the same text to
     #: the same number is a new action
     derived_id_window_s: float = DERIVED_ID_WINDOW.total_seconds()
+    #: the policy gate (``_policy.Policy``) every send of the server passes (None: none;
+    #: ``starebrain mcp`` always gives one: its approval mode is "new" unless the file says
+    #: otherwise)
+    gate: Any = None
 
     def __attrs_post_init__(self) -> None:
         if not self.devices:
@@ -830,6 +834,7 @@ async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
     """
     async with _CappedLedger.open(config.db) as opened:
         ledger = cast(_CappedLedger, opened)
+        ledger.gate = config.gate
         service = SmsService(ledger, config)
         try:
             yield service

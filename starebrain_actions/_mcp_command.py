@@ -20,6 +20,7 @@ from starebrain_actions._cli_types import (
     Seconds,
     key_option,
     phone_options,
+    policy_file_option,
     policy_options,
     retry_policy,
 )
@@ -159,6 +160,7 @@ def _announce(message: str) -> None:
     help="Two-letter country code for national numbers, e.g. US. [default: international only]",
 )
 @key_option
+@policy_file_option
 @click.option(
     "--show-private",
     is_flag=True,
@@ -199,6 +201,7 @@ def mcp_command(
     send_path: str,
     region: str | None,
     key_path: Path | None,
+    policy_path: Path | None,
     show_private: bool,
     log_level: str | None,
 ) -> None:
@@ -258,7 +261,13 @@ def mcp_command(
             if http_address is not None
             else None
         )
+        from starebrain_actions._policy import Policy, policy_for
+
+        # a model's call is no person's approval: the first SMS to a number waits for one,
+        # unless the policy file says otherwise
+        gate = policy_for(policy_path, approve="new") or Policy(approve="new")
         config = _mcp.ServerConfig(
+            gate=gate,
             db=_ledger_path(settings, create=True),
             devices=phones,
             key_path=key_path,

@@ -67,6 +67,15 @@ class AttemptView(BaseModel):
     last_error: str | None = None
 
 
+class PolicyView(BaseModel):
+    """The policy gate's verdict on an action."""
+
+    verdict: str = Field(description="DENY, HOLD, WAIT or OVER_LIMIT.")
+    rule: str = Field(description="The rule that decided, as the policy file names it.")
+    detail: str = Field(description="Why, in a sentence.")
+    until: str | None = Field(default=None, description="WAIT: when the quiet hours end (UTC).")
+
+
 class HoldView(BaseModel):
     """Another action's unresolved attempt holding the phone, and when it can be freed."""
 
@@ -143,6 +152,12 @@ class SmsResult(BaseModel):
         default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
     )
     device: str | None = Field(default=None, description="The phone of the latest attempt.")
+    policy: PolicyView | None = Field(
+        default=None,
+        description="The policy gate's verdict when it stopped this action: DENY (never"
+        " sent), HOLD (a person must approve it; no tool can), WAIT (quiet hours at the"
+        " recipient, until `until`), OVER_LIMIT (a limit; try later). Null when it did not.",
+    )
     phone_not_ready: str | None = Field(
         default=None,
         description="When the latest attempt found the phone not ready (locked, screen off, no"
@@ -216,7 +231,7 @@ def next_step(
     earlier message, which is said first, with when it went out; once the action is
     settled, how to send the same text again as a new message follows (only then: while
     the outcome is open, a new id could be a second SMS)."""
-    step = _state_step(summary, now=now, sending=sending)
+    step = _gate_step(summary) or _state_step(summary, now=now, sending=sending)
     if held_by is not None and not sending and summary.status in (Status.PLANNED, Status.FAILED):
         step = (
             f"Nothing of this action was sent: the phone is held by action"
@@ -351,6 +366,37 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
     )
 
 
+def _gate_step(summary: ActionSummary) -> str | None:
+    """What to do about an action the policy gate stopped (None: it did not stop it)."""
+    gate = summary.action.gate
+    if gate is None or summary.status not in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
+        return None
+    action_id = summary.action.action_id
+    rule = f"rule {gate.get('rule')}: {gate.get('detail')}"
+    verdict = gate.get("verdict")
+    if verdict == "DENY":
+        return (
+            f"The policy gate denied it ({rule}): nothing was sent and nothing ever will be"
+            " for this action. Tell the user; do not send it under another action_id."
+        )
+    if verdict == "HOLD":
+        return (
+            f"Held by the policy gate for a person's approval ({rule}): nothing was sent."
+            " Tell the user a person must approve it (`starebrain approve"
+            f" {action_id}`); you cannot. Then call send_sms again with action_id"
+            f" {action_id!r}."
+        )
+    if verdict == "WAIT":
+        return (
+            f"Quiet hours at the recipient ({rule}): nothing was sent. Call send_sms again"
+            f" with action_id {action_id!r} after {gate.get('until')}."
+        )
+    return (
+        f"Refused over a limit of the policy ({rule}): nothing was sent. Tell the user; try"
+        f" again later with action_id {action_id!r}, never under another one."
+    )
+
+
 def _not_ready(summary: ActionSummary) -> str | None:
     """What a person must do on the phone, when the latest attempt found it not ready."""
     latest = summary.latest
@@ -415,6 +461,16 @@ def sms_result(
             else None
         ),
         device=latest.device if latest else None,
+        policy=(
+            PolicyView(
+                verdict=str(gate.get("verdict")),
+                rule=str(gate.get("rule")),
+                detail=str(gate.get("detail")),
+                until=gate.get("until"),
+            )
+            if (gate := action.gate) is not None
+            else None
+        ),
         phone_not_ready=_not_ready(summary),
         held_by=(
             HoldView(

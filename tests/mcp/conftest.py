@@ -55,10 +55,20 @@ def starebrain() -> list[str]:
     return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
 
 
-def server_args(db: Path, key: Path, phones: list[SimulatedPhone], *extra: str) -> list[str]:
-    """``starebrain --db DB mcp --device … --key KEY`` with the fast policy, then ``extra``."""
+def server_args(
+    db: Path, key: Path, phones: list[SimulatedPhone], *extra: str, gate: bool = False
+) -> list[str]:
+    """``starebrain --db DB mcp --device … --key KEY`` with the fast policy, then ``extra``.
+    Without ``gate``, a policy file beside the ledger whose approval mode is "never" (the
+    server's default, "new", holds every first SMS to a number for a person's approval);
+    with it, the server's own default."""
     devices = [arg for phone in phones for arg in ("--device", phone.serial)]
-    return ["--db", str(db), "mcp", *devices, "--key", str(key), *FAST, *extra]
+    policy: list[str] = []
+    if not gate:
+        never = db.parent / "policy-never.toml"
+        never.write_text('[recipients]\napprove = "never"\n', encoding="utf-8")
+        policy = ["--policy", str(never)]
+    return ["--db", str(db), "mcp", *devices, "--key", str(key), *FAST, *policy, *extra]
 
 
 @asynccontextmanager

@@ -220,3 +220,39 @@ async def test_reconcile_reads_the_phone_and_never_sends(
     assert during and not [c for c in during if "am start" in c or "input" in c or "isms" in c]
     assert ([], []) == (idle["devices"], idle["changes"])
     assert [BODY] == sms_out(phone)
+
+
+async def test_by_default_the_first_sms_to_a_number_waits_for_a_persons_approval(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, stderr_file: Logs
+) -> None:
+    """With no policy file the server's approval mode is "new": send_sms to a new number is
+    held (PLANNED, policy HOLD, nothing sent) and its next step says a person must approve
+    it; no tool approves (not even with --allow-resolve); after `starebrain approve` the same
+    call sends once; a second action to that number goes without approval."""
+    phone = await phone_factory()
+    args = server_args(db_path, adb_key_path, [phone], "--allow-resolve", gate=True)
+    call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 10}
+    async with stdio_session(args, errlog=stderr_file("server.err")) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        held = structured(await client.call_tool("send_sms", call))
+        approve = await asyncio.create_subprocess_exec(
+            *starebrain(), "--db", str(db_path), "approve", "A-1", "--operator", "bo",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        assert 0 == await approve.wait()
+        sent = structured(await client.call_tool("send_sms", call))
+        second = structured(
+            await client.call_tool(
+                "send_sms", {"action_id": "A-2", "to": TO, "body": "again", "wait_seconds": 10}
+            )
+        )
+    assert not {name for name in tools if "approve" in name}
+    assert ("PLANNED", "HOLD", "recipients.approve") == (
+        held["status"],
+        held["policy"]["verdict"],
+        held["policy"]["rule"],
+    )
+    assert "a person must approve it" in held["next_step"]
+    assert ("SUCCEEDED", None) == (sent["status"], sent["policy"])
+    assert "SUCCEEDED" == second["status"]
+    assert [BODY, "again"] == sms_out(phone)
