@@ -1122,6 +1122,7 @@ async def _review_items(
         data = _render.summary_data(summary, show_private=show_private)
         hold = by_action.get(summary.action.action_id)
         data["holds_phone"] = _render.hold_data(hold) if hold is not None else None
+        data["awaits_approval"] = False
         listed.add(summary.action.action_id)
         yield data
     for hold in holds:
@@ -1130,6 +1131,7 @@ async def _review_items(
         listed.add(hold.action_id)
         data = _render.summary_data(held[hold.action_id], show_private=show_private)
         data["holds_phone"] = _render.hold_data(hold)
+        data["awaits_approval"] = False
         yield data
     for summary in approvals:
         if summary.action.action_id in listed:

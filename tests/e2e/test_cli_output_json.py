@@ -33,8 +33,9 @@ ONLY_SEND = {
     "first_sent_at",
     "not_ready",
     "held_by",
+    "gate",
 }
-ONLY_REVIEW = {"holds_phone"}
+ONLY_REVIEW = {"holds_phone", "awaits_approval"}
 ONLY_RETRY = {"attempts_granted"}
 
 
@@ -214,7 +215,7 @@ async def test_send_and_reconcile_shapes(
     assert data["latest"]["dispatched_at"] == data["first_sent_at"]
     printed_by_send = documented_fields("cli.md", "Action summary") - ONLY_REVIEW - ONLY_RETRY
     assert printed_by_send - {"duplicate_rows"} == set(data)
-    assert (None, None) == (data["not_ready"], data["held_by"])
+    assert (None, None, None) == (data["not_ready"], data["held_by"], data["gate"])
     await in_flight_with_sent_row(ledger_path, phone, "A-17")
     passed = await asyncio.to_thread(
         runner.invoke, main, [*base, "reconcile", "--key", str(adb_key_path), "--json"]
