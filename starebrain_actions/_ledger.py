@@ -595,8 +595,10 @@ class Ledger:
         now: datetime | None = None,
         actor: str = "agent",
         evidence: Mapping[str, Any] | None = None,
+        gate: Policy | None = None,
     ) -> ActionRecord:
         """Commit the receipt of a new attempt, taking the device's lease, before any send.
+        ``gate``: the policy gate for this attempt (None: the ledger's, ``Ledger.gate``).
 
         ``evidence`` (JSON-able) is kept on the attempt from the start, e.g. the phone's fence
         epoch that lets a later pass prove the attempt never ran.
@@ -616,11 +618,13 @@ class Ledger:
         when = require_aware("now", now) if now is not None else self.now()
         evidence = storable(dict(evidence or {}))  # NUL: U+FFFD on both backends
 
+        active = gate if gate is not None else self.gate
+
         def work(db: sqlite3.Connection) -> ActionRecord | GateDecision:
             # one writer per action and per device from here to COMMIT (SQLite: the write
             # lock already; PostgreSQL: advisory locks), so the checks below hold at insert;
             # with a gate, one writer of every gated attempt (its counts span all actions)
-            gated = ("policy-gate",) if self.gate is not None else ()
+            gated = ("policy-gate",) if active is not None else ()
             _pg.lock(db, f"action:{action_id}", f"device:{device}", *gated)
             # read afresh: an operator's grant (``retry``) may have changed it since cached
             action = self._remember(_load_action(db, action_id))
@@ -628,8 +632,8 @@ class Ledger:
             decision = _core.should_redispatch(action, attempts, when)
             if not decision:
                 raise _refusal(action_id, decision)
-            if self.gate is not None:
-                verdict = self._judge(db, action, when)
+            if active is not None:
+                verdict = self._judge(db, active, action, when)
                 if not verdict.allowed:
                     self._note_verdict(db, action, attempts, verdict, when)
                     return verdict
@@ -703,11 +707,12 @@ class Ledger:
         )
         return record
 
-    def _judge(self, db: sqlite3.Connection, action: Action, when: datetime) -> GateDecision:
+    def _judge(
+        self, db: sqlite3.Connection, gate: Policy, action: Action, when: datetime
+    ) -> GateDecision:
         """The gate's verdict on a new attempt of ``action`` now, counted in the ledger."""
         from starebrain_actions._policy import GateCounts, judge
 
-        assert self.gate is not None
         recipient = _RECIPIENT[_pg.dialect(db)]
         here = action.intent.recipient
 
@@ -737,7 +742,7 @@ class Ledger:
             approved=action.approval == "APPROVED",
             denied=action.approval == "DENIED",
         )
-        return judge(self.gate, action.intent, counts, now=when)
+        return judge(gate, action.intent, counts, now=when)
 
     def _note_verdict(
         self,

@@ -30,7 +30,7 @@ import importlib.metadata
 import signal
 import socket
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, cast
@@ -182,6 +182,9 @@ class ServerConfig:
     #: ``starebrain mcp`` always gives one: its approval mode is "new" unless the file says
     #: otherwise)
     gate: Any = None
+    #: a client's own gate (``policy = "FILE"`` in ``--clients``), by client name: it
+    #: replaces the server's for that client's sends
+    client_gates: Mapping[str, Any] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if not self.devices:
@@ -467,7 +470,8 @@ class SmsService:
                 if target is None:
                     return self._result(summary, scope, derived=derived, earlier=earlier)
                 await self._check_cap(chosen, summary, scope)
-                flight = self._launch(chosen, intent, target, send_until)
+                gate = self.config.client_gates.get(scope.client or "")
+                flight = self._launch(chosen, intent, target, send_until, gate=gate)
             left = give_up - loop.time()
             await asyncio.wait([flight.task], timeout=max(0.0, left))
             if not flight.task.done():
@@ -568,10 +572,14 @@ class SmsService:
                 " same one."
             ) from exc
 
-    def _launch(self, action_id: str, intent: SmsIntent, device: str, give_up: float) -> _Flight:
+    def _launch(
+        self, action_id: str, intent: SmsIntent, device: str, give_up: float, *, gate: Any = None
+    ) -> _Flight:
+        """Start the send of an action in the server; ``gate``: the calling client's own
+        policy gate (None: the server's)."""
         loop = asyncio.get_running_loop()
         task = asyncio.create_task(
-            self._fly(action_id, intent, device, give_up - loop.time()),
+            self._fly(action_id, intent, device, give_up - loop.time(), gate=gate),
             name=f"starebrain-send-{action_id}",
         )
         flight = _Flight(task=task, ends_at=give_up, device=device)
@@ -592,7 +600,7 @@ class SmsService:
         return flight
 
     async def _fly(
-        self, action_id: str, intent: SmsIntent, device: str, wait_s: float
+        self, action_id: str, intent: SmsIntent, device: str, wait_s: float, *, gate: Any = None
     ) -> SendOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -609,6 +617,7 @@ class SmsService:
             on_wait=waiting,
             on_step=lambda step: self._steps.__setitem__(action_id, step),
             hard_deadline=True,
+            gate=gate,
         )
         return outcome
 

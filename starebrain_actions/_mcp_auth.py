@@ -89,8 +89,8 @@ class McpClient:
     #: the bearer token (never shown)
     token: str = attrs.field(repr=False)
     #: the client's policy file (``policy = "…"`` in its table), resolved against the
-    #: clients file's directory. Parsed and kept, NOT APPLIED YET: the policy gate (issue 23,
-    #: part 2) reads it.
+    #: clients file's directory: its gate replaces the server's (``--policy``) for this
+    #: client's sends
     policy: Path | None = None
 
 
@@ -162,7 +162,7 @@ def load_clients(path: Path) -> Clients:
 
         [clients.alice]
         token = "…"                  # at least 32 printable characters, no spaces
-        policy = "alice-policy.toml"  # optional; parsed, not applied yet
+        policy = "alice-policy.toml"  # optional: this client's policy gate
 
     The file holds secrets: it must not be readable by group or others.
 

@@ -78,9 +78,9 @@ def _announce(message: str) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help='With --http: a TOML file naming the clients, [clients.NAME] with token = "…" (at'
-    ' least 32 characters) and policy = "FILE" (read, not applied yet). It replaces the'
-    " server's own token; each client's action ids are its own (NAME/ID in the ledger). Keep"
-    " it private (chmod 600).",
+    ' least 32 characters) and policy = "FILE" (the client\'s own policy gate, instead of'
+    " --policy's). It replaces the server's own token; each client's action ids are its own"
+    " (NAME/ID in the ledger). Keep it private (chmod 600).",
 )
 @click.option(
     "--allow-remote",
@@ -266,8 +266,15 @@ def mcp_command(
         # a model's call is no person's approval: the first SMS to a number waits for one,
         # unless the policy file says otherwise
         gate = policy_for(policy_path, approve="new") or Policy(approve="new")
+        # a client of --clients with its own policy file passes that gate instead
+        client_gates = {
+            client.name: policy_for(client.policy, approve="new")
+            for client in (http.clients.clients if http is not None else ())
+            if client.policy is not None
+        }
         config = _mcp.ServerConfig(
             gate=gate,
+            client_gates=client_gates,
             db=_ledger_path(settings, create=True),
             devices=phones,
             key_path=key_path,

@@ -327,6 +327,8 @@ class _How:
     #: False: return once the phone shows the message sent and it only has to settle
     #: (VERIFYING: its attempt no longer holds the phone)
     follow_settling: bool = True
+    #: the policy gate of this send (None: the ledger's)
+    gate: Policy | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -533,9 +535,11 @@ class SmsAgent:
         on_wait: Callable[[str], None] | None = None,
         on_step: Callable[[str], None] | None = None,
         hard_deadline: bool = False,
+        gate: Policy | None = None,
     ) -> SendOutcome:
         """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
-        for proof of the outcome.
+        for proof of the outcome. ``gate``: the policy gate of this send (None: the one
+        given at ``open``).
 
         ``on_wait(message)`` is told, once per blocker, when the send waits for another
         action's attempt that holds the phone. ``on_step(step)`` is told each step as it
@@ -565,6 +569,7 @@ class SmsAgent:
             on_wait=on_wait,
             on_step=on_step,
             hard_deadline=hard_deadline,
+            gate=gate,
         )
         return await self._drive(action_id, intent, how)
 
@@ -731,7 +736,11 @@ class SmsAgent:
                 continue
             try:
                 record = await self.ledger.begin_attempt(
-                    action_id, self.phone.device, actor=self.actor, evidence=fence_evidence
+                    action_id,
+                    self.phone.device,
+                    actor=self.actor,
+                    evidence=fence_evidence,
+                    gate=how.gate,
                 )
             except AttemptInFlight:
                 continue  # another sender won the race: reconcile its attempt instead

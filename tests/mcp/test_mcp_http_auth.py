@@ -241,6 +241,7 @@ async def test_two_clients_with_one_action_id_get_two_actions_and_see_only_their
         f'[clients.bob]\ntoken = "{bob}"\n'
     )
     clients.chmod(0o600)
+    (tmp_path / "alice-policy.toml").write_text('[recipients]\napprove = "never"\n')
     args = server_args(db_path, adb_key_path, [phone], "--clients", str(clients))
     call = {"action_id": "A-1", "to": TO, "wait_seconds": 20}
     async with (
@@ -266,3 +267,35 @@ async def test_two_clients_with_one_action_id_get_two_actions_and_see_only_their
     assert 1 == again["attempts"] and again["earlier_message"] is True
     assert "no action 'ALICE-2'" in error_text(bob_reads)
     assert ["from alice", "from bob", "2"] == sms_out(phone)
+
+
+async def test_a_clients_own_policy_replaces_the_servers(
+    tmp_path: Path, phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """alice's policy file denies the number, bob has none (the server's policy lets it
+    go): alice's send_sms is DENY and sends nothing, bob's sends once."""
+    phone = await phone_factory()
+    alice, bob = "alice-" + "a" * 40, "bob-" + "b" * 40
+    clients = tmp_path / "clients.toml"
+    clients.write_text(
+        f'[clients.alice]\ntoken = "{alice}"\npolicy = "alice-policy.toml"\n\n'
+        f'[clients.bob]\ntoken = "{bob}"\n'
+    )
+    clients.chmod(0o600)
+    (tmp_path / "alice-policy.toml").write_text('[recipients]\ndeny = ["+1202*"]\n')
+    args = server_args(db_path, adb_key_path, [phone], "--clients", str(clients))
+    call = {"action_id": "A-1", "to": TO, "wait_seconds": 20}
+    async with (
+        http_server(args) as (url, _process),
+        http_client(url, token=alice) as as_alice,
+        http_client(url, token=bob) as as_bob,
+    ):
+        denied = structured(await as_alice.call_tool("send_sms", {**call, "body": "from alice"}))
+        sent = structured(await as_bob.call_tool("send_sms", {**call, "body": "from bob"}))
+    assert ("PLANNED", "DENY", "recipients.deny") == (
+        denied["status"],
+        denied["policy"]["verdict"],
+        denied["policy"]["rule"],
+    )
+    assert "SUCCEEDED" == sent["status"]
+    assert ["from bob"] == sms_out(phone)
