@@ -212,3 +212,22 @@ def test_simulator_command_creates_config_dir_and_store_private(home: Path, tmp_
         "config/starebrain/simulator/sms.db": 0o600,
     } == {name: bits for name, bits in found.items() if not name.endswith(("-wal", "-shm"))}
     assert {0o600} >= {bits for name, bits in found.items() if name.endswith(("-wal", "-shm"))}
+
+
+def test_the_simulated_phones_authorised_keys_file_is_private(tmp_path: Path) -> None:
+    """The simulated phone's `adb_keys`, created when a key is allowed (its directory too),
+    is 0600 in a 0700 directory under the usual umask, as every file starebrain makes."""
+    from android_bridge._keys import ensure_key, public_key_line
+    from android_bridge.simulator._auth import AuthorizedKeys
+
+    key = ensure_key(tmp_path / "key" / "adbkey")
+    keys = AuthorizedKeys(tmp_path / "phone" / "keys" / "adb_keys")
+    previous = os.umask(0o022)
+    try:
+        keys.add(public_key_line(key))
+    finally:
+        os.umask(previous)
+    assert (0o700, 0o600) == (
+        stat.S_IMODE((tmp_path / "phone" / "keys").stat().st_mode),
+        stat.S_IMODE((tmp_path / "phone" / "keys" / "adb_keys").stat().st_mode),
+    )

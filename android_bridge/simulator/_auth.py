@@ -33,6 +33,8 @@ from typing import Final
 
 import attrs
 
+from android_bridge._private_files import ensure_private_file, make_private_dirs
+
 MODULUS_BYTES: Final = 2048 // 8
 MODULUS_WORDS: Final = MODULUS_BYTES // 4
 _STRUCT = struct.Struct(f"<II{MODULUS_BYTES}s{MODULUS_BYTES}sI")
@@ -235,8 +237,9 @@ class AuthorizedKeys:
         if any(existing.modulus == key.modulus for existing in self.keys()):
             self._connect(key)
             return key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing_text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        make_private_dirs(self.path.parent)
+        ensure_private_file(self.path)  # the file of authorised keys: 0600, as every file
+        existing_text = self.path.read_text(encoding="utf-8")
         separator = "" if not existing_text or existing_text.endswith("\n") else "\n"
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(f"{separator}{key.line}\n")

@@ -55,6 +55,7 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
+from android_bridge._private_files import make_private_dirs
 from android_bridge.simulator._shell import (
     SHELL_NAME,
     STDOUT_IS_TERMINAL,
@@ -274,7 +275,7 @@ class FileTree:
 
     def __init__(self, path: Path, *, clock_ns: Callable[[], int]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)  # 0700, as every directory starebrain makes
         self._clock_ns = clock_ns
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout = 10000")
