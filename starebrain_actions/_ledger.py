@@ -639,6 +639,12 @@ class Ledger:
                     return verdict
                 if action.gate is not None:
                     self._note_verdict(db, action, attempts, verdict, when)
+            else:
+                # without a gate of its own, a sender still honours a person's denial and a
+                # hold for approval another sender's gate recorded: nothing bypasses them
+                standing = _standing_verdict(action)
+                if standing is not None:
+                    return standing
             holder = db.execute(
                 "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
                 " WHERE device = ? AND delivery = 'PENDING'"
@@ -1735,6 +1741,29 @@ _RECIPIENT: Final[Mapping[str, str]] = {
     "sqlite": "json_extract(actions.intent_json, '$.recipient')",
     "postgresql": "(actions.intent_json::jsonb ->> 'recipient')",
 }
+
+
+def _standing_verdict(action: Action) -> GateDecision | None:
+    """What binds every sender of ``action``, gate or not: a person's denial (DENY), or a
+    hold for a person's approval recorded by a gate and not lifted (HOLD)."""
+    from starebrain_actions._policy import GateDecision, Verdict
+
+    gate = action.gate or {}
+    if action.approval == "DENIED":
+        return GateDecision(
+            verdict=Verdict.DENY,
+            rule="approval",
+            detail="a person denied this action",
+            digest=str(gate.get("digest", "default")),
+        )
+    if action.approval is None and gate.get("verdict") == Verdict.HOLD.value:
+        return GateDecision(
+            verdict=Verdict.HOLD,
+            rule=str(gate.get("rule")),
+            detail=str(gate.get("detail")),
+            digest=str(gate.get("digest", "default")),
+        )
+    return None
 
 
 def _history_row(

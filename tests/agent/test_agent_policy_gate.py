@@ -137,3 +137,28 @@ async def test_an_approval_racing_sends_sends_once(sms_phone: Any, agent_for: An
         final = await agent.send("R-1", TO, "raced", wait=8)
     assert Status.SUCCEEDED == final.status
     assert 1 == len(sent_rows(phone, TO, "raced"))
+
+
+async def test_a_sender_without_a_gate_honours_a_hold_and_a_denial(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """An action one gate held waits for a person even when a sender with no gate of its own
+    (a cron resume, another process) tries it; a person's denial binds every sender too;
+    once approved, the gateless sender sends it once."""
+    phone = await sms_phone()
+    async with agent_for(phone, gate=Policy(approve="always")) as gated:
+        await gated.send("H-1", TO, "held text", wait=1)
+        await gated.send("D-1", TO, "denied text", wait=1)
+        await gated.ledger.deny("D-1", operator="bo", reason="no")
+    async with agent_for(phone) as plain:
+        held = await plain.send("H-1", TO, "held text", wait=2)
+        denied = await plain.send("D-1", TO, "denied text", wait=2)
+        await plain.ledger.approve("H-1", operator="bo")
+        sent = await plain.send("H-1", TO, "held text", wait=10)
+    assert held.gate is not None and Verdict.HOLD == held.gate.verdict
+    assert denied.gate is not None and Verdict.DENY == denied.gate.verdict
+    assert Status.SUCCEEDED == sent.status
+    assert (1, 0) == (
+        len(sent_rows(phone, TO, "held text")),
+        len(sent_rows(phone, TO, "denied text")),
+    )
