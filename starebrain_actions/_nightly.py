@@ -410,6 +410,7 @@ async def run_nightly(
     resume: bool = False,
     resume_wait_s: float = 30.0,
     unsent_after: timedelta = UNSENT_AFTER,
+    gate: Any = None,
 ) -> NightlyReport:
     """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
 
@@ -473,6 +474,7 @@ async def run_nightly(
                 key_path=key_path,
                 read_as_system=read_as_system,
                 wait_s=resume_wait_s,
+                gate=gate,
             )
         now = ledger.now()
         # one snapshot for every read below: the counts and the lists agree with each other
@@ -568,6 +570,7 @@ async def _resume(
     key_path: Path | None,
     read_as_system: bool | None,
     wait_s: float,
+    gate: Any = None,
 ) -> tuple[list[ResumeLine], list[str]]:
     """``SmsAgent.resume`` on ``devices`` and on the phones of the resumable actions that
     have one (their latest attempt's, or the one their sender named), one phone after
@@ -596,6 +599,7 @@ async def _resume(
                 device=address,
                 key_path=key_path,
                 read_as_system=read_as_system,
+                gate=gate,
             ) as agent:
                 report = await agent.resume(wait=wait_s, share=share)
         except (PhoneUnavailable, StarebrainError) as exc:

@@ -1432,6 +1432,7 @@ def _nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             help="An action PLANNED this long, or FAILED with attempts left and idle this long,"
             " is one nothing is sending: it needs a person (exit 1).",
         ),
+        policy_file_option,
         click.option(
             "--resume-wait",
             type=_Seconds(maximum=3600),
@@ -1465,6 +1466,7 @@ def run_nightly_command(
     resume: bool = False,
     unsent_after: float = 3600.0,
     resume_wait: float = 30.0,
+    policy_path: Path | None = None,
 ) -> int:
     """The nightly job behind both ``starebrain nightly`` and ``scripts/nightly_reconcile.py``.
 
@@ -1475,7 +1477,13 @@ def run_nightly_command(
     import asyncio
 
     from starebrain_actions import _nightly
+    from starebrain_actions._policy import policy_for
 
+    try:
+        # --resume sends as `starebrain resume` does: through the policy gate
+        gate = policy_for(policy_path, approve="never") if resume else None
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
     path = settings.db
     url = is_url(path)
     if not url:
@@ -1496,6 +1504,7 @@ def run_nightly_command(
                     resume=resume,
                     resume_wait_s=resume_wait,
                     unsent_after=timedelta(seconds=unsent_after),
+                    gate=gate,
                 )
             )
     except _nightly.NightlyBusy as exc:
@@ -1554,6 +1563,7 @@ def nightly(
     resume: bool,
     unsent_after: float,
     resume_wait: float,
+    policy_path: Path | None,
 ) -> None:
     """Reconcile every device with attempts in flight, then report what needs a person;
     with --resume, finish what was started first (as `starebrain resume`).
@@ -1579,6 +1589,7 @@ def nightly(
             resume=resume,
             unsent_after=unsent_after,
             resume_wait=resume_wait,
+            policy_path=policy_path,
         )
     )
 
@@ -1619,6 +1630,7 @@ def nightly_main(
     resume: bool,
     unsent_after: float,
     resume_wait: float,
+    policy_path: Path | None,
 ) -> None:
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
     code and exit statuses as ``starebrain nightly``."""
@@ -1640,6 +1652,7 @@ def nightly_main(
             resume=resume,
             unsent_after=unsent_after,
             resume_wait=resume_wait,
+            policy_path=policy_path,
         )
     )
 
