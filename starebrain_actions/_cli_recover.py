@@ -9,7 +9,6 @@ who and why kept in its history; ``send`` or ``resume`` then sends it.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -73,16 +72,12 @@ def retry_command(
     first), and for an action that succeeded or may be retried already.
     """
     from starebrain_actions import _render
-    from starebrain_actions.cli import CliError, _ledger_path, _login_name, _open_ledger, _run
+    from starebrain_actions.cli import CliError, _ledger_path, _open_ledger, _run, operator_name
     from starebrain_actions.cli import _settings as settings_of
     from starebrain_actions.exceptions import RetryRefused
 
     path = _ledger_path(settings_of(ctx), create=False)
-    name = operator or os.environ.get("USER") or _login_name()
-    if not name:
-        from starebrain_actions.cli import CliUsageError
-
-        raise CliUsageError("cannot tell who you are: pass --operator NAME")
+    name = operator_name(operator)
 
     async def work() -> Any:
         async with _open_ledger(path, create=False) as ledger:
@@ -142,21 +137,12 @@ def _ruling_command(name: str, *, approving: bool) -> click.Command:
         ctx: click.Context, action_id: str, reason: str, operator: str | None, as_json: bool
     ) -> None:
         from starebrain_actions import _render
-        from starebrain_actions.cli import (
-            CliError,
-            CliUsageError,
-            _ledger_path,
-            _login_name,
-            _open_ledger,
-            _run,
-        )
+        from starebrain_actions.cli import CliError, _ledger_path, _open_ledger, _run, operator_name
         from starebrain_actions.cli import _settings as settings_of
         from starebrain_actions.exceptions import InvariantViolation
 
         path = _ledger_path(settings_of(ctx), create=False)
-        who = operator or os.environ.get("USER") or _login_name()
-        if not who:
-            raise CliUsageError("cannot tell who you are: pass --operator NAME")
+        who = operator_name(operator)
 
         async def work() -> Any:
             async with _open_ledger(path, create=False) as ledger:

@@ -1730,17 +1730,19 @@ _GENERATIONS_FIRST_BATCH: Final = 8
 _GENERATIONS_LAST_BATCH: Final = 256
 
 
-#: The policy gate's latest verdict on an action, in SQL, per dialect.
-_GATE_VERDICT: Final[Mapping[str, str]] = {
-    "sqlite": "json_extract(actions.gate_json, '$.verdict')",
-    "postgresql": "(actions.gate_json::jsonb ->> 'verdict')",
-}
+def _json_field(column: str, key: str, cast: str = "") -> Mapping[str, str]:
+    """A JSON text column's field in SQL, per dialect (PostgreSQL reads the text as jsonb;
+    ``cast`` is appended there, e.g. ``::bigint``)."""
+    return {
+        "sqlite": f"json_extract({column}, '$.{key}')",
+        "postgresql": f"({column}::jsonb ->> '{key}'){cast}",
+    }
 
+
+#: The policy gate's latest verdict on an action, in SQL, per dialect.
+_GATE_VERDICT: Final = _json_field("actions.gate_json", "verdict")
 #: An action's recipient in SQL, per dialect.
-_RECIPIENT: Final[Mapping[str, str]] = {
-    "sqlite": "json_extract(actions.intent_json, '$.recipient')",
-    "postgresql": "(actions.intent_json::jsonb ->> 'recipient')",
-}
+_RECIPIENT: Final = _json_field("actions.intent_json", "recipient")
 
 
 def _standing_verdict(action: Action) -> GateDecision | None:
@@ -2116,15 +2118,9 @@ class LedgerTally:
     duplicates: int
 
 
-#: An action's policy fields in SQL, per dialect (PostgreSQL reads the JSON text as jsonb).
-_POLICY_DEADLINE: Final[Mapping[str, str]] = {
-    "sqlite": "json_extract(actions.policy_json, '$.schedule_to_close')",
-    "postgresql": "(actions.policy_json::jsonb ->> 'schedule_to_close')",
-}
-_POLICY_MAXIMUM: Final[Mapping[str, str]] = {
-    "sqlite": "json_extract(actions.policy_json, '$.maximum_attempts')",
-    "postgresql": "(actions.policy_json::jsonb ->> 'maximum_attempts')::bigint",
-}
+#: An action's policy fields in SQL, per dialect.
+_POLICY_DEADLINE: Final = _json_field("actions.policy_json", "schedule_to_close")
+_POLICY_MAXIMUM: Final = _json_field("actions.policy_json", "maximum_attempts", "::bigint")
 
 
 def _prefilter(

@@ -1206,9 +1206,7 @@ def resolve(
     read confirmed the message a moment later, say) is refused.
     """
     path = _ledger_path(_settings(ctx), create=False)
-    name = operator or os.environ.get("USER") or _login_name()
-    if not name:
-        raise CliUsageError("cannot tell who you are: pass --operator NAME")
+    name = operator_name(operator)
 
     provider_row = _parse_row(row) if row is not None else None
 
@@ -1273,6 +1271,18 @@ def _parse_row(text: str) -> tuple[ProviderKind, int]:
     if match is None:
         raise click.BadParameter(f"expected ID, sms:ID or mms:ID, got {text!r}", param_hint="--row")
     return ProviderKind(match.group(1) or "sms"), int(match.group(2))
+
+
+def operator_name(given: str | None) -> str:
+    """Who rules, grants or approves: ``--operator``, else ``$USER``, else the login name.
+
+    Raises:
+        CliUsageError: none of them is known.
+    """
+    name = given or os.environ.get("USER") or _login_name()
+    if not name:
+        raise CliUsageError("cannot tell who you are: pass --operator NAME")
+    return name
 
 
 def _login_name() -> str | None:
