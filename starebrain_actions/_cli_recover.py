@@ -228,7 +228,7 @@ def resume_command(
     1 anything else.
     """
     from starebrain_actions import _render
-    from starebrain_actions._policy import policy_for
+    from starebrain_actions._cli_types import policy_for
     from starebrain_actions._progress import Progress
     from starebrain_actions.cli import CliUsageError, _ledger_path, _run
     from starebrain_actions.cli import _settings as settings_of

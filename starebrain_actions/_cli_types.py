@@ -7,11 +7,14 @@ import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
 from starebrain_actions._model import RetryPolicy
+
+if TYPE_CHECKING:
+    from starebrain_actions._policy import Policy
 
 #: Longest duration any option takes, in seconds (ten years): far beyond any real wait, and
 #: far from where a timedelta or a datetime overflows.
@@ -252,3 +255,32 @@ def policy_file_option(function: Callable[..., Any]) -> Callable[..., Any]:
         " quiet hours; see docs/policy.md). [default: policy.toml in starebrain's config"
         " directory if it exists, else no gate]",
     )(function)
+
+
+#: The policy file a command reads when none is named: ``policy.toml`` in starebrain's config
+#: directory (beside the ADB key), if it exists.
+POLICY_FILE_NAME: Final = "policy.toml"
+
+
+def default_policy_path() -> Path:
+    """``<config dir>/policy.toml`` (``$XDG_CONFIG_HOME/starebrain``, else ``~/.config``)."""
+    from android_bridge import default_key_path
+
+    return default_key_path().parent / POLICY_FILE_NAME
+
+
+def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
+    """The gate a command uses: the file named (``--policy``), else the default file if it
+    exists, else none; with ``approve`` as the approval mode when the file sets none.
+
+    Raises:
+        InvalidInput: the file cannot be read or a rule refuses a value.
+    """
+    if path is None:
+        found = default_policy_path()
+        if not found.is_file():
+            return None
+        path = found
+    from starebrain_actions._policy import load_policy
+
+    return load_policy(path).with_default_approval(approve)

@@ -261,7 +261,8 @@ def mcp_command(
             if http_address is not None
             else None
         )
-        from starebrain_actions._policy import Policy, policy_for
+        from starebrain_actions._cli_types import policy_for
+        from starebrain_actions._policy import Policy
 
         # a model's call is no person's approval: the first SMS to a number waits for one,
         # unless the policy file says otherwise

@@ -259,33 +259,6 @@ def zones_of(recipient: str) -> tuple[ZoneInfo, ...]:
     return tuple(zones) or (ZoneInfo(UNKNOWN_ZONE),)
 
 
-#: The policy file a command reads when none is named: ``policy.toml`` in starebrain's config
-#: directory (beside the ADB key), if it exists.
-POLICY_FILE_NAME: Final = "policy.toml"
-
-
-def default_policy_path() -> Path:
-    """``<config dir>/policy.toml`` (``$XDG_CONFIG_HOME/starebrain``, else ``~/.config``)."""
-    from android_bridge import default_key_path
-
-    return default_key_path().parent / POLICY_FILE_NAME
-
-
-def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
-    """The gate a command uses: the file named (``--policy``), else the default file if it
-    exists, else none; with ``approve`` as the approval mode when the file sets none.
-
-    Raises:
-        InvalidInput: the file cannot be read or a rule refuses a value.
-    """
-    if path is None:
-        found = default_policy_path()
-        if not found.is_file():
-            return None
-        path = found
-    return load_policy(path).with_default_approval(approve)
-
-
 def quiet_until(recipient: str, hours: tuple[time, time], now: datetime) -> datetime | None:
     """When the quiet hours end for the number (UTC), if they hold now in any of its time
     zones; None if none of its zones is quiet now. A number in several zones is quiet until

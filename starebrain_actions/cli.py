@@ -611,7 +611,7 @@ def send(
     except InvalidInput as exc:
         raise CliUsageError(f"bad input: {exc}") from exc
     check_body(intent.recipient, intent.body, send_path)
-    from starebrain_actions._policy import policy_for
+    from starebrain_actions._cli_types import policy_for
 
     try:
         # the person typing the command is the approval, unless the file says otherwise
@@ -1487,7 +1487,7 @@ def run_nightly_command(
     import asyncio
 
     from starebrain_actions import _nightly
-    from starebrain_actions._policy import policy_for
+    from starebrain_actions._cli_types import policy_for
 
     try:
         # --resume sends as `starebrain resume` does: through the policy gate
