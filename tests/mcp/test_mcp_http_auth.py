@@ -227,6 +227,23 @@ async def test_the_server_uses_the_token_file_and_never_prints_the_token(
     assert 0o600 == stat.S_IMODE(path.stat().st_mode)
 
 
+#: The tokens of the two named clients of ``alice_and_bob``.
+ALICE, BOB = "alice-" + "a" * 40, "bob-" + "b" * 40
+
+
+def alice_and_bob(folder: Path, alice_policy: str) -> Path:
+    """A clients file (0600) naming alice, with her own policy file holding
+    ``alice_policy``, and bob, with none."""
+    clients = folder / "clients.toml"
+    clients.write_text(
+        f'[clients.alice]\ntoken = "{ALICE}"\npolicy = "alice-policy.toml"\n\n'
+        f'[clients.bob]\ntoken = "{BOB}"\n'
+    )
+    clients.chmod(0o600)
+    (folder / "alice-policy.toml").write_text(alice_policy)
+    return clients
+
+
 async def test_two_clients_with_one_action_id_get_two_actions_and_see_only_their_own(
     tmp_path: Path, phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
@@ -234,20 +251,13 @@ async def test_two_clients_with_one_action_id_get_two_actions_and_see_only_their
     A-1; a repeat by alice sends nothing; bob cannot read alice's other action, nor she his;
     $STAREBRAIN_MCP_TOKEN is not accepted then."""
     phone = await phone_factory()
-    alice, bob = "alice-" + "a" * 40, "bob-" + "b" * 40
-    clients = tmp_path / "clients.toml"
-    clients.write_text(
-        f'[clients.alice]\ntoken = "{alice}"\npolicy = "alice-policy.toml"\n\n'
-        f'[clients.bob]\ntoken = "{bob}"\n'
-    )
-    clients.chmod(0o600)
-    (tmp_path / "alice-policy.toml").write_text('[recipients]\napprove = "never"\n')
+    clients = alice_and_bob(tmp_path, '[recipients]\napprove = "never"\n')
     args = server_args(db_path, adb_key_path, [phone], "--clients", str(clients))
     call = {"action_id": "A-1", "to": TO, "wait_seconds": 20}
     async with (
         http_server(args) as (url, _process),
-        http_client(url, token=alice) as as_alice,
-        http_client(url, token=bob) as as_bob,
+        http_client(url, token=ALICE) as as_alice,
+        http_client(url, token=BOB) as as_bob,
     ):
         first = structured(await as_alice.call_tool("send_sms", {**call, "body": "from alice"}))
         second = structured(await as_bob.call_tool("send_sms", {**call, "body": "from bob"}))
@@ -275,20 +285,13 @@ async def test_a_clients_own_policy_replaces_the_servers(
     """alice's policy file denies the number, bob has none (the server's policy lets it
     go): alice's send_sms is DENY and sends nothing, bob's sends once."""
     phone = await phone_factory()
-    alice, bob = "alice-" + "a" * 40, "bob-" + "b" * 40
-    clients = tmp_path / "clients.toml"
-    clients.write_text(
-        f'[clients.alice]\ntoken = "{alice}"\npolicy = "alice-policy.toml"\n\n'
-        f'[clients.bob]\ntoken = "{bob}"\n'
-    )
-    clients.chmod(0o600)
-    (tmp_path / "alice-policy.toml").write_text('[recipients]\ndeny = ["+1202*"]\n')
+    clients = alice_and_bob(tmp_path, '[recipients]\ndeny = ["+1202*"]\n')
     args = server_args(db_path, adb_key_path, [phone], "--clients", str(clients))
     call = {"action_id": "A-1", "to": TO, "wait_seconds": 20}
     async with (
         http_server(args) as (url, _process),
-        http_client(url, token=alice) as as_alice,
-        http_client(url, token=bob) as as_bob,
+        http_client(url, token=ALICE) as as_alice,
+        http_client(url, token=BOB) as as_bob,
     ):
         denied = structured(await as_alice.call_tool("send_sms", {**call, "body": "from alice"}))
         sent = structured(await as_bob.call_tool("send_sms", {**call, "body": "from bob"}))
