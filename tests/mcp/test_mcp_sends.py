@@ -171,7 +171,7 @@ async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(
     phone, no attempt spent, and a next step telling the model a person must act; once
     unlocked, the same call sends once."""
     phone = await phone_factory(screen="locked")
-    call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 1.0}
+    call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 3.0}
     async with client_on(db_path, adb_key_path, [phone.serial]) as client:
         locked = structured(await client.call_tool("send_sms", call))
         phone.screen = "on"
