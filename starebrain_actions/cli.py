@@ -202,8 +202,9 @@ def _ledger_path(settings: Settings, *, create: bool) -> LedgerTarget:
         hint = f"pass --db PATH or set {DB_ENV}" if settings.db_is_default else "check --db"
         raise CliError(f"no ledger at {path} (nothing has been sent with it yet?); {hint}")
     if settings.db_is_default and not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.parent.chmod(0o700)  # whatever the umask
+        from android_bridge._private_files import make_private_dirs
+
+        make_private_dirs(path.parent)  # each missing directory 0700, whatever the umask
     return path
 
 

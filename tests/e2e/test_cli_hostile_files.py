@@ -73,8 +73,9 @@ def run_process(
 
 
 def test_send_creates_a_private_ledger_in_a_private_directory(tmp_path: Path) -> None:
-    """With the default path, `send` creates the directory 0700 and the ledger 0600 (its
-    -wal and -shm too), even under a permissive umask; the phone being down changes nothing."""
+    """With the default path, `send` creates the directory 0700 (and every missing parent:
+    here $XDG_DATA_HOME itself) and the ledger 0600 (its -wal and -shm too), even under a
+    permissive umask; the phone being down changes nothing."""
     data_home = tmp_path / "xdg"
     result = run_process(
         [*SEND, "--connect-timeout", "1", "--wait", "1.5"],
@@ -83,7 +84,7 @@ def test_send_creates_a_private_ledger_in_a_private_directory(tmp_path: Path) ->
     )
     assert 7 == result.returncode, result.stderr  # the phone is down (not ready)
     folder = data_home / "starebrain"
-    assert 0o700 == mode(folder)
+    assert (0o700, 0o700) == (mode(data_home), mode(folder))
     assert 0o600 == mode(folder / "ledger.db")
     for item in folder.iterdir():
         assert 0o600 == mode(item), item
