@@ -50,7 +50,6 @@ from starebrain_actions._core import (
     choose_derived_generation,
     derived_generation_id,
     earlier_message,
-    phone_hold,
     should_redispatch,
 )
 from starebrain_actions._ledger import Ledger, dispatches_since
@@ -86,7 +85,13 @@ from starebrain_actions._model import (
 from starebrain_actions._reconciler import DeviceReport, reconcile_device, void_after_for
 from starebrain_actions._render import duration_text
 from starebrain_actions._send_path import check_send_path, ledger_proof
-from starebrain_actions.agent import MIN_DISPATCH_S, RATE_LIMIT_PER_MINUTE, SendOutcome, SmsAgent
+from starebrain_actions.agent import (
+    MIN_DISPATCH_S,
+    RATE_LIMIT_PER_MINUTE,
+    SendOutcome,
+    SmsAgent,
+    hold_on,
+)
 from starebrain_actions.cli import derive_action_id, settled
 from starebrain_actions.exceptions import (
     FingerprintConflict,
@@ -516,11 +521,9 @@ class SmsService:
     async def _hold_on(self, address: str, action_id: str) -> PhoneHold | None:
         """Another action's unresolved attempt holding the phone at ``address``, if any."""
         key = await self.phones.key_of(address)
-        for record in await self.ledger.holders(key):
-            if record.action_id != action_id:
-                action = await self.ledger.get_action(record.action_id)
-                return phone_hold(record, action, void_after_for(self.config.command_timeout_s))
-        return None
+        return await hold_on(
+            self.ledger, key, action_id, void_after_for(self.config.command_timeout_s)
+        )
 
     async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
         """The address a send of this action runs on: an unresolved attempt's own phone (None

@@ -120,6 +120,18 @@ BLOCKED_PASS_S = 2.0
 SETTLE_POLL_S = 2.0
 
 
+async def hold_on(
+    ledger: Ledger, device: str, action_id: str, void_after: timedelta
+) -> PhoneHold | None:
+    """The attempt of another action than ``action_id`` holding the phone ``device`` (its
+    key) now, and when a pass can free it; None: none does."""
+    for record in await ledger.holders(device):
+        if record.action_id != action_id:
+            action = await ledger.get_action(record.action_id)
+            return _core.phone_hold(record, action, void_after)
+    return None
+
+
 def hold_text(hold: PhoneHold, now: datetime) -> str:
     """What a send blocked by ``hold`` says it waits for, and when the phone can be freed."""
     held = age(now - hold.since)
@@ -580,11 +592,8 @@ class SmsAgent:
         outcome = await self._steps(action_id, intent, how)
         if outcome.held_by is not None or outcome.status not in _MAY_START:
             return outcome
-        for record in await self.ledger.holders(self.phone.device):
-            if record.action_id != action_id:
-                held_by = await self._hold(record.dispatch_id)
-                return attrs.evolve(outcome, held_by=held_by)
-        return outcome
+        held_by = await self._hold(action_id)
+        return attrs.evolve(outcome, held_by=held_by) if held_by is not None else outcome
 
     async def _steps(self, action_id: str, intent: SmsIntent, how: _How) -> SendOutcome:
         """The steps of ``_drive``."""
@@ -635,13 +644,7 @@ class SmsAgent:
                     read_at = clock() - watch.returned
                 try:
                     async with asyncio.timeout(bound()):
-                        report = await reconcile_device(
-                            self.ledger,
-                            self.phone,
-                            duplicate_watch=timedelta(0),
-                            void_after=self.void_after,
-                            void_now=self._timed_out,
-                        )
+                        report = await self._read_pass()
                 except TimeoutError:
                     return SendOutcome(summary=await self.ledger.summary(action_id))
                 summary = await self.ledger.summary(action_id)
@@ -748,7 +751,7 @@ class SmsAgent:
                 tell(f"stopped by the policy gate: {refused}")
                 return SendOutcome(summary=await self.ledger.summary(action_id), gate=refused.gate)
             except DeviceBusy as busy:
-                hold = await self._hold(busy.holder_dispatch_id)
+                hold = await self._hold(action_id)
                 tell(f"waiting for attempt {busy.holder_dispatch_id} (it holds the phone)")
                 if on_wait is not None and hold is not None and hold.dispatch_id != told:
                     told = hold.dispatch_id
@@ -759,19 +762,13 @@ class SmsAgent:
                     blocked_pass_at = clock() + BLOCKED_PASS_S
                     try:
                         async with asyncio.timeout(bound()):
-                            await reconcile_device(
-                                self.ledger,
-                                self.phone,
-                                duplicate_watch=timedelta(0),
-                                void_after=self.void_after,
-                                void_now=self._timed_out,
-                            )
+                            await self._read_pass()
                     except TimeoutError:
-                        return await self._outcome(action_id, hold)
+                        return await self._outcome(action_id)
                     if not await self.ledger.holders(self.phone.device):
                         continue  # freed: start this action's attempt now
                 if not await self._pause(give_up, clock):
-                    return await self._outcome(action_id, hold)
+                    return await self._outcome(action_id)
                 continue
             except AttemptRefused:
                 return SendOutcome(summary=await self.ledger.summary(action_id))
@@ -860,24 +857,26 @@ class SmsAgent:
                 on_item(item)
         return ResumeReport(device=self.phone.device, reconciled=report, items=tuple(items))
 
-    async def _hold(self, dispatch_id: str) -> PhoneHold | None:
-        """The hold of the attempt named by a ``DeviceBusy`` (None: it is resolved now)."""
-        for record in await self.ledger.holders(self.phone.device):
-            if record.dispatch_id == dispatch_id:
-                action = await self.ledger.get_action(record.action_id)
-                return _core.phone_hold(record, action, self.void_after)
-        return None
+    async def _hold(self, action_id: str) -> PhoneHold | None:
+        """Another action's attempt holding this agent's phone now (see ``hold_on``)."""
+        return await hold_on(self.ledger, self.phone.device, action_id, self.void_after)
 
-    async def _outcome(self, action_id: str, hold: PhoneHold | None) -> SendOutcome:
-        """Where the action stands, with the hold that kept it from starting, if any still
-        holds the phone."""
+    async def _outcome(self, action_id: str) -> SendOutcome:
+        """Where the action stands, with the hold that keeps it from starting, if another
+        action's attempt still holds the phone."""
         summary = await self.ledger.summary(action_id)
-        if hold is not None and not any(
-            record.dispatch_id == hold.dispatch_id
-            for record in await self.ledger.holders(self.phone.device)
-        ):
-            hold = None
-        return SendOutcome(summary=summary, held_by=hold)
+        return SendOutcome(summary=summary, held_by=await self._hold(action_id))
+
+    async def _read_pass(self) -> DeviceReport:
+        """A reconcile pass over this phone's unresolved attempts only (a sender's read: no
+        duplicate watch), voiding what it may: the pass a sender runs while it waits."""
+        return await reconcile_device(
+            self.ledger,
+            self.phone,
+            duplicate_watch=timedelta(0),
+            void_after=self.void_after,
+            void_now=self._timed_out,
+        )
 
     async def _within_rate(
         self,
