@@ -22,7 +22,7 @@ value is always ASCII. Whitespace, ``-``, ``.``, ``/``, parentheses (ASCII and f
 the Unicode dashes separate digit groups and are dropped.
 
 Pure: imports only ``phonenumbers`` and ``attrs``; no I/O, no logging. It is the one module
-of the bridge that the ledger's model imports (``starebrain_actions._model`` canonicalises an
+of the bridge that the ledger's model imports (``starebrain_actions.core.model`` canonicalises an
 intent's recipient with it), so it must stay free of the bridge's I/O modules.
 """
 

@@ -24,7 +24,7 @@ def _starebrain() -> list[str]:
     script = Path(sys.executable).parent / "starebrain"
     if script.exists():
         return [sys.executable, str(script)]
-    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
 
 
 def demo_seconds(runs: int) -> list[float]:

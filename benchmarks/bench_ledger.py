@@ -48,8 +48,8 @@ from starebrain_actions import (  # noqa: E402
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions._convert import ATTEMPT_COLUMNS, converter, format_time  # noqa: E402
-from starebrain_actions._ledger import (  # noqa: E402
+from starebrain_actions.core.convert import ATTEMPT_COLUMNS, converter, format_time  # noqa: E402
+from starebrain_actions.ledger.store import (  # noqa: E402
     _INSERT_ATTEMPT,
     _RELEASING,
     _json,

@@ -68,10 +68,10 @@ from starebrain_actions import (  # noqa: E402
     MatchVerdict,
     RetryPolicy,
     SmsIntent,
-    _core,
     confirm_delivery,
     try_accept,
 )
+from starebrain_actions.core import transitions as _core  # noqa: E402
 
 #: The server the benchmark puts its schemas on (a base URL, no search_path).
 PG_ENV = "STAREBRAIN_TEST_PG"
@@ -281,8 +281,8 @@ async def _seed_in_flight(target: str, device: str, count: int) -> None:
         separators=(",", ":"),
         sort_keys=True,
     )
-    from starebrain_actions._convert import converter, format_time
-    from starebrain_actions._ledger import _json
+    from starebrain_actions.core.convert import converter, format_time
+    from starebrain_actions.ledger.store import _json
 
     policy_json = _json(converter.unstructure(action.policy))
     at = format_time(datetime.now(UTC) - timedelta(seconds=5))
@@ -295,7 +295,7 @@ async def _seed_in_flight(target: str, device: str, count: int) -> None:
     if target.startswith("postgres"):
         import asyncpg
 
-        from starebrain_actions._pg import translate
+        from starebrain_actions.ledger.pg import translate
 
         conn = await asyncpg.connect(target)
         try:
@@ -434,8 +434,8 @@ def _phones_worker(
 
 
 async def _agent_run(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
-    from starebrain_actions import _pg
-    from starebrain_actions.agent import SmsAgent
+    from starebrain_actions.ledger import pg as _pg
+    from starebrain_actions.orchestration.agent import SmsAgent
 
     url = job["url"]
     # keep this process's connections few (module docstring): the process's shared pool is

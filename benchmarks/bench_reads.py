@@ -58,9 +58,9 @@ sys.path.insert(0, str(ROOT))
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status  # noqa: E402
-from starebrain_actions._convert import converter, format_time  # noqa: E402
-from starebrain_actions._ledger import SCHEMA_VERSION, _json  # noqa: E402
-from starebrain_actions._model import Action, ReviewReason, canonical_body  # noqa: E402
+from starebrain_actions.core.convert import converter, format_time  # noqa: E402
+from starebrain_actions.core.model import Action, ReviewReason, canonical_body  # noqa: E402
+from starebrain_actions.ledger.store import SCHEMA_VERSION, _json  # noqa: E402
 
 #: Bump when the shape of the built ledger changes: cached ledgers of another shape are rebuilt.
 SHAPE = 1
@@ -342,7 +342,7 @@ def starebrain() -> list[str]:
     script = Path(sys.executable).parent / "starebrain"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
 
 
 def measure(argv: Sequence[str]) -> tuple[float, float, int]:

@@ -49,10 +49,10 @@ from starebrain_actions import (
     Ledger,
     MatchVerdict,
     SmsIntent,
-    _core,
 )
-from starebrain_actions._android import AndroidPhone
-from starebrain_actions._reconciler import reconcile_device
+from starebrain_actions.core import transitions as _core
+from starebrain_actions.orchestration.reconciler import reconcile_device
+from starebrain_actions.phone.android import AndroidPhone
 
 RECIPIENT = "+12025550143"
 BOX = 50_000

@@ -64,9 +64,9 @@ from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
 from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS  # noqa: E402
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent  # noqa: E402
-from starebrain_actions._android import AndroidPhone  # noqa: E402
-from starebrain_actions._convert import format_time  # noqa: E402
-from starebrain_actions.agent import SmsAgent  # noqa: E402
+from starebrain_actions.core.convert import format_time  # noqa: E402
+from starebrain_actions.orchestration.agent import SmsAgent  # noqa: E402
+from starebrain_actions.phone.android import AndroidPhone  # noqa: E402
 
 LATENCY_MS = 30
 SEND_DELAY_MS = 200
@@ -298,7 +298,7 @@ def _starebrain() -> list[str]:
     script = Path(sys.executable).parent / "starebrain"
     if script.exists():
         return [sys.executable, str(script)]
-    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
 
 
 async def cli_sends(root: Path, runs: int) -> dict[str, float]:
@@ -366,7 +366,8 @@ async def _measure(quick: bool, sends: int | None) -> dict[str, Any]:
         results["fresh_agent"] = await fresh_agent_sends(root, runs)
         results["python_pass"] = _python_ms("pass", runs)
         results["cli_imports"] = _python_ms(
-            "import starebrain_actions.cli, starebrain_actions.agent, starebrain_actions._android",
+            "import starebrain_actions.cli.main, starebrain_actions.orchestration.agent,"
+            " starebrain_actions.phone.android",
             runs,
         )
     return results

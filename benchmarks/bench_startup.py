@@ -2,7 +2,7 @@
 """CLI start-up: ``starebrain status X`` and ``starebrain --help`` against ``python -c pass``.
 
 Each command runs in a fresh interpreter, as the ``starebrain`` console script runs it
-(``from starebrain_actions.cli import main; sys.exit(main())``), N times, interleaved with
+(``from starebrain_actions.cli.main import main; sys.exit(main())``), N times, interleaved with
 the baseline so machine noise hits all alike; the figure is the median wall time and its
 ratio to the baseline's median. ``status`` reads a small real ledger, built through the
 public API in a temporary directory (target: <= 100 ms; 251 ms, 22x the baseline, before).
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 #: What the ``starebrain`` console script does (pyproject's ``[project.scripts]``).
-ENTRY_POINT = "import sys; from starebrain_actions.cli import main; sys.exit(main())"
+ENTRY_POINT = "import sys; from starebrain_actions.cli.main import main; sys.exit(main())"
 #: The start-up target for ``status``, in ms.
 TARGET_STATUS_MS = 100.0
 ACTION_ID = "bench-startup-1"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write starebrain_actions/schema/schema.sql: the schema a fresh ledger ends up with.
+"""Write starebrain_actions/ledger/schema/schema.sql: the schema a fresh ledger ends up with.
 
 Run it after adding a migration; tests/ledger/test_ledger_schema.py checks that migrating an
 empty database still yields exactly this file.
@@ -42,7 +42,7 @@ async def migrated_schema() -> str:
 
 
 def main() -> None:
-    target = ROOT / "starebrain_actions" / "schema" / "schema.sql"
+    target = ROOT / "starebrain_actions" / "ledger" / "schema" / "schema.sql"
     target.write_text(asyncio.run(migrated_schema()), encoding="utf-8")
     print(f"wrote {target.relative_to(ROOT)} (schema version {SCHEMA_VERSION})")
 

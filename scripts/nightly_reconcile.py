@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 try:
-    from starebrain_actions.cli import nightly_main
+    from starebrain_actions.cli.main import nightly_main
 except ModuleNotFoundError:  # a source checkout run without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from starebrain_actions.cli import nightly_main
+    from starebrain_actions.cli.main import nightly_main
 
 if __name__ == "__main__":
     nightly_main(prog_name="nightly_reconcile.py")

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from starebrain_actions._pg import redact
+from starebrain_actions.ledger.pg import redact
 
 #: Names the server (a base URL, no search_path) tests put their schemas on.
 TEST_PG_ENV = "STAREBRAIN_TEST_PG"

@@ -24,7 +24,7 @@ from android_bridge._private_files import (
     write_private_file,
 )
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 
 RECIPIENT = "+12025550100"
@@ -189,7 +189,7 @@ def test_simulator_command_creates_config_dir_and_store_private(home: Path, tmp_
     """`starebrain simulator` run first, as a real process with the usual umask, creates the
     config directory and its `simulator` directory 0700 and `sms.db` 0600."""
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config")}
-    launch = "import os; os.umask(0o022); from starebrain_actions.cli import main; main()"
+    launch = "import os; os.umask(0o022); from starebrain_actions.cli.main import main; main()"
     process = subprocess.Popen(
         [sys.executable, "-c", launch, "simulator", "--port", "0", "--allow-new-keys"],
         stdout=subprocess.PIPE,

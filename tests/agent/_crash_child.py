@@ -17,9 +17,9 @@ from datetime import timedelta
 from typing import Any
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
-from starebrain_actions._android import AndroidPhone
-from starebrain_actions._ports import DispatchReceipt, PhoneRead
-from starebrain_actions.agent import SmsAgent
+from starebrain_actions.core.ports import DispatchReceipt, PhoneRead
+from starebrain_actions.orchestration.agent import SmsAgent
+from starebrain_actions.phone.android import AndroidPhone
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 POLICY = RetryPolicy(

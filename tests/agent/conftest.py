@@ -12,8 +12,8 @@ import pytest
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import RetryPolicy
-from starebrain_actions._demo import seed_history
-from starebrain_actions.agent import SmsAgent
+from starebrain_actions.cli.demo import seed_history
+from starebrain_actions.orchestration.agent import SmsAgent
 from tests._postgres import fresh_schema
 
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]

@@ -24,8 +24,8 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
-from starebrain_actions._core import failed_after_sent
-from starebrain_actions.agent import reconcile_pending
+from starebrain_actions.core.transitions import failed_after_sent
+from starebrain_actions.orchestration.agent import reconcile_pending
 from tests.conftest import OUTBOX_FIRST
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"

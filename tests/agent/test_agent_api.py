@@ -21,11 +21,11 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
-from starebrain_actions._android import AndroidPhone, PhoneUnavailable
-from starebrain_actions._core import failed_after_sent
-from starebrain_actions._reconciler import SCRIPT_FINISH_WITHIN, reconcile_device
-from starebrain_actions.agent import SmsAgent, reconcile_pending
-from starebrain_actions.exceptions import LookupFailed
+from starebrain_actions.core.exceptions import LookupFailed
+from starebrain_actions.core.transitions import failed_after_sent
+from starebrain_actions.orchestration.agent import SmsAgent, reconcile_pending
+from starebrain_actions.orchestration.reconciler import SCRIPT_FINISH_WITHIN, reconcile_device
+from starebrain_actions.phone.android import AndroidPhone, PhoneUnavailable
 from tests.conftest import OUTBOX_FIRST
 
 from .conftest import FAST, sent_rows
@@ -303,7 +303,9 @@ async def test_reconcile_pass_reads_each_device_a_bounded_number_of_times(
 
 def test_module_has_no_hidden_io_at_import() -> None:
     """Importing the agent does not connect anywhere (no event loop is needed)."""
-    assert "starebrain_actions.agent" in sys.modules or __import__("starebrain_actions.agent")
+    assert "starebrain_actions.orchestration.agent" in sys.modules or __import__(
+        "starebrain_actions.orchestration.agent"
+    )
 
 
 _ = SimulatedPhone

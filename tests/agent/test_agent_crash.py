@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from starebrain_actions import Ledger, RetryPolicy, Status
-from starebrain_actions.agent import SmsAgent
+from starebrain_actions.orchestration.agent import SmsAgent
 
 from .conftest import sent_rows
 

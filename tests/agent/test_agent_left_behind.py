@@ -16,8 +16,8 @@ from starebrain_actions import (
     Status,
     should_redispatch,
 )
-from starebrain_actions._ledger import Ledger
-from starebrain_actions._model import LEASE_RELEASING_REVIEWS
+from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS
+from starebrain_actions.ledger.store import Ledger
 
 from .conftest import FAST, sent_rows
 

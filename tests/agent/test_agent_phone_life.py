@@ -24,9 +24,9 @@ from starebrain_actions import (
     Status,
     confirm_delivery,
 )
-from starebrain_actions.agent import SmsAgent
-from starebrain_actions.cli import main
-from starebrain_actions.exceptions import DeviceBusy
+from starebrain_actions.cli.main import main
+from starebrain_actions.core.exceptions import DeviceBusy
+from starebrain_actions.orchestration.agent import SmsAgent
 from tests.conftest import OUTBOX_FIRST
 
 from .conftest import FAST, sent_rows

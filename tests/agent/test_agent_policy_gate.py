@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from starebrain_actions import Ledger, Status
-from starebrain_actions._policy import Policy, Verdict, load_policy
+from starebrain_actions.core.policy import Policy, Verdict, load_policy
 
 from .conftest import sent_rows
 

@@ -1,6 +1,6 @@
 """``send_path="auto"`` (the default): the framework path only on a phone build where this
 ledger holds proof of it, a framework send confirmed by a row ``com.android.shell`` wrote;
-the messaging app otherwise (``starebrain_actions._send_path``). Ground truth is the phone's
+the messaging app otherwise (``starebrain_actions.phone.send_path``). Ground truth is the phone's
 own record of who sent what (``transmissions``: the app, or the shell through ``isms``)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from starebrain_actions import RetryPolicy, ReviewReason, SmsIntent, Status
-from starebrain_actions._segments import count_segments
-from starebrain_actions.exceptions import InvalidInput
+from starebrain_actions.core.exceptions import InvalidInput
+from starebrain_actions.core.segments import count_segments
 from tests.agent.conftest import sent_rows
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"

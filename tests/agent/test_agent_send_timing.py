@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from starebrain_actions import Status
-from starebrain_actions._model import SmsIntent
-from starebrain_actions._ports import DispatchReceipt, Phone, PhoneRead
-from starebrain_actions.agent import (
+from starebrain_actions.core.model import SmsIntent
+from starebrain_actions.core.ports import DispatchReceipt, Phone, PhoneRead
+from starebrain_actions.orchestration.agent import (
     SEND_TIME_RECHECK_AFTER,
     SEND_TIME_SEED_MAX_S,
     SendTimer,

@@ -75,8 +75,8 @@ from android_bridge._fence import FENCE_ROOT, SCRIPT
 from android_bridge.recipients import normalize_recipient
 from android_bridge.simulator import Fault, SimulatedPhone
 from android_bridge.simulator._faults import AM_FAULTS, SEND_FAULTS
-from starebrain_actions import _core
-from starebrain_actions._model import (
+from starebrain_actions.core import transitions as _core
+from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
     ActionSummary,
     RedispatchReason,
@@ -1615,10 +1615,10 @@ class ChaosRun:
     async def _final_reconcile(self) -> None:
         """Reconcile passes until nothing changes (a few at most), then once more after the
         phones are idle."""
-        from starebrain_actions._android import AndroidPhone
-        from starebrain_actions._ledger import Ledger
-        from starebrain_actions._reconciler import reconcile_device
-        from starebrain_actions.exceptions import PhoneError
+        from starebrain_actions.core.exceptions import PhoneError
+        from starebrain_actions.ledger.store import Ledger
+        from starebrain_actions.orchestration.reconciler import reconcile_device
+        from starebrain_actions.phone.android import AndroidPhone
 
         # the last sends' rows settle first, so that every confirmed one is judged
         await asyncio.sleep(self.config.settle_after_s)
@@ -1649,7 +1649,7 @@ class ChaosRun:
                     await phone.close()
 
     async def _summaries(self) -> dict[str, ActionSummary]:
-        from starebrain_actions._ledger import Ledger
+        from starebrain_actions.ledger.store import Ledger
 
         summaries: dict[str, ActionSummary] = {}
         if not self.db.exists():
@@ -2006,8 +2006,8 @@ def settled(summary: ActionSummary) -> bool:
 
 async def _agent_child(spec: Mapping[str, Any]) -> int:
     """Send the actions through ``SmsAgent`` in a loop until each is settled."""
-    from starebrain_actions.agent import SmsAgent
-    from starebrain_actions.exceptions import PhoneError
+    from starebrain_actions.core.exceptions import PhoneError
+    from starebrain_actions.orchestration.agent import SmsAgent
 
     phones = spec["phones"]
     agents: dict[int, Any] = {}
@@ -2134,10 +2134,10 @@ async def _naive_child(spec: Mapping[str, Any]) -> int:
 
 async def _reconcile_child(spec: Mapping[str, Any]) -> int:
     """Reconcile passes over every phone in a loop until the deadline."""
-    from starebrain_actions._android import AndroidPhone
-    from starebrain_actions._ledger import Ledger
-    from starebrain_actions._reconciler import reconcile_device
-    from starebrain_actions.exceptions import PhoneError
+    from starebrain_actions.core.exceptions import PhoneError
+    from starebrain_actions.ledger.store import Ledger
+    from starebrain_actions.orchestration.reconciler import reconcile_device
+    from starebrain_actions.phone.android import AndroidPhone
 
     deadline = float(spec["deadline"])
     connected: dict[int, Any] = {}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from starebrain_actions._convert import (
+from starebrain_actions.core.convert import (
     _SLOW,
     _fast_structure,
     _stored_intent,
@@ -17,7 +17,8 @@ from starebrain_actions._convert import (
     converter,
     structure,
 )
-from starebrain_actions._model import (
+from starebrain_actions.core.exceptions import CorruptRecord
+from starebrain_actions.core.model import (
     AcceptanceState,
     ActionRecord,
     DeliveryState,
@@ -28,7 +29,6 @@ from starebrain_actions._model import (
     ReviewReason,
     SmsIntent,
 )
-from starebrain_actions.exceptions import CorruptRecord
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

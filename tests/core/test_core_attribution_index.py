@@ -18,9 +18,9 @@ from starebrain_actions import (
     RetryPolicy,
     SmsIntent,
 )
-from starebrain_actions._android import AndroidPhone
-from starebrain_actions._ports import OutgoingMessage, PhoneRead
-from starebrain_actions._reconciler import MatchKeys, Watched, plan_device
+from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
+from starebrain_actions.orchestration.reconciler import MatchKeys, Watched, plan_device
+from starebrain_actions.phone.android import AndroidPhone
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CLOCK = 1_800_000_000_000

@@ -21,14 +21,16 @@ from starebrain_actions import (
     SmsIntent,
     summarize,
 )
-from starebrain_actions._core import (
-    DERIVED_ID_WINDOW,
-    LEGAL_STATES,
+from starebrain_actions.core.derived_ids import (
     choose_derived_generation,
     derived_generation,
     derived_generation_id,
     derived_id_resumable,
     earlier_message,
+)
+from starebrain_actions.core.transitions import (
+    DERIVED_ID_WINDOW,
+    LEGAL_STATES,
 )
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

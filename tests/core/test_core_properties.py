@@ -18,7 +18,7 @@ from starebrain_actions import (
     Status,
     derive_status,
 )
-from starebrain_actions._model import ACTION_EVENTS
+from starebrain_actions.core.model import ACTION_EVENTS
 
 from .test_core_transitions import fire
 

@@ -29,7 +29,7 @@ from starebrain_actions import (
     reconcile,
     resolve,
 )
-from starebrain_actions._convert import record_from_row
+from starebrain_actions.core.convert import record_from_row
 
 from .test_core_transitions import ANNOTATIONS, NOW, STATE_CHANGING, make_record, plan
 

@@ -29,9 +29,14 @@ from starebrain_actions import (
     reconcile,
     should_redispatch,
 )
-from starebrain_actions._core import APP_SEND_TIMEOUT, failed_after_sent, settle, settle_time
-from starebrain_actions._ports import OutgoingMessage, PhoneRead
-from starebrain_actions._reconciler import Taken, Watched, plan_device
+from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
+from starebrain_actions.core.transitions import (
+    APP_SEND_TIMEOUT,
+    failed_after_sent,
+    settle,
+    settle_time,
+)
+from starebrain_actions.orchestration.reconciler import Taken, Watched, plan_device
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 INTENT = SmsIntent(recipient="+12025550100", body="Your code is 4821")

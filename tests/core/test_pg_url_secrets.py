@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from starebrain_actions._pg import (
+from starebrain_actions.ledger.pg import (
     BadUrl,
     check_url,
     redact,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from starebrain_actions import InvalidInput, SmsIntent
-from starebrain_actions._policy import (
+from starebrain_actions.core.policy import (
     GateCounts,
     Policy,
     Verdict,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from starebrain_actions._segments import (
+from starebrain_actions.core.segments import (
     GSM7_DEFAULT_ALPHABET,
     GSM7_EXTENSION,
     GSM7_PER_SEGMENT,

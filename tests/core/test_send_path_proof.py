@@ -1,5 +1,5 @@
 """When the phone's record proves the framework path on one build, as a pure decision
-(``starebrain_actions._send_path.framework_proven``): each kind of attempt, and the order."""
+(``starebrain_actions.phone.send_path.framework_proven``): each kind of attempt, and the order."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from starebrain_actions import AcceptanceState, ActionRecord, DeliveryState, ReviewReason
-from starebrain_actions._send_path import framework_proven
+from starebrain_actions.phone.send_path import framework_proven
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BUILD = "starebrain/sim/sim:15/AP4A.250205.002/11269751:user/release-keys"

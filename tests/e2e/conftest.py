@@ -37,8 +37,8 @@ from starebrain_actions import (
     fail_delivery,
     try_accept,
 )
-from starebrain_actions._pg import is_url
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
+from starebrain_actions.ledger.pg import is_url
 from tests._postgres import fresh_schema
 
 #: What ``seeded_ledger`` holds: action id -> derived status.
@@ -128,7 +128,7 @@ def starebrain_command() -> list[str]:
     script = Path(sys.executable).parent / "starebrain"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
 
 
 def run_installed(

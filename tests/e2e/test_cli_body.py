@@ -12,8 +12,8 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger
-from starebrain_actions._cli_body import MAX_ARG_STRLEN, longest_send_script
-from starebrain_actions.cli import main
+from starebrain_actions.cli.body import MAX_ARG_STRLEN, longest_send_script
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target
 

@@ -22,7 +22,7 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions.cli import derive_action_id, main
+from starebrain_actions.cli.main import derive_action_id, main
 from tests.e2e.conftest import BODY, RECIPIENT, Target
 
 SENT = 2

@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import ActionRecord, Ledger, RetryPolicy, SmsIntent, fail_delivery
-from starebrain_actions._cli_devices import DEVICE_ENV, lease_holders, role_fields
-from starebrain_actions._model import ReviewReason
-from starebrain_actions.cli import main
+from starebrain_actions.cli.devices import DEVICE_ENV, lease_holders, role_fields
+from starebrain_actions.cli.main import main
+from starebrain_actions.core.model import ReviewReason
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge import Device, DeviceUnreachable, KeyPermissionError, ensure_key
 from starebrain_actions import Ledger, SmsIntent
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT, starebrain_command, without_file_override
 
@@ -289,7 +289,7 @@ async def test_a_deadline_cutting_the_wait_keeps_the_reason(
 ) -> None:
     """A caller's deadline that ends while the phone has not authorised the key still learns
     why (`connect_failure` of its TimeoutError), and stays a timeout (a cancellation)."""
-    from starebrain_actions._android import AndroidPhone, connect_failure
+    from starebrain_actions.phone.android import AndroidPhone, connect_failure
 
     phone = await phone_factory(allow_new_keys=False)
     stranger = ensure_key(tmp_path / "stranger" / "adbkey")
@@ -306,7 +306,7 @@ async def test_a_deadline_on_a_silent_port_keeps_the_reason(
     tcp_server: Callable[[Handler], Awaitable[str]], adb_key_path: Path
 ) -> None:
     """A deadline ending while a port says nothing to the handshake: "not an ADB device"."""
-    from starebrain_actions._android import AndroidPhone, connect_failure
+    from starebrain_actions.phone.android import AndroidPhone, connect_failure
 
     address = await tcp_server(silent)
     with pytest.raises(TimeoutError) as caught:
@@ -319,7 +319,7 @@ async def test_a_deadline_on_a_working_phone_has_no_reason(
     phone_factory: PhoneFactory, adb_key_path: Path
 ) -> None:
     """A deadline cutting a handshake that was going well gives no invented reason."""
-    from starebrain_actions._android import connect_failure
+    from starebrain_actions.phone.android import connect_failure
 
     assert connect_failure(TimeoutError()) is None
     phone = await phone_factory(latency_ms=2000)

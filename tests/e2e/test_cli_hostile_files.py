@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import (
     BODY,
     RECIPIENT,
@@ -279,7 +279,7 @@ def test_a_read_only_ledger_needing_a_migration_is_a_clear_error(
 ) -> None:
     """A version-1 ledger opened by a read command: a clear error saying read commands do not
     migrate and how to migrate it; the file is unchanged."""
-    from starebrain_actions._ledger import _statements
+    from starebrain_actions.ledger.store import _statements
     from tests.ledger.test_ledger_migration import v1_sql
 
     with contextlib.closing(sqlite3.connect(ledger_path, isolation_level=None)) as db:

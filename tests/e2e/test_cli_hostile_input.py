@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from starebrain_actions import InvalidInput, Ledger, SmsIntent
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, seed_ledger, starebrain_command
 
 SEND = ("send", "--device", "127.0.0.1:9", "--to", RECIPIENT, "--body", BODY)

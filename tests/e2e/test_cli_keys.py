@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge import Device, DeviceUnreachable
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 
 

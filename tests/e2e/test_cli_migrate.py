@@ -12,7 +12,7 @@ import asyncpg
 from click.testing import CliRunner, Result
 
 from starebrain_actions import Ledger, SmsIntent
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import SEEDED, run_installed, seed_ledger
 
 #: A password the local server (trust auth) accepts and ignores: it must never be printed.

@@ -31,8 +31,8 @@ from click.testing import CliRunner
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, SmsIntent, record_submission
-from starebrain_actions._nightly import nightly_lock
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
+from starebrain_actions.orchestration.nightly import nightly_lock
 from tests.conftest import PhoneFactory
 
 ROOT = Path(__file__).resolve().parents[2]

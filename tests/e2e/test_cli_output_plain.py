@@ -10,7 +10,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from starebrain_actions._render import (
+from starebrain_actions.render.output import (
     _TRAILING_SPACE,
     Output,
     _bands,
@@ -117,7 +117,7 @@ def test_piped_output_does_not_import_rich_console() -> None:
 
     script = (
         "import sys, io\n"
-        "from starebrain_actions._render import Output\n"
+        "from starebrain_actions.render.output import Output\n"
         "out = Output(rich=False, stream=io.StringIO())\n"
         "out.table(['a', 'b'], [['x', 'y']], title='t'); out.line('l'); out.fields([('n', 'v')])\n"
         "print('rich.console' in sys.modules, 'rich.table' in sys.modules)\n"

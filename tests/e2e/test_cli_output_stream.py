@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from starebrain_actions._render import Output, stream_table
+from starebrain_actions.render.output import Output, stream_table
 
 #: Cells mixing ASCII, one-cell non-ASCII (the redaction dot), wide and combining characters,
 #: spaces and control characters; most tables hold only a few of the unusual ones.

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import RECIPIENT, Target, starebrain_command
 
 SENT = 2

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 from click.testing import CliRunner, Result
 
-from starebrain_actions.cli import main, nightly_main
+from starebrain_actions.cli.main import main, nightly_main
 from tests.e2e.conftest import SEEDED, run_installed, seed_ledger
 
 #: A password the server ignores (trust authentication) but the URL carries.

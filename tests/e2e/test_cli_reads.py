@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from starebrain_actions import ActionSummary, Ledger, confirm_delivery
-from starebrain_actions._render import Output, render_list
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
+from starebrain_actions.render.output import Output, render_list
 from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, RunCli, history_rows, json_of
 
 pytestmark = pytest.mark.usefixtures("seeded_ledger")

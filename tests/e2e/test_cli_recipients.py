@@ -10,8 +10,8 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import InvalidInput, Ledger
-from starebrain_actions.agent import SmsAgent
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
+from starebrain_actions.orchestration.agent import SmsAgent
 from tests.core.test_core_recipients import ARABIC_INDIC, FULLWIDTH, REPORTED, in_script
 
 BODY = "Your code is 4821"

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, record_submission
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli
 
 SENT = 2

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from android_bridge import Device, ensure_epoch
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import RECIPIENT, Target, starebrain_command
 

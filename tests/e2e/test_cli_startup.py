@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from starebrain_actions import _cli_devices
-from starebrain_actions.cli import DEVICE_ENV, _Group, main
+from starebrain_actions.cli import devices as _cli_devices
+from starebrain_actions.cli.main import DEVICE_ENV, _Group, main
 
 #: Modules no read command needs: structlog's console (it imports rich's tracebacks and
 #: pygments), rich's console (piped output is laid out without it), cattrs (records are
@@ -28,19 +28,19 @@ HEAVY = (
     "cryptography",
     "android_bridge._device",
     "android_bridge.simulator",
-    "starebrain_actions.agent",
-    "starebrain_actions._demo",
-    "starebrain_actions._cli_devices",
+    "starebrain_actions.orchestration.agent",
+    "starebrain_actions.cli.demo",
+    "starebrain_actions.cli.devices",
 )
 
 #: Modules the one-action read commands (``status``, ``history``) need not: they read
 #: through ``open_read_only`` on the main thread, not through the async ``Ledger``.
-ASYNC = ("asyncio", "aiosqlite", "starebrain_actions._ledger", "tempfile")
+ASYNC = ("asyncio", "aiosqlite", "starebrain_actions.ledger.store", "tempfile")
 
 #: Runs the command as the console script does, then lists the heavy modules it loaded.
 PROBE = """
 import json, sys
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 code = 0
 if len(sys.argv) > 1:
     try:

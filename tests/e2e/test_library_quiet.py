@@ -36,7 +36,7 @@ if len(sys.argv) > 1:
 from android_bridge import ensure_key
 from android_bridge.simulator import Fault, SimulatedPhone
 from starebrain_actions import RetryPolicy
-from starebrain_actions.agent import SmsAgent
+from starebrain_actions.orchestration.agent import SmsAgent
 
 
 async def main() -> int:

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, SmsIntent
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, Target, json_of
 from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
 

@@ -32,7 +32,7 @@ from starebrain_actions import (
     record_submission,
     try_accept,
 )
-from starebrain_actions._ledger_copy import (
+from starebrain_actions.ledger.copy import (
     TABLES,
     CopyFailed,
     CopyReport,

@@ -19,7 +19,9 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions._core import derived_generation_id
+from starebrain_actions.core.derived_ids import (
+    derived_generation_id,
+)
 
 BASE = "sms-0123456789abcdef"
 INTENT = SmsIntent(recipient="+12025550100", body="Meeting at 5")

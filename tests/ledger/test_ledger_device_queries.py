@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from starebrain_actions import Ledger, SmsIntent
-from starebrain_actions._convert import format_time
+from starebrain_actions.core.convert import format_time
 
 DEVICES = ("127.0.0.1:5555", "127.0.0.1:5556")
 START = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -31,7 +31,7 @@ from starebrain_actions import (
     converter,
     try_accept,
 )
-from starebrain_actions._ledger import _statements
+from starebrain_actions.ledger.store import _statements
 
 from .test_ledger_schema import load_dump_script
 
@@ -44,7 +44,7 @@ SOON = datetime(2026, 11, 29, 12, 0, 10, tzinfo=UTC)
 
 def v1_sql() -> str:
     """The text of migration 0001, the schema a version-1 ledger has."""
-    folder = importlib.resources.files("starebrain_actions").joinpath("schema", "migrations")
+    folder = importlib.resources.files("starebrain_actions.ledger").joinpath("schema", "migrations")
     return folder.joinpath("0001_initial.sql").read_text(encoding="utf-8")
 
 
@@ -221,7 +221,9 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
         ("index", "actions_by_created"),
         ("index", "attempts_notable"),
     } <= schema_names(path)
-    shipped = (Path(starebrain_actions.__file__).parent / "schema" / "schema.sql").read_text()
+    shipped = (
+        Path(starebrain_actions.__file__).parent / "ledger" / "schema" / "schema.sql"
+    ).read_text()
     assert shipped == load_dump_script().schema_text(path)  # type: ignore[attr-defined]
     with closing(sqlite3.connect(path)) as db:
         assert [] == db.execute("PRAGMA foreign_key_check").fetchall()

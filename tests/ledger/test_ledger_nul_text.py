@@ -12,7 +12,7 @@ from starebrain_actions import (
     flag_for_review,
     resolve,
 )
-from starebrain_actions._model import ReviewReason
+from starebrain_actions.core.model import ReviewReason
 
 TO = "+12025550100"
 

@@ -17,8 +17,8 @@ from starebrain_actions import (
     SmsIntent,
     confirm_delivery,
 )
-from starebrain_actions._ledger_pg import PG_SCHEMA_VERSION, VERSION_TABLE
-from starebrain_actions._pg import LOCK_KEY_SQL
+from starebrain_actions.ledger.pg import LOCK_KEY_SQL
+from starebrain_actions.ledger.postgres import PG_SCHEMA_VERSION, VERSION_TABLE
 from tests._postgres import fresh_schema, pg_base_url, pg_schema_url
 
 

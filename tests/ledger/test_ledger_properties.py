@@ -20,7 +20,7 @@ from starebrain_actions import (
     ProviderKind,
     SmsIntent,
 )
-from starebrain_actions._model import ACTION_EVENTS
+from starebrain_actions.core.model import ACTION_EVENTS
 
 from ..core.test_core_transitions import plan
 

@@ -24,7 +24,12 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions._render import Output, provider_row_text, render_attempts, render_history
+from starebrain_actions.render.output import (
+    Output,
+    provider_row_text,
+    render_attempts,
+    render_history,
+)
 
 SMS, MMS = ProviderKind.SMS, ProviderKind.MMS
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from starebrain_actions import SCHEMA_VERSION, DeliveryState, Ledger, confirm_delivery
-from starebrain_actions._ledger_read import open_read_only
+from starebrain_actions.ledger.read import open_read_only
 from tests.e2e.conftest import without_file_override
 from tests.ledger.test_ledger_files import make_ledger, overwrite_pages, root_page
 

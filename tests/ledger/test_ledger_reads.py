@@ -25,9 +25,9 @@ from starebrain_actions import (
     flag_for_review,
     try_accept,
 )
-from starebrain_actions._model import ActionSummary
-from starebrain_actions._nightly import build_report
-from starebrain_actions._render import (
+from starebrain_actions.core.model import ActionSummary
+from starebrain_actions.orchestration.nightly import build_report
+from starebrain_actions.render.output import (
     Output,
     emit_json,
     emit_json_stream,

@@ -152,7 +152,9 @@ async def test_migrating_an_empty_database_gives_the_shipped_schema(ledger_path:
     async with Ledger.open(ledger_path):
         pass
     dump = load_dump_script()
-    shipped = (Path(starebrain_actions.__file__).parent / "schema" / "schema.sql").read_text()
+    shipped = (
+        Path(starebrain_actions.__file__).parent / "ledger" / "schema" / "schema.sql"
+    ).read_text()
     assert shipped == dump.schema_text(ledger_path)  # type: ignore[attr-defined]
     with raw(ledger_path) as db:
         assert SCHEMA_VERSION == db.execute("PRAGMA user_version").fetchone()[0]

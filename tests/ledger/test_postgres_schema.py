@@ -1,7 +1,7 @@
 """The PostgreSQL schema refuses what breaks an invariant, exactly as the SQLite schema does.
 
 Every test runs raw SQL against a fresh PostgreSQL schema built from the scripts of
-``starebrain_actions/schema/postgres/`` in order: a person with ``psql`` gets no further than
+``starebrain_actions/ledger/schema/postgres/`` in order: a person with ``psql`` gets no further than
 the ledger's own code. The server is ``STAREBRAIN_TEST_PG`` or the local test database;
 when it cannot be reached the tests fail, they are not skipped.
 """
@@ -21,7 +21,9 @@ import pytest
 import starebrain_actions
 from starebrain_actions import Ledger
 
-SCRIPTS = sorted((Path(starebrain_actions.__file__).parent / "schema" / "postgres").glob("*.sql"))
+SCRIPTS = sorted(
+    (Path(starebrain_actions.__file__).parent / "ledger" / "schema" / "postgres").glob("*.sql")
+)
 T = "2026-01-01T00:00:00.000000Z"
 
 #: The statements that make one action A-17 with one PENDING attempt d-1 on device ``dev``.

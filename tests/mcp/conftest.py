@@ -22,7 +22,7 @@ from mcp_types import CallToolResult
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import RetryPolicy
-from starebrain_actions._mcp import ServerConfig, build_server, open_service
+from starebrain_actions.mcp.server import ServerConfig, build_server, open_service
 
 TO = "+1 202 555 0100"
 #: The token the HTTP servers of the tests are started with ($STAREBRAIN_MCP_TOKEN).
@@ -52,7 +52,7 @@ def starebrain() -> list[str]:
     script = Path(sys.executable).parent / "starebrain"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from starebrain_actions.cli import main; main()"]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
 
 
 def server_args(

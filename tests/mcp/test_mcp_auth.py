@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from starebrain_actions._mcp_auth import (
+from starebrain_actions.mcp.auth import (
     UNSCOPED,
     ActionScope,
     Clients,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from starebrain_actions.cli import main
+from starebrain_actions.cli.main import main
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -68,7 +68,7 @@ def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path: Path) -> N
     extra to install, and the other commands still work."""
     script = (
         "import sys; sys.modules['mcp'] = None\n"
-        "from starebrain_actions.cli import main\n"
+        "from starebrain_actions.cli.main import main\n"
         "main(sys.argv[1:])"
     )
     db = str(tmp_path / "l.db")

@@ -14,11 +14,11 @@ from typing import IO, Any
 import pytest
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
-from starebrain_actions._ledger import summarize
-from starebrain_actions._mcp import ServerConfig
-from starebrain_actions._mcp_results import sms_result
-from starebrain_actions._model import AcceptanceState, Action, ActionRecord, DeliveryState
-from starebrain_actions.cli import derive_action_id
+from starebrain_actions.cli.main import derive_action_id
+from starebrain_actions.core.model import AcceptanceState, Action, ActionRecord, DeliveryState
+from starebrain_actions.ledger.store import summarize
+from starebrain_actions.mcp.results import sms_result
+from starebrain_actions.mcp.server import ServerConfig
 
 from .conftest import BODY, TO, client_on, server_args, sms_out, stdio_session, structured
 
@@ -136,7 +136,7 @@ async def test_the_tool_tells_the_model_the_rule(
 
 def test_the_window_must_be_finite_and_not_negative(tmp_path: Path) -> None:
     """A negative or infinite window is refused when the server is configured."""
-    from starebrain_actions.exceptions import InvalidInput
+    from starebrain_actions.core.exceptions import InvalidInput
 
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(InvalidInput):

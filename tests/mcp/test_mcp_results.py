@@ -15,10 +15,8 @@ import pytest
 from mcp.client import Client
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
-from starebrain_actions._ledger import summarize
-from starebrain_actions._mcp import ServerConfig, build_server, open_service
-from starebrain_actions._mcp_results import next_step, sms_result
-from starebrain_actions._model import (
+from starebrain_actions.cli.main import derive_action_id
+from starebrain_actions.core.model import (
     AcceptanceState,
     Action,
     ActionRecord,
@@ -26,7 +24,9 @@ from starebrain_actions._model import (
     ReviewReason,
     Status,
 )
-from starebrain_actions.cli import derive_action_id
+from starebrain_actions.ledger.store import summarize
+from starebrain_actions.mcp.results import next_step, sms_result
+from starebrain_actions.mcp.server import ServerConfig, build_server, open_service
 from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, seed_ledger
 
 from .conftest import error_text, structured

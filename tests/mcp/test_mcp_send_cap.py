@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from starebrain_actions import SmsIntent
-from starebrain_actions._mcp import SendLimitReached, _CappedLedger, _SendCap
+from starebrain_actions.mcp.server import SendLimitReached, _CappedLedger, _SendCap
 from tests._postgres import fresh_schema
 
 DEVICES = ("10.0.0.1:5555", "10.0.0.2:5555")

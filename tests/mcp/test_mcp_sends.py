@@ -116,7 +116,7 @@ async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
     on this phone's build came back as the shell's row (here one ``starebrain send
     --send-path framework``, through the library), the server's next send goes through the
     framework, on the phone handle it already holds."""
-    from starebrain_actions.agent import SmsAgent
+    from starebrain_actions.orchestration.agent import SmsAgent
 
     phone: SimulatedPhone = await phone_factory(android=14)
     call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 5}

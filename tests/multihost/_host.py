@@ -26,8 +26,8 @@ from typing import Any
 
 from starebrain_actions import RetryPolicy
 from starebrain_actions._logging import configure_logging
-from starebrain_actions.agent import SmsAgent
-from starebrain_actions.exceptions import LedgerUnavailable
+from starebrain_actions.core.exceptions import LedgerUnavailable
+from starebrain_actions.orchestration.agent import SmsAgent
 from tests.chaos.harness import settled
 
 

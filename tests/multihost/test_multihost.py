@@ -30,10 +30,10 @@ import pytest
 
 from android_bridge import ensure_key
 from android_bridge.simulator import Fault, SimulatedPhone
-from starebrain_actions._android import AndroidPhone
-from starebrain_actions._ledger import Ledger
-from starebrain_actions._model import LEASE_RELEASING_REVIEWS, Status
-from starebrain_actions._reconciler import reconcile_device
+from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, Status
+from starebrain_actions.ledger.store import Ledger
+from starebrain_actions.orchestration.reconciler import reconcile_device
+from starebrain_actions.phone.android import AndroidPhone
 from tests._postgres import OwnServer
 from tests.chaos.harness import (
     ActionSpec,

@@ -15,7 +15,7 @@ from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from tests.simulator.sim_helpers import send_command
 
-_LAUNCH = "from starebrain_actions.cli import main; main(prog_name='starebrain')"
+_LAUNCH = "from starebrain_actions.cli.main import main; main(prog_name='starebrain')"
 _LISTENING = re.compile(r"^listening on 127\.0\.0\.1:(\d+) serial=127\.0\.0\.1:(\d+) ")
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge.simulator import SimulatedPhone
 from android_bridge.simulator._isms import format_parcel
-from starebrain_actions._segments import count_segments
+from starebrain_actions.core.segments import count_segments
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import connect
 
@@ -204,7 +204,7 @@ async def test_the_phone_sends_exactly_what_the_product_counts_as_one_segment(
     ``SmsMessage.calculateLength``'s encoding, 160 GSM 7-bit septets, extension characters
     two, else 70 UCS-2 code units; frameworks/base ``gsm/SmsMessage``, ``GsmAlphabet``, read
     in untagged copies only; national language shift tables off, as in AOSP's default
-    config) and the product's segment count (``starebrain_actions._segments``) agree: of
+    config) and the product's segment count (``starebrain_actions.core.segments``) agree: of
     bodies around the limit, the phone sends exactly those the product counts as one SMS."""
     phone = await phone_factory(android=version)
     bodies = near_the_one_pdu_limit()

@@ -1,0 +1,408 @@
+"""``starebrain devices``: every phone the ledger or the user names, whether it answers, its
+identity and the ledger's name for it with the addresses it was reached at, its Android
+release, its default SMS app, which attempt holds its lease, and the path a send with
+``--send-path auto`` would take.
+
+Each phone is asked in one connection and two round trips after the handshake (the handle's
+facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
+holder, read exactly as the send script's ``role`` check reads it:
+``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
+timeout. The ``auto`` path is chosen as a send chooses it (``_android.choose_send_path``),
+from the ledger's latest attempts on the phone. A phone that does not answer is a row saying
+why, not a failure of the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import click
+
+from starebrain_actions.cli.options import DEVICE_ENV, Seconds, check_devices, key_option
+from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
+from starebrain_actions.ledger.phones import PhoneInfo
+
+#: Review reasons with which an unresolved attempt no longer holds its device's lease (the
+#: ledger's ``attempts_device_lease`` index).
+_LEASE_RELEASED: Final = LEASE_RELEASING_REVIEWS
+
+
+@attrs.frozen(kw_only=True)
+class Lease:
+    """The unresolved attempt that holds a phone (no other action may send through it)."""
+
+    #: the attempt's action
+    action_id: str
+    #: the attempt
+    dispatch_id: str
+    #: its number within its action
+    attempt: int
+    #: when it was dispatched
+    since: datetime
+
+
+@attrs.frozen(kw_only=True)
+class DeviceReport:
+    """One row of ``starebrain devices``."""
+
+    #: the device name (``host:port`` or ``usb:SERIAL``)
+    device: str
+    #: named with ``--device`` or ``$STAREBRAIN_DEVICE``
+    named: bool
+    #: named in the ledger's attempts
+    in_ledger: bool
+    #: it connected, authenticated and answered the shell
+    answers: bool
+    #: why it did not answer (None when it did)
+    error: str | None = None
+    #: ``ro.build.version.release``, e.g. "14"
+    android_release: str | None = None
+    #: ``ro.build.version.sdk``, e.g. 34
+    sdk: int | None = None
+    #: the holder of the SMS role (the default SMS app), None when none is set or not read
+    sms_app: str | None = None
+    #: how the role was read: "cmd role" (``cmd role get-role-holders``) or "dumpsys role"
+    #: (user 0's holder parsed from ``dumpsys role``); None when neither answered
+    sms_app_source: str | None = None
+    #: what the role read printed when it is not one package (several, or unreadable)
+    sms_app_note: str | None = None
+    #: the shell's uid on the phone (2000 shell, 0 root)
+    shell_uid: int | None = None
+    #: the ledger's unresolved attempt holding this phone, if any
+    lease: Lease | None = None
+    #: ``ro.build.fingerprint`` (None when not read)
+    build: str | None = None
+    #: the path a send with ``--send-path auto`` would take now: "framework" or "ui" (None
+    #: when the phone did not answer)
+    auto_send_path: str | None = None
+    #: why (``starebrain_actions.phone.send_path``)
+    auto_send_path_why: str | None = None
+    #: the phone's own identity as it answered (``android_id:<hex>``; None: not read)
+    identity: str | None = None
+    #: the phone's name in the ledger (what its attempts say), None when the ledger has not
+    #: met it; one phone has one name whatever address reaches it
+    phone: str | None = None
+    #: every address the ledger has reached this phone at, latest first
+    aliases: tuple[str, ...] = ()
+    #: something to know about the phone at this address (another phone than the ledger met
+    #: there before)
+    note: str | None = None
+
+
+def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
+    """Device -> the unresolved attempt holding its lease (UNVERIFIED and RCS_SUSPECTED
+    attempts are unresolved but have released it)."""
+    holders: dict[str, Lease] = {}
+    for record in in_flight:
+        if record.review_reason in _LEASE_RELEASED:
+            continue
+        holders.setdefault(
+            record.device,
+            Lease(
+                action_id=record.action_id,
+                dispatch_id=record.dispatch_id,
+                attempt=record.attempt,
+                since=record.dispatched_at,
+            ),
+        )
+    return holders
+
+
+def role_fields(output: str) -> dict[str, str | None]:
+    """``sms_app``, ``sms_app_source`` and ``sms_app_note`` from the role read's output
+    (``android_bridge._role.ROLE_REPORT``): the package, or None when no app holds the role
+    (no note) or the read gave no single package (the note says why)."""
+    from android_bridge._role import parse_role_read
+
+    role = parse_role_read(output.strip("\n"))
+    note = None if role.package is not None or role.no_holder else role.problem()[:200]
+    return {"sms_app": role.package, "sms_app_source": role.source, "sms_app_note": note}
+
+
+async def probe(
+    device: str,
+    *,
+    key_path: Path | None,
+    timeout_s: float,
+    records: dict[str, Sequence[ActionRecord]] | None,
+    phones: Sequence[PhoneInfo] = (),
+) -> tuple[bool, dict[str, Any]]:
+    """Connect to ``device`` and read its release, its SMS role holder, its identity and the
+    path a send with ``--send-path auto`` would take (``records``: the ledger's latest attempts
+    on each phone, by its key, newest first; None without a ledger; ``phones``: the phones the
+    ledger knows, to name the one that answers).
+
+    Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
+    """
+    from android_bridge import BridgeError, Device
+    from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
+    from starebrain_actions.phone.android import choose_send_path
+    from starebrain_actions.phone.send_path import framework_proven
+
+    async def proof(_device: str, build: str) -> tuple[bool, str]:
+        return framework_proven((records or {}).get(_device, []), build)
+
+    try:
+        async with asyncio.timeout(timeout_s * 4):
+            handle = await Device.connect(
+                device, key_path=key_path, connect_timeout_s=timeout_s, command_timeout_s=timeout_s
+            )
+            async with handle:
+                facts = await handle.facts()
+                release, role = await handle.run(
+                    [
+                        "getprop ro.build.version.release",
+                        f"{ROLE_HOLDER_READ}; {ROLE_REPORT}",
+                    ]
+                )
+                known = phone_for(device, facts.identity, phones)
+                # the choice a send makes (the same probe, the same proof)
+                path, why = await choose_send_path(
+                    handle,
+                    proof if records is not None else None,
+                    known.key if known is not None else device,
+                )
+    except TimeoutError:
+        return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
+    except (BridgeError, ValueError, OSError) as exc:
+        message = str(exc) or type(exc).__name__
+        return False, {"error": message if device in message else f"{device}: {message}"}
+    here = next((phone for phone in phones if device in phone.addresses), None)
+    moved = None
+    if here is not None and (known is None or known.key != here.key) and here.identity:
+        moved = (
+            f"another phone than the ledger met here before ({here.key}): its evidence is"
+            " kept apart"
+        )
+    return True, {
+        "identity": facts.identity,
+        "phone": known.key if known is not None else None,
+        "aliases": known.addresses if known is not None else (),
+        "note": moved,
+        "android_release": release.output.strip() or None,
+        "sdk": facts.sdk,
+        **role_fields(role.output),
+        "shell_uid": facts.uid,
+        "build": facts.build or None,
+        "auto_send_path": path,
+        "auto_send_path_why": why,
+    }
+
+
+def phone_for(address: str, identity: str | None, phones: Sequence[PhoneInfo]) -> PhoneInfo | None:
+    """The ledger's phone answering at ``address`` with ``identity``, as ``Ledger.bind_phone``
+    would name it (read-only): the one bound to that identity, else a legacy one named by
+    the address and not bound yet, else (no identity read) the one the address reached."""
+    if identity is not None:
+        for phone in phones:
+            if phone.identity == identity:
+                return phone
+    for phone in phones:
+        if address in phone.addresses and (identity is None or phone.identity is None):
+            return phone
+    return None
+
+
+async def gather_reports(
+    ledger_path: Path | str | None,
+    named: Sequence[str],
+    *,
+    key_path: Path | None,
+    timeout_s: float,
+) -> list[DeviceReport]:
+    """Every phone named or in the ledger, probed concurrently: named ones first, in the
+    order given, then the ledger's (each at the address it was reached at last), sorted."""
+    from starebrain_actions.ledger.store import Ledger
+    from starebrain_actions.phone.send_path import PROOF_WINDOW
+
+    known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
+    holders: dict[str, Lease] = {}
+    records: dict[str, Sequence[ActionRecord]] | None = None
+    phones: list[PhoneInfo] = []
+    if ledger_path is not None:
+        from starebrain_actions.ledger.postgres import NoLedger
+
+        try:
+            async with Ledger.open(ledger_path, read_only=True) as ledger:
+                phones = await ledger.phones()
+                for key in await ledger.devices():
+                    known.setdefault(await ledger.phone_address(key), key)
+                holders = lease_holders(await ledger.in_flight())
+                keys = {phone.key for phone in phones} | set(known.values())
+                keys |= {await ledger.phone_key_for(name) for name in named}
+                records = {
+                    key: await ledger.latest_attempts(key, PROOF_WINDOW) for key in sorted(keys)
+                }
+        except NoLedger:
+            pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
+    order = list(dict.fromkeys([*named, *sorted(known)]))
+    probes = await asyncio.gather(
+        *(
+            probe(
+                device,
+                key_path=key_path,
+                timeout_s=timeout_s,
+                records=records,
+                phones=phones,
+            )
+            for device in order
+        )
+    )
+    reports = []
+    for device, (answered, fields) in zip(order, probes, strict=True):
+        name: str | None = fields.get("phone") or known.get(device)
+        if not answered and name is not None:
+            info = next((phone for phone in phones if phone.key == name), None)
+            fields = {**fields, "phone": name, "aliases": info.addresses if info else ()}
+        reports.append(
+            DeviceReport(
+                device=device,
+                named=device in named,
+                in_ledger=name is not None,
+                answers=answered,
+                lease=holders.get(name) if name is not None else None,
+                **fields,
+            )
+        )
+    return reports
+
+
+def exit_code(reports: Sequence[DeviceReport]) -> int:
+    """0 when at least one phone answered and every phone named explicitly answered; else 1
+    (no phone known, none answered, or a named one did not)."""
+    if not any(report.answers for report in reports):
+        return 1
+    return 0 if all(report.answers for report in reports if report.named) else 1
+
+
+def report_data(reports: Sequence[DeviceReport]) -> dict[str, Any]:
+    """The ``--json`` document."""
+    from starebrain_actions.core.convert import converter
+
+    return {
+        "devices": [converter.unstructure(report) for report in reports],
+        "answered": sum(report.answers for report in reports),
+        "exit_code": exit_code(reports),
+    }
+
+
+def render(reports: Sequence[DeviceReport]) -> None:
+    """The text table: one row per phone."""
+    from starebrain_actions.render import output as _render
+
+    rows = []
+    for report in reports:
+        android = "-"
+        if report.android_release or report.sdk is not None:
+            android = f"{report.android_release or '?'} (API {report.sdk or '?'})"
+        sms_app = report.sms_app or (
+            f"? {report.sms_app_note}"
+            if report.sms_app_note
+            else ("none" if report.answers else "-")
+        )
+        lease = "free"
+        if report.lease is not None:
+            lease = (
+                f"{report.lease.action_id} attempt {report.lease.attempt}"
+                f" ({report.lease.dispatch_id}) since {_render.when(report.lease.since)}"
+            )
+        elif not report.in_ledger:
+            lease = "-"
+        phone = report.phone or "-"
+        others = [alias for alias in report.aliases if alias != report.device]
+        if others:
+            phone += f" (also {', '.join(others)})"
+        rows.append(
+            [
+                report.device,
+                phone,
+                report.identity or "-",
+                "yes" if report.answers else "NO",
+                android,
+                sms_app,
+                report.sms_app_source or "-",
+                report.auto_send_path or "-",
+                lease,
+                report.error or report.note or "-",
+            ]
+        )
+    _render.Output().table(
+        [
+            "device",
+            "phone",
+            "identity",
+            "answers",
+            "android",
+            "sms app",
+            "sms app from",
+            "auto path",
+            "lease",
+            "error",
+        ],
+        rows,
+    )
+
+
+@click.command("devices")
+@click.option(
+    "--device",
+    "devices",
+    multiple=True,
+    envvar=DEVICE_ENV,
+    callback=check_devices,
+    help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
+    f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
+)
+@key_option
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=Seconds(0.1, 60),
+    default=3.0,
+    show_default=True,
+    help="Seconds each phone gets for each step (the handshake, each round trip), four"
+    " times that in all; one that takes longer is reported as not answering.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@click.pass_context
+def devices_command(
+    ctx: click.Context,
+    devices: tuple[str, ...],
+    key_path: Path | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """List the phones: each one the ledger's attempts name or --device gives, whether it
+    answers, its Android release, its default SMS app and the attempt holding it.
+
+    Never sends and never writes. Exit status: 0 when at least one phone answered and every
+    phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none
+    answered, or one you named did not).
+    """
+    from starebrain_actions.cli.db import describe, is_url
+    from starebrain_actions.cli.main import CliError, _run, _settings
+    from starebrain_actions.render import output as _render
+
+    settings = _settings(ctx)
+    # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
+    known = is_url(settings.db) or Path(settings.db).exists()
+    ledger_path = settings.db if known else None
+    reports = _run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
+    if not reports:
+        where = (
+            "the ledger names none" if ledger_path else f"no ledger at {describe(settings.db)} yet"
+        )
+        raise CliError(
+            f"no phone known ({where}): give one with --device HOST:PORT (or usb:SERIAL) or"
+            f" set {DEVICE_ENV}"
+        )
+    if as_json:
+        _render.emit_json(report_data(reports))
+    else:
+        render(reports)
+    ctx.exit(exit_code(reports))

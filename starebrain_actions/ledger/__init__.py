@@ -1,0 +1,2 @@
+"""The ledger: durable receipts on SQLite or PostgreSQL, compare-and-set transitions,
+history, the read path that needs no event loop, copying a ledger, and the schemas."""

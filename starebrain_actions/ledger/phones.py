@@ -1,0 +1,209 @@
+"""Phones and the addresses that reach them: one phone is one device in the ledger, whatever
+address reaches it (``127.0.0.1:5555`` and ``localhost:5555``; ``usb:SERIAL`` and the phone's
+IP), and another phone at a known address is another device.
+
+A phone is named in the ledger by its **key** (what ``attempts.device`` holds: the lease, the
+watermarks, the claimed rows, the send rate and the send-path proof all go by it), bound to the
+**identity** it answers with (``android_id:<hex>``: ``Settings.Secure.ANDROID_ID`` of user 0,
+which the shell reads as the device's own value; random at first boot, new after a factory
+reset; see ``android_bridge.DeviceFacts.identity``). A new phone's key is the first address it
+was reached at (``…#2`` when that name is taken). A ledger from before schema version 7 named
+each device by the address it used: such a **legacy key** has no identity until the first
+connection through that address binds it. A phone whose identity cannot be read is named by
+its address, as before.
+
+The functions here run in the ledger's worker thread, inside its transactions.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+import attrs
+
+from starebrain_actions.core.convert import format_time
+from starebrain_actions.ledger import pg as _pg
+
+
+@attrs.frozen(kw_only=True)
+class PhoneBinding:
+    """Which phone of the ledger answered at an address (``Ledger.bind_phone``)."""
+
+    #: the phone's key in the ledger (``ActionRecord.device`` of its attempts)
+    key: str
+    #: the address it answered at
+    address: str
+    #: the identity it answered with (None: none could be read; keyed by the address)
+    identity: str | None
+    #: the ledger meets this phone for the first time
+    new: bool = False
+    #: a legacy key (a ledger from before phones had identities, named by this address) was
+    #: bound to this phone now
+    adopted: bool = False
+    #: the key this address named before, when another phone answers there now (a phone
+    #: replaced or factory-reset): the two never share evidence
+    replaced: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PhoneInfo:
+    """One phone the ledger knows, with the addresses it was reached at."""
+
+    key: str
+    #: None: a legacy key not yet bound, or a phone whose identity could not be read
+    identity: str | None
+    serialno: str | None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    #: the addresses, latest first
+    addresses: tuple[str, ...] = ()
+
+
+def _free_key(db: sqlite3.Connection, address: str) -> str:
+    """``address``, or ``address#2``, ``#3``…: the first name no phone has yet."""
+    candidate, number = address, 1
+    while db.execute("SELECT 1 FROM phones WHERE phone_key = ?", (candidate,)).fetchone():
+        number += 1
+        candidate = f"{address}#{number}"
+    return candidate
+
+
+def _remember_address(db: sqlite3.Connection, address: str, key: str, when: str) -> None:
+    db.execute(
+        "INSERT INTO phone_addresses (address, phone_key, first_seen_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (address) DO UPDATE SET"
+        " phone_key = excluded.phone_key, last_seen_at = excluded.last_seen_at",
+        (address, key, when, when),
+    )
+
+
+def bind_phone(
+    db: sqlite3.Connection,
+    address: str,
+    identity: str | None,
+    serialno: str | None,
+    now: datetime,
+) -> PhoneBinding:
+    """The phone answering at ``address`` with ``identity``, registered if new (see the module
+    docstring); the address is remembered as one of its aliases."""
+    _pg.lock(db, "phones")
+    when = format_time(now)
+    prev_row = db.execute(
+        "SELECT phone_key FROM phone_addresses WHERE address = ?", (address,)
+    ).fetchone()
+    previous = str(prev_row[0]) if prev_row is not None else None
+    if identity is None:
+        key = previous or address
+        new = not db.execute("SELECT 1 FROM phones WHERE phone_key = ?", (key,)).fetchone()
+        if new:
+            db.execute(
+                "INSERT INTO phones (phone_key, identity, serialno, first_seen_at, last_seen_at)"
+                " VALUES (?, NULL, ?, ?, ?)",
+                (key, serialno, when, when),
+            )
+        _remember_address(db, address, key, when)
+        db.execute("UPDATE phones SET last_seen_at = ? WHERE phone_key = ?", (when, key))
+        return PhoneBinding(key=key, address=address, identity=None, new=new)
+    known = db.execute("SELECT phone_key FROM phones WHERE identity = ?", (identity,)).fetchone()
+    new = adopted = False
+    replaced: str | None = None
+    if known is not None:
+        key = str(known[0])
+        if previous is not None and previous != key and _identity(db, previous) is not None:
+            replaced = previous
+    elif previous is not None and _identity(db, previous) is None:
+        # a legacy key named by this address, never bound: this phone is the one behind it
+        key, adopted = previous, True
+        db.execute("UPDATE phones SET identity = ? WHERE phone_key = ?", (identity, key))
+    else:
+        key, new = _free_key(db, address), True
+        replaced = previous
+        db.execute(
+            "INSERT INTO phones (phone_key, identity, serialno, first_seen_at, last_seen_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (key, identity, serialno, when, when),
+        )
+    _remember_address(db, address, key, when)
+    db.execute(
+        "UPDATE phones SET last_seen_at = ?, serialno = coalesce(?, serialno) WHERE phone_key = ?",
+        (when, serialno, key),
+    )
+    return PhoneBinding(
+        key=key, address=address, identity=identity, new=new, adopted=adopted, replaced=replaced
+    )
+
+
+def _identity(db: sqlite3.Connection, key: str) -> str | None:
+    row = db.execute("SELECT identity FROM phones WHERE phone_key = ?", (key,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def phone_identity(db: sqlite3.Connection, key: str) -> tuple[bool, str | None]:
+    """(whether the ledger knows ``key`` as a phone, its identity)."""
+    row = db.execute("SELECT identity FROM phones WHERE phone_key = ?", (key,)).fetchone()
+    if row is None:
+        return False, None
+    return True, None if row[0] is None else str(row[0])
+
+
+def phone_address(db: sqlite3.Connection, key: str) -> str:
+    """The address ``key`` was reached at last (the key itself when none is known: a device
+    named by its address before phones were kept)."""
+    row = db.execute(
+        "SELECT address FROM phone_addresses WHERE phone_key = ?"
+        " ORDER BY last_seen_at DESC, address LIMIT 1",
+        (key,),
+    ).fetchone()
+    return str(row[0]) if row is not None else key
+
+
+def phone_key_for(db: sqlite3.Connection, name: str) -> str:
+    """The key of the phone ``name`` names: a key itself, else the phone an address reached
+    last, else ``name`` unchanged (a device the ledger never met as a phone)."""
+    if db.execute("SELECT 1 FROM phones WHERE phone_key = ?", (name,)).fetchone():
+        return name
+    row = db.execute("SELECT phone_key FROM phone_addresses WHERE address = ?", (name,)).fetchone()
+    return str(row[0]) if row is not None else name
+
+
+def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
+    """Every phone, by key, with its addresses (latest first): those connections bound, and
+    the devices attempts name that none has bound yet (legacy keys)."""
+    from starebrain_actions.core.convert import parse_time
+
+    aliases: dict[str, list[str]] = {}
+    for address, key in db.execute(
+        "SELECT address, phone_key FROM phone_addresses ORDER BY last_seen_at DESC, address"
+    ):
+        aliases.setdefault(str(key), []).append(str(address))
+    known = [
+        PhoneInfo(
+            key=str(key),
+            identity=None if identity is None else str(identity),
+            serialno=None if serialno is None else str(serialno),
+            first_seen_at=parse_time(first),
+            last_seen_at=parse_time(last),
+            addresses=tuple(aliases.get(str(key), ())),
+        )
+        for key, identity, serialno, first, last in db.execute(
+            "SELECT phone_key, identity, serialno, first_seen_at, last_seen_at FROM phones"
+        )
+    ]
+    # a device the ledger's attempts name that no connection has bound yet (attempts begun
+    # through the library without a bridge): a legacy key, reached at its own name
+    legacy = [
+        PhoneInfo(
+            key=str(key),
+            identity=None,
+            serialno=None,
+            first_seen_at=parse_time(first),
+            last_seen_at=parse_time(last),
+            addresses=(str(key),),
+        )
+        for key, first, last in db.execute(
+            "SELECT device, min(dispatched_at), max(dispatched_at) FROM attempts"
+            " WHERE device NOT IN (SELECT phone_key FROM phones) GROUP BY device"
+        )
+    ]
+    return sorted([*known, *legacy], key=lambda phone: phone.key)

@@ -1,0 +1,497 @@
+"""What the MCP server tells a model: structured results, and one ``next_step`` sentence per
+state, derived from an action's summary (pure: no I/O).
+
+Every result carries both axes of the latest attempt, the derived status, the review reasons
+(and the superseded ones), the attempt count, the action id (repeated, and whether it was
+derived from the intent), whether a call sent nothing and answers with the action's earlier
+message, and a ``next_step`` written for a model: what to do now, never "send it again under
+a new id" while the outcome is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, Field
+
+from starebrain_actions.core import transitions as _core
+from starebrain_actions.core.convert import format_time
+from starebrain_actions.core.derived_ids import is_derived_id, settled
+from starebrain_actions.core.model import (
+    AcceptanceState,
+    ActionRecord,
+    ActionSummary,
+    DeliveryState,
+    PhoneHold,
+    RedispatchReason,
+    ReviewReason,
+    Status,
+)
+from starebrain_actions.core.transitions import should_redispatch
+from starebrain_actions.render import output as _render
+
+__all__ = [
+    "OPEN_STATUSES",
+    "AttemptView",
+    "ChangeView",
+    "DeviceView",
+    "ReconcileResult",
+    "ReviewList",
+    "SmsResult",
+    "next_step",
+    "sms_result",
+    "status_line",
+]
+
+#: Statuses whose outcome is not proven yet (a read may still settle them).
+OPEN_STATUSES: Final = frozenset({Status.IN_FLIGHT, Status.UNKNOWN, Status.VERIFYING})
+
+
+class AttemptView(BaseModel):
+    """One dispatch attempt, as a model needs to see it."""
+
+    attempt: int = Field(description="1 for the first attempt, 2 for the next, ...")
+    dispatch_id: str
+    device: str = Field(description="The phone it was sent through (host:port).")
+    delivery: DeliveryState = Field(
+        description="PENDING: no proof yet; CONFIRMED: the phone shows it went out;"
+        " FAILED: provably nothing went out."
+    )
+    acceptance: AcceptanceState = Field(
+        description="PENDING: not checked yet; ACCEPTED: the text and recipient on the phone"
+        " match; REJECTED: something else went out."
+    )
+    review_reason: ReviewReason | None = None
+    dispatched_at: str
+    last_error: str | None = None
+
+
+class PolicyView(BaseModel):
+    """The policy gate's verdict on an action."""
+
+    verdict: str = Field(description="DENY, HOLD, WAIT or OVER_LIMIT.")
+    rule: str = Field(description="The rule that decided, as the policy file names it.")
+    detail: str = Field(description="Why, in a sentence.")
+    until: str | None = Field(default=None, description="WAIT: when the quiet hours end (UTC).")
+
+
+class HoldView(BaseModel):
+    """Another action's unresolved attempt holding the phone, and when it can be freed."""
+
+    action_id: str = Field(description="The action whose attempt holds the phone.")
+    dispatch_id: str
+    since: str = Field(description="When that attempt started (UTC).")
+    releasable_at: str = Field(
+        description="The earliest time a read of the phone can free it without finding that"
+        " message (UTC): call send_sms again with the same action_id then."
+    )
+    review_at: str = Field(
+        description="When that attempt goes to review at the latest, which frees the phone."
+    )
+
+
+class SmsResult(BaseModel):
+    """Where one SMS action stands: both axes, the derived status, and what to do next."""
+
+    action_id: str = Field(
+        description="The action's id. Pass exactly this id again to retry or to ask for its"
+        " status: a repeated send never sends a second SMS."
+    )
+    action_id_derived: bool = Field(
+        description="True when the id was derived from the recipient and text (none given):"
+        " the same text to the same number is then one action while its outcome is open, and"
+        " for the server's derived id window (24 hours by default) after its latest attempt."
+    )
+    earlier_message: bool = Field(
+        default=False,
+        description="send_sms only: True when the call repeated one already made: the action"
+        " had an attempt before it and has no new one, so the result is about that earlier"
+        " message, never a new send. first_sent_at says when it went out.",
+    )
+    first_sent_at: str | None = Field(
+        default=None,
+        description="When the action's first attempt was handed to the phone (UTC); null"
+        " before any attempt.",
+    )
+    status: Status = Field(
+        description="SUCCEEDED: sent and the text verified on the phone. IN_FLIGHT: being sent,"
+        " not proven yet. UNKNOWN: still not proven past the grace window (it may have gone"
+        " out). VERIFYING: the phone shows it sent, not yet settled (the messaging app may"
+        " still mark it failed until settles_at): never report it as delivered, never send it"
+        " again. FAILED: nothing went out. MISMATCH: something other than the intended text"
+        " went out (or the phone showed it sent, then marked it failed: see next_step)."
+        " PLANNED: no attempt started yet."
+    )
+    next_step: str = Field(description="What to do now, in one sentence.")
+    delivery: DeliveryState | None = Field(
+        description="The latest attempt's delivery axis (None before any attempt)."
+    )
+    acceptance: AcceptanceState | None = Field(
+        description="The latest attempt's acceptance axis (None before any attempt)."
+    )
+    needs_review: bool = Field(description="True when a person must decide; do not resend.")
+    review_reasons: list[ReviewReason] = Field(
+        description="Why a person must look (empty: nobody needs to)."
+    )
+    superseded_reasons: list[ReviewReason] = Field(
+        description="Past problems a later attempt superseded (MISMATCH: a wrong text went"
+        " out before the good one); they stop nothing."
+    )
+    settled: bool = Field(
+        description="True when nothing can change this action any more without a person."
+    )
+    settles_at: str | None = Field(
+        default=None,
+        description="While VERIFYING: when the phone's row settles (UTC); until then the app"
+        " may still mark the SMS failed.",
+    )
+    attempts: int = Field(description="Attempts made so far.")
+    max_attempts: int = Field(description="Attempts the action's budget allows.")
+    retry_at: str | None = Field(
+        default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
+    )
+    device: str | None = Field(default=None, description="The phone of the latest attempt.")
+    policy: PolicyView | None = Field(
+        default=None,
+        description="The policy gate's verdict when it stopped this action: DENY (never"
+        " sent), HOLD (a person must approve it; no tool can), WAIT (quiet hours at the"
+        " recipient, until `until`), OVER_LIMIT (a limit; try later). Null when it did not.",
+    )
+    phone_not_ready: str | None = Field(
+        default=None,
+        description="When the latest attempt found the phone not ready (locked, screen off, no"
+        " SMS app...): what a person must do on the phone. Nothing was sent and no attempt was"
+        " spent.",
+    )
+    held_by: HoldView | None = Field(
+        default=None,
+        description="send_sms only: another action's unresolved attempt that held the phone"
+        " when this call stopped waiting, so nothing of this action could start.",
+    )
+    latest: AttemptView | None = Field(default=None, description="The latest attempt.")
+    record: dict[str, Any] | None = Field(
+        default=None,
+        description="Every attempt's full record, as `starebrain status --json` prints it"
+        " (only with detail=true).",
+    )
+
+
+class ReviewList(BaseModel):
+    """Actions waiting for a person."""
+
+    count: int
+    actions: list[SmsResult]
+    next_step: str
+
+
+class ChangeView(BaseModel):
+    """One transition a reconcile pass applied."""
+
+    action_id: str
+    dispatch_id: str
+    event: str
+    from_status: Status
+    to_status: Status
+
+
+class DeviceView(BaseModel):
+    """What a reconcile pass did on one phone."""
+
+    device: str
+    reachable: bool
+    error: str | None = None
+    changes: int = 0
+    in_flight: int = Field(default=0, description="Attempts on it still unresolved after the pass.")
+
+
+class ReconcileResult(BaseModel):
+    """One read-only pass over the phones."""
+
+    devices: list[DeviceView]
+    changes: list[ChangeView]
+    next_step: str
+
+
+def _reasons(reasons: Sequence[ReviewReason]) -> str:
+    return ", ".join(reason.value for reason in reasons)
+
+
+def next_step(
+    summary: ActionSummary,
+    *,
+    now: datetime,
+    sending: bool = False,
+    earlier: bool = False,
+    held_by: PhoneHold | None = None,
+) -> str:
+    """What a model should do about an action in this state (pure). ``sending``: a send of
+    the action is running in the server right now. ``earlier``: the action had an attempt
+    before the call and has no new one (``_core.earlier_message``): the answer is about that
+    earlier message, which is said first, with when it went out; once the action is
+    settled, how to send the same text again as a new message follows (only then: while
+    the outcome is open, a new id could be a second SMS)."""
+    step = _gate_step(summary) or _state_step(summary, now=now, sending=sending)
+    if held_by is not None and not sending and summary.status in (Status.PLANNED, Status.FAILED):
+        step = (
+            f"Nothing of this action was sent: the phone is held by action"
+            f" {held_by.action_id!r}, whose attempt since {format_time(held_by.since)} is"
+            " not proven yet (the server reads the phone for it meanwhile). Call send_sms"
+            f" again with action_id {summary.action.action_id!r} from"
+            f" {format_time(held_by.releasable_at())}, when a read can free the phone (at the"
+            f" latest {format_time(held_by.review_at)}); never under a new action_id."
+        )
+    if not earlier or not summary.attempts:
+        return step
+    first = summary.attempts[0].dispatched_at
+    verb = "tried" if summary.status is Status.FAILED else "sent"
+    sent_now = "nothing new has been sent so far" if sending else "this call sent nothing"
+    said = (
+        f"This is the earlier message of action {summary.action.action_id!r}, first {verb} at"
+        f" {format_time(first)} ({_render.age(now - first)} ago); {sent_now}."
+    )
+    if not settled(summary, datetime.now(UTC)):
+        return f"{said} {step}"
+    return (
+        f"{said} {step} If the user wants the same text sent again as a new message, call"
+        " send_sms with a new action_id of your own."
+    )
+
+
+def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
+    """One sentence telling a model what to do about an action in this state (pure)."""
+    action_id = summary.action.action_id
+    again = f"call send_sms again with action_id {action_id!r}"
+    again_first = "C" + again[1:]  # the same words, starting a sentence
+    status = summary.status
+    decision = should_redispatch(summary.action, summary.attempts, now)
+    retry_allowed = decision.redispatch or decision.reason is RedispatchReason.BACKOFF
+    when = (
+        f" from {format_time(decision.retry_at)}"
+        if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+        else ""
+    )
+    blocking = [
+        reason
+        for reason in summary.review_reasons
+        if not (reason is ReviewReason.MISMATCH and retry_allowed)
+    ]
+    if status is Status.SUCCEEDED:
+        if blocking:
+            return (
+                f"Sent and verified on the phone, but a person must look ({_reasons(blocking)}):"
+                " do not send it again; tell the user."
+            )
+        return "Done: the SMS went out and the phone shows the intended text. Do not send it again."
+    if status is Status.PLANNED:
+        if sending:
+            return (
+                "The send is starting. Wait a few seconds and"
+                f" {again} (it never sends twice) to learn how it went."
+            )
+        return f"Nothing has been sent yet: {again} to send it."
+    if status in OPEN_STATUSES:
+        if blocking:
+            return (
+                f"Not proven either way and automatic handling has stopped ({_reasons(blocking)}):"
+                " the SMS may have gone out. Do not send it again under any action_id; tell the"
+                " user a person must check the phone (list_review)."
+            )
+        if status is Status.VERIFYING:
+            due = _core.settling_until(summary.latest) if summary.latest is not None else None
+            if due is not None:
+                return (
+                    "Sent by the phone, not yet settled: the messaging app may still mark it"
+                    f" failed until {format_time(due)}. Do not tell the user it was delivered"
+                    f" and do not send it again under any action_id; {again} or call"
+                    " sms_status after that time to learn whether it settled."
+                )
+            return (
+                "The phone shows the SMS went out; its text is being checked. Wait a few"
+                f" seconds and {again} (it never sends twice) or call sms_status."
+            )
+        if status is Status.IN_FLIGHT:
+            return (
+                "Being sent; not proven yet. Wait a few seconds and"
+                f" {again} (it never sends twice). Never retry under a new action_id."
+            )
+        return (
+            "Not proven yet, past the grace window: the SMS may have gone out. Do not send it"
+            f" under a new action_id; {again} later or call reconcile to read the phone; if it"
+            " stays UNKNOWN, tell the user a person must check the phone."
+        )
+    remedy = _not_ready(summary)
+    if status is Status.FAILED and remedy is not None and retry_allowed and not blocking:
+        return (
+            f"The phone is not ready, so nothing went out and no attempt was spent; a person"
+            f" must {remedy}. Tell the user so; once it is done, {again}{when} (it never"
+            " sends twice)."
+        )
+    if status is Status.FAILED:
+        if blocking:
+            return (
+                f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"
+                " resend under a new action_id; tell the user."
+            )
+        if retry_allowed:
+            return f"Nothing went out (proven). {again_first}{when} to retry."
+        return (
+            "Nothing went out and the action has no attempt left"
+            f" ({decision.reason.value}). Tell the user; do not resend under a new action_id"
+            " without their consent."
+        )
+    latest = summary.latest
+    if latest is not None and _core.failed_after_sent(latest):
+        # REJECTED because its row turned FAILED: nothing went out, like a FAILED delivery
+        if retry_allowed and not blocking:
+            return (
+                "Nothing went out: the phone showed the SMS sent, then marked it failed."
+                f" {again_first}{when} to retry."
+            )
+        return (
+            "Nothing went out (the phone showed the SMS sent, then marked it failed) and no"
+            f" resend is allowed ({_reasons(blocking) or decision.reason.value}). Tell the"
+            " user; do not resend under a new action_id without their consent."
+        )
+    # MISMATCH: something else went out
+    if retry_allowed and not blocking:
+        return (
+            "An incident: the phone sent something other than the intended text (tell the"
+            f" user). {again_first}{when} to send the intended text once."
+        )
+    return (
+        "An incident: the phone sent something other than the intended text, and no resend is"
+        f" allowed ({_reasons(blocking) or decision.reason.value}). Tell the user; a person"
+        " must review it."
+    )
+
+
+def _gate_step(summary: ActionSummary) -> str | None:
+    """What to do about an action the policy gate stopped (None: it did not stop it)."""
+    gate = summary.action.gate
+    if gate is None or summary.status not in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
+        return None
+    action_id = summary.action.action_id
+    rule = f"rule {gate.get('rule')}: {gate.get('detail')}"
+    verdict = gate.get("verdict")
+    if verdict == "DENY":
+        return (
+            f"The policy gate denied it ({rule}): nothing was sent and nothing ever will be"
+            " for this action. Tell the user; do not send it under another action_id."
+        )
+    if verdict == "HOLD":
+        return (
+            f"Held by the policy gate for a person's approval ({rule}): nothing was sent."
+            " Tell the user a person must approve it (`starebrain approve"
+            f" {action_id}`); you cannot. Then call send_sms again with action_id"
+            f" {action_id!r}."
+        )
+    if verdict == "WAIT":
+        return (
+            f"Quiet hours at the recipient ({rule}): nothing was sent. Call send_sms again"
+            f" with action_id {action_id!r} after {gate.get('until')}."
+        )
+    return (
+        f"Refused over a limit of the policy ({rule}): nothing was sent. Tell the user; try"
+        f" again later with action_id {action_id!r}, never under another one."
+    )
+
+
+def _not_ready(summary: ActionSummary) -> str | None:
+    """What a person must do on the phone, when the latest attempt found it not ready."""
+    latest = summary.latest
+    if latest is None or _core.not_ready(latest) is None:
+        return None
+    remedy = latest.evidence.get("remedy")
+    return remedy if isinstance(remedy, str) else "make the phone ready for a send"
+
+
+def _attempt_view(record: ActionRecord) -> AttemptView:
+    return AttemptView(
+        attempt=record.attempt,
+        dispatch_id=record.dispatch_id,
+        device=record.device,
+        delivery=record.delivery,
+        acceptance=record.acceptance,
+        review_reason=record.review_reason,
+        dispatched_at=format_time(record.dispatched_at),
+        last_error=record.last_error,
+    )
+
+
+def sms_result(
+    summary: ActionSummary,
+    *,
+    now: datetime,
+    derived: bool | None = None,
+    detail: bool = False,
+    show_private: bool = False,
+    sending: bool = False,
+    earlier: bool = False,
+    held_by: PhoneHold | None = None,
+) -> SmsResult:
+    """The model-facing result for an action (pure). ``derived`` None: tell from the id
+    (an id that is a generation of the one derived from the intent was derived, or chosen
+    the same way). ``sending``: a send of it is running in the server right now.
+    ``earlier``: the call sent nothing and answers with the action's earlier message."""
+    action = summary.action
+    latest = summary.latest
+    decision = should_redispatch(action, summary.attempts, now)
+    return SmsResult(
+        action_id=action.action_id,
+        action_id_derived=(
+            derived if derived is not None else is_derived_id(action.action_id, action.intent)
+        ),
+        earlier_message=earlier,
+        first_sent_at=format_time(summary.attempts[0].dispatched_at) if summary.attempts else None,
+        status=summary.status,
+        next_step=next_step(summary, now=now, sending=sending, earlier=earlier, held_by=held_by),
+        delivery=latest.delivery if latest else None,
+        acceptance=latest.acceptance if latest else None,
+        needs_review=summary.needs_review,
+        review_reasons=list(summary.review_reasons),
+        superseded_reasons=list(summary.superseded_reasons),
+        settled=settled(summary, datetime.now(UTC)),
+        settles_at=(format_time(due) if (due := _render.settles_at(summary)) is not None else None),
+        attempts=len(summary.attempts),
+        max_attempts=action.budget,
+        retry_at=(
+            format_time(decision.retry_at)
+            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+            else None
+        ),
+        device=latest.device if latest else None,
+        policy=(
+            PolicyView(
+                verdict=str(gate.get("verdict")),
+                rule=str(gate.get("rule")),
+                detail=str(gate.get("detail")),
+                until=gate.get("until"),
+            )
+            if (gate := action.gate) is not None
+            else None
+        ),
+        phone_not_ready=_not_ready(summary),
+        held_by=(
+            HoldView(
+                action_id=held_by.action_id,
+                dispatch_id=held_by.dispatch_id,
+                since=format_time(held_by.since),
+                releasable_at=format_time(held_by.releasable_at()),
+                review_at=format_time(held_by.review_at),
+            )
+            if held_by is not None
+            else None
+        ),
+        latest=_attempt_view(latest) if latest else None,
+        record=_render.summary_data(summary, show_private=show_private) if detail else None,
+    )
+
+
+def status_line(summary: ActionSummary) -> str:
+    """``action A-17 is UNKNOWN after 1 attempt(s)`` for error messages."""
+    return (
+        f"action {summary.action.action_id} is {summary.status.value} after"
+        f" {len(summary.attempts)} attempt(s)"
+    )
