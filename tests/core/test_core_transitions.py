@@ -170,7 +170,7 @@ def test_impossible_record_states_are_refused() -> None:
 def test_derived_status_follows_the_design_table(
     states: tuple[DeliveryState, AcceptanceState], status: Status
 ) -> None:
-    """derive_status maps each legal pair to DESIGN.md's status before the grace window."""
+    """derive_status maps each legal pair to docs/design.md's status before the grace window."""
     assert status == derive_status(make_record(*states), NOW, timedelta(seconds=60))
     assert status == STATUS_TABLE[states]
 

@@ -72,7 +72,7 @@ async def test_rcs_recipient_gets_chat_and_no_provider_row(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, app: str
 ) -> None:
     """An RCS-reachable recipient gets a chat message: nothing in content://sms or content://mms,
-    one rcs transmission (DESIGN.md "What never lands in content://sms")."""
+    one rcs transmission (docs/android.md: what never lands in content://sms)."""
     phone = await phone_factory(app=app, rcs_recipients=["+15550100"], focus_delay_ms=20)
     device = await connect(phone, adb_signer)
     await device.shell(sendto("+1 555-0100", "hello"))
