@@ -13,6 +13,7 @@ from android_bridge._lazy import lazy_exports as _lazy_exports
 if _typing.TYPE_CHECKING:
     from starebrain_actions._logging import configure_logging
     from starebrain_actions.core.convert import converter
+    from starebrain_actions.core.decisions import should_redispatch
     from starebrain_actions.core.exceptions import (
         AttemptInFlight,
         AttemptRefused,
@@ -54,6 +55,7 @@ if _typing.TYPE_CHECKING:
         Status,
         Transition,
     )
+    from starebrain_actions.core.proof import reconcile
     from starebrain_actions.core.transitions import (
         LEGAL_STATES,
         STATUS_TABLE,
@@ -63,10 +65,8 @@ if _typing.TYPE_CHECKING:
         fail_delivery,
         flag_for_review,
         note_error,
-        reconcile,
         record_submission,
         resolve,
-        should_redispatch,
         try_accept,
     )
     from starebrain_actions.ledger.store import SCHEMA_VERSION, Ledger, summarize
@@ -84,10 +84,10 @@ _EXPORTS: dict[str, str] = {
     "fail_delivery": "starebrain_actions.core.transitions",
     "flag_for_review": "starebrain_actions.core.transitions",
     "note_error": "starebrain_actions.core.transitions",
-    "reconcile": "starebrain_actions.core.transitions",
+    "reconcile": "starebrain_actions.core.proof",
     "record_submission": "starebrain_actions.core.transitions",
     "resolve": "starebrain_actions.core.transitions",
-    "should_redispatch": "starebrain_actions.core.transitions",
+    "should_redispatch": "starebrain_actions.core.decisions",
     "try_accept": "starebrain_actions.core.transitions",
     "Ledger": "starebrain_actions.ledger.store",
     "SCHEMA_VERSION": "starebrain_actions.ledger.store",

@@ -24,7 +24,7 @@ from starebrain_actions.cli.options import (
     policy_options,
     retry_policy,
 )
-from starebrain_actions.core.transitions import DERIVED_ID_WINDOW
+from starebrain_actions.core.derived_ids import DERIVED_ID_WINDOW
 from starebrain_actions.mcp.auth import TOKEN_ENV
 
 #: ``--max-sends-per-hour`` unless given: an agent's ordinary traffic (a few texts an hour,

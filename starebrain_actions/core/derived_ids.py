@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Final
 
+from starebrain_actions.core.decisions import should_redispatch
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import (
     ActionSummary,
@@ -16,7 +18,11 @@ from starebrain_actions.core.model import (
     Status,
     require_aware,
 )
-from starebrain_actions.core.transitions import should_redispatch
+
+#: How long a settled action answers a send that names no action id (the id derived from the
+#: intent): 24 hours, as long as Stripe keeps an idempotency key. Past it, the same text to
+#: the same number is a new action.
+DERIVED_ID_WINDOW: Final = timedelta(hours=24)
 
 
 def derive_action_id(intent: SmsIntent) -> str:

@@ -1,4 +1,6 @@
-"""The pure state machine: every legal transition in one table, and the decisions over it.
+"""The pure state machine: every legal transition in one table, the transitions themselves,
+the fence's proof and the derived status. The decisions over them live in ``decisions``,
+what a read of the phone proves in ``proof``.
 
 Nothing here performs I/O. Each function takes frozen records and returns new ones (or a
 ``Transition`` describing the change); the ledger applies a transition with compare-and-set.
@@ -12,22 +14,16 @@ from typing import Any, Final
 
 import attrs
 
-from starebrain_actions.core.convert import format_time, parse_time
-from starebrain_actions.core.exceptions import InvalidInput, InvariantViolation, RetryRefused
+from starebrain_actions.core.exceptions import InvalidInput, InvariantViolation
 from starebrain_actions.core.model import (
     AcceptanceState,
     Action,
     ActionRecord,
-    ArtifactOutcome,
     DeliveryState,
     Event,
-    LookupResult,
     MatchVerdict,
     PhoneHold,
     ProviderKind,
-    RedispatchDecision,
-    RedispatchReason,
-    RetryGrant,
     ReviewReason,
     Status,
     Transition,
@@ -273,6 +269,35 @@ def try_accept(
     )
 
 
+def reject_failed_after_sent(
+    record: ActionRecord,
+    *,
+    now: datetime,
+    actor: str = "reconciler",
+    evidence: Mapping[str, Any] | None = None,
+) -> Transition:
+    """CONFIRMED -> REJECTED: the phone showed the message sent, then marked its row failed
+    before it settled (``proof.settle``): the artifact exists but does not carry the
+    intent, and nothing went out (``decisions.failed_after_sent``).
+
+    Raises:
+        InvariantViolation: delivery is not CONFIRMED, or acceptance is already decided.
+    """
+    return _transition(
+        record,
+        Event.REJECT,
+        now=now,
+        actor=actor,
+        evidence={
+            "matched": False,
+            "reason": "the phone showed the message sent, then marked it failed: nothing went out",
+            "failed_after_sent": True,
+            **(evidence or {}),
+        },
+        rejected_at=now,
+    )
+
+
 def resolve(
     record: ActionRecord,
     *,
@@ -318,35 +343,66 @@ def resolve(
         )
     if row is not None and not as_sent:
         raise InvalidInput("a not-sent ruling names no provider row")
+    if not as_sent:
+        if force:
+            evidence["forced"] = True
+        return _ruled_not_sent(record, operator=operator, now=now, evidence=evidence)
     provider: dict[str, Any] = {}
-    if as_sent and row is not None:
-        kind, row_id = row
-        known = record.provider_object_id
-        if known is not None and (known, record.provider_kind) != (row_id, kind):
-            raise InvalidInput(
-                f"attempt {record.dispatch_id} is already confirmed by another provider row"
-            )
-        provider = {"provider_object_id": row_id, "provider_kind": kind}
-        if known is None:
-            provider["provider_row_date_ms"] = None  # an operator names the _id only
-        evidence |= {"provider_object_id": row_id, "provider_kind": kind.value}
-    if not as_sent and force:
-        evidence["forced"] = True
-    if as_sent:
-        return _transition(
-            record,
-            Event.RESOLVE_SENT,
-            now=now,
-            actor=f"operator:{operator}",
-            evidence=evidence,
-            **provider,
-            confirmed_at=record.confirmed_at or now,
-            accepted_at=record.accepted_at or now,
-            rejected_at=None,
-            failed_at=None,
-            review_reason=None,
-            resolved_by=operator,
+    if row is not None:
+        provider = _operator_row(record, row)
+        evidence |= {"provider_object_id": row[1], "provider_kind": row[0].value}
+    return _ruled_sent(record, operator=operator, now=now, evidence=evidence, provider=provider)
+
+
+def _operator_row(record: ActionRecord, row: tuple[ProviderKind, int]) -> dict[str, Any]:
+    """The provider columns a ruling as sent that names ``row`` writes: the row is claimed by
+    the attempt (its date unknown, unless the attempt was confirmed by this very row).
+
+    Raises:
+        InvalidInput: the attempt is already confirmed by another row.
+    """
+    kind, row_id = row
+    known = record.provider_object_id
+    if known is not None and (known, record.provider_kind) != (row_id, kind):
+        raise InvalidInput(
+            f"attempt {record.dispatch_id} is already confirmed by another provider row"
         )
+    provider: dict[str, Any] = {"provider_object_id": row_id, "provider_kind": kind}
+    if known is None:
+        provider["provider_row_date_ms"] = None  # an operator names the _id only
+    return provider
+
+
+def _ruled_sent(
+    record: ActionRecord,
+    *,
+    operator: str,
+    now: datetime,
+    evidence: dict[str, Any],
+    provider: dict[str, Any],
+) -> Transition:
+    """The ruling as sent: CONFIRMED and ACCEPTED, review cleared, the operator named."""
+    return _transition(
+        record,
+        Event.RESOLVE_SENT,
+        now=now,
+        actor=f"operator:{operator}",
+        evidence=evidence,
+        **provider,
+        confirmed_at=record.confirmed_at or now,
+        accepted_at=record.accepted_at or now,
+        rejected_at=None,
+        failed_at=None,
+        review_reason=None,
+        resolved_by=operator,
+    )
+
+
+def _ruled_not_sent(
+    record: ActionRecord, *, operator: str, now: datetime, evidence: dict[str, Any]
+) -> Transition:
+    """The ruling as not sent: FAILED, the provider row let go, review cleared, the operator
+    named."""
     return _transition(
         record,
         Event.RESOLVE_NOT_SENT,
@@ -563,435 +619,3 @@ def derive_status(record: ActionRecord, now: datetime, grace_window: timedelta) 
     ):
         return Status.UNKNOWN
     return status
-
-
-# --------------------------------------------------------------------------- decisions
-
-
-def spends_budget(record: ActionRecord) -> bool:
-    """Does this attempt count against the action's budget? All do, except one that failed
-    because the phone could not be reached at all (``evidence["unreachable"]``) or was not
-    ready for a send (``evidence["not_ready"]``: locked, screen off, no SMS app...; see
-    ``not_ready``): nothing was sent, and nothing was learnt about the message. Its retries
-    still back off like any other."""
-    return not (
-        record.delivery is _F and (record.evidence.get("unreachable") is True or not_ready(record))
-    )
-
-
-def not_ready(record: ActionRecord) -> str | None:
-    """The check that found the phone not ready for this FAILED attempt (``keyguard_showing``,
-    ``screen_off``...), None if it failed otherwise or did not fail."""
-    reason = record.evidence.get("not_ready")
-    return reason if record.delivery is _F and isinstance(reason, str) and reason else None
-
-
-def should_redispatch(
-    action: Action, attempts: Sequence[ActionRecord], now: datetime
-) -> RedispatchDecision:
-    """May a new attempt of ``action`` start now?
-
-    Delivery PENDING: no. Delivery FAILED: yes. Acceptance REJECTED: yes, unless the attempt
-    before was rejected in the same way (a systematic cause: the retry would repeat it).
-    Anything else: no. And no, whatever the states, once the budget is spent (attempts that
-    failed only because the phone was unreachable or not ready do not spend it:
-    ``spends_budget``), the deadline has passed, or an attempt waits for review (a retry
-    would be ambiguous); and not before the policy's backoff after the last attempt ended.
-    An operator's grant (``Action.grant``) starts the budget, the deadline, the backoff and
-    the repeated-mismatch rule over from the attempts after it.
-    """
-    now = require_aware("now", now)
-    ordered = sorted(attempts, key=lambda record: record.attempt)
-    # since an operator's grant (``starebrain retry``), only later attempts count
-    counted = action.counted(ordered)
-    if any(record.delivery is _P for record in ordered):
-        return RedispatchDecision(redispatch=False, reason=RedispatchReason.IN_FLIGHT)
-    if any(
-        record.review_reason is not None and record.review_reason is not ReviewReason.MISMATCH
-        for record in ordered
-    ):
-        return RedispatchDecision(redispatch=False, reason=RedispatchReason.NEEDS_REVIEW)
-    if not ordered:
-        reason = RedispatchReason.FIRST_ATTEMPT
-    else:
-        latest = ordered[-1]
-        if latest.delivery is _C and latest.acceptance is _AA:
-            return RedispatchDecision(redispatch=False, reason=RedispatchReason.SUCCEEDED)
-        if latest.delivery is _C and latest.acceptance is _AP:
-            return RedispatchDecision(redispatch=False, reason=RedispatchReason.VERIFYING)
-        reason = (
-            RedispatchReason.DELIVERY_FAILED
-            if latest.delivery is _F
-            else RedispatchReason.ACCEPTANCE_REJECTED
-        )
-        if _repeats_mismatch(counted):
-            return RedispatchDecision(redispatch=False, reason=RedispatchReason.REPEATED_MISMATCH)
-    if sum(1 for record in counted if spends_budget(record)) >= action.budget:
-        return RedispatchDecision(redispatch=False, reason=RedispatchReason.BUDGET_EXHAUSTED)
-    deadline = action.deadline
-    if deadline is not None and now >= deadline:
-        return RedispatchDecision(redispatch=False, reason=RedispatchReason.DEADLINE_PASSED)
-    if counted:
-        latest = counted[-1]
-        ended = latest.failed_at or latest.rejected_at or latest.dispatched_at
-        retry_at = ended + action.policy.interval_before(len(counted) + 1, latest.dispatch_id)
-        if now < retry_at:
-            return RedispatchDecision(
-                redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at
-            )
-    return RedispatchDecision(redispatch=True, reason=reason)
-
-
-#: Why ``should_redispatch`` refuses a new attempt where an operator may grant one.
-GRANTABLE: Final = frozenset(
-    {
-        RedispatchReason.BUDGET_EXHAUSTED,
-        RedispatchReason.DEADLINE_PASSED,
-        RedispatchReason.REPEATED_MISMATCH,
-    }
-)
-
-
-def grant_retry(
-    action: Action,
-    attempts: Sequence[ActionRecord],
-    *,
-    granted: int,
-    now: datetime,
-    by: str,
-    reason: str,
-) -> Action:
-    """The action with an operator's grant of ``granted`` new attempts (``starebrain
-    retry``): allowed only when ``should_redispatch`` refuses for a reason a person may lift
-    (``GRANTABLE``: the budget spent, the deadline passed, a repeated mismatch) and every
-    attempt is resolved.
-
-    Raises:
-        InvalidInput: ``granted`` below 1, or no operator or reason.
-        RetryRefused: an attempt is unresolved (in flight, verifying or in review), the
-            action succeeded, or it may be retried already.
-    """
-    now = require_aware("now", now)
-    if granted < 1:
-        raise InvalidInput(f"attempts must be at least 1; got {granted}")
-    if not by.strip() or not reason.strip():
-        raise InvalidInput("a retry needs who grants it and why (operator and reason)")
-    decision = should_redispatch(action, attempts, now)
-    what = f"action {action.action_id}"
-    if decision.reason in (RedispatchReason.IN_FLIGHT, RedispatchReason.VERIFYING):
-        shown = (
-            "sent by the phone, not settled yet"
-            if (decision.reason is RedispatchReason.VERIFYING)
-            else "its outcome is not proven yet"
-        )
-        raise RetryRefused(
-            f"{what}: an attempt is unresolved ({shown}); a new one could send the SMS twice."
-            " Let a read settle it (`starebrain reconcile`), then retry"
-        )
-    if decision.reason is RedispatchReason.NEEDS_REVIEW:
-        raise RetryRefused(
-            f"{what}: an attempt waits for review; rule on it first (`starebrain resolve`),"
-            " then retry"
-        )
-    if decision.reason is RedispatchReason.SUCCEEDED:
-        raise RetryRefused(f"{what} SUCCEEDED: nothing to retry")
-    if decision.reason not in GRANTABLE:
-        raise RetryRefused(
-            f"{what} may be retried already ({decision.reason.value}): `starebrain resume`"
-            " or the same send drives it"
-        )
-    last = max((record.attempt for record in attempts), default=0)
-    grant = RetryGrant(
-        after_attempt=last, attempts=granted, granted_at=now, granted_by=by, reason=reason
-    )
-    return attrs.evolve(action, grant=grant)
-
-
-def _mismatch_signature(record: ActionRecord) -> tuple[object, ...]:
-    evidence = record.evidence
-    return (
-        evidence.get("reason"),
-        evidence.get("recipient_ok"),
-        evidence.get("body_ok"),
-        repr(evidence.get("why")),
-    )
-
-
-def _repeats_mismatch(ordered: Sequence[ActionRecord]) -> bool:
-    """The last two attempts were both rejected, and in the same way: the cause is systematic
-    (the app alters every text the same way), so a third copy would repeat it. A send the
-    phone showed and then marked failed (``failed_after_sent``) is no mismatch: nothing went
-    out, and it is retried like a FAILED delivery."""
-    if len(ordered) < 2:
-        return False
-    previous, latest = ordered[-2], ordered[-1]
-    return (
-        previous.acceptance is _AR
-        and latest.acceptance is _AR
-        and not failed_after_sent(previous)
-        and not failed_after_sent(latest)
-        and _mismatch_signature(previous) == _mismatch_signature(latest)
-    )
-
-
-def failed_after_sent(record: ActionRecord) -> bool:
-    """Was the attempt rejected because its confirmed row turned FAILED before it settled (the
-    app's or the framework's SENT row, then the radio's verdict): nothing went out."""
-    return record.acceptance is _AR and record.evidence.get("failed_after_sent") is True
-
-
-# --------------------------------------------------------------------------- settling
-
-#: How long one send attempt of AOSP Messaging may last before the app gives up on it and
-#: rewrites its row FAILED (``BugleGservicesKeys.SMS_SEND_TIMEOUT_IN_MILLIS``, 5 minutes,
-#: packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1). A FAILED row seen before
-#: the receipt plus this is the radio's verdict; one seen later may be the app's timeout, and
-#: a radio success after it is ignored (``SmsSender``: "ignoring sent result"): no proof.
-APP_SEND_TIMEOUT: Final = timedelta(minutes=5)
-
-
-def on_framework_path(record: ActionRecord) -> bool:
-    """Was the attempt sent through the framework (its rows are written by ``creator``)?"""
-    return isinstance(record.evidence.get("creator"), str)
-
-
-def settles_at(
-    record: ActionRecord,
-    seen_at: datetime,
-    *,
-    settle_after: timedelta,
-    framework_settle_after: timedelta,
-) -> datetime:
-    """When a SENT row first seen at ``seen_at`` has settled, so that it proves the send.
-
-    The framework writes its row once the radio answered, and a failure only rewrites it a
-    moment later: settled ``framework_settle_after`` after it was first seen. A messaging
-    app's row is written SENT before anything is sent (AOSP Messaging's optimistic write)
-    and may turn FAILED until ``settle_after`` after the receipt; a row first seen later than
-    that has settled already.
-    """
-    if on_framework_path(record):
-        return seen_at + framework_settle_after
-    return max(record.dispatched_at + settle_after, seen_at)
-
-
-def settling_until(record: ActionRecord) -> datetime | None:
-    """When a confirmed attempt whose row is only waiting to settle (VERIFYING, and in no
-    review: an UNSETTLED row waits for a person, not for time) settles; None otherwise."""
-    if record.delivery is not _C or record.acceptance is not _AP or record.review_reason:
-        return None
-    return settle_time(record)
-
-
-def settle_time(record: ActionRecord) -> datetime | None:
-    """When a VERIFYING attempt's row settles, as its confirmation noted (None: not noted, an
-    attempt confirmed before rows had to settle: judged at once)."""
-    value = record.evidence.get("settles_at")
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
-def settle(
-    record: ActionRecord,
-    row: ArtifactOutcome | None,
-    verdict: MatchVerdict | None,
-    now: datetime,
-    *,
-    complete: bool,
-    actor: str = "reconciler",
-    evidence: Mapping[str, Any] | None = None,
-) -> tuple[Transition, ...]:
-    """What one read proves about a confirmed attempt whose row has not settled (VERIFYING).
-
-    ``row``: what its row (the same ``_id`` and date) says in this read; None when the read
-    does not show it. Still SENT once ``settle_time`` has passed: judged (ACCEPTED when
-    ``verdict`` matched). FAILED: the phone's verdict that nothing went out, REJECTED (the
-    artifact exists but does not carry the intent) and resent like a FAILED delivery; unless
-    the app may have written it after its own send timeout (a UI-path row seen failed past
-    the receipt plus ``APP_SEND_TIMEOUT``), which proves nothing: review (UNSETTLED). Gone
-    from a complete read (failed out of the restricted view's sight, deleted, or its ``_id``
-    reused): review (UNSETTLED), never a resend. Anything else: nothing yet.
-    """
-    now = require_aware("now", now)
-    if record.delivery is not _C or record.acceptance is not _AP:
-        return ()
-    proof = dict(evidence or {})
-    if row is ArtifactOutcome.SENT:
-        due = settle_time(record)
-        if due is not None and now < due:
-            return ()
-        if verdict is None:
-            raise InvalidInput("a settled row needs a match verdict to be judged")
-        return (try_accept(record, verdict, now=now, actor=actor),)
-    if row is ArtifactOutcome.FAILED:
-        if on_framework_path(record) or now < record.dispatched_at + APP_SEND_TIMEOUT:
-            return (
-                _transition(
-                    record,
-                    Event.REJECT,
-                    now=now,
-                    actor=actor,
-                    evidence={
-                        "matched": False,
-                        "reason": "the phone showed the message sent, then marked it failed:"
-                        " nothing went out",
-                        "failed_after_sent": True,
-                        **proof,
-                    },
-                    rejected_at=now,
-                ),
-            )
-        why = (
-            "the app marked the message failed after its own send timeout: a radio success"
-            " after it would be ignored, so whether it went out is unknown"
-        )
-    elif row is None and complete:
-        why = (
-            "the confirmed row is no longer in view before it settled: the app marked it"
-            " failed, the owner deleted it, or its _id now holds another message"
-        )
-    else:
-        return ()  # still queued, or a read that proves nothing
-    if record.review_reason is ReviewReason.UNSETTLED:
-        return ()
-    return (
-        flag_for_review(
-            record, ReviewReason.UNSETTLED, now=now, actor=actor, evidence={"why": why, **proof}
-        ),
-    )
-
-
-def reconcile(
-    record: ActionRecord,
-    lookup: LookupResult,
-    now: datetime,
-    *,
-    grace_window: timedelta,
-    actor: str = "reconciler",
-    unverified_after: timedelta | None = None,
-    settle_after: timedelta | None = None,
-    framework_settle_after: timedelta | None = None,
-) -> tuple[Transition, ...]:
-    """Decide what one read of the phone proves about one attempt.
-
-    Returns the transitions to apply in order (empty: nothing is proven). Delivery not
-    PENDING: nothing. The artifact found and sent: CONFIRMED, then ``try_accept`` with its
-    verdict. The phone marks it failed: FAILED. Queued past the grace window: review (STUCK).
-    No artifact: nothing, however complete the read (absence proves nothing: DESIGN
-    invariant 4); past ``unverified_after``, an attempt whose send script ran (its fence says
-    so, or it has none) goes to review as UNVERIFIED (RCS_SUSPECTED when the app that took
-    the intent can send as RCS chat), which releases the device's lease.
-    Ambiguous attribution: flagged for review, never failed. (An unresolved attempt in review
-    as UNVERIFIED, RCS_SUSPECTED, AMBIGUOUS or STUCK no longer holds its device's lease:
-    ``LEASE_RELEASING_REVIEWS``.)
-
-    ``settle_after`` / ``framework_settle_after`` (the action's policy): a SENT row that
-    matches is confirmed but judged only once it has settled (``settles_at``, noted in the
-    evidence as ``settles_at``); until then the attempt is VERIFYING and :func:`settle`
-    watches it. None: judged at once.
-
-    Raises:
-        InvalidInput: a SENT artifact comes without a match verdict.
-    """
-    now = require_aware("now", now)
-    if record.delivery is not _P:
-        return ()
-    artifact = lookup.artifact
-    if lookup.ambiguous:
-        if record.review_reason is not None:
-            # already before a person (an UNVERIFIED one must not take its lease back)
-            return ()
-        return (
-            flag_for_review(
-                record, ReviewReason.AMBIGUOUS, now=now, actor=actor, evidence=lookup.evidence
-            ),
-        )
-    if artifact is not None:
-        row = {
-            **artifact.evidence,
-            "provider_object_id": artifact.provider_object_id,
-            "provider_kind": artifact.kind.value,
-        }
-        if artifact.outcome is ArtifactOutcome.SENT:
-            if artifact.verdict is None:
-                raise InvalidInput("a SENT artifact needs a match verdict to be judged")
-            row_evidence = dict(artifact.evidence)
-            due: datetime | None = None
-            if artifact.verdict.matched and settle_after is not None:
-                due = settles_at(
-                    record,
-                    now,
-                    settle_after=settle_after,
-                    framework_settle_after=framework_settle_after or timedelta(0),
-                )
-                if due > now:
-                    row_evidence["settles_at"] = format_time(due)
-            confirmed = confirm_delivery(
-                record,
-                provider_object_id=artifact.provider_object_id,
-                provider_kind=artifact.kind,
-                row_date_ms=artifact.row_date_ms,
-                now=now,
-                actor=actor,
-                evidence=row_evidence,
-            )
-            if due is not None and due > now:
-                return (confirmed,)  # sent by the phone, not yet settled
-            judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
-            return (confirmed, judged)
-        if artifact.outcome is ArtifactOutcome.FAILED:
-            return (
-                fail_delivery(
-                    record,
-                    reason="the phone marked the message failed",
-                    now=now,
-                    actor=actor,
-                    evidence=row,
-                ),
-            )
-        if now >= record.dispatched_at + grace_window and record.review_reason is None:
-            return (
-                flag_for_review(record, ReviewReason.STUCK, now=now, actor=actor, evidence=row),
-            )
-        return ()
-    # A read that does not show the message proves nothing (DESIGN invariant 4): the row may
-    # be queued or failed where the reader cannot see it (every caller but uid 1000/1001 and
-    # the default SMS app reads the restricted view), or the app sent it as RCS chat or MMS.
-    if (
-        unverified_after is not None
-        and record.review_reason is None
-        and now >= record.dispatched_at + unverified_after
-        and (
-            record.evidence.get("fence") in ("claimed", "lost")
-            or "fence_epoch" not in record.evidence
-        )
-    ):
-        rcs = record.evidence.get("rcs_possible") is True
-        return (
-            flag_for_review(
-                record,
-                ReviewReason.RCS_SUSPECTED if rcs else ReviewReason.UNVERIFIED,
-                now=now,
-                actor=actor,
-                evidence={
-                    "messaging_app": record.evidence.get("messaging_app"),
-                    "unverified_after_s": unverified_after.total_seconds(),
-                    "fence": record.evidence.get("fence", "none"),
-                    "fence_stages": list(record.evidence.get("fence_stages") or []),
-                    **dict(lookup.evidence),
-                },
-            ),
-        )
-    return ()
-
-
-# --------------------------------------------------------------------------- derived action ids
-
-#: How long a settled action answers a send that names no action id (the id derived from the
-#: intent): 24 hours, as long as Stripe keeps an idempotency key. Past it, the same text to
-#: the same number is a new action.
-DERIVED_ID_WINDOW: Final = timedelta(hours=24)

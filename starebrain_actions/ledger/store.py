@@ -43,6 +43,7 @@ import aiosqlite
 import attrs
 
 from starebrain_actions._logging import get_logger
+from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core import derived_ids
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.convert import (
@@ -632,7 +633,7 @@ class Ledger:
             # read afresh: an operator's grant (``retry``) may have changed it since cached
             action = self._remember(_load_action(db, action_id))
             attempts = _load_attempts(db, action_id)
-            decision = _core.should_redispatch(action, attempts, when)
+            decision = _decisions.should_redispatch(action, attempts, when)
             if not decision:
                 raise _refusal(action_id, decision)
             if active is not None:
@@ -918,7 +919,7 @@ class Ledger:
     ) -> ActionSummary:
         """An operator gives an action whose budget is spent, or whose retries were refused
         (a repeated mismatch, a passed deadline), ``attempts`` new attempts: the attempts so
-        far stay as evidence and no longer count (``_core.grant_retry``). Recorded on the
+        far stay as evidence and no longer count (``_decisions.grant_retry``). Recorded on the
         action and as a ``retry_granted`` row of its history, with who and why. The next
         ``send`` or ``resume`` of the action sends it.
 
@@ -934,8 +935,8 @@ class Ledger:
             _pg.lock(db, f"action:{action_id}")
             action = _load_action(db, action_id)
             records = _load_attempts(db, action_id)
-            was = _core.should_redispatch(action, records, when).reason
-            granted = _core.grant_retry(
+            was = _decisions.should_redispatch(action, records, when).reason
+            granted = _decisions.grant_retry(
                 action, records, granted=attempts, now=when, by=operator, reason=reason
             )
             grant = granted.grant
@@ -1402,7 +1403,7 @@ class Ledger:
                 where = latest.device if latest is not None else summary.action.planned_device
                 if device is not None and where is not None and where != device:
                     continue
-                decision = _core.should_redispatch(summary.action, summary.attempts, when)
+                decision = _decisions.should_redispatch(summary.action, summary.attempts, when)
                 if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
                     found.append(summary)
         found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from starebrain_actions._logging import get_logger
+from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.convert import age, format_time
 from starebrain_actions.core.exceptions import (
@@ -313,7 +314,7 @@ class SendOutcome:
         """What a person must do on the phone when the latest attempt found it not ready
         (locked, screen off, no SMS app...; such an attempt spent nothing), else None."""
         record = self.record
-        if record is None or _core.not_ready(record) is None:
+        if record is None or _decisions.not_ready(record) is None:
             return None
         remedy = record.evidence.get("remedy")
         return remedy if isinstance(remedy, str) else "make the phone ready for a send"
@@ -324,7 +325,7 @@ class SendOutcome:
         record = self.record
         if record is None or self.status is not Status.VERIFYING:
             return None
-        return _core.settling_until(record)
+        return _decisions.settling_until(record)
 
 
 @attrs.frozen(kw_only=True)
@@ -687,7 +688,7 @@ class SmsAgent:
                     if give_up - clock() <= 0:
                         return SendOutcome(summary=summary)
                     continue  # the next read comes at the watch's time
-                due = _core.settling_until(latest) if latest is not None else None
+                due = _decisions.settling_until(latest) if latest is not None else None
                 if due is not None and summary.status is Status.VERIFYING:
                     if not follow_settling:
                         return SendOutcome(summary=summary)  # the phone is free for the next
@@ -705,7 +706,7 @@ class SmsAgent:
             now = self.ledger.now()
             # the stored action (an operator's grant may have come since it was created)
             action = summary.action
-            decision = _core.should_redispatch(action, summary.attempts, now)
+            decision = _decisions.should_redispatch(action, summary.attempts, now)
             if not decision:
                 if decision.reason is RedispatchReason.BACKOFF and decision.retry_at:
                     delay = (decision.retry_at - now).total_seconds()

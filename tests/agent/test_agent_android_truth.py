@@ -24,7 +24,7 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
-from starebrain_actions.core.transitions import failed_after_sent
+from starebrain_actions.core.decisions import failed_after_sent
 from starebrain_actions.orchestration.agent import reconcile_pending
 from tests.conftest import OUTBOX_FIRST
 

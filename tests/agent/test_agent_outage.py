@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from starebrain_actions import DeliveryState, RetryPolicy, Status
-from starebrain_actions.core.transitions import spends_budget
+from starebrain_actions.core.decisions import spends_budget
 
 TO = "+1 202 555 0100"
 

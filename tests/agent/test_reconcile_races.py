@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from starebrain_actions import DeliveryState, Ledger, RetryPolicy, ReviewReason, SmsIntent, Status
-from starebrain_actions.core.transitions import failed_after_sent
+from starebrain_actions.core.decisions import failed_after_sent
 from starebrain_actions.orchestration.reconciler import reconcile_device
 from starebrain_actions.phone.android import AndroidPhone
 from tests.conftest import OUTBOX_FIRST

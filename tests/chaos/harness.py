@@ -75,7 +75,7 @@ from android_bridge._fence import FENCE_ROOT, SCRIPT
 from android_bridge.recipients import normalize_recipient
 from android_bridge.simulator import Fault, SimulatedPhone
 from android_bridge.simulator._faults import AM_FAULTS, SEND_FAULTS
-from starebrain_actions.core import transitions as _core
+from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
     ActionSummary,
@@ -740,7 +740,7 @@ def _attempt_order_violations(connection: sqlite3.Connection) -> list[str]:
         )
     }
     # an attempt failed only because the phone was unreachable or not ready (locked, screen
-    # off...) spends no budget (``_core.spends_budget``)
+    # off...) spends no budget (``_decisions.spends_budget``)
     free = {
         row["dispatch_id"]
         for row in connection.execute(
@@ -2000,7 +2000,7 @@ def settled(summary: ActionSummary) -> bool:
         return True
     if summary.status not in (Status.FAILED, Status.MISMATCH):
         return False
-    decision = _core.should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
+    decision = _decisions.should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
     return not decision.redispatch and decision.reason is not RedispatchReason.BACKOFF
 
 

@@ -22,16 +22,14 @@ from starebrain_actions import (
     summarize,
 )
 from starebrain_actions.core.derived_ids import (
+    DERIVED_ID_WINDOW,
     choose_derived_generation,
     derived_generation,
     derived_generation_id,
     derived_id_resumable,
     earlier_message,
 )
-from starebrain_actions.core.transitions import (
-    DERIVED_ID_WINDOW,
-    LEGAL_STATES,
-)
+from starebrain_actions.core.transitions import LEGAL_STATES
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

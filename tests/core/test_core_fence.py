@@ -15,7 +15,8 @@ from starebrain_actions import (
     LookupResult,
     ReviewReason,
 )
-from starebrain_actions.core.transitions import can_void, reconcile, settle_by_fence
+from starebrain_actions.core.proof import reconcile
+from starebrain_actions.core.transitions import can_void, settle_by_fence
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GRACE = timedelta(seconds=60)

@@ -16,8 +16,8 @@ from starebrain_actions import (
     ReviewReason,
     should_redispatch,
 )
+from starebrain_actions.core.decisions import grant_retry, not_ready, spends_budget
 from starebrain_actions.core.exceptions import RetryRefused
-from starebrain_actions.core.transitions import grant_retry, not_ready, spends_budget
 
 from .test_core_decisions import AA, AP, AR, NOW, C, F, P, action, attempt
 
