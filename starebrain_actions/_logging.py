@@ -4,8 +4,9 @@ The library never configures logging. Its events go through structlog: while the
 has not configured structlog, each event becomes a record of the standard ``logging`` tree
 (logger ``starebrain.<layer>``), where a ``NullHandler`` on ``starebrain`` keeps it silent
 until the application adds a handler; once the application configures structlog, events
-follow that configuration. ``configure_logging`` is the set-up the ``starebrain`` command
-uses: structlog rendered through the standard logging tree to stderr.
+follow that configuration (the route :mod:`android_bridge.log_route` draws, which the bridge's
+own loggers take too). ``configure_logging`` is the set-up the ``starebrain`` command uses:
+structlog rendered through the standard logging tree to stderr.
 
 Redaction happens in every logger returned by ``get_logger``, whatever the configuration:
 values under ``SENSITIVE_KEYS`` are replaced, and phone numbers inside other free text are
@@ -20,17 +21,15 @@ renderer alone imports rich, pygments among it).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
 import re
 import sys
 from collections.abc import Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import Any, Final, TextIO
 
-if TYPE_CHECKING:
-    import structlog
+from android_bridge.log_route import route_logger
 
 #: The parent of every logger of this package.
 LOGGER_NAME = "starebrain"
@@ -58,17 +57,6 @@ SAFE_KEYS: frozenset[str] = frozenset(
 #: otherwise (the same default the Android adapter reads national numbers in).
 DEFAULT_REDACTION_REGION = "US"
 _SHOW_SENSITIVE_ENV = "STAREBRAIN_LOG_SENSITIVE"
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "msg": logging.INFO,
-    "warning": logging.WARNING,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "fatal": logging.CRITICAL,
-}
 _DIGIT = re.compile(r"\d")
 
 _show_sensitive = os.environ.get(_SHOW_SENSITIVE_ENV, "") == "1"
@@ -267,64 +255,6 @@ def configure_logging_on_first_event(
     _pending.update(arguments)
 
 
-class _Route:
-    """Where a library event goes after redaction: structlog's configured chain once the
-    application configured structlog (so ``structlog.testing.capture_logs`` sees it too),
-    else the standard logging tree, rendered as ``logfmt`` text.
-
-    ``android_bridge._log`` holds the same class: the ledger does not import the bridge.
-    """
-
-    _renderer: structlog.processors.LogfmtRenderer | None = None
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    @classmethod
-    def _render(cls, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
-        if cls._renderer is None:
-            import structlog
-
-            cls._renderer = structlog.processors.LogfmtRenderer(
-                key_order=["event"], bool_as_flag=False
-            )
-        return cls._renderer(logger, method_name, event_dict)
-
-    def __getattr__(self, method_name: str) -> Callable[..., Any]:
-        import structlog
-
-        if method_name.startswith("_"):
-            raise AttributeError(method_name)
-        if structlog.is_configured():
-            return getattr(structlog.get_logger(self.name), method_name)  # type: ignore[no-any-return]
-        return functools.partial(self._to_logging, method_name)
-
-    def _to_logging(self, method_name: str, event: str, **fields: Any) -> None:
-        logger = logging.getLogger(self.name)
-        level = _LEVELS.get(method_name, logging.INFO)
-        if not logger.isEnabledFor(level):
-            return
-        exc_info = fields.pop("exc_info", None)
-        logger.log(
-            level, self._render(None, method_name, {"event": event, **fields}), exc_info=exc_info
-        )
-
-
-def _drop_when_silent(
-    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    """Skip the work (redaction included) for an event the logging tree would drop anyway."""
-    import structlog
-
-    if (
-        isinstance(logger, _Route)
-        and not structlog.is_configured()
-        and not logging.getLogger(logger.name).isEnabledFor(_LEVELS.get(method_name, logging.INFO))
-    ):
-        raise structlog.DropEvent
-    return event_dict
-
-
 def get_logger(name: str) -> Any:
     """A logger for ``name`` (under ``starebrain``) that always redacts, whatever the
     configuration, and stays silent until the application configures logging."""
@@ -346,19 +276,7 @@ class _LazyLogger:
             raise AttributeError(method_name)
         logger = self._logger
         if logger is None:
-            import structlog
-
             if _pending:
                 configure_logging(**_pending)
-            logger = self._logger = structlog.wrap_logger(
-                _Route(self._name), processors=[_drop_when_silent, redact_sensitive, _pass_through]
-            )
+            logger = self._logger = route_logger(self._name, [redact_sensitive])
         return getattr(logger, method_name)
-
-
-def _pass_through(
-    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    data = dict(event_dict)
-    event = data.pop("event", "")
-    return (event,), data
