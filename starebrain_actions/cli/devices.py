@@ -294,6 +294,7 @@ def report_data(reports: Sequence[DeviceReport]) -> dict[str, Any]:
 def render(reports: Sequence[DeviceReport]) -> None:
     """The text table: one row per phone."""
     from starebrain_actions.render import output as _render
+    from starebrain_actions.render import values as _render_values
 
     rows = []
     for report in reports:
@@ -309,7 +310,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
         if report.lease is not None:
             lease = (
                 f"{report.lease.action_id} attempt {report.lease.attempt}"
-                f" ({report.lease.dispatch_id}) since {_render.when(report.lease.since)}"
+                f" ({report.lease.dispatch_id}) since {_render_values.when(report.lease.since)}"
             )
         elif not report.in_ledger:
             lease = "-"
@@ -386,7 +387,7 @@ def devices_command(
     """
     from starebrain_actions.cli.db import describe, is_url
     from starebrain_actions.cli.main import CliError, _run, _settings
-    from starebrain_actions.render import output as _render
+    from starebrain_actions.render import json_output as _render_json
 
     settings = _settings(ctx)
     # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
@@ -402,7 +403,7 @@ def devices_command(
             f" set {DEVICE_ENV}"
         )
     if as_json:
-        _render.emit_json(report_data(reports))
+        _render_json.emit_json(report_data(reports))
     else:
         render(reports)
     ctx.exit(exit_code(reports))

@@ -133,9 +133,9 @@ def _json_option(function: Any) -> Any:
 
 
 def _emit(data: Any) -> None:
-    from starebrain_actions.render import output as _render
+    from starebrain_actions.render import json_output as _render_json
 
-    _render.emit_json(data)
+    _render_json.emit_json(data)
 
 
 @click.group("key")

@@ -46,7 +46,7 @@ from starebrain_actions.cli.options import (
     policy_options,
     retry_policy,
 )
-from starebrain_actions.core.convert import to_jsonable
+from starebrain_actions.core.convert import age, to_jsonable
 from starebrain_actions.core.derived_ids import (
     choose_derived_generation,
     derive_action_id,
@@ -83,7 +83,11 @@ from starebrain_actions.core.transitions import (
     should_redispatch,
     spends_budget,
 )
+from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import output as _render
+from starebrain_actions.render import records as _render_records
+from starebrain_actions.render import sanitize as _render_sanitize
+from starebrain_actions.render import values as _render_values
 
 if TYPE_CHECKING:
     from starebrain_actions.cli.progress import Progress
@@ -298,7 +302,7 @@ class _Utf8Args:
         return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
 
 
-class _Group(_Utf8Args, _render.JsonErrorGroup):
+class _Group(_Utf8Args, _render_json.JsonErrorGroup):
     """The ``starebrain`` group: JSON errors with ``--json``, UTF-8 arguments only.
 
     The commands in ``LAZY_COMMANDS`` are imported when they are named (or listed by
@@ -329,7 +333,7 @@ class _Group(_Utf8Args, _render.JsonErrorGroup):
         return super().get_command(ctx, cmd_name)
 
 
-class _Command(_Utf8Args, _render.JsonErrorCommand):
+class _Command(_Utf8Args, _render_json.JsonErrorCommand):
     """A standalone command: JSON errors with ``--json``, UTF-8 arguments only."""
 
 
@@ -632,33 +636,33 @@ def send(
     earlier = earlier_message(sent.before, summary)
     out = _render.Output()
     if as_json:
-        data = _render.summary_data(summary, show_private=show_private)
+        data = _render_values.summary_data(summary, show_private=show_private)
         data["exit_code"] = code
         data["action_id_derived"] = derived
         data["earlier_message"] = earlier
         data["first_sent_at"] = (
-            _render.when(summary.attempts[0].dispatched_at) if summary.attempts else None
+            _render_values.when(summary.attempts[0].dispatched_at) if summary.attempts else None
         )
         outcome = sent.outcome
-        data["gate"] = _render.gate_data(stopped) if stopped is not None else None
+        data["gate"] = _render_values.gate_data(stopped) if stopped is not None else None
         data["not_ready"] = outcome.not_ready if outcome is not None else None
         data["held_by"] = (
-            _render.hold_data(outcome.held_by)
+            _render_values.hold_data(outcome.held_by)
             if outcome is not None and outcome.held_by is not None
             else None
         )
-        _render.emit_json(data)
+        _render_json.emit_json(data)
     else:
         _tell_what_stopped(sent.outcome)
         if derived:
             out.line(
                 f"action id {summary.action.action_id} (derived from the intent: a rerun"
-                f" resumes it until it is settled, and for {_render.duration_text(window)}"
+                f" resumes it until it is settled, and for {_render_values.duration_text(window)}"
                 " after its latest attempt)"
             )
         if earlier:
             out.line(earlier_message_line(summary, now=datetime.now(UTC)))
-        _render.render_summary(out, summary, show_private=show_private)
+        _render_records.render_summary(out, summary, show_private=show_private)
     ctx.exit(code)
 
 
@@ -671,7 +675,7 @@ def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
     verb = "tried" if summary.status is Status.FAILED else "sent"
     said = (
         f"this is the earlier message of action {summary.action.action_id}, first {verb} at"
-        f" {_render.when(first)} ({_render.age(now - first)} ago); nothing was sent now."
+        f" {_render_values.when(first)} ({age(now - first)} ago); nothing was sent now."
     )
     if settled(summary, datetime.now(UTC)):
         return f"{said} To send the same text again as a new message, pass a new --action-id."
@@ -701,9 +705,10 @@ def _tell_what_stopped(outcome: SendOutcome | None) -> None:
         hold = outcome.held_by
         click.echo(
             f"starebrain send: nothing was sent: attempt {hold.dispatch_id} of action"
-            f" {hold.action_id} still holds the phone (since {_render.when(hold.since)}); a"
-            f" pass can free it from {_render.when(hold.releasable_at())}. Rerun this command"
-            " then (it reads the phone for that attempt itself), or see `starebrain review`.",
+            f" {hold.action_id} still holds the phone (since {_render_values.when(hold.since)}); a"
+            f" pass can free it from {_render_values.when(hold.releasable_at())}. Rerun this"
+            " command then (it reads the phone for that attempt itself), or see"
+            " `starebrain review`.",
             err=True,
         )
 
@@ -917,19 +922,21 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
             path, lambda ledger: (ledger.summary(action_id), ledger.duplicates(action_id))
         )
     if as_json:
-        data = _render.summary_data(summary, show_private=show_private)
-        data["duplicate_rows"] = _render.redact_data(duplicates, show_private=show_private)
-        _render.emit_json(data)
+        data = _render_values.summary_data(summary, show_private=show_private)
+        data["duplicate_rows"] = _render_sanitize.redact_data(duplicates, show_private=show_private)
+        _render_json.emit_json(data)
         return
     out = _render.Output()
-    _render.render_summary(out, summary, show_private=show_private)
+    _render_records.render_summary(out, summary, show_private=show_private)
     if duplicates:
         out.table(
             ["device", "provider row", "repeats dispatch", "seen"],
             (
                 [
                     str(row["device"]),
-                    _render.provider_row_text(row["provider_object_id"], row["provider_kind"]),
+                    _render_values.provider_row_text(
+                        row["provider_object_id"], row["provider_kind"]
+                    ),
                     str(row["dispatch_id"]),
                     str(row["seen_at"]),
                 ]
@@ -987,7 +994,7 @@ def list_command(
         _stream_summaries(
             path,
             listed,
-            _render.stream_list,
+            _render_records.stream_list,
             as_json=as_json,
             show_private=show_private,
         )
@@ -1013,8 +1020,8 @@ async def _stream_summaries(
         # one snapshot: the text table reads the actions twice (widths, then rows)
         async with ledger.read_snapshot():
             if as_json:
-                await _render.emit_json_stream(
-                    _render.summary_data(summary, show_private=show_private)
+                await _render_json.emit_json_stream(
+                    _render_values.summary_data(summary, show_private=show_private)
                     async for summary in summaries()
                 )
                 return
@@ -1032,9 +1039,9 @@ def history(ctx: click.Context, action_id: str, as_json: bool, show_private: boo
     with _ledger_errors():
         entries = read_one(path, lambda ledger: ledger.history(action_id))
     if as_json:
-        _render.emit_json(_render.history_data(entries, show_private=show_private))
+        _render_json.emit_json(_render_values.history_data(entries, show_private=show_private))
         return
-    _render.render_history(_render.Output(), entries, show_private=show_private)
+    _render_records.render_history(_render.Output(), entries, show_private=show_private)
 
 
 @main.command()
@@ -1062,16 +1069,18 @@ def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
                     return ledger.iter_summaries(needs_review=True, now=now)
 
                 if as_json:
-                    await _render.emit_json_stream(
+                    await _render_json.emit_json_stream(
                         _review_items(
                             summaries(), holds, held, approvals, show_private=show_private
                         )
                     )
                     return
                 out = _render.Output()
-                await _render.stream_review(out, summaries, now=now, show_private=show_private)
-                _render.render_holds(out, holds, now=now)
-                _render.render_approvals(out, approvals, now=now, show_private=show_private)
+                await _render_records.stream_review(
+                    out, summaries, now=now, show_private=show_private
+                )
+                _render_records.render_holds(out, holds, now=now)
+                _render_records.render_approvals(out, approvals, now=now, show_private=show_private)
 
     _run(work())
 
@@ -1102,9 +1111,9 @@ async def _review_items(
     by_action = {hold.action_id: hold for hold in holds}
     listed = set()
     async for summary in summaries:
-        data = _render.summary_data(summary, show_private=show_private)
+        data = _render_values.summary_data(summary, show_private=show_private)
         hold = by_action.get(summary.action.action_id)
-        data["holds_phone"] = _render.hold_data(hold) if hold is not None else None
+        data["holds_phone"] = _render_values.hold_data(hold) if hold is not None else None
         data["awaits_approval"] = False
         listed.add(summary.action.action_id)
         yield data
@@ -1112,14 +1121,14 @@ async def _review_items(
         if hold.action_id in listed:
             continue
         listed.add(hold.action_id)
-        data = _render.summary_data(held[hold.action_id], show_private=show_private)
-        data["holds_phone"] = _render.hold_data(hold)
+        data = _render_values.summary_data(held[hold.action_id], show_private=show_private)
+        data["holds_phone"] = _render_values.hold_data(hold)
         data["awaits_approval"] = False
         yield data
     for summary in approvals:
         if summary.action.action_id in listed:
             continue
-        data = _render.summary_data(summary, show_private=show_private)
+        data = _render_values.summary_data(summary, show_private=show_private)
         data["holds_phone"] = None
         data["awaits_approval"] = True
         yield data
@@ -1219,10 +1228,10 @@ def resolve(
         decision.redispatch or decision.reason is RedispatchReason.BACKOFF
     )
     if as_json:
-        data = _render.summary_data(summary, show_private=False)
+        data = _render_values.summary_data(summary, show_private=False)
         data["changed"] = changed
         data["resend_will_follow"] = resend
-        _render.emit_json(data)
+        _render_json.emit_json(data)
         return
     out = _render.Output()
     if changed:
@@ -1245,7 +1254,7 @@ def resolve(
             if decision.reason in GRANTABLE
             else f"no resend will follow ({decision.reason.value}): see `starebrain review`"
         )
-    _render.render_summary(out, summary, show_private=False)
+    _render_records.render_summary(out, summary, show_private=False)
 
 
 def _parse_row(text: str) -> tuple[ProviderKind, int]:
@@ -1322,7 +1331,7 @@ def reconcile(
     result = _run(work())
     if result is None:
         if as_json:
-            _render.emit_json(
+            _render_json.emit_json(
                 {"started_at": None, "finished_at": None, "devices": [], "changes": []}
             )
         else:
@@ -1331,7 +1340,7 @@ def reconcile(
     if as_json:
         data = to_jsonable(result)
         data["changes"] = to_jsonable(list(result.changes))
-        _render.emit_json(data)
+        _render_json.emit_json(data)
     else:
         render_pass(_render.Output(), result)
     if result.unreachable:
@@ -1502,7 +1511,7 @@ def run_nightly_command(
             )
     except _nightly.NightlyBusy as exc:
         if as_json:
-            _render.emit_json({"skipped": str(exc), "exit_code": _nightly.EXIT_OK})
+            _render_json.emit_json({"skipped": str(exc), "exit_code": _nightly.EXIT_OK})
         else:
             click.echo(f"starebrain nightly: {exc}")
         return _nightly.EXIT_OK
@@ -1531,7 +1540,7 @@ def run_nightly_command(
         else:
             notes.append(f"archive: {archived.path}")
     if as_json:
-        _render.emit_json(data)
+        _render_json.emit_json(data)
         for note in notes:
             click.echo(note, err=True)
     else:

@@ -104,7 +104,7 @@ def migrate_command(source: Path, target: str, as_json: bool) -> None:
     from starebrain_actions.cli.main import CliError, CliUsageError
     from starebrain_actions.core.exceptions import StarebrainError
     from starebrain_actions.ledger.copy import MigrationError, copy_ledger
-    from starebrain_actions.render import output as _render
+    from starebrain_actions.render import json_output as _render_json
 
     where = shown(target)
     chatty = not as_json and sys.stderr.isatty()
@@ -134,7 +134,7 @@ def migrate_command(source: Path, target: str, as_json: bool) -> None:
         "verify_seconds": report.verify_seconds,
     }
     if as_json:
-        _render.emit_json(data)
+        _render_json.emit_json(data)
         return
     click.echo(f"Copied {report.source} to {report.target}:")
     for table, count in report.rows.items():

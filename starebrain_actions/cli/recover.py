@@ -80,7 +80,10 @@ def retry_command(
     )
     from starebrain_actions.cli.main import _settings as settings_of
     from starebrain_actions.core.exceptions import RetryRefused
+    from starebrain_actions.render import json_output as _render_json
     from starebrain_actions.render import output as _render
+    from starebrain_actions.render import records as _render_records
+    from starebrain_actions.render import values as _render_values
 
     path = _ledger_path(settings_of(ctx), create=False)
     name = operator_name(operator)
@@ -96,16 +99,16 @@ def retry_command(
 
     summary = _run(work())
     if as_json:
-        data = _render.summary_data(summary, show_private=False)
+        data = _render_values.summary_data(summary, show_private=False)
         data["attempts_granted"] = attempts
-        _render.emit_json(data)
+        _render_json.emit_json(data)
         return
     out = _render.Output()
     out.line(
         f"granted {attempts} new attempt(s) to {action_id} by {name}: the next `starebrain"
         f" send` of it, `starebrain resume` or the agent sends it (now {summary.status.value})"
     )
-    _render.render_summary(out, summary, show_private=False)
+    _render_records.render_summary(out, summary, show_private=False)
 
 
 # --------------------------------------------------------------------------- approve, deny
@@ -151,7 +154,10 @@ def _ruling_command(name: str, *, approving: bool) -> click.Command:
         )
         from starebrain_actions.cli.main import _settings as settings_of
         from starebrain_actions.core.exceptions import InvariantViolation
+        from starebrain_actions.render import json_output as _render_json
         from starebrain_actions.render import output as _render
+        from starebrain_actions.render import records as _render_records
+        from starebrain_actions.render import values as _render_values
 
         path = _ledger_path(settings_of(ctx), create=False)
         who = operator_name(operator)
@@ -167,7 +173,7 @@ def _ruling_command(name: str, *, approving: bool) -> click.Command:
 
         summary = _run(work())
         if as_json:
-            _render.emit_json(_render.summary_data(summary, show_private=False))
+            _render_json.emit_json(_render_values.summary_data(summary, show_private=False))
             return
         out = _render.Output()
         if approving:
@@ -177,7 +183,7 @@ def _ruling_command(name: str, *, approving: bool) -> click.Command:
             )
         else:
             out.line(f"denied {action_id} by {who}: nothing is ever sent for it")
-        _render.render_summary(out, summary, show_private=False)
+        _render_records.render_summary(out, summary, show_private=False)
 
     return command
 
@@ -244,6 +250,7 @@ def resume_command(
     from starebrain_actions.cli.options import policy_for
     from starebrain_actions.cli.progress import Progress
     from starebrain_actions.core.exceptions import InvalidInput
+    from starebrain_actions.render import json_output as _render_json
     from starebrain_actions.render import output as _render
 
     settings = settings_of(ctx)
@@ -289,7 +296,7 @@ def resume_command(
     results = _run(work())
     code = exit_code(results)
     if as_json:
-        _render.emit_json(
+        _render_json.emit_json(
             {
                 "devices": [
                     result_data(device, result)
@@ -389,7 +396,7 @@ def exit_code(results: list[ResumeReport | str]) -> int:
 
 def result_data(device: str, result: ResumeReport | str) -> dict[str, Any]:
     """One phone's resume as JSON."""
-    from starebrain_actions.render import output as _render
+    from starebrain_actions.render import values as _render_values
 
     if isinstance(result, str):
         return {
@@ -415,7 +422,7 @@ def result_data(device: str, result: ResumeReport | str) -> dict[str, Any]:
                 "note": item.note,
                 "not_ready": item.outcome.not_ready if item.outcome is not None else None,
                 "held_by": (
-                    _render.hold_data(item.outcome.held_by)
+                    _render_values.hold_data(item.outcome.held_by)
                     if item.outcome is not None and item.outcome.held_by is not None
                     else None
                 ),

@@ -17,7 +17,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from starebrain_actions.core import transitions as _core
-from starebrain_actions.core.convert import format_time
+from starebrain_actions.core.convert import age, format_time
 from starebrain_actions.core.derived_ids import is_derived_id, settled
 from starebrain_actions.core.model import (
     AcceptanceState,
@@ -30,7 +30,7 @@ from starebrain_actions.core.model import (
     Status,
 )
 from starebrain_actions.core.transitions import should_redispatch
-from starebrain_actions.render import output as _render
+from starebrain_actions.render import values as _render_values
 
 __all__ = [
     "OPEN_STATUSES",
@@ -249,7 +249,7 @@ def next_step(
     sent_now = "nothing new has been sent so far" if sending else "this call sent nothing"
     said = (
         f"This is the earlier message of action {summary.action.action_id!r}, first {verb} at"
-        f" {format_time(first)} ({_render.age(now - first)} ago); {sent_now}."
+        f" {format_time(first)} ({age(now - first)} ago); {sent_now}."
     )
     if not settled(summary, datetime.now(UTC)):
         return f"{said} {step}"
@@ -453,7 +453,9 @@ def sms_result(
         review_reasons=list(summary.review_reasons),
         superseded_reasons=list(summary.superseded_reasons),
         settled=settled(summary, datetime.now(UTC)),
-        settles_at=(format_time(due) if (due := _render.settles_at(summary)) is not None else None),
+        settles_at=(
+            format_time(due) if (due := _render_values.settles_at(summary)) is not None else None
+        ),
         attempts=len(summary.attempts),
         max_attempts=action.budget,
         retry_at=(
@@ -485,7 +487,7 @@ def sms_result(
             else None
         ),
         latest=_attempt_view(latest) if latest else None,
-        record=_render.summary_data(summary, show_private=show_private) if detail else None,
+        record=_render_values.summary_data(summary, show_private=show_private) if detail else None,
     )
 
 

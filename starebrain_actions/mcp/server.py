@@ -107,7 +107,7 @@ from starebrain_actions.orchestration.reconciler import (
     void_after_for,
 )
 from starebrain_actions.phone.send_path import check_send_path, ledger_proof
-from starebrain_actions.render.output import duration_text
+from starebrain_actions.render.values import duration_text
 
 __all__ = [
     "SEND_WINDOW",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from starebrain_actions.core.convert import converter, format_time
+from starebrain_actions.core.convert import age, converter, format_time
 from starebrain_actions.core.exceptions import LedgerUnavailable
 from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
@@ -41,17 +41,9 @@ from starebrain_actions.core.model import (
 )
 from starebrain_actions.core.transitions import derive_status
 from starebrain_actions.ledger.store import Ledger, LedgerTally, inspect_ledger
-from starebrain_actions.render.output import (
-    SCHEMA_VERSION,
-    age,
-    clean_text,
-    json_text,
-    md_code,
-    md_table,
-    md_text,
-    spent_attempts,
-    status_counts_text,
-)
+from starebrain_actions.render.json_output import SCHEMA_VERSION, json_text
+from starebrain_actions.render.sanitize import clean_text, md_code, md_table, md_text
+from starebrain_actions.render.values import spent_attempts, status_counts_text
 
 if TYPE_CHECKING:
     from starebrain_actions.orchestration.agent import ReconcilePass
@@ -532,7 +524,7 @@ async def run_nightly(
 async def _unsent(ledger: Ledger, now: datetime, after: timedelta) -> list[UnsentLine]:
     """The actions nothing is sending: resumable (``Ledger.resumable``) and idle past
     ``after`` (PLANNED since their creation, the others since their latest attempt ended)."""
-    from starebrain_actions.core.transitions import not_ready
+    from starebrain_actions.core.decisions import not_ready
 
     lines = []
     for summary in await ledger.resumable(now=now):

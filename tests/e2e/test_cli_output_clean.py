@@ -24,7 +24,7 @@ from starebrain_actions.orchestration.nightly import (
     report_markdown,
     write_json_atomic,
 )
-from starebrain_actions.render.output import clean_text, md_code, md_text
+from starebrain_actions.render.sanitize import clean_text, md_code, md_text
 from tests.e2e.conftest import RECIPIENT, RunCli, json_of
 
 #: A body that clears the screen, retitles the window, rings the bell, forges a line and

@@ -15,8 +15,8 @@ from starebrain_actions.render.output import (
     Output,
     _bands,
     _keep_reset,
-    clean_text,
 )
+from starebrain_actions.render.sanitize import clean_text
 
 #: Any text but lone surrogates (no terminal, file or SQLite value holds one).
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)

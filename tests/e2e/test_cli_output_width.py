@@ -32,7 +32,8 @@ from starebrain_actions import (
     fail_delivery,
     try_accept,
 )
-from starebrain_actions.render.output import Output, render_history, render_summary
+from starebrain_actions.render.output import Output
+from starebrain_actions.render.records import render_history, render_summary
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, starebrain_command
 
 #: A 60-character action id, as an agent that puts its order number in the id writes.

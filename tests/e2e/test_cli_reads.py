@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from starebrain_actions import ActionSummary, Ledger, confirm_delivery
 from starebrain_actions.cli.main import main
-from starebrain_actions.render.output import Output, render_list
+from starebrain_actions.render.output import Output
+from starebrain_actions.render.records import render_list
 from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, RunCli, history_rows, json_of
 
 pytestmark = pytest.mark.usefixtures("seeded_ledger")

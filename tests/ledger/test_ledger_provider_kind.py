@@ -24,12 +24,9 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions.render.output import (
-    Output,
-    provider_row_text,
-    render_attempts,
-    render_history,
-)
+from starebrain_actions.render.output import Output
+from starebrain_actions.render.records import render_attempts, render_history
+from starebrain_actions.render.values import provider_row_text
 
 SMS, MMS = ProviderKind.SMS, ProviderKind.MMS
 

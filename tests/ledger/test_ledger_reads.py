@@ -27,16 +27,10 @@ from starebrain_actions import (
 )
 from starebrain_actions.core.model import ActionSummary
 from starebrain_actions.orchestration.nightly import build_report
-from starebrain_actions.render.output import (
-    Output,
-    emit_json,
-    emit_json_stream,
-    render_list,
-    render_review,
-    stream_list,
-    stream_review,
-    summary_data,
-)
+from starebrain_actions.render.json_output import emit_json, emit_json_stream
+from starebrain_actions.render.output import Output
+from starebrain_actions.render.records import render_list, render_review, stream_list, stream_review
+from starebrain_actions.render.values import summary_data
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: Long after every attempt below: past their grace windows and backoffs.

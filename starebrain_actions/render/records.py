@@ -1,0 +1,279 @@
+"""Records printed for people on an :class:`Output`: one action with its attempts, lists of
+actions (read whole or streamed), history, the review queue, held phones and the actions
+waiting for approval."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from starebrain_actions.core.convert import age
+from starebrain_actions.core.model import ActionRecord, ActionSummary, HistoryEntry, PhoneHold
+from starebrain_actions.render.output import Output, stream_table
+from starebrain_actions.render.values import (
+    attempts_text,
+    body_text,
+    evidence_text,
+    provider_row_text,
+    reasons_text,
+    recipient_text,
+    spent_attempts,
+    status_meaning,
+    when,
+)
+
+
+def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -> None:
+    """Print one action: its intent (redacted by default), status, and every attempt."""
+    action = summary.action
+    out.fields(
+        [
+            ("action", action.action_id),
+            ("status", summary.status.value),
+            *([("meaning", meaning)] if (meaning := status_meaning(summary)) else []),
+            (
+                "needs review",
+                ", ".join(reason.value for reason in summary.review_reasons) or "no",
+            ),
+            *(
+                [("superseded", ", ".join(r.value for r in summary.superseded_reasons))]
+                if summary.superseded_reasons
+                else []
+            ),
+            ("to", recipient_text(summary, show_private=show_private)),
+            ("body", body_text(summary, show_private=show_private)),
+            ("fingerprint", action.fingerprint),
+            ("created", when(action.created_at)),
+            ("attempts", attempts_text(summary)),
+            ("duplicates", str(summary.duplicates)),
+        ],
+        wrap=("meaning", "needs review", "superseded", "body"),
+    )
+    if summary.attempts:
+        render_attempts(out, summary.attempts)
+
+
+def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
+    """Print attempts as a table: both axes, the provider row (``mms _id 12`` for an MMS row),
+    the version (what ``resolve --expect`` takes) and the last error."""
+    out.table(
+        [
+            "#",
+            "v",
+            "dispatch id",
+            "device",
+            "delivery",
+            "acceptance",
+            "sms _id",
+            "dispatched",
+            "review",
+            "last error",
+        ],
+        (
+            [
+                str(record.attempt),
+                str(record.version),
+                record.dispatch_id,
+                record.device,
+                record.delivery.value,
+                record.acceptance.value,
+                provider_row_text(record.provider_object_id, record.provider_kind),
+                when(record.dispatched_at),
+                record.review_reason.value if record.review_reason else "-",
+                record.last_error or "-",
+            ]
+            for record in attempts
+        ),
+        title="attempts",
+    )
+
+
+def render_list(
+    out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
+) -> None:
+    """Print actions one per line, newest first."""
+    if not summaries:
+        out.line("no actions match")
+        return
+    out.table(LIST_COLUMNS, (list_cells(summary, now, show_private) for summary in summaries))
+
+
+#: The columns of ``starebrain list``.
+LIST_COLUMNS: Final = ("action", "status", "to", "attempts", "device", "age", "review")
+
+
+def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> list[str]:
+    """One row of ``starebrain list``."""
+    return [
+        summary.action.action_id,
+        summary.status.value,
+        recipient_text(summary, show_private=show_private),
+        str(len(summary.attempts)),
+        summary.latest.device if summary.latest else "-",
+        age(now - summary.action.created_at),
+        reasons_text(summary),
+    ]
+
+
+async def stream_list(
+    out: Output,
+    summaries: Callable[[], AsyncIterator[ActionSummary]],
+    *,
+    now: datetime,
+    show_private: bool,
+) -> None:
+    """``render_list`` over summaries read as they come (``summaries()`` may be called twice,
+    and must yield the same actions each time: read them in one snapshot)."""
+
+    def rows() -> AsyncIterator[list[str]]:
+        return _cells_of(summaries(), lambda summary: list_cells(summary, now, show_private))
+
+    if not await stream_table(out, LIST_COLUMNS, rows):
+        out.line("no actions match")
+
+
+async def _cells_of(
+    summaries: AsyncIterator[ActionSummary], cells: Callable[[ActionSummary], list[str]]
+) -> AsyncIterator[list[str]]:
+    async for summary in summaries:
+        yield cells(summary)
+
+
+def render_history(out: Output, entries: Sequence[HistoryEntry], *, show_private: bool) -> None:
+    """Print every transition: time, attempt, event, both axes before and after, actor, evidence."""
+    if not entries:
+        out.line("no history (the action has no attempt yet)")
+        return
+    out.table(
+        ["#", "at", "dispatch id", "event", "delivery", "acceptance", "actor", "evidence"],
+        (
+            [
+                str(entry.sequence),
+                when(entry.at),
+                entry.dispatch_id,
+                entry.event.value,
+                _arrow(entry.from_delivery, entry.to_delivery),
+                _arrow(entry.from_acceptance, entry.to_acceptance),
+                entry.actor,
+                evidence_text(entry.evidence, show_private=show_private),
+            ]
+            for entry in entries
+        ),
+    )
+
+
+def _arrow(before: Any, after: Any) -> str:
+    if before is None:
+        return str(after.value)
+    if before == after:
+        return str(after.value)
+    return f"{before.value}->{after.value}"
+
+
+def render_review(
+    out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
+) -> None:
+    """Print the actions waiting for a person, with why and what to run next."""
+    if not summaries:
+        out.line("nothing needs review")
+        return
+    out.table(
+        REVIEW_COLUMNS,
+        (review_cells(summary, now, show_private) for summary in summaries),
+        wrap=("reasons",),
+    )
+    out.line(_review_footer(len(summaries)))
+
+
+#: The columns of ``starebrain review``.
+REVIEW_COLUMNS: Final = ("action", "status", "reasons", "to", "attempts", "duplicates", "age")
+
+
+def review_cells(summary: ActionSummary, now: datetime, show_private: bool) -> list[str]:
+    """One row of ``starebrain review``."""
+    return [
+        summary.action.action_id,
+        summary.status.value,
+        reasons_text(summary),
+        recipient_text(summary, show_private=show_private),
+        f"{spent_attempts(summary)}/{summary.action.budget}",
+        str(summary.duplicates),
+        age(now - summary.action.created_at),
+    ]
+
+
+def _review_footer(count: int) -> str:
+    return (
+        f"{count} action(s) need a person: inspect with `starebrain history ID`, then"
+        " `starebrain resolve ID --as sent|not-sent --reason TEXT`; one out of attempts"
+        " (BUDGET_EXHAUSTED) gets another chance with `starebrain retry ID --reason TEXT`"
+    )
+
+
+async def stream_review(
+    out: Output,
+    summaries: Callable[[], AsyncIterator[ActionSummary]],
+    *,
+    now: datetime,
+    show_private: bool,
+) -> None:
+    """``render_review`` over summaries read as they come (see ``stream_list``)."""
+
+    def rows() -> AsyncIterator[list[str]]:
+        return _cells_of(summaries(), lambda summary: review_cells(summary, now, show_private))
+
+    count = await stream_table(out, REVIEW_COLUMNS, rows, wrap=("reasons",))
+    if not count:
+        out.line("nothing needs review")
+        return
+    out.line(_review_footer(count))
+
+
+def render_holds(out: Output, holds: Sequence[PhoneHold], *, now: datetime) -> None:
+    """The phones held by unresolved attempts: since when, and when a pass can free each
+    (voiding the fence if the send script never ran; moving it to review at the latest)."""
+    if not holds:
+        return
+    out.line("phones held by an unresolved attempt (no other action starts there meanwhile):")
+    out.table(
+        ["phone", "action", "dispatch id", "held for", "void from", "review at"],
+        (
+            [
+                hold.device,
+                hold.action_id,
+                hold.dispatch_id,
+                age(now - hold.since),
+                when(hold.void_from),
+                when(hold.review_at),
+            ]
+            for hold in holds
+        ),
+    )
+    out.line(
+        "a send or `starebrain reconcile` on that phone reads it: the attempt is settled by its"
+        " row, voided from 'void from' if its script never ran, or moved to review at"
+        " 'review at', which frees the phone"
+    )
+
+
+def render_approvals(
+    out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
+) -> None:
+    """The actions the policy gate holds for a person's approval."""
+    if not summaries:
+        return
+    out.line("waiting for a person's approval (the policy gate holds them; nothing was sent):")
+    out.table(
+        ["action", "to", "rule", "held for"],
+        (
+            [
+                summary.action.action_id,
+                recipient_text(summary, show_private=show_private),
+                str((summary.action.gate or {}).get("rule", "-")),
+                age(now - summary.action.created_at),
+            ]
+            for summary in summaries
+        ),
+    )
+    out.line("`starebrain approve ID` lets one go; `starebrain deny ID --reason TEXT` stops it")

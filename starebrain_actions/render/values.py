@@ -1,0 +1,184 @@
+"""A record's values in words and as JSON data: times, durations, provider rows, reasons,
+evidence, the budget spent, what a status means, and the JSON shapes of summaries, history,
+holds and gate verdicts (personal data redacted unless shown on purpose)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from starebrain_actions.core import decisions as _decisions
+from starebrain_actions.core.convert import format_time, to_jsonable
+from starebrain_actions.core.model import (
+    ActionSummary,
+    HistoryEntry,
+    PhoneHold,
+    ProviderKind,
+    ReviewReason,
+    Status,
+    provider_row_name,
+)
+from starebrain_actions.render.sanitize import redact_body, redact_data, redact_number
+
+
+def settles_at(summary: ActionSummary) -> datetime | None:
+    """When the latest attempt's row settles, while the action is VERIFYING because of it
+    (sent by the phone, not yet settled); None otherwise."""
+    latest = summary.latest
+    if summary.status is not Status.VERIFYING or latest is None:
+        return None
+    return _decisions.settling_until(latest)
+
+
+def status_meaning(summary: ActionSummary) -> str | None:
+    """The status in words where the bare word could mislead: a row that has not settled,
+    a send the phone showed and then marked failed."""
+    due = settles_at(summary)
+    if due is not None:
+        return (
+            "sent by the phone, not yet settled: the app may still mark it failed until"
+            f" {when(due)}"
+        )
+    latest = summary.latest
+    if latest is not None and _decisions.failed_after_sent(latest):
+        return "the phone showed it sent, then marked it failed: nothing went out"
+    if latest is not None and latest.review_reason is ReviewReason.UNSETTLED:
+        return (
+            "the phone showed it sent, then its row left the view before it settled (failed,"
+            " or deleted by the phone's owner): a person must rule; it is never resent"
+        )
+    return None
+
+
+def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:
+    """An action summary as JSON-able data: the record fields plus what is derived
+    (``settling`` and ``settles_at``: sent by the phone, not yet settled)."""
+    data: dict[str, Any] = to_jsonable(summary)
+    data["needs_review"] = summary.needs_review
+    data["latest"] = data["attempts"][-1] if data["attempts"] else None
+    due = settles_at(summary)
+    data["settling"] = due is not None
+    data["settles_at"] = to_jsonable(due) if due is not None else None
+    return dict(redact_data(data, show_private=show_private))
+
+
+def history_data(entries: Sequence[HistoryEntry], *, show_private: bool) -> list[Any]:
+    """History entries as JSON-able data."""
+    return list(redact_data(to_jsonable(list(entries)), show_private=show_private))
+
+
+def when(value: datetime | None) -> str:
+    """A time as the ledger writes it, or ``-``."""
+    return format_time(value) if value is not None else "-"
+
+
+def hold_data(hold: PhoneHold) -> dict[str, Any]:
+    """A phone's hold as JSON: the attempt, since when, and when a pass can free it."""
+    return {
+        "action_id": hold.action_id,
+        "dispatch_id": hold.dispatch_id,
+        "device": hold.device,
+        "since": when(hold.since),
+        "void_from": when(hold.void_from) if hold.void_from is not None else None,
+        "review_at": when(hold.review_at),
+        "releasable_at": when(hold.releasable_at()),
+    }
+
+
+def gate_data(decision: Any) -> dict[str, Any]:
+    """The policy gate's verdict as JSON: verdict, rule, detail, until, the file's digest."""
+    return {
+        "verdict": decision.verdict.value,
+        "rule": decision.rule,
+        "detail": decision.detail,
+        "until": when(decision.until) if decision.until is not None else None,
+        "digest": decision.digest,
+    }
+
+
+def duration_text(delta: timedelta) -> str:
+    """A configured duration, exactly and short: ``24h``, ``90m``, ``45s``, ``0.5s``."""
+    seconds = delta.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def provider_row_text(provider_object_id: int | None, kind: ProviderKind | str | None) -> str:
+    """A provider row for a table cell: an SMS row as its bare ``_id`` (``812``, as always),
+    any other with its table named (``mms _id 12``: MMS ``_id``s are another numbering),
+    ``-`` for none. ``kind`` may be the stored text (``"mms"``), as ``Ledger.duplicates``
+    gives it; None with an ``_id`` is an SMS row."""
+    if provider_object_id is None:
+        return "-"
+    provider_kind = ProviderKind.SMS if kind is None else ProviderKind(kind)
+    if provider_kind is ProviderKind.SMS:
+        return str(provider_object_id)
+    return provider_row_name(provider_kind, provider_object_id)
+
+
+def recipient_text(summary: ActionSummary, *, show_private: bool) -> str:
+    """The action's recipient, redacted unless shown on purpose."""
+    recipient = summary.action.intent.recipient
+    return recipient if show_private else redact_number(recipient)
+
+
+def body_text(summary: ActionSummary, *, show_private: bool) -> str:
+    """The action's body, redacted unless shown on purpose."""
+    body = summary.action.intent.body
+    return body if show_private else redact_body(body)
+
+
+def reasons_text(summary: ActionSummary) -> str:
+    """Review reasons, comma-separated, then superseded ones (``MISMATCH (superseded)``: a
+    wrong message went out before a good resend), or ``-``."""
+    shown = [reason.value for reason in summary.review_reasons]
+    shown += [f"{reason.value} (superseded)" for reason in summary.superseded_reasons]
+    return ", ".join(shown) or "-"
+
+
+def evidence_text(evidence: Mapping[str, Any], *, show_private: bool) -> str:
+    """Evidence as compact ``key=value`` text (nested values as JSON), redacted by default."""
+    data = redact_data(dict(evidence), show_private=show_private)
+    parts = []
+    for key in sorted(data):
+        value = data[key]
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{key}={shown}")
+    return " ".join(parts) or "-"
+
+
+def spent_attempts(summary: ActionSummary) -> int:
+    """The attempts that spent the action's budget (since an operator's grant, if any)."""
+    counted = summary.action.counted(summary.attempts)
+    return sum(1 for record in counted if _decisions.spends_budget(record))
+
+
+def attempts_text(summary: ActionSummary) -> str:
+    """``2 of 3 allowed``; after an operator's grant, counted from it, and saying so."""
+    action = summary.action
+    counted = action.counted(summary.attempts)
+    spent = spent_attempts(summary)
+    text = f"{spent} of {action.budget} allowed"
+    if spent < len(counted):
+        text += (
+            f" (and {len(counted) - spent} that spent nothing: the phone was not ready or"
+            " did not answer)"
+        )
+    grant = action.grant
+    if grant is not None:
+        text += (
+            f" since attempt {grant.after_attempt} (a retry granted by {grant.granted_by} at"
+            f" {when(grant.granted_at)}; its reason is in the history)"
+        )
+    return text
+
+
+def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:
+    """``SUCCEEDED=3 FAILED=1``: non-zero counts in the status table's order."""
+    lookup = {str(key): value for key, value in counts.items()}
+    parts = [f"{status.value}={lookup[status.value]}" for status in Status if lookup.get(status)]
+    return " ".join(parts) or "none"
