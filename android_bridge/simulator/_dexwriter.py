@@ -27,7 +27,7 @@ import struct
 import zlib
 from collections.abc import Mapping
 
-__all__ = ["build_dex"]
+__all__ = ["PLATFORM_DEX_VERSION", "build_dex", "uleb128"]
 
 _ACC_PUBLIC = 0x0001
 _ACC_STATIC = 0x0008
@@ -105,11 +105,23 @@ def _encoded_string(index: int) -> bytes:
     return bytes([(width - 1) << 5 | _VALUE_STRING]) + index.to_bytes(width, "little")
 
 
+#: The DEX version d8 writes for the platform on Android 10 to 15 (API 28 to 35 and the
+#: platform's "future" level all map to 039 in d8's DexVersion, read in r8's source; the
+#: container format, 041, starts at API 36).
+PLATFORM_DEX_VERSION = "039"
+
+
 def build_dex(
-    classes: Mapping[str, Mapping[str, int | str]], *, omit_trailing_defaults: bool = True
+    classes: Mapping[str, Mapping[str, int | str]],
+    *,
+    omit_trailing_defaults: bool = True,
+    version: str = PLATFORM_DEX_VERSION,
 ) -> bytes:
-    """A DEX file (version 035) defining each class of ``classes`` (descriptor -> its
-    ``static final`` fields, name -> an ``int`` or a ``String`` value)."""
+    """A DEX file (``version``: 035 to 039; the layout is the same) defining each class of
+    ``classes`` (descriptor -> its ``static final`` fields, name -> an ``int`` or a
+    ``String`` value)."""
+    if version not in ("035", "037", "038", "039"):
+        raise ValueError(f"this writer writes DEX 035 to 039; got {version!r}")
     strings = {_OBJECT, *classes}
     types = {_OBJECT, *classes}
     for fields in classes.values():
@@ -240,4 +252,4 @@ def build_dex(
     rest = after_signature + bytes(body) + bytes(data)
     signature = hashlib.sha1(rest, usedforsecurity=False).digest()
     checksum = zlib.adler32(signature + rest)
-    return b"dex\n035\x00" + struct.pack("<I", checksum) + signature + rest
+    return b"dex\n" + version.encode() + b"\x00" + struct.pack("<I", checksum) + signature + rest

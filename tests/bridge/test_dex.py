@@ -72,13 +72,14 @@ def test_the_stub_s_transaction_codes_are_read() -> None:
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-@given(classes, st.booleans())
+@given(classes, st.booleans(), st.sampled_from(["035", "037", "038", "039"]))
 def test_every_class_s_int_constants_come_back(
-    built: dict[str, dict[str, int | str]], omit: bool
+    built: dict[str, dict[str, int | str]], omit: bool, version: str
 ) -> None:
-    """Whatever the names, values and order, and whether the trailing zeros are left out of
-    static_values (as d8 does) or not, each class reads back its int constants exactly."""
-    dex = build_dex(built, omit_trailing_defaults=omit)
+    """Whatever the names, values and order, the version, and whether the trailing zeros
+    are left out of static_values (as d8 does) or not, each class reads back its int
+    constants exactly."""
+    dex = build_dex(built, omit_trailing_defaults=omit, version=version)
     for descriptor, fields in built.items():
         assert expected_ints(fields) == static_ints(dex, descriptor)
 
