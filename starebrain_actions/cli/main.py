@@ -1479,7 +1479,7 @@ def run_nightly_command(
     import asyncio
 
     from starebrain_actions.cli.options import policy_for
-    from starebrain_actions.orchestration import nightly as _nightly
+    from starebrain_actions.orchestration.nightly import run as _nightly
 
     try:
         # --resume sends as `starebrain resume` does: through the policy gate

@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery, note_error
-from starebrain_actions.orchestration.nightly import (
+from starebrain_actions.orchestration.nightly.run import (
     DeviceLine,
     NightlyReport,
     archive_report,
