@@ -136,6 +136,147 @@ def _gaps(seen: set[int], *, low: int) -> tuple[tuple[int, int], ...]:
     return tuple(gaps)
 
 
+def _anchor_reused(
+    first_ints: Sequence[IntRow],
+    anchor: int,
+    anchor_date_ms: int | None,
+    *,
+    types: Sequence[int],
+    since_ms: int | None,
+) -> bool:
+    """Whether the first page shows the anchor's id held by another row (another ``date``)
+    that is in the window."""
+    return any(
+        anchor
+        and row[0] == anchor
+        and anchor_date_ms is not None
+        and row[4] != anchor_date_ms
+        and _in_window(row, types=types, since_ms=since_ms)
+        for row in first_ints
+    )
+
+
+def _merged_ints(pages: Sequence[_Page], anchor: int) -> list[IntRow]:
+    """The pages' integer rows in ``_id`` order, each once.
+
+    Every page but the first leaves out its anchor: a row of the page before, or (the
+    one-row page reading a replaced anchor's text) the first page's own anchor row.
+    """
+    first = pages[0]
+    ints = [
+        row
+        for page in pages
+        for row in page.ints
+        if page is first or row[0] != (page.anchor_id or anchor)
+    ]
+    return sorted(ints, key=lambda row: row[0] or 0)
+
+
+def _messages(
+    ints: Sequence[IntRow],
+    texts: dict[str, dict[int, str | None]],
+    anchor: int,
+    anchor_date_ms: int | None,
+    *,
+    types: Sequence[int],
+    since_ms: int | None,
+) -> tuple[list[SmsMessage], bool, bool]:
+    """The read's messages (the anchor row left out, unless another row reused its id and is
+    in the window), whether the anchor row came back, and whether its id now holds another
+    row.
+
+    Raises:
+        UnparseableOutput: a row has no ``_id`` or no ``type``.
+    """
+    rows: list[SmsMessage] = []
+    anchor_seen = False
+    anchor_replaced = False
+    for row in ints:
+        message_id, message_type = row[0], row[2]
+        if message_id is None or message_type is None:
+            raise UnparseableOutput("a row has no _id or no type")
+        if message_id == anchor:
+            if anchor_date_ms is None or row[4] == anchor_date_ms:
+                anchor_seen = True
+                continue
+            anchor_replaced = True
+            if not _in_window(row, types=types, since_ms=since_ms):
+                continue
+        rows.append(
+            SmsMessage(
+                id=message_id,
+                thread_id=row[1],
+                type=message_type,
+                status=row[3],
+                date_ms=row[4],
+                date_sent_ms=row[5],
+                sub_id=row[6],
+                error_code=row[7],
+                address=texts["address"][message_id],
+                body=texts["body"][message_id],
+                creator=texts["creator"][message_id],
+            )
+        )
+    return rows, anchor_seen, anchor_replaced
+
+
+def _completeness(
+    anchor: int,
+    *,
+    any_rows: bool,
+    anchor_seen: bool,
+    anchor_replaced: bool,
+    lost_anchor: int | None,
+) -> tuple[bool, str | None]:
+    """Whether the read proves the window whole, and if not, why (see the module doc)."""
+    if anchor == 0 and not any_rows:
+        return False, "no anchor row and no rows: the read proves nothing"
+    if anchor == 0:
+        if lost_anchor is None:
+            return True, None
+        return False, f"page anchor row _id={lost_anchor} did not come back"
+    if anchor_replaced:
+        return False, f"anchor row _id={anchor} was replaced by another row (id reused)"
+    if not anchor_seen:
+        return False, f"anchor row _id={anchor} did not come back"
+    if lost_anchor is not None:
+        return False, f"page anchor row _id={lost_anchor} did not come back"
+    return True, None
+
+
+def _unseen_and_visible(
+    others_output: str, anchor: int, ints: Sequence[IntRow]
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int | None], ...]]:
+    """From the window's rows and the output listing the visible rows outside it: the ``_id``
+    ranges above the anchor no visible row holds, and every visible row above the anchor as
+    ``(_id, date)``, in ``_id`` order."""
+    ids = [row[0] for row in ints if row[0] is not None]
+    others = parse_int_rows(others_output, LATEST_COLUMNS)
+    seen = {anchor, *ids, *(row[0] for row in others if row[0] is not None)}
+    unseen = _gaps(seen, low=anchor)
+    dated: dict[int, int | None] = {
+        row[0]: row[4] for row in ints if row[0] is not None and row[0] > anchor
+    }
+    dated.update((row[0], row[1]) for row in others if row[0] is not None and row[0] > anchor)
+    return unseen, tuple(sorted(dated.items()))
+
+
+@attrs.frozen(kw_only=True)
+class _Window:
+    """What a read asks for, whatever its anchor (see :meth:`SmsReader.read_since`)."""
+
+    #: only rows dated at or after this (phone clock, ms); None: any date
+    since_ms: int | None
+    #: the ``type`` values read
+    types: Sequence[int]
+    #: also read outgoing MMS above this ``content://mms`` ``_id``; None: no MMS
+    mms_after_id: int | None
+    #: the MMS read's ``since_ms`` (None: ``since_ms``)
+    mms_since_ms: int | None
+    #: also list the visible rows above the anchor outside the window
+    find_unseen: bool
+
+
 @attrs.frozen(kw_only=True)
 class _Page:
     ints: list[IntRow]
@@ -220,44 +361,25 @@ class SmsReader:
             UnparseableOutput: the output cannot be parsed exactly.
             IncompleteRead: the output was truncated or the rows kept changing.
         """
-        read = await self._read_once(
-            after_id,
+        window = _Window(
             since_ms=since_ms,
             types=types,
-            anchor_date_ms=anchor_date_ms,
             mms_after_id=mms_after_id,
             mms_since_ms=mms_since_ms,
             find_unseen=find_unseen,
         )
+        read = await self._read_once(after_id, anchor_date_ms=anchor_date_ms, window=window)
         if read.complete or not after_id or read.anchor_present or reanchor_before_ms is None:
             return read
         before = self._device.round_trips
-        (step,) = await self._device.run(
-            [
-                self._query(
-                    LATEST_COLUMNS,
-                    f"date < {_checked_int(reanchor_before_ms, 'reanchor_before_ms')}",
-                    "_id DESC LIMIT 1",
-                )
-            ]
-        )
-        found = [row for row in parse_int_rows(step.output, LATEST_COLUMNS) if row[0] is not None]
-        new_id, new_date = (found[0][0] or 0, found[0][1]) if found else (0, None)
+        new_id, new_date = await self._latest_row_before(reanchor_before_ms)
         _log.info(
             "sms_read_reanchored",
             device=self._device.serial,
             gone_anchor=after_id,
             new_anchor=new_id,
         )
-        again = await self._read_once(
-            new_id,
-            since_ms=since_ms,
-            types=types,
-            anchor_date_ms=new_date,
-            mms_after_id=mms_after_id,
-            mms_since_ms=mms_since_ms,
-            find_unseen=find_unseen,
-        )
+        again = await self._read_once(new_id, anchor_date_ms=new_date, window=window)
         return attrs.evolve(
             again,
             reanchored_from=after_id,
@@ -265,147 +387,57 @@ class SmsReader:
             round_trips=read.round_trips + self._device.round_trips - before,
         )
 
+    async def _latest_row_before(self, before_ms: int) -> tuple[int, int | None]:
+        """``_id`` and ``date`` of the highest visible row dated before ``before_ms`` (one round
+        trip): ``(0, None)`` when there is none."""
+        (step,) = await self._device.run(
+            [
+                self._query(
+                    LATEST_COLUMNS,
+                    f"date < {_checked_int(before_ms, 'reanchor_before_ms')}",
+                    "_id DESC LIMIT 1",
+                )
+            ]
+        )
+        found = [row for row in parse_int_rows(step.output, LATEST_COLUMNS) if row[0] is not None]
+        return (found[0][0] or 0, found[0][1]) if found else (0, None)
+
     async def _read_once(
-        self,
-        after_id: int,
-        *,
-        since_ms: int | None,
-        types: Sequence[int],
-        anchor_date_ms: int | None,
-        mms_after_id: int | None,
-        mms_since_ms: int | None,
-        find_unseen: bool,
+        self, after_id: int, *, anchor_date_ms: int | None, window: _Window
     ) -> ProviderRead:
-        """One read anchored at ``after_id`` (see :meth:`read_since`)."""
+        """One read anchored at ``after_id`` (see :meth:`read_since`): its pages, their rows
+        merged with their text, then what the read proves and what else it saw."""
         anchor = _checked_int(after_id, "after_id")
+        since_ms, types = window.since_ms, window.types
         filters = window_filter(since_ms=since_ms, types=types)
         mode = await self._device.mode()
         before = self._device.round_trips
-        extra: tuple[str, ...] = ()
-        if mms_after_id is not None:
-            mms_since = mms_since_ms if mms_since_ms is not None else since_ms
-            since_s = max(0, mms_since // 1000) if mms_since is not None else None
-            extra = (pdu_query(mms_after_id, since_s=since_s, prefix=self._device.content_prefix),)
-        if find_unseen:
-            extra += (self._query(LATEST_COLUMNS, f"_id > {anchor} AND NOT ({filters})"),)
-        if anchor == 0:
-            first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
-        else:
-            first = await self._read_page(filters, anchor, extra_steps=extra)
-        pages = [first]
-        # a full page may not be the last: the next one is anchored at its last row, which
-        # must come back in it (unless it is the read's own anchor, checked below)
-        lost_anchor: int | None = None
-        page = first
-        while page.window_rows == self._page_size:
-            last = page.ints[-1]
-            if last[0] is None:
-                raise UnparseableOutput("a row has no _id")
-            page = await self._read_page(filters, last[0])
-            pages.append(page)
-            # the same row: its id and its date (an id can be reused; a status can change)
-            if not page.ints or (page.ints[0][0], page.ints[0][4]) != (last[0], last[4]):
-                lost_anchor = last[0]
-                break
-        replacement = [
-            row
-            for row in first.ints
-            if anchor
-            and row[0] == anchor
-            and anchor_date_ms is not None
-            and row[4] != anchor_date_ms
-            and _in_window(row, types=types, since_ms=since_ms)
-        ]
-        if replacement:
+        extra = self._extra_steps(anchor, filters, window)
+        pages, lost_anchor = await self._read_pages(filters, anchor, extra)
+        first = pages[0]
+        if _anchor_reused(first.ints, anchor, anchor_date_ms, types=types, since_ms=since_ms):
             # The anchor's id was reused by a row in the window: it is a candidate, so its
             # text is needed after all (a one-row page cannot be split ambiguously).
             pages.append(await self._read_page(f"_id = {anchor} AND {filters}", None, whole=True))
-        # every page but the first leaves out its anchor: a row of the page before, or (the
-        # one-row page reading a replaced anchor's text) the first page's own anchor row
-        ints = [
-            row
-            for page in pages
-            for row in page.ints
-            if page is first or row[0] != (page.anchor_id or anchor)
-        ]
-        ints = sorted(ints, key=lambda row: row[0] or 0)
-        texts: dict[str, dict[int, str | None]] = {column: {} for column in TEXT_COLUMNS}
-        for page in pages:
-            for column in TEXT_COLUMNS:
-                texts[column].update(page.texts[column])
-        ambiguous = {
-            column: [row_id for row_id, text in values.items() if text == "NULL"]
-            for column, values in texts.items()
-        }
-        if any(ambiguous.values()):
-            nulls = await self._resolve_nulls(ambiguous)
-            for column, ids in ambiguous.items():
-                for row_id in ids:
-                    texts[column][row_id] = None if row_id in nulls[column] else "NULL"
-        rows: list[SmsMessage] = []
-        anchor_seen = False
-        anchor_replaced = False
-        for row in ints:
-            message_id, message_type = row[0], row[2]
-            if message_id is None or message_type is None:
-                raise UnparseableOutput("a row has no _id or no type")
-            if message_id == anchor:
-                if anchor_date_ms is None or row[4] == anchor_date_ms:
-                    anchor_seen = True
-                    continue
-                anchor_replaced = True
-                if not _in_window(row, types=types, since_ms=since_ms):
-                    continue
-            rows.append(
-                SmsMessage(
-                    id=message_id,
-                    thread_id=row[1],
-                    type=message_type,
-                    status=row[3],
-                    date_ms=row[4],
-                    date_sent_ms=row[5],
-                    sub_id=row[6],
-                    error_code=row[7],
-                    address=texts["address"][message_id],
-                    body=texts["body"][message_id],
-                    creator=texts["creator"][message_id],
-                )
-            )
+        ints = _merged_ints(pages, anchor)
+        texts = await self._merged_texts(pages)
+        rows, anchor_seen, anchor_replaced = _messages(
+            ints, texts, anchor, anchor_date_ms, types=types, since_ms=since_ms
+        )
         ids = [row[0] for row in ints if row[0] is not None]
-        reason: str | None = None
-        if anchor == 0 and not ids:
-            complete = False
-            reason = "no anchor row and no rows: the read proves nothing"
-        elif anchor == 0:
-            complete = lost_anchor is None
-            if not complete:
-                reason = f"page anchor row _id={lost_anchor} did not come back"
-        elif anchor_replaced:
-            complete = False
-            reason = f"anchor row _id={anchor} was replaced by another row (id reused)"
-        elif not anchor_seen:
-            complete = False
-            reason = f"anchor row _id={anchor} did not come back"
-        elif lost_anchor is not None:
-            complete = False
-            reason = f"page anchor row _id={lost_anchor} did not come back"
-        else:
-            complete = True
-        mms_rows: tuple[MmsMessage, ...] = ()
+        complete, reason = _completeness(
+            anchor,
+            any_rows=bool(ids),
+            anchor_seen=anchor_seen,
+            anchor_replaced=anchor_replaced,
+            lost_anchor=lost_anchor,
+        )
         unseen: tuple[tuple[int, int], ...] | None = None
         visible_rows: tuple[tuple[int, int | None], ...] | None = None
-        if find_unseen:
-            others = parse_int_rows(first.extra[-1], LATEST_COLUMNS)
-            seen = {anchor, *ids, *(row[0] for row in others if row[0] is not None)}
-            unseen = _gaps(seen, low=anchor)
-            dated: dict[int, int | None] = {
-                row[0]: row[4] for row in ints if row[0] is not None and row[0] > anchor
-            }
-            dated.update(
-                (row[0], row[1]) for row in others if row[0] is not None and row[0] > anchor
-            )
-            visible_rows = tuple(sorted(dated.items()))
-        if mms_after_id is not None:
+        if window.find_unseen:
+            unseen, visible_rows = _unseen_and_visible(first.extra[-1], anchor, ints)
+        mms_rows: tuple[MmsMessage, ...] = ()
+        if window.mms_after_id is not None:
             pdus = parse_pdus(first.extra[0])
             if pdus:
                 mms_rows = await read_details(
@@ -439,6 +471,65 @@ class SmsReader:
             visible_rows=visible_rows,
             anchor_present=bool(anchor) and anchor_seen,
         )
+
+    def _extra_steps(self, anchor: int, filters: str, window: _Window) -> tuple[str, ...]:
+        """The queries that ride in the first page's round trip: the outgoing MMS above
+        ``window.mms_after_id``, then the visible rows above the anchor outside the window
+        (``window.find_unseen``), each when asked for, in that order."""
+        extra: tuple[str, ...] = ()
+        if window.mms_after_id is not None:
+            mms_since = window.mms_since_ms if window.mms_since_ms is not None else window.since_ms
+            since_s = max(0, mms_since // 1000) if mms_since is not None else None
+            extra = (
+                pdu_query(window.mms_after_id, since_s=since_s, prefix=self._device.content_prefix),
+            )
+        if window.find_unseen:
+            extra += (self._query(LATEST_COLUMNS, f"_id > {anchor} AND NOT ({filters})"),)
+        return extra
+
+    async def _read_pages(
+        self, filters: str, anchor: int, extra: tuple[str, ...]
+    ) -> tuple[list[_Page], int | None]:
+        """The read's pages, the first one carrying ``extra``, and the page anchor row that did
+        not come back (None: each did, or there was one page).
+
+        A full page may not be the last: the next one is anchored at its last row, which
+        must come back in it (unless it is the read's own anchor, which the caller checks).
+        """
+        if anchor == 0:
+            first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
+        else:
+            first = await self._read_page(filters, anchor, extra_steps=extra)
+        pages = [first]
+        page = first
+        while page.window_rows == self._page_size:
+            last = page.ints[-1]
+            if last[0] is None:
+                raise UnparseableOutput("a row has no _id")
+            page = await self._read_page(filters, last[0])
+            pages.append(page)
+            # the same row: its id and its date (an id can be reused; a status can change)
+            if not page.ints or (page.ints[0][0], page.ints[0][4]) != (last[0], last[4]):
+                return pages, last[0]
+        return pages, None
+
+    async def _merged_texts(self, pages: Sequence[_Page]) -> dict[str, dict[int, str | None]]:
+        """Every page's text columns by ``_id``, a value printed as ``NULL`` resolved (one
+        more round trip) to SQL NULL (None) or the text ``NULL``."""
+        texts: dict[str, dict[int, str | None]] = {column: {} for column in TEXT_COLUMNS}
+        for page in pages:
+            for column in TEXT_COLUMNS:
+                texts[column].update(page.texts[column])
+        ambiguous = {
+            column: [row_id for row_id, text in values.items() if text == "NULL"]
+            for column, values in texts.items()
+        }
+        if any(ambiguous.values()):
+            nulls = await self._resolve_nulls(ambiguous)
+            for column, ids in ambiguous.items():
+                for row_id in ids:
+                    texts[column][row_id] = None if row_id in nulls[column] else "NULL"
+        return texts
 
     async def read_after(
         self, evidence: DispatchEvidence, *, since_ms: int | None = None
