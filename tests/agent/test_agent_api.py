@@ -21,10 +21,11 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
+from starebrain_actions.core.decisions import failed_after_sent
 from starebrain_actions.core.exceptions import LookupFailed
-from starebrain_actions.core.transitions import failed_after_sent
 from starebrain_actions.orchestration.agent import SmsAgent, reconcile_pending
-from starebrain_actions.orchestration.reconciler import SCRIPT_FINISH_WITHIN, reconcile_device
+from starebrain_actions.orchestration.reconciler import reconcile_device
+from starebrain_actions.orchestration.watched import SCRIPT_FINISH_WITHIN
 from starebrain_actions.phone.android import AndroidPhone, PhoneUnavailable
 from tests.conftest import OUTBOX_FIRST
 

@@ -17,11 +17,8 @@ import pytest
 
 from android_bridge import Device
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
-from starebrain_actions.orchestration.reconciler import (
-    SCRIPT_FINISH_WITHIN,
-    clean_fences,
-    reconcile_device,
-)
+from starebrain_actions.orchestration.reconciler import clean_fences, reconcile_device
+from starebrain_actions.orchestration.watched import SCRIPT_FINISH_WITHIN
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 OTHER_TO, OTHER_BODY = "+1 202 555 0199", "Table for two at 8"

@@ -13,7 +13,7 @@ from typing import Any
 
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, Status
 from starebrain_actions.orchestration.agent import reconcile_pending
-from starebrain_actions.orchestration.reconciler import KEYS_MARGIN_MS
+from starebrain_actions.orchestration.watched import KEYS_MARGIN_MS
 from tests.conftest import AOSP_OUTBOX_FIRST, OUTBOX_FIRST
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"

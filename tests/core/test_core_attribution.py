@@ -21,7 +21,8 @@ from starebrain_actions import (
     SmsIntent,
 )
 from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
-from starebrain_actions.orchestration.reconciler import Watched, plan_device
+from starebrain_actions.orchestration.attribution import plan_device
+from starebrain_actions.orchestration.watched import Watched
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 INTENT = SmsIntent(recipient="+12025550100", body="Your code is 4821")
@@ -308,7 +309,7 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
 def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
     """An unverified confirmed attempt is read from its watermark (its own row included);
     a settled one and an in-flight one from their watermarks."""
-    from starebrain_actions.orchestration.reconciler import _anchor
+    from starebrain_actions.orchestration.watched import _anchor
 
     verifying = ActionRecord(
         action_id="A-17",

@@ -19,7 +19,8 @@ from starebrain_actions import (
     SmsIntent,
 )
 from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
-from starebrain_actions.orchestration.reconciler import MatchKeys, Watched, plan_device
+from starebrain_actions.orchestration.attribution import MatchKeys, plan_device
+from starebrain_actions.orchestration.watched import Watched
 from starebrain_actions.phone.android import AndroidPhone
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -29,14 +29,11 @@ from starebrain_actions import (
     reconcile,
     should_redispatch,
 )
+from starebrain_actions.core.decisions import APP_SEND_TIMEOUT, failed_after_sent, settle_time
 from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
-from starebrain_actions.core.transitions import (
-    APP_SEND_TIMEOUT,
-    failed_after_sent,
-    settle,
-    settle_time,
-)
-from starebrain_actions.orchestration.reconciler import Taken, Watched, plan_device
+from starebrain_actions.core.proof import settle
+from starebrain_actions.orchestration.attribution import plan_device
+from starebrain_actions.orchestration.watched import Taken, Watched
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 INTENT = SmsIntent(recipient="+12025550100", body="Your code is 4821")
