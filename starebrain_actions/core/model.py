@@ -690,7 +690,7 @@ class HistoryEntry:
 @attrs.frozen(kw_only=True)
 class PhoneHold:
     """An unresolved attempt that holds its phone's lease (no other action's attempt may
-    start there), and when a reconcile pass can release it (``_core.phone_hold``)."""
+    start there), and when a reconcile pass can release it (``transitions.phone_hold``)."""
 
     #: the attempt holding the phone
     action_id: str

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from starebrain_actions.core import transitions as _core
+from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.convert import age, format_time
+from starebrain_actions.core.decisions import should_redispatch
 from starebrain_actions.core.derived_ids import is_derived_id, settled
 from starebrain_actions.core.model import (
     AcceptanceState,
@@ -25,11 +26,11 @@ from starebrain_actions.core.model import (
     ActionSummary,
     DeliveryState,
     PhoneHold,
+    RedispatchDecision,
     RedispatchReason,
     ReviewReason,
     Status,
 )
-from starebrain_actions.core.transitions import should_redispatch
 from starebrain_actions.render import values as _render_values
 
 __all__ = [
@@ -228,7 +229,7 @@ def next_step(
 ) -> str:
     """What a model should do about an action in this state (pure). ``sending``: a send of
     the action is running in the server right now. ``earlier``: the action had an attempt
-    before the call and has no new one (``_core.earlier_message``): the answer is about that
+    before the call and has no new one (``derived_ids.earlier_message``): the answer is about that
     earlier message, which is said first, with when it went out; once the action is
     settled, how to send the same text again as a new message follows (only then: while
     the outcome is open, a new id could be a second SMS)."""
@@ -259,110 +260,164 @@ def next_step(
     )
 
 
-def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
-    """One sentence telling a model what to do about an action in this state (pure)."""
+class _Facts(NamedTuple):
+    """What every state's step needs to know about the action, worked out once."""
+
+    #: "call send_sms again with action_id '…'"
+    again: str
+    #: the same words, starting a sentence
+    again_first: str
+    #: may a new attempt start now
+    decision: RedispatchDecision
+    #: a retry is allowed, now or after a backoff
+    retry_allowed: bool
+    #: " from <time>" when the retry waits for a backoff, else ""
+    when: str
+    #: the review reasons that stop a retry (a MISMATCH a retry may mend does not)
+    blocking: list[ReviewReason]
+
+
+def _facts(summary: ActionSummary, now: datetime) -> _Facts:
     action_id = summary.action.action_id
     again = f"call send_sms again with action_id {action_id!r}"
-    again_first = "C" + again[1:]  # the same words, starting a sentence
-    status = summary.status
     decision = should_redispatch(summary.action, summary.attempts, now)
     retry_allowed = decision.redispatch or decision.reason is RedispatchReason.BACKOFF
-    when = (
-        f" from {format_time(decision.retry_at)}"
-        if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
-        else ""
+    return _Facts(
+        again=again,
+        again_first="C" + again[1:],  # the same words, starting a sentence
+        decision=decision,
+        retry_allowed=retry_allowed,
+        when=(
+            f" from {format_time(decision.retry_at)}"
+            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+            else ""
+        ),
+        blocking=[
+            reason
+            for reason in summary.review_reasons
+            if not (reason is ReviewReason.MISMATCH and retry_allowed)
+        ],
     )
-    blocking = [
-        reason
-        for reason in summary.review_reasons
-        if not (reason is ReviewReason.MISMATCH and retry_allowed)
-    ]
+
+
+def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
+    """One sentence telling a model what to do about an action in this state (pure)."""
+    status = summary.status
+    facts = _facts(summary, now)
     if status is Status.SUCCEEDED:
-        if blocking:
-            return (
-                f"Sent and verified on the phone, but a person must look ({_reasons(blocking)}):"
-                " do not send it again; tell the user."
-            )
-        return "Done: the SMS went out and the phone shows the intended text. Do not send it again."
+        return _succeeded_step(facts)
     if status is Status.PLANNED:
-        if sending:
-            return (
-                "The send is starting. Wait a few seconds and"
-                f" {again} (it never sends twice) to learn how it went."
-            )
-        return f"Nothing has been sent yet: {again} to send it."
+        return _planned_step(facts, sending=sending)
     if status in OPEN_STATUSES:
-        if blocking:
+        return _open_step(summary, facts)
+    if status is Status.FAILED:
+        return _failed_step(summary, facts)
+    return _rejected_step(summary, facts)
+
+
+def _succeeded_step(facts: _Facts) -> str:
+    if facts.blocking:
+        return (
+            f"Sent and verified on the phone, but a person must look ({_reasons(facts.blocking)}):"
+            " do not send it again; tell the user."
+        )
+    return "Done: the SMS went out and the phone shows the intended text. Do not send it again."
+
+
+def _planned_step(facts: _Facts, *, sending: bool) -> str:
+    if sending:
+        return (
+            "The send is starting. Wait a few seconds and"
+            f" {facts.again} (it never sends twice) to learn how it went."
+        )
+    return f"Nothing has been sent yet: {facts.again} to send it."
+
+
+def _open_step(summary: ActionSummary, facts: _Facts) -> str:
+    """IN_FLIGHT, UNKNOWN or VERIFYING: not proven yet."""
+    again, blocking = facts.again, facts.blocking
+    if blocking:
+        return (
+            f"Not proven either way and automatic handling has stopped ({_reasons(blocking)}):"
+            " the SMS may have gone out. Do not send it again under any action_id; tell the"
+            " user a person must check the phone (list_review)."
+        )
+    if summary.status is Status.VERIFYING:
+        due = _decisions.settling_until(summary.latest) if summary.latest is not None else None
+        if due is not None:
             return (
-                f"Not proven either way and automatic handling has stopped ({_reasons(blocking)}):"
-                " the SMS may have gone out. Do not send it again under any action_id; tell the"
-                " user a person must check the phone (list_review)."
-            )
-        if status is Status.VERIFYING:
-            due = _core.settling_until(summary.latest) if summary.latest is not None else None
-            if due is not None:
-                return (
-                    "Sent by the phone, not yet settled: the messaging app may still mark it"
-                    f" failed until {format_time(due)}. Do not tell the user it was delivered"
-                    f" and do not send it again under any action_id; {again} or call"
-                    " sms_status after that time to learn whether it settled."
-                )
-            return (
-                "The phone shows the SMS went out; its text is being checked. Wait a few"
-                f" seconds and {again} (it never sends twice) or call sms_status."
-            )
-        if status is Status.IN_FLIGHT:
-            return (
-                "Being sent; not proven yet. Wait a few seconds and"
-                f" {again} (it never sends twice). Never retry under a new action_id."
+                "Sent by the phone, not yet settled: the messaging app may still mark it"
+                f" failed until {format_time(due)}. Do not tell the user it was delivered"
+                f" and do not send it again under any action_id; {again} or call"
+                " sms_status after that time to learn whether it settled."
             )
         return (
-            "Not proven yet, past the grace window: the SMS may have gone out. Do not send it"
-            f" under a new action_id; {again} later or call reconcile to read the phone; if it"
-            " stays UNKNOWN, tell the user a person must check the phone."
+            "The phone shows the SMS went out; its text is being checked. Wait a few"
+            f" seconds and {again} (it never sends twice) or call sms_status."
         )
+    if summary.status is Status.IN_FLIGHT:
+        return (
+            "Being sent; not proven yet. Wait a few seconds and"
+            f" {again} (it never sends twice). Never retry under a new action_id."
+        )
+    return (
+        "Not proven yet, past the grace window: the SMS may have gone out. Do not send it"
+        f" under a new action_id; {again} later or call reconcile to read the phone; if it"
+        " stays UNKNOWN, tell the user a person must check the phone."
+    )
+
+
+def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
+    """FAILED: nothing went out (the phone not ready, proven, or out of attempts)."""
+    again, when, blocking = facts.again, facts.when, facts.blocking
     remedy = _not_ready(summary)
-    if status is Status.FAILED and remedy is not None and retry_allowed and not blocking:
+    if remedy is not None and facts.retry_allowed and not blocking:
         return (
             f"The phone is not ready, so nothing went out and no attempt was spent; a person"
             f" must {remedy}. Tell the user so; once it is done, {again}{when} (it never"
             " sends twice)."
         )
-    if status is Status.FAILED:
-        if blocking:
-            return (
-                f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"
-                " resend under a new action_id; tell the user."
-            )
-        if retry_allowed:
-            return f"Nothing went out (proven). {again_first}{when} to retry."
+    if blocking:
         return (
-            "Nothing went out and the action has no attempt left"
-            f" ({decision.reason.value}). Tell the user; do not resend under a new action_id"
-            " without their consent."
+            f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"
+            " resend under a new action_id; tell the user."
         )
+    if facts.retry_allowed:
+        return f"Nothing went out (proven). {facts.again_first}{when} to retry."
+    return (
+        "Nothing went out and the action has no attempt left"
+        f" ({facts.decision.reason.value}). Tell the user; do not resend under a new action_id"
+        " without their consent."
+    )
+
+
+def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
+    """MISMATCH: something else went out, or the phone showed it sent, then marked it
+    failed."""
+    again_first, when, blocking = facts.again_first, facts.when, facts.blocking
+    retry = facts.retry_allowed and not blocking
     latest = summary.latest
-    if latest is not None and _core.failed_after_sent(latest):
+    if latest is not None and _decisions.failed_after_sent(latest):
         # REJECTED because its row turned FAILED: nothing went out, like a FAILED delivery
-        if retry_allowed and not blocking:
+        if retry:
             return (
                 "Nothing went out: the phone showed the SMS sent, then marked it failed."
                 f" {again_first}{when} to retry."
             )
         return (
             "Nothing went out (the phone showed the SMS sent, then marked it failed) and no"
-            f" resend is allowed ({_reasons(blocking) or decision.reason.value}). Tell the"
+            f" resend is allowed ({_reasons(blocking) or facts.decision.reason.value}). Tell the"
             " user; do not resend under a new action_id without their consent."
         )
     # MISMATCH: something else went out
-    if retry_allowed and not blocking:
+    if retry:
         return (
             "An incident: the phone sent something other than the intended text (tell the"
             f" user). {again_first}{when} to send the intended text once."
         )
     return (
         "An incident: the phone sent something other than the intended text, and no resend is"
-        f" allowed ({_reasons(blocking) or decision.reason.value}). Tell the user; a person"
+        f" allowed ({_reasons(blocking) or facts.decision.reason.value}). Tell the user; a person"
         " must review it."
     )
 
@@ -401,7 +456,7 @@ def _gate_step(summary: ActionSummary) -> str | None:
 def _not_ready(summary: ActionSummary) -> str | None:
     """What a person must do on the phone, when the latest attempt found it not ready."""
     latest = summary.latest
-    if latest is None or _core.not_ready(latest) is None:
+    if latest is None or _decisions.not_ready(latest) is None:
         return None
     remedy = latest.evidence.get("remedy")
     return remedy if isinstance(remedy, str) else "make the phone ready for a send"

@@ -22,7 +22,9 @@ from mcp_types import CallToolResult
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import RetryPolicy
-from starebrain_actions.mcp.server import ServerConfig, build_server, open_service
+from starebrain_actions.mcp.config import ServerConfig
+from starebrain_actions.mcp.server import build_server
+from starebrain_actions.mcp.service import open_service
 
 TO = "+1 202 555 0100"
 #: The token the HTTP servers of the tests are started with ($STAREBRAIN_MCP_TOKEN).

@@ -14,11 +14,11 @@ from typing import IO, Any
 import pytest
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
-from starebrain_actions.cli.main import derive_action_id
+from starebrain_actions.core.derived_ids import derive_action_id
 from starebrain_actions.core.model import AcceptanceState, Action, ActionRecord, DeliveryState
 from starebrain_actions.ledger.store import summarize
+from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.results import sms_result
-from starebrain_actions.mcp.server import ServerConfig
 
 from .conftest import BODY, TO, client_on, server_args, sms_out, stdio_session, structured
 

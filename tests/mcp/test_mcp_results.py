@@ -15,7 +15,7 @@ import pytest
 from mcp.client import Client
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent
-from starebrain_actions.cli.main import derive_action_id
+from starebrain_actions.core.derived_ids import derive_action_id
 from starebrain_actions.core.model import (
     AcceptanceState,
     Action,
@@ -25,8 +25,10 @@ from starebrain_actions.core.model import (
     Status,
 )
 from starebrain_actions.ledger.store import summarize
+from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.results import next_step, sms_result
-from starebrain_actions.mcp.server import ServerConfig, build_server, open_service
+from starebrain_actions.mcp.server import build_server
+from starebrain_actions.mcp.service import open_service
 from tests.e2e.conftest import BODY, RECIPIENT, SEEDED, seed_ledger
 
 from .conftest import error_text, structured

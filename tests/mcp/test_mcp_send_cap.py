@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from starebrain_actions import SmsIntent
-from starebrain_actions.mcp.server import SendLimitReached, _CappedLedger, _SendCap
+from starebrain_actions.mcp.send_cap import CappedLedger, SendCap, SendLimitReached
 from tests._postgres import fresh_schema
 
 DEVICES = ("10.0.0.1:5555", "10.0.0.2:5555")
@@ -35,9 +35,9 @@ async def test_two_servers_racing_for_the_last_send_of_the_hour_start_one(
 async def race_for_the_last_send(path: Path | str) -> None:
     """Two capped ledgers on one store, each starting the hour's one allowed send at once."""
     intent = SmsIntent(recipient="+12025550100", body="your code is 1234")
-    async with _CappedLedger.open(path) as first, _CappedLedger.open(path) as second:
+    async with CappedLedger.open(path) as first, CappedLedger.open(path) as second:
         for ledger in (first, second):
-            ledger.cap = _SendCap(limit=1, devices=DEVICES)  # type: ignore[attr-defined]
+            ledger.cap = SendCap(limit=1, devices=DEVICES)  # type: ignore[attr-defined]
         await first.create_action("a-1", intent)
         await first.create_action("a-2", intent)
         # (PostgreSQL) connections open beforehand, so that both receipts start at once

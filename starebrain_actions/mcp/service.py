@@ -1,0 +1,598 @@
+"""What the MCP server's tools do, over one ledger and the server's phones.
+
+Inside one server process, concurrent ``send_sms`` calls for one action share one running send
+(a *flight*): the send runs in a task the server owns, so a call the client cancels or gives
+up on (a timeout) leaves the send to finish its step on the phone instead of cutting it off
+mid-command, and a repeat joins it. Calls for different actions on one phone share one ADB
+connection (``android_bridge.Device`` runs one command at a time) and one ``SmsAgent``; the
+ledger's device lease keeps a single send in flight per phone, across processes too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast
+
+import attrs
+from mcp.server.mcpserver.exceptions import ToolError
+
+from android_bridge.exceptions import BridgeError
+from starebrain_actions._logging import get_logger
+from starebrain_actions.core.decisions import should_redispatch
+from starebrain_actions.core.derived_ids import (
+    choose_derived_generation,
+    derive_action_id,
+    derived_generation_id,
+    earlier_message,
+    settled,
+)
+from starebrain_actions.core.exceptions import (
+    FingerprintConflict,
+    InvalidInput,
+    NotFound,
+    PhoneError,
+    StaleTransition,
+    StarebrainError,
+)
+from starebrain_actions.core.model import (
+    ActionSummary,
+    PhoneHold,
+    SmsIntent,
+    Status,
+    check_action_id,
+)
+from starebrain_actions.mcp.auth import UNSCOPED, ActionScope
+from starebrain_actions.mcp.config import ServerConfig
+from starebrain_actions.mcp.phones import Phones
+from starebrain_actions.mcp.results import (
+    OPEN_STATUSES,
+    ChangeView,
+    DeviceView,
+    ReconcileResult,
+    ReviewList,
+    SmsResult,
+    sms_result,
+    status_line,
+)
+from starebrain_actions.mcp.scoped import check_scoped_id, hold_seen, own_ids, seen
+from starebrain_actions.mcp.send_cap import CappedLedger, SendCap, SendLimitReached
+from starebrain_actions.orchestration.agent import MIN_DISPATCH_S, SendOutcome, hold_on
+from starebrain_actions.orchestration.reconciler import (
+    DeviceReport,
+    reconcile_device,
+    void_after_for,
+)
+from starebrain_actions.phone.send_path import check_send_path
+
+__all__ = ["SmsService", "open_service"]
+
+_log = get_logger("starebrain.mcp")
+
+
+@attrs.define
+class _Flight:
+    """One running ``SmsAgent.send`` of an action, shared by every call that asks for it."""
+
+    task: asyncio.Task[SendOutcome]
+    #: loop time at which its wait ends
+    ends_at: float
+    #: the address of the phone it sends through
+    device: str = ""
+
+
+class SmsService:
+    """What the tools do, over one ledger and the server's phones."""
+
+    def __init__(self, ledger: CappedLedger, config: ServerConfig) -> None:
+        self.ledger = ledger
+        self.config = config
+        self.phones = Phones(ledger, config)
+        self._flights: dict[str, _Flight] = {}
+        #: the step each running send is at (``SmsAgent.send``'s ``on_step``)
+        self._steps: dict[str, str] = {}
+        self._cap = (
+            SendCap(limit=config.max_sends_per_hour, devices=config.devices)
+            if config.max_sends_per_hour is not None
+            else None
+        )
+        ledger.cap = self._cap
+
+    # ------------------------------------------------------------------ send_sms
+
+    async def send_sms(
+        self,
+        *,
+        action_id: str | None,
+        to: str,
+        body: str,
+        wait_seconds: float | None,
+        device: str | None,
+        scope: ActionScope = UNSCOPED,
+    ) -> SmsResult:
+        """Send at most once per action; see the tool's description. ``scope``: the calling
+        client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger)."""
+        loop = asyncio.get_running_loop()
+        wait = self.config.default_wait_s if wait_seconds is None else wait_seconds
+        give_up = loop.time() + min(max(wait, 0.0), self.config.max_wait_s)
+        # a send this call starts gets at least the default wait, however short the call's:
+        # it goes on in the server after a quick return, and a repeat joins it
+        send_until = max(give_up, loop.time() + self.config.default_wait_s)
+        intent = self._checked_intent(action_id, to, body, device, scope)
+        derived = action_id is None
+        chosen = (
+            scope.ledger_id(action_id)
+            if action_id is not None
+            else await self._derived_id(intent, scope)
+        )
+        known = await self._known_or_created(chosen, intent, scope)
+        while True:
+            flight = self._flights.get(chosen)
+            if flight is None:
+                started = await self._start(
+                    chosen, intent, known, device, send_until, scope, derived=derived
+                )
+                if isinstance(started, SmsResult):
+                    return started
+                flight = started
+            left = give_up - loop.time()
+            await asyncio.wait([flight.task], timeout=max(0.0, left))
+            if not flight.task.done():
+                return await self._still_sending(flight, chosen, known, scope, derived=derived)
+            outcome = await self._landed(flight, chosen, scope)
+            summary = outcome.summary
+            rejoin = (
+                summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
+            ) and flight.ends_at < give_up - MIN_DISPATCH_S
+            if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
+                return self._result(
+                    summary,
+                    scope,
+                    derived=derived,
+                    earlier=earlier_message(known, summary),
+                    held_by=outcome.held_by,
+                )
+            # the send this call joined had a shorter wait: carry on with the time left
+
+    def _checked_intent(
+        self, action_id: str | None, to: str, body: str, device: str | None, scope: ActionScope
+    ) -> SmsIntent:
+        """The call's intent, once its phone, action id, recipient and text are checked.
+
+        Raises:
+            ToolError: bad input; nothing is sent.
+        """
+        if device is not None and device not in self.config.devices:
+            raise ToolError(
+                f"unknown device {device!r}, nothing sent; this server's phones are"
+                f" {', '.join(self.config.devices)}"
+            )
+        try:
+            intent = SmsIntent(recipient=to, body=body, region=self.config.region)
+            if action_id is not None:
+                check_action_id(action_id)
+                check_scoped_id(action_id, scope)
+            check_send_path(self.config.send_path, intent.body)
+        except InvalidInput as exc:
+            raise ToolError(f"bad input, nothing sent: {exc}") from exc
+        return intent
+
+    async def _known_or_created(
+        self, action_id: str, intent: SmsIntent, scope: ActionScope
+    ) -> ActionSummary | None:
+        """The action as it stood before the call (None: new, and created now).
+
+        Raises:
+            ToolError: the action exists with another intent, the send limit is used up (a
+                new action is then not written at all), or bad input.
+        """
+        try:
+            known: ActionSummary | None = await self.ledger.summary(action_id)
+        except NotFound:
+            known = None
+        if known is not None and known.action.fingerprint != intent.fingerprint:
+            raise self._changed_intent(action_id, scope)
+        if known is None:
+            # a first attempt would start: over the limit, nothing is written at all
+            await self._check_cap(action_id, None, scope)
+            try:
+                await self.ledger.create_action(action_id, intent, self.config.policy)
+            except FingerprintConflict as exc:  # created meanwhile with another intent
+                raise self._changed_intent(action_id, scope) from exc
+            except InvalidInput as exc:
+                raise ToolError(f"bad input, nothing sent: {exc}") from exc
+        return known
+
+    async def _start(
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        known: ActionSummary | None,
+        device: str | None,
+        send_until: float,
+        scope: ActionScope,
+        *,
+        derived: bool,
+    ) -> _Flight | SmsResult:
+        """Start the action's send in the server; or, when it is settled or none of this
+        server's phones may send it, the result as it stands (``known``: the action before
+        the call)."""
+        summary = await self.ledger.summary(action_id)
+        earlier = earlier_message(known, summary)
+        if settled(summary, datetime.now(UTC)):
+            return self._result(summary, scope, derived=derived, earlier=earlier)
+        target = await self._device_for(summary, device)
+        if target is None:
+            return self._result(summary, scope, derived=derived, earlier=earlier)
+        await self._check_cap(action_id, summary, scope)
+        gate = self.config.client_gates.get(scope.client or "")
+        return self._launch(action_id, intent, target, send_until, gate=gate)
+
+    async def _still_sending(
+        self,
+        flight: _Flight,
+        action_id: str,
+        known: ActionSummary | None,
+        scope: ActionScope,
+        *,
+        derived: bool,
+    ) -> SmsResult:
+        """The call's wait is over and the send goes on in the server: the status as it
+        stands (and, when it has not started, which action's attempt holds the phone)."""
+        summary = await self.ledger.summary(action_id)
+        held_by = await self._hold_on(flight.device, action_id)
+        return self._result(
+            summary,
+            scope,
+            derived=derived,
+            sending=held_by is None,
+            earlier=earlier_message(known, summary),
+            held_by=held_by,
+        )
+
+    async def _derived_id(self, intent: SmsIntent, scope: ActionScope) -> str:
+        """The ledger's id for a call without an action_id (``cli.send.choose_derived_id``, within
+        the client's own ids)."""
+        base = scope.ledger_id(derive_action_id(intent))
+        now = self.ledger.now()
+        generations = await self.ledger.derived_generations(base, now=now)
+        window = timedelta(seconds=self.config.derived_id_window_s)
+        return derived_generation_id(
+            base, choose_derived_generation(generations, intent.fingerprint, now, window)
+        )
+
+    async def _hold_on(self, address: str, action_id: str) -> PhoneHold | None:
+        """Another action's unresolved attempt holding the phone at ``address``, if any."""
+        key = await self.phones.key_of(address)
+        return await hold_on(
+            self.ledger, key, action_id, void_after_for(self.config.command_timeout_s)
+        )
+
+    async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
+        """The address a send of this action runs on: an unresolved attempt's own phone (None
+        when that phone is not this server's), else the one asked for, the latest
+        attempt's, or the first. (Attempts name their phone by its key in the ledger.)"""
+        latest = summary.latest
+        if latest is not None and summary.status in OPEN_STATUSES:
+            return await self.phones.address_of(latest.device)
+        if asked is not None:
+            return asked
+        if latest is not None:
+            address = await self.phones.address_of(latest.device)
+            if address is not None:
+                return address
+        return self.config.devices[0]
+
+    def _changed_intent(self, action_id: str, scope: ActionScope) -> ToolError:
+        _log.info("mcp_intent_changed", action_id=action_id)
+        shown = scope.own(action_id) or action_id
+        return ToolError(
+            f"changed intent, nothing sent: action {shown!r} already exists with another"
+            " recipient or text. To retry that message, repeat its original recipient and"
+            " text; to send a different message, use a new action_id."
+        )
+
+    async def _check_cap(
+        self, action_id: str, summary: ActionSummary | None, scope: ActionScope
+    ) -> None:
+        """Refuse at once, before connecting, a call that would start a send over the limit
+        (``summary`` None: a new action)."""
+        if self._cap is None:
+            return
+        if summary is not None:
+            decision = should_redispatch(summary.action, summary.attempts, self.ledger.now())
+            if not decision.redispatch:
+                return
+        try:
+            await self._cap.check(self.ledger, action_id)
+        except SendLimitReached as exc:
+            _log.warning("mcp_send_limit_reached", action_id=action_id)
+            where = (
+                status_line(seen(summary, scope)) if summary is not None else "Nothing was recorded"
+            )
+            raise ToolError(
+                f"{own_ids(str(exc), action_id, scope)}. Nothing was sent. {where}. Do not"
+                " retry under another action_id; tell the user, or try again later with the"
+                " same one."
+            ) from exc
+
+    def _launch(
+        self, action_id: str, intent: SmsIntent, device: str, give_up: float, *, gate: Any = None
+    ) -> _Flight:
+        """Start the send of an action in the server; ``gate``: the calling client's own
+        policy gate (None: the server's)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(
+            self._fly(action_id, intent, device, give_up - loop.time(), gate=gate),
+            name=f"starebrain-send-{action_id}",
+        )
+        flight = _Flight(task=task, ends_at=give_up, device=device)
+        self._flights[action_id] = flight
+
+        def landed(done: asyncio.Task[SendOutcome]) -> None:
+            if self._flights.get(action_id) is flight:
+                del self._flights[action_id]
+                self._steps.pop(action_id, None)
+            if not done.cancelled() and done.exception() is not None:
+                _log.info(
+                    "mcp_send_ended_with_error",
+                    action_id=action_id,
+                    error=type(done.exception()).__name__,
+                )
+
+        task.add_done_callback(landed)
+        return flight
+
+    async def _fly(
+        self, action_id: str, intent: SmsIntent, device: str, wait_s: float, *, gate: Any = None
+    ) -> SendOutcome:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        agent = await self.phones.agent(device, within_s=max(0.1, wait_s))
+
+        def waiting(message: str) -> None:
+            _log.info("mcp_send_waiting", action_id=action_id, device=device, detail=message)
+
+        outcome = await agent.send(
+            action_id,
+            intent.recipient,
+            intent.body,
+            wait=max(0.0, wait_s - (loop.time() - started)),
+            on_wait=waiting,
+            on_step=lambda step: self._steps.__setitem__(action_id, step),
+            hard_deadline=True,
+            gate=gate,
+        )
+        return outcome
+
+    async def _landed(self, flight: _Flight, action_id: str, scope: ActionScope) -> SendOutcome:
+        """What a finished flight returned, or a tool error saying what happened."""
+        task = flight.task
+        if task.cancelled():
+            raise ToolError(f"the server is shutting down; {await self._status(action_id, scope)}")
+        error = task.exception()
+        if error is None:
+            return task.result()
+        from starebrain_actions.phone.android import PhoneUnavailable
+
+        if isinstance(error, SendLimitReached):
+            raise ToolError(
+                f"{own_ids(str(error), action_id, scope)}. {await self._status(action_id, scope)}."
+                " Do not retry under another"
+                " action_id; tell the user, or try again later with the same one."
+            )
+        if isinstance(error, PhoneUnavailable):
+            raise ToolError(
+                f"the phone cannot be reached ({error}); no send was started by this call."
+                f" {await self._status(action_id, scope)}. Call send_sms again later with the same"
+                " action_id."
+            )
+        if isinstance(error, StarebrainError | BridgeError):
+            raise ToolError(
+                f"{type(error).__name__}: {error}. {await self._status(action_id, scope)}; calling"
+                " send_sms again with the same action_id never sends twice."
+            )
+        raise error
+
+    async def _status(self, action_id: str, scope: ActionScope) -> str:
+        line = status_line(seen(await self.ledger.summary(action_id), scope))
+        return line[0].upper() + line[1:]
+
+    def _result(
+        self,
+        summary: ActionSummary,
+        scope: ActionScope,
+        *,
+        derived: bool | None,
+        sending: bool = False,
+        earlier: bool = False,
+        held_by: PhoneHold | None = None,
+    ) -> SmsResult:
+        """``earlier``: the action had an attempt before the call and has no new one: the
+        answer is about that earlier message (``derived_ids.earlier_message``)."""
+        return sms_result(
+            seen(summary, scope),
+            now=self.ledger.now(),
+            derived=derived,
+            show_private=self.config.show_private,
+            sending=sending,
+            earlier=earlier,
+            held_by=hold_seen(held_by, scope),
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    async def sms_status(
+        self, *, action_id: str, detail: bool, scope: ActionScope = UNSCOPED
+    ) -> SmsResult:
+        """The action as the ledger holds it; reads no phone. A client of ``--clients``
+        reads only its own actions."""
+        try:
+            summary = await self.ledger.summary(scope.ledger_id(action_id))
+        except NotFound as exc:
+            raise ToolError(
+                f"no action {action_id!r} in the ledger: nothing was ever sent under that id"
+            ) from exc
+        return sms_result(
+            seen(summary, scope),
+            now=self.ledger.now(),
+            detail=detail,
+            show_private=self.config.show_private,
+        )
+
+    async def list_review(self, *, scope: ActionScope = UNSCOPED) -> ReviewList:
+        """Actions waiting for a person (a client of ``--clients``: its own)."""
+        now = self.ledger.now()
+        found = [
+            seen(summary, scope)
+            for summary in await self.ledger.needing_review(now=now)
+            if scope.own(summary.action.action_id) is not None
+        ]
+        return ReviewList(
+            count=len(found),
+            actions=[sms_result(summary, now=now) for summary in found],
+            next_step=(
+                "Nothing needs a person."
+                if not found
+                else "A person must decide these (starebrain review / resolve): do not resend"
+                " them under any action_id; tell the user which ones and why."
+            ),
+        )
+
+    async def reconcile(
+        self, *, device: str | None, scope: ActionScope = UNSCOPED
+    ) -> ReconcileResult:
+        """One read-only pass over ``device`` or every phone with a send in flight (the
+        changes listed are the client's own actions'; the counts are the phones')."""
+        if device is not None and device not in self.config.devices:
+            raise ToolError(
+                f"unknown device {device!r}; this server's phones are"
+                f" {', '.join(self.config.devices)}"
+            )
+        if device is not None:
+            targets = [device]
+        else:
+            busy = set(await self.ledger.devices_in_flight())
+            targets = [
+                name for name in self.config.devices if await self.phones.key_of(name) in busy
+            ]
+        reports = await asyncio.gather(*(self._reconcile_one(name) for name in targets))
+        changes = [change for report in reports for change in report.changes]
+        unreachable = [report.device for report in reports if not report.reachable]
+        in_flight = sum(report.in_flight for report in reports)
+        if not targets:
+            step = "Nothing is in flight on this server's phones: nothing to read."
+        elif unreachable:
+            step = (
+                f"Could not read {', '.join(unreachable)}: nothing changed there; try again"
+                " later. Nothing was sent."
+            )
+        elif in_flight:
+            step = (
+                f"{in_flight} send(s) still unproven; call reconcile or sms_status again in a"
+                " while. Nothing was sent."
+            )
+        else:
+            step = "Every send on these phones is settled; check each action with sms_status."
+        return ReconcileResult(
+            devices=[
+                DeviceView(
+                    device=report.device,
+                    reachable=report.reachable,
+                    error=report.error,
+                    changes=len(report.changes),
+                    in_flight=report.in_flight,
+                )
+                for report in reports
+            ],
+            changes=[
+                ChangeView(
+                    action_id=own,
+                    dispatch_id=change.dispatch_id,
+                    event=change.event.value,
+                    from_status=change.from_status,
+                    to_status=change.to_status,
+                )
+                for change in changes
+                if (own := scope.own(change.action_id)) is not None
+            ],
+            next_step=step,
+        )
+
+    async def _reconcile_one(self, device: str) -> DeviceReport:
+        try:
+            agent = await self.phones.agent(device, within_s=self.config.connect_timeout_s * 2)
+        except PhoneError as exc:
+            in_flight = len(await self.ledger.in_flight(await self.phones.key_of(device)))
+            return DeviceReport(device=device, reachable=False, error=str(exc), in_flight=in_flight)
+        return await reconcile_device(self.ledger, agent.phone, void_after=agent.void_after)
+
+    # ------------------------------------------------------------------ resolve
+
+    async def resolve(
+        self,
+        *,
+        action_id: str,
+        ruling: Literal["sent", "not-sent"],
+        reason: str,
+        dispatch_id: str | None,
+        expect_version: int | None,
+        scope: ActionScope = UNSCOPED,
+    ) -> SmsResult:
+        """An operator's ruling on an attempt (offered only with ``--allow-resolve``)."""
+        try:
+            await self.ledger.resolve(
+                scope.ledger_id(action_id),
+                as_sent=ruling == "sent",
+                reason=reason,
+                operator=self.config.operator,
+                dispatch_id=dispatch_id,
+                expect_version=expect_version,
+            )
+        except (NotFound, InvalidInput, StaleTransition) as exc:
+            raise ToolError(f"not resolved: {exc}") from exc
+        return await self.sms_status(action_id=action_id, detail=False, scope=scope)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def drain(self, timeout_s: float) -> None:
+        """Stop the running sends: one whose command may be on its way to the phone gets
+        ``timeout_s`` to finish it (no command takes longer); the others only wait for
+        proof, and stop at once. A send cut off anyway is an unknown outcome a later read
+        settles, never a reason to send again."""
+        flights = dict(self._flights)
+        if not flights:
+            return
+        sending = [
+            flight.task
+            for action_id, flight in flights.items()
+            if self._steps.get(action_id) == "sending"
+        ]
+        _log.info("mcp_draining_sends", sends=len(flights), sending=len(sending))
+        if sending:
+            await asyncio.wait(sending, timeout=timeout_s)
+        tasks = [flight.task for flight in flights.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
+    """Open the ledger and make the service; on exit, let running sends finish, then close
+    the phones and the ledger.
+
+    Raises:
+        LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
+    """
+    async with CappedLedger.open(config.db) as opened:
+        ledger = cast(CappedLedger, opened)
+        ledger.gate = config.gate
+        service = SmsService(ledger, config)
+        try:
+            yield service
+        finally:
+            await service.drain(config.command_timeout_s)
+            await service.phones.close()
