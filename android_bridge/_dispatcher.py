@@ -119,6 +119,8 @@ KEYGUARD_LINE = r"^ *mIsShowing="
 #: ``DisplayContent.dump`` (``dumpsys window displays``): ``  mCurrentFocus=Window{… u0 …}``.
 FOCUS_LINE = r"^ *mCurrentFocus="
 _PACKAGE = re.compile(PACKAGE_PATTERN)
+#: Prints ``am``'s output (kept in ``$o``) again, for the checks and the dispatcher to read.
+_AM_OUTPUT = "printf '%s\\n' \"$o\""
 #: ``am`` lines saying the intent reached no activity or was not delivered.
 _AM_ERROR_LINE = re.compile(
     r"^(Error|Exception|java\.|Security exception|Warning: Activity not started)",
@@ -204,38 +206,73 @@ def send_command(
     and run nothing unless the claim succeeded; leave the ``am`` and ``keys`` stage markers
     (see :mod:`android_bridge._fence`).
     """
-    ok = f"echo {CHECK_MARKER}{nonce}:"
-    head: list[str] = []
     gate = ["k=0"]
     if fence is not None:
         gate = ["k=1", f"{claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce)} && k=0"]
-    pre = ['echo "$k" | grep -qx 0']
-    package = None
+    head, role_checks, package = _role_steps(app, nonce)
+    pre = ['echo "$k" | grep -qx 0', *role_checks, *_screen_checks(app, nonce)]
+    am = _am_start(recipient, body, package)
+    chain = _after_am(app, nonce, fence)
+    start = " && ".join([*pre, f"o=$({am} 2>&1)"])
+    lists = [*gate, *head, start]
+    step = (
+        "; ".join(lists)
+        + f'; s=$?; {_AM_OUTPUT}; echo "{AM_EXIT_MARKER}{nonce}:$s"; '
+        + " && ".join(chain)
+    )
+    return run_to_the_end(step, fence[0] if fence is not None else nonce)
+
+
+def _passed(nonce: str, check: str) -> str:
+    """The command printing that ``check`` passed (``SBOK<nonce>:<check>``)."""
+    return f"echo {CHECK_MARKER}{nonce}:{check}"
+
+
+def _role_steps(app: MessagingApp, nonce: str) -> tuple[list[str], list[str], str | None]:
+    """The ``role`` check's parts: what runs before the chain (the default SMS app read into
+    ``$r`` and its report printed, or ``$r`` set to ``app.package``), its links of the chain
+    (one package read, and ``app.package`` when given), and the ``am start -p`` package (None:
+    no ``-p``)."""
     if "role" in app.checks:
-        head.append(ROLE_HOLDER_READ)
-        head.append(f"printf '%s\\n' \"{ROLE_MARKER}{nonce}:$t:$d:$r\"")
         holder = "printf '%s\\n' \"$r\""
         pattern = posix_quote(PACKAGE_PATTERN)
-        pre.append('echo "$d" | grep -qx 0')
-        pre.append(f"{holder} | grep -cxE {pattern} | grep -qx 1")
-        pre.append(f"{holder} | grep -cvxE {pattern} | grep -qx 0")
+        checks = [
+            'echo "$d" | grep -qx 0',
+            f"{holder} | grep -cxE {pattern} | grep -qx 1",
+            f"{holder} | grep -cvxE {pattern} | grep -qx 0",
+        ]
         if app.package is not None:
-            pre.append(f"{holder} | grep -qxF {posix_quote(app.package)}")
-        pre.append(f"{ok}role")
-        package = '"$r"'
-    elif app.package is not None:
-        head.append(f"r={posix_quote(app.package)}")
-        package = '"$r"'
+            checks.append(f"{holder} | grep -qxF {posix_quote(app.package)}")
+        checks.append(_passed(nonce, "role"))
+        head = [ROLE_HOLDER_READ, f"printf '%s\\n' \"{ROLE_MARKER}{nonce}:$t:$d:$r\""]
+        return head, checks, '"$r"'
+    if app.package is not None:
+        return [f"r={posix_quote(app.package)}"], [], '"$r"'
+    return [], [], None
+
+
+def _screen_checks(app: MessagingApp, nonce: str) -> list[str]:
+    """The ``awake`` and ``unlocked`` checks' links of the chain, those ``app`` enables."""
+    checks: list[str] = []
     if "awake" in app.checks:
-        pre.append("p=$(dumpsys power 2>&1)")
-        pre.append(f"printf '%s\\n' \"$p\" | grep -qxF {posix_quote(AWAKE_LINE)}")
-        pre.append(f"{ok}awake")
+        checks.append("p=$(dumpsys power 2>&1)")
+        checks.append(f"printf '%s\\n' \"$p\" | grep -qxF {posix_quote(AWAKE_LINE)}")
+        checks.append(_passed(nonce, "awake"))
     if "unlocked" in app.checks:
         policy = "printf '%s\\n' \"$w\""
-        pre.append("w=$(dumpsys window policy 2>&1)")
-        pre.append(f"{policy} | grep -qE {posix_quote(KEYGUARD_HIDDEN)}")
-        pre.append(f"{policy} | grep -cE {posix_quote(KEYGUARD_LINE)} | grep -qx 1")
-        pre.append(f"{ok}unlocked")
+        checks.append("w=$(dumpsys window policy 2>&1)")
+        checks.append(f"{policy} | grep -qE {posix_quote(KEYGUARD_HIDDEN)}")
+        checks.append(f"{policy} | grep -cE {posix_quote(KEYGUARD_LINE)} | grep -qx 1")
+        checks.append(_passed(nonce, "unlocked"))
+    return checks
+
+
+def _am_start(recipient: str, body: str, package: str | None) -> str:
+    """The ``am start -W`` opening a compose window for ``recipient`` holding ``body``.
+
+    Raises:
+        CommandRejected: the recipient is no phone number or short code.
+    """
     # --activity-clear-task (with the NEW_TASK flag am adds itself): the app's task is cleared
     # and the intent delivered to a fresh compose window, never recycled into an open one
     # that still holds an older draft (ActivityStarter.recycleTask drops the new extras).
@@ -244,13 +281,18 @@ def send_command(
         parts.append(f"-p {package}")
     parts.append(f"-d {posix_quote('smsto:' + shell_recipient(recipient))}")
     parts.append(f"--es sms_body {posix_quote(body)}")
-    am = " ".join(parts)
-    output = "printf '%s\\n' \"$o\""
+    return " ".join(parts)
+
+
+def _after_am(app: MessagingApp, nonce: str, fence: tuple[str, str] | None) -> list[str]:
+    """The chain after ``am``: its exit status and output judged a clean launch (the ``am``
+    stage marker left), the settle wait, the ``focus`` check, then the go marker (and the go
+    stage), the key events between two clock readings, and the ``keys`` stage and marker."""
     chain = [
         'echo "$s" | grep -qx 0',
-        f"{output} | grep -qx 'Status: ok'",
-        f"{output} | grep -cvE {posix_quote(AM_CLEAN_LINES)} | grep -qx 0",
-        f"{output} | grep -cE {posix_quote(AM_SYSTEM_ACTIVITY)} | grep -qx 0",
+        f"{_AM_OUTPUT} | grep -qx 'Status: ok'",
+        f"{_AM_OUTPUT} | grep -cvE {posix_quote(AM_CLEAN_LINES)} | grep -qx 0",
+        f"{_AM_OUTPUT} | grep -cE {posix_quote(AM_SYSTEM_ACTIVITY)} | grep -qx 0",
     ]
     if fence is not None:
         chain.append(stage_command(fence[0], "am"))
@@ -261,7 +303,7 @@ def send_command(
         chain.append("f=$(dumpsys window displays 2>&1)")
         chain.append(f'{focus} | grep -cvF " u0 $r/" | grep -qx 0')
         chain.append(f'{focus} | grep -qF " u0 $r/"')
-        chain.append(f"{ok}focus")
+        chain.append(_passed(nonce, "focus"))
     if fence is not None:
         chain.append(go_command(fence[0]))
     chain.append(f"echo {GO_MARKER}{nonce}")
@@ -271,14 +313,7 @@ def send_command(
     if fence is not None:
         chain.append(stage_command(fence[0], "keys", clock="$k"))
     chain.append(f'echo "{KEYS_MARKER}{nonce}:$p:$k"')
-    start = " && ".join([*pre, f"o=$({am} 2>&1)"])
-    lists = [*gate, *head, start]
-    step = (
-        "; ".join(lists)
-        + f'; s=$?; {output}; echo "{AM_EXIT_MARKER}{nonce}:$s"; '
-        + " && ".join(chain)
-    )
-    return run_to_the_end(step, fence[0] if fence is not None else nonce)
+    return chain
 
 
 @attrs.frozen(kw_only=True)
