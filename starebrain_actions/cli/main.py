@@ -1479,7 +1479,11 @@ def run_nightly_command(
     import asyncio
 
     from starebrain_actions.cli.options import policy_for
-    from starebrain_actions.orchestration.nightly import run as _nightly
+    from starebrain_actions.orchestration.nightly import archive as _nightly_archive
+    from starebrain_actions.orchestration.nightly import lock as _nightly_lock
+    from starebrain_actions.orchestration.nightly import report as _nightly_report
+    from starebrain_actions.orchestration.nightly import run as _nightly_run
+    from starebrain_actions.orchestration.nightly import text as _nightly_text
 
     try:
         # --resume sends as `starebrain resume` does: through the policy gate
@@ -1495,9 +1499,9 @@ def run_nightly_command(
         _warn_if_readable(path)
     try:
         # on PostgreSQL ``run_nightly`` takes the lock, an advisory lock in the database
-        with nullcontext() if dry_run or url else _nightly.nightly_lock(Path(path)):
+        with nullcontext() if dry_run or url else _nightly_lock.nightly_lock(Path(path)):
             report = asyncio.run(
-                _nightly.run_nightly(
+                _nightly_run.run_nightly(
                     path,
                     devices=devices,
                     key_path=key_path,
@@ -1509,32 +1513,32 @@ def run_nightly_command(
                     gate=gate,
                 )
             )
-    except _nightly.NightlyBusy as exc:
+    except _nightly_lock.NightlyBusy as exc:
         if as_json:
-            _render_json.emit_json({"skipped": str(exc), "exit_code": _nightly.EXIT_OK})
+            _render_json.emit_json({"skipped": str(exc), "exit_code": _nightly_report.EXIT_OK})
         else:
             click.echo(f"starebrain nightly: {exc}")
-        return _nightly.EXIT_OK
+        return _nightly_report.EXIT_OK
     except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
         raise CliUsageError(f"cannot use the ledger: {exc}") from exc
     code = report.exit_code
-    data = _nightly.report_data(report)
+    data = _nightly_report.report_data(report)
     if dry_run:
         data["dry_run"] = True
     if report_path is not None:
         try:
-            _nightly.write_json_atomic(report_path, data)
+            _nightly_archive.write_json_atomic(report_path, data)
         except OSError as exc:
             raise CliError(f"cannot write the report to {report_path}: {exc}") from exc
     notes: list[str] = []
     if archive_dir is not None:
         try:
-            archived = _nightly.archive_report(archive_dir, report)
+            archived = _nightly_archive.archive_report(archive_dir, report)
         except OSError as exc:
             raise CliError(f"cannot archive the report in {archive_dir}: {exc}") from exc
         if archived.error is not None:
             notes.append(f"archive: {archived.path} written but not committed: {archived.error}")
-            code = _nightly.EXIT_NEEDS_PERSON
+            code = _nightly_report.EXIT_NEEDS_PERSON
         elif archived.commit is not None:
             notes.append(f"archive: {archived.path} committed as {archived.commit[:12]}")
         else:
@@ -1546,7 +1550,7 @@ def run_nightly_command(
     else:
         if dry_run:
             click.echo("dry run: the ledger as it stands; no phone was read, nothing was written")
-        for line in _nightly.summary_lines(report) + notes:
+        for line in _nightly_text.summary_lines(report) + notes:
             click.echo(line)
     return code
 

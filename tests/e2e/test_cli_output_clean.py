@@ -16,14 +16,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery, note_error
-from starebrain_actions.orchestration.nightly.run import (
-    DeviceLine,
-    NightlyReport,
-    archive_report,
-    build_report,
-    report_markdown,
-    write_json_atomic,
-)
+from starebrain_actions.orchestration.nightly.archive import archive_report, write_json_atomic
+from starebrain_actions.orchestration.nightly.report import DeviceLine, NightlyReport, build_report
+from starebrain_actions.orchestration.nightly.text import report_markdown
 from starebrain_actions.render.sanitize import clean_text, md_code, md_text
 from tests.e2e.conftest import RECIPIENT, RunCli, json_of
 

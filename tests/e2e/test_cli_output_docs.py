@@ -32,7 +32,7 @@ from click.testing import CliRunner
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, SmsIntent, record_submission
 from starebrain_actions.cli.main import main
-from starebrain_actions.orchestration.nightly.run import nightly_lock
+from starebrain_actions.orchestration.nightly.lock import nightly_lock
 from tests.conftest import PhoneFactory
 
 ROOT = Path(__file__).resolve().parents[2]

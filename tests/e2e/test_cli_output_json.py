@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, fail_delivery
 from starebrain_actions.cli.main import main
-from starebrain_actions.orchestration.nightly.run import nightly_lock
+from starebrain_actions.orchestration.nightly.lock import nightly_lock
 from tests.e2e.conftest import BODY, RECIPIENT, RunCli, json_of
 from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
 

@@ -18,7 +18,8 @@ from click.testing import CliRunner, Result
 
 from starebrain_actions.cli.main import main
 from starebrain_actions.core.exceptions import LedgerUnavailable
-from starebrain_actions.orchestration.nightly.run import build_report, lock_path_for, nightly_lock
+from starebrain_actions.orchestration.nightly.lock import lock_path_for, nightly_lock
+from starebrain_actions.orchestration.nightly.report import build_report
 from tests.e2e.conftest import SEEDED, run_installed, seed_ledger, starebrain_command
 
 #: A password the local server (trust auth) accepts and ignores: it must never be printed.
@@ -234,7 +235,7 @@ async def test_lock_fifo_is_refused_without_blocking(tmp_path: Path, closed_port
         [
             "import sys",
             "from pathlib import Path",
-            "from starebrain_actions.orchestration.nightly.run import nightly_lock",
+            "from starebrain_actions.orchestration.nightly.lock import nightly_lock",
             "from starebrain_actions.core.exceptions import LedgerUnavailable",
             "try:",
             "    with nightly_lock(Path(sys.argv[1])):",

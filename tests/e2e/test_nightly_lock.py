@@ -15,7 +15,7 @@ import asyncpg
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions.ledger.pg import LOCK_KEY_SQL, is_url
-from starebrain_actions.orchestration.nightly.run import NIGHTLY_LOCK, lock_path_for
+from starebrain_actions.orchestration.nightly.lock import NIGHTLY_LOCK, lock_path_for
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import Target, run_installed, seed_ledger, starebrain_command
 from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
@@ -23,7 +23,7 @@ from tests.e2e.test_cli_reconcile import in_flight_with_sent_row
 _HOLDER = """
 import sys, time
 from pathlib import Path
-from starebrain_actions.orchestration.nightly.run import nightly_lock
+from starebrain_actions.orchestration.nightly.lock import nightly_lock
 with nightly_lock(Path(sys.argv[1])):
     print("locked", flush=True)
     time.sleep(120)

@@ -26,7 +26,7 @@ from starebrain_actions import (
     try_accept,
 )
 from starebrain_actions.core.model import ActionSummary
-from starebrain_actions.orchestration.nightly.run import build_report
+from starebrain_actions.orchestration.nightly.report import build_report
 from starebrain_actions.render.json_output import emit_json, emit_json_stream
 from starebrain_actions.render.output import Output
 from starebrain_actions.render.records import render_list, render_review, stream_list, stream_review
