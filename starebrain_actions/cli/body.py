@@ -54,7 +54,7 @@ def read_body(body: str | None, body_file: str | None) -> str:
     Raises:
         CliUsageError: both or neither given, an unreadable file, text that is not UTF-8.
     """
-    from starebrain_actions.cli.main import CliUsageError
+    from starebrain_actions.cli.context import CliUsageError
 
     if body is not None and body_file is not None:
         raise CliUsageError("give the message with --body or with --body-file, not both")
@@ -139,7 +139,7 @@ def check_body(recipient: str, body: str, send_path: str) -> SegmentCount:
             the body, or the send path cannot send it.
     """
     from android_bridge.exceptions import CommandRejected
-    from starebrain_actions.cli.main import CliUsageError
+    from starebrain_actions.cli.context import CliUsageError
 
     try:
         script = longest_send_script(recipient, body, send_path)

@@ -23,7 +23,13 @@ from typing import Any, Final
 import attrs
 import click
 
-from starebrain_actions.cli.options import DEVICE_ENV, Seconds, check_devices, key_option
+from starebrain_actions.cli.options import (
+    DEVICE_ENV,
+    Seconds,
+    device_option,
+    json_option,
+    key_option,
+)
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
 from starebrain_actions.ledger.phones import PhoneInfo
 
@@ -350,12 +356,9 @@ def render(reports: Sequence[DeviceReport]) -> None:
 
 
 @click.command("devices")
-@click.option(
-    "--device",
+@device_option(
     "devices",
     multiple=True,
-    envvar=DEVICE_ENV,
-    callback=check_devices,
     help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
     f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
 )
@@ -369,7 +372,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
     help="Seconds each phone gets for each step (the handshake, each round trip), four"
     " times that in all; one that takes longer is reported as not answering.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@json_option
 @click.pass_context
 def devices_command(
     ctx: click.Context,
@@ -385,15 +388,15 @@ def devices_command(
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none
     answered, or one you named did not).
     """
+    from starebrain_actions.cli.context import CliError, run, settings_of
     from starebrain_actions.cli.db import describe, is_url
-    from starebrain_actions.cli.main import CliError, _run, _settings
     from starebrain_actions.render import json_output as _render_json
 
-    settings = _settings(ctx)
+    settings = settings_of(ctx)
     # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
     known = is_url(settings.db) or Path(settings.db).exists()
     ledger_path = settings.db if known else None
-    reports = _run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
+    reports = run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
     if not reports:
         where = (
             "the ledger names none" if ledger_path else f"no ledger at {describe(settings.db)} yet"

@@ -24,6 +24,8 @@ from typing import Any
 import attrs
 import click
 
+from starebrain_actions.cli.options import json_option
+
 
 @attrs.frozen(kw_only=True)
 class PublicKey:
@@ -126,12 +128,6 @@ def _key_option(function: Any) -> Any:
     )(function)
 
 
-def _json_option(function: Any) -> Any:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print JSON for machines instead of text."
-    )(function)
-
-
 def _emit(data: Any) -> None:
     from starebrain_actions.render import json_output as _render_json
 
@@ -145,7 +141,7 @@ def key_command() -> None:
 
 @key_command.command("path")
 @_key_option
-@_json_option
+@json_option
 def key_path_command(key_path: Path | None, as_json: bool) -> None:
     """Print the path of the private key in use (its public key is PATH.pub)."""
     path, _chosen = key_path_in_use(key_path)
@@ -159,7 +155,7 @@ def key_path_command(key_path: Path | None, as_json: bool) -> None:
 
 @key_command.command("show")
 @_key_option
-@_json_option
+@json_option
 def key_show_command(key_path: Path | None, as_json: bool) -> None:
     """Print the public key a phone must authorise (the adb_keys line).
 
@@ -168,7 +164,7 @@ def key_show_command(key_path: Path | None, as_json: bool) -> None:
     at a path given with --key or $STAREBRAIN_ADB_KEY: use `starebrain key new` there.
     """
     from android_bridge.exceptions import KeyPermissionError
-    from starebrain_actions.cli.main import CliError
+    from starebrain_actions.cli.context import CliError
 
     path, chosen = key_path_in_use(key_path)
     created = False
@@ -200,14 +196,14 @@ def key_show_command(key_path: Path | None, as_json: bool) -> None:
 @click.option(
     "--force", is_flag=True, help="Replace an existing key (phones must authorise again)."
 )
-@_json_option
+@json_option
 def key_new_command(key_path: Path | None, force: bool, as_json: bool) -> None:
     """Create a new ADB key pair (0600) and print its public key.
 
     An existing key is kept unless --force is given; then the new pair replaces it
     atomically, and every phone must authorise the new key.
     """
-    from starebrain_actions.cli.main import CliError
+    from starebrain_actions.cli.context import CliError
 
     path, _chosen = key_path_in_use(key_path)
     existed = path.exists() or path.is_symlink()

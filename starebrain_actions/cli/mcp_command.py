@@ -1,7 +1,7 @@
 """``starebrain mcp``: the MCP server's command line (the server itself is ``_mcp``).
 
-This module imports neither the MCP SDK nor the CLI at import time, so ``starebrain`` starts
-without the ``mcp`` extra installed and ``cli`` can register the command at its end.
+This module imports neither the MCP SDK nor the server at import time, so ``starebrain``
+starts, and lists this command, without the ``mcp`` extra installed.
 """
 
 from __future__ import annotations
@@ -10,22 +10,31 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from starebrain_actions.cli.db import DB_HELP, DbTarget, LedgerTarget
+from starebrain_actions.cli.context import CliError, CliUsageError, Settings, ledger_path
+from starebrain_actions.cli.db import DB_HELP, LedgerTarget
 from starebrain_actions.cli.options import (
     DEVICE_ENV,
     Seconds,
+    db_option,
+    derived_id_window_option,
+    device_option,
     key_option,
+    log_level_option,
     phone_options,
     policy_file_option,
     policy_options,
+    region_option,
     retry_policy,
+    show_private_option,
 )
-from starebrain_actions.core.derived_ids import DERIVED_ID_WINDOW
 from starebrain_actions.mcp.auth import TOKEN_ENV
+
+if TYPE_CHECKING:
+    from starebrain_actions.core.policy import Policy
 
 #: ``--max-sends-per-hour`` unless given: an agent's ordinary traffic (a few texts an hour,
 #: a burst of reminders) fits, while a model gone wrong or prompt-injected is stopped after
@@ -36,31 +45,20 @@ _INSTALL_HINT = "starebrain mcp needs the MCP SDK: pip install 'starebrain-actio
 _SDK_MODULES = frozenset({"mcp", "mcp_types", "pydantic", "pydantic_core", "uvicorn", "starlette"})
 
 
-def _addresses(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    from starebrain_actions.cli.main import _check_address
-
-    return _check_address(ctx, param, value)
-
-
 def _announce(message: str) -> None:
     click.echo(f"starebrain mcp: {message}", err=True)
 
 
 @click.group("mcp", invoke_without_command=True)
-@click.option(
-    "--device",
+@device_option(
     "devices",
     multiple=True,
-    envvar=DEVICE_ENV,
-    callback=_addresses,
     help="A phone to send through and read, as HOST:PORT; repeatable (the first is the default"
     f" for new actions). Also read from ${DEVICE_ENV} (several separated by spaces).",
 )
-@click.option(
-    "--db",
-    type=DbTarget(),
-    default=None,
+@db_option(
     help=f"{DB_HELP} [default: starebrain's --db, $STAREBRAIN_DB, or the user's ledger]",
+    envvar=None,
 )
 @click.option(
     "--http",
@@ -142,11 +140,7 @@ def _announce(message: str) -> None:
     show_default=True,
     help="The longest wait_seconds honoured (keep it under your MCP client's tool timeout).",
 )
-@click.option(
-    "--derived-id-window",
-    type=Seconds(),
-    default=DERIVED_ID_WINDOW.total_seconds(),
-    show_default=True,
+@derived_id_window_option(
     help="For send_sms calls without an action_id: seconds after its latest attempt during"
     " which a settled action answers a repeat of the same text to the same number (nothing"
     " is sent); past them the same text is a new action. An action whose outcome is not"
@@ -154,23 +148,15 @@ def _announce(message: str) -> None:
 )
 @policy_options
 @phone_options
-@click.option(
-    "--region",
-    default=None,
-    help="Two-letter country code for national numbers, e.g. US. [default: international only]",
-)
+@region_option
 @key_option
 @policy_file_option
-@click.option(
-    "--show-private",
-    is_flag=True,
+@show_private_option(
     help="Show numbers and bodies in sms_status's detailed record (redacted by default).",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    default=None,
+@log_level_option(
     help="Least severe log events written to stderr, redacted. [default: starebrain's --log-level]",
+    default=None,
 )
 @click.pass_context
 def mcp_command(
@@ -212,72 +198,41 @@ def mcp_command(
     Only the protocol goes to stdout; logs go to stderr, with numbers and bodies redacted.
     `starebrain mcp token` prints the token HTTP clients send.
     """
+    # Kept whole: its length is its 29 options and the server's config made of them, one
+    # field each; the steps around them (usage, logging, the SDK, the gates, serving) are
+    # functions of their own.
     if ctx.invoked_subcommand is not None:
         return
 
-    from starebrain_actions._logging import LOGGER_NAME, configure_logging
-    from starebrain_actions.cli.main import CliError, CliUsageError, Settings, _ledger_path
-    from starebrain_actions.core.exceptions import InvalidInput, StarebrainError
+    from starebrain_actions.core.exceptions import InvalidInput
 
-    level = (
-        getattr(logging, log_level.upper())
-        if log_level is not None
-        else logging.getLogger(LOGGER_NAME).getEffectiveLevel()
-    )
-    configure_logging(level=level)
-    if not devices:
-        raise click.UsageError(f"give at least one phone with --device HOST:PORT or ${DEVICE_ENV}")
-    _check_http_options(
+    _configure_logging(log_level)
+    _check_usage(
+        devices,
+        region,
         http_address,
         clients_file=clients_file,
         allow_remote=allow_remote,
         allow_hosts=allow_hosts,
         allow_origins=allow_origins,
     )
-    if region is not None and not (len(region) == 2 and region.isalpha()):
-        raise click.BadParameter(
-            f"expected a two-letter country code such as US, got {region!r}", param_hint="--region"
-        )
-    try:
-        from starebrain_actions.mcp import server as _mcp
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] in _SDK_MODULES:
-            raise CliError(_INSTALL_HINT) from exc
-        raise
-    settings = ctx.find_object(Settings)
-    if settings is None:  # pragma: no cover - the starebrain group always sets it
-        raise CliError("internal: run it as `starebrain mcp`")
-    if db is not None:
-        settings = Settings(db=db, db_is_default=False, read_as_system=settings.read_as_system)
-    phones: tuple[str, ...] = tuple(dict.fromkeys(devices))
-    try:
-        http = (
-            _http_options(
-                http_address,
-                clients_file=clients_file,
-                allow_hosts=allow_hosts,
-                allow_origins=allow_origins,
-            )
-            if http_address is not None
-            else None
-        )
-        from starebrain_actions.cli.options import policy_for
-        from starebrain_actions.core.policy import Policy
+    server = _server_module()
+    from starebrain_actions.mcp.config import ServerConfig
 
-        # a model's call is no person's approval: the first SMS to a number waits for one,
-        # unless the policy file says otherwise
-        gate = policy_for(policy_path, approve="new") or Policy(approve="new")
-        # a client of --clients with its own policy file passes that gate instead
-        client_gates = {
-            client.name: policy_for(client.policy, approve="new")
-            for client in (http.clients.clients if http is not None else ())
-            if client.policy is not None
-        }
-        config = _mcp.ServerConfig(
+    settings = _server_settings(ctx, db)
+    try:
+        http = _http_options(
+            http_address,
+            clients_file=clients_file,
+            allow_hosts=allow_hosts,
+            allow_origins=allow_origins,
+        )
+        gate, client_gates = _gates(policy_path, http)
+        config = ServerConfig(
             gate=gate,
             client_gates=client_gates,
-            db=_ledger_path(settings, create=True),
-            devices=phones,
+            db=ledger_path(settings, create=True),
+            devices=tuple(dict.fromkeys(devices)),
             key_path=key_path,
             read_as_system=settings.read_as_system,
             policy=retry_policy(
@@ -304,8 +259,78 @@ def mcp_command(
         )
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc
+    _serve(server, config, http)
+
+
+def _configure_logging(log_level: str | None) -> None:
+    """Logs on stderr at ``--log-level``, else at the level the ``starebrain`` group set."""
+    from starebrain_actions._logging import LOGGER_NAME, configure_logging
+
+    level = (
+        getattr(logging, log_level.upper())
+        if log_level is not None
+        else logging.getLogger(LOGGER_NAME).getEffectiveLevel()
+    )
+    configure_logging(level=level)
+
+
+def _server_module() -> Any:
+    """``mcp.server``, imported with the MCP SDK.
+
+    Raises:
+        CliError: the SDK is not installed (the ``mcp`` extra), with the command that
+            installs it.
+    """
     try:
-        asyncio.run(_mcp.serve(config, http=http, announce=_announce))
+        from starebrain_actions.mcp import server as _mcp
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] in _SDK_MODULES:
+            raise CliError(_INSTALL_HINT) from exc
+        raise
+    return _mcp
+
+
+def _server_settings(ctx: click.Context, db: LedgerTarget | None) -> Settings:
+    """The group's settings, with the ledger ``mcp --db`` names instead of its own."""
+    settings = ctx.find_object(Settings)
+    if settings is None:  # pragma: no cover - the starebrain group always sets it
+        raise CliError("internal: run it as `starebrain mcp`")
+    if db is not None:
+        settings = Settings(db=db, db_is_default=False, read_as_system=settings.read_as_system)
+    return settings
+
+
+def _gates(policy_path: Path | None, http: Any) -> tuple[Policy, dict[str, Policy | None]]:
+    """The server's policy gate, and each ``--clients`` client's own (by its name).
+
+    Raises:
+        InvalidInput: a policy file cannot be read or a rule refuses a value.
+    """
+    from starebrain_actions.cli.options import policy_for
+    from starebrain_actions.core.policy import Policy
+
+    # a model's call is no person's approval: the first SMS to a number waits for one,
+    # unless the policy file says otherwise
+    gate = policy_for(policy_path, approve="new") or Policy(approve="new")
+    # a client of --clients with its own policy file passes that gate instead
+    client_gates = {
+        client.name: policy_for(client.policy, approve="new")
+        for client in (http.clients.clients if http is not None else ())
+        if client.policy is not None
+    }
+    return gate, client_gates
+
+
+def _serve(server: Any, config: Any, http: Any) -> None:
+    """Serve until the client goes or Ctrl-C (exit 130).
+
+    Raises:
+        CliError: the address cannot be served or the ledger cannot be used.
+    """
+    from starebrain_actions.core.exceptions import StarebrainError
+
+    try:
+        asyncio.run(server.serve(config, http=http, announce=_announce))
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except OSError as exc:
@@ -319,7 +344,6 @@ def token_command() -> None:
     """Print the token `starebrain mcp --http` requires, for an MCP client's configuration
     (`Authorization: Bearer TOKEN`): $STAREBRAIN_MCP_TOKEN, else the token file in the config
     dir, created at random (0600) if missing. Not the tokens of a --clients file."""
-    from starebrain_actions.cli.main import CliError
     from starebrain_actions.mcp.auth import McpAuthError, server_token
 
     try:
@@ -331,6 +355,33 @@ def token_command() -> None:
     if created:
         _announce(f"created a token in {path}")
     click.echo(token)
+
+
+def _check_usage(
+    devices: tuple[str, ...],
+    region: str | None,
+    http_address: str | None,
+    *,
+    clients_file: Path | None,
+    allow_remote: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+) -> None:
+    """Usage errors (exit 2), before anything is opened: no phone, the HTTP options, the
+    region."""
+    if not devices:
+        raise click.UsageError(f"give at least one phone with --device HOST:PORT or ${DEVICE_ENV}")
+    _check_http_options(
+        http_address,
+        clients_file=clients_file,
+        allow_remote=allow_remote,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+    )
+    if region is not None and not (len(region) == 2 and region.isalpha()):
+        raise click.BadParameter(
+            f"expected a two-letter country code such as US, got {region!r}", param_hint="--region"
+        )
 
 
 def _check_http_options(
@@ -381,20 +432,20 @@ def _check_http_options(
 
 
 def _http_options(
-    http_address: str,
+    http_address: str | None,
     *,
     clients_file: Path | None,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
 ) -> Any:
-    """The HTTP server's options: its address, and the tokens it accepts (the clients file's,
-    or the server's own token, whose file's path, never the token, goes to stderr).
+    """The HTTP server's options (None: no ``--http``, the server speaks stdio): its
+    address, and the tokens it accepts (the clients file's, or the server's own token, whose
+    file's path, never the token, goes to stderr).
 
     Raises:
         InvalidInput: a malformed address.
         CliError: the token or clients file cannot be used.
     """
-    from starebrain_actions.cli.main import CliError
     from starebrain_actions.mcp import server as _mcp
     from starebrain_actions.mcp.auth import (
         OWNER,
@@ -406,6 +457,8 @@ def _http_options(
         server_token,
     )
 
+    if http_address is None:
+        return None
     host, port = _mcp.parse_http_address(http_address)
     try:
         if clients_file is not None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from starebrain_actions.cli.options import json_option
+
 #: Exit statuses (the CLI's own: 0 done, 1 refused or failed, 2 usage).
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
@@ -79,7 +81,7 @@ def redact_text(text: str, url: str) -> str:
     help="The PostgreSQL ledger to copy into: postgresql://USER@HOST:PORT/DATABASE, with"
     " ?search_path=SCHEMA to choose the schema. It must be empty or hold an empty ledger.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@json_option
 def migrate_command(source: Path, target: str, as_json: bool) -> None:
     """Copy a SQLite ledger, history included, into an empty PostgreSQL ledger.
 
@@ -101,7 +103,7 @@ def migrate_command(source: Path, target: str, as_json: bool) -> None:
 
     Exit status: 0 copied and verified, 1 refused or failed (nothing kept), 2 usage error.
     """
-    from starebrain_actions.cli.main import CliError, CliUsageError
+    from starebrain_actions.cli.context import CliError, CliUsageError
     from starebrain_actions.core.exceptions import StarebrainError
     from starebrain_actions.ledger.copy import MigrationError, copy_ledger
     from starebrain_actions.render import json_output as _render_json

@@ -1,9 +1,11 @@
-"""Option types shared by the command-line modules (``cli``, ``_mcp_command``, ``_cli_*``)."""
+"""The options the commands share, each defined once, and their types (``Seconds``), checks
+(``check_address``) and environment variables."""
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +13,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from starebrain_actions.cli.context import DB_ENV
+from starebrain_actions.cli.db import DbTarget
+from starebrain_actions.core.derived_ids import DERIVED_ID_WINDOW
 from starebrain_actions.core.model import RetryPolicy
 
 if TYPE_CHECKING:
@@ -238,11 +243,48 @@ def phone_options(function: Callable[..., Any]) -> Callable[..., Any]:
 DEVICE_ENV: Final = "STAREBRAIN_DEVICE"
 
 
-def check_devices(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """``--device`` values checked as ``cli._check_address`` does (imported when used)."""
-    from starebrain_actions.cli.main import _check_address
+_ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
-    return _check_address(ctx, param, value)
+
+def check_address(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Validate ``HOST:PORT`` device addresses and ``usb:SERIAL`` names (one or several)."""
+    from android_bridge._usb import USB_PREFIX, usb_serial
+
+    values = value if isinstance(value, tuple) else (value,)
+    for item in values:
+        if item is None:
+            continue
+        if item.startswith(USB_PREFIX):
+            try:
+                usb_serial(item)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+            continue
+        match = _ADDRESS.fullmatch(item)  # not .match: "$" would let a final newline in
+        if match is None or not 0 < int(match.group(1)) < 65536:
+            raise click.BadParameter(
+                f"expected HOST:PORT such as 127.0.0.1:5555, or usb:SERIAL, got {item!r}",
+                ctx=ctx,
+                param=param,
+            )
+    return value
+
+
+def device_option(
+    name: str, *, help: str, multiple: bool = False, required: bool = False
+) -> Decorator:
+    """``--device`` (into ``name``) of a command that reaches phones: ``HOST:PORT`` or
+    ``usb:SERIAL`` (:func:`check_address`), else ``$STAREBRAIN_DEVICE``; ``help`` says what
+    the command does with it."""
+    return click.option(
+        "--device",
+        name,
+        multiple=multiple,
+        required=required,
+        envvar=DEVICE_ENV,
+        callback=check_address,
+        help=help,
+    )
 
 
 def policy_file_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -284,3 +326,114 @@ def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
     from starebrain_actions.core.policy import load_policy
 
     return load_policy(path).with_default_approval(approve)
+
+
+def json_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json`` (``as_json``): JSON for machines instead of text."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON for machines instead of text."
+    )(function)
+
+
+def show_private_option(
+    help: str = "Show phone numbers and message bodies (redacted by default).",
+) -> Decorator:
+    """``--show-private``: phone numbers and bodies shown, not redacted."""
+    return click.option("--show-private", is_flag=True, help=help)
+
+
+#: Read phones through `su 1000` (the same name as `_android.READ_AS_SYSTEM_ENV`, kept here so
+#: that the CLI starts without importing the ADB stack).
+READ_AS_SYSTEM_ENV: Final = "STAREBRAIN_READ_AS_SYSTEM"
+
+
+def read_as_system_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--read-as-system`` of ``starebrain`` and of the nightly job's own command."""
+    return click.option(
+        "--read-as-system",
+        is_flag=True,
+        envvar=READ_AS_SYSTEM_ENV,
+        help="Read phones' SMS stores through `su 1000` (userdebug/eng builds such as an "
+        "emulator's Google APIs image), which also shows outbox, failed and queued messages. "
+        f"Also read from ${READ_AS_SYSTEM_ENV}=1.",
+    )(function)
+
+
+def db_option(*, help: str, envvar: str | None = DB_ENV) -> Decorator:
+    """``--db``: the ledger, a file path or a PostgreSQL URL (:class:`DbTarget`)."""
+    return click.option("--db", type=DbTarget(), envvar=envvar, default=None, help=help)
+
+
+#: The levels ``--log-level`` takes.
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def log_level_option(*, help: str, default: str | None = "warning") -> Decorator:
+    """``--log-level``: the least severe log events written to stderr."""
+    shown: dict[str, Any] = {"show_default": True} if default is not None else {}
+    return click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default=default,
+        help=help,
+        **shown,
+    )
+
+
+def reason_option(
+    *, required: bool = True, default: str | None = None, help: str = ""
+) -> Decorator:
+    """``--reason``: why a person rules, grants, approves or denies (kept in the history);
+    ``help`` is added to the common text."""
+    given: dict[str, Any] = {"default": default} if default is not None else {}
+    return click.option(
+        "--reason", required=required, help="Why: kept in the action's history." + help, **given
+    )
+
+
+def operator_option(who: str = "Who decides") -> Decorator:
+    """``--operator``: the person who rules (``operator_name`` falls back to ``$USER``)."""
+    return click.option(
+        "--operator", default=None, help=f"{who}, kept in the history. [default: $USER]"
+    )
+
+
+def wait_option(*, help: str) -> Decorator:
+    """``--wait``: seconds for proof of the outcome (``send``, ``resume``)."""
+    return click.option("--wait", type=Seconds(), default=30.0, show_default=True, help=help)
+
+
+def derived_id_window_option(*, help: str) -> Decorator:
+    """``--derived-id-window``: how long a settled action answers a repeat of its text."""
+    return click.option(
+        "--derived-id-window",
+        type=Seconds(),
+        default=DERIVED_ID_WINDOW.total_seconds(),
+        show_default=True,
+        help=help,
+    )
+
+
+def region_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--region``: the country national numbers are read in."""
+    return click.option(
+        "--region",
+        default=None,
+        help="Two-letter country code for national numbers, e.g. US. [default: international only]",
+    )(function)
+
+
+def typed_command_gate(path: Path | None) -> Policy | None:
+    """The policy gate of a command a person types (``send``, ``resume``, ``nightly
+    --resume``): the person typing it is the approval, unless the file says otherwise.
+
+    Raises:
+        CliUsageError: the policy file cannot be read or a rule refuses a value.
+    """
+    from starebrain_actions.cli.context import CliUsageError
+    from starebrain_actions.core.exceptions import InvalidInput
+
+    try:
+        return policy_for(path, approve="never")
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc

@@ -10,24 +10,38 @@ who and why kept in its history; ``send`` or ``resume`` then sends it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from starebrain_actions.cli.context import (
+    CliError,
+    ledger_path,
+    open_ledger,
+    operator_name,
+    run,
+    settings_of,
+)
 from starebrain_actions.cli.options import (
     DEVICE_ENV,
-    Seconds,
-    check_devices,
+    device_option,
+    json_option,
     key_option,
+    operator_option,
     phone_options,
     policy_file_option,
+    reason_option,
+    typed_command_gate,
+    wait_option,
 )
 from starebrain_actions.core.model import Status
 
 if TYPE_CHECKING:
     from starebrain_actions.cli.progress import Progress
-    from starebrain_actions.orchestration.agent import ResumeItem, ResumeReport
+    from starebrain_actions.orchestration.outcome import ResumeItem, ResumeReport
+    from starebrain_actions.render.output import Output
 
 
 #: Exit statuses of ``resume`` (the same numbers as ``send``'s).
@@ -49,11 +63,9 @@ EXIT_NOT_READY: Final = 7
     show_default=True,
     help="New attempts granted; the attempts so far stay as evidence and no longer count.",
 )
-@click.option("--reason", required=True, help="Why: kept in the action's history.")
-@click.option(
-    "--operator", default=None, help="Who grants it, kept in the history. [default: $USER]"
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@reason_option()
+@operator_option("Who grants it")
+@json_option
 @click.pass_context
 def retry_command(
     ctx: click.Context,
@@ -71,25 +83,17 @@ def retry_command(
     review: a new attempt could send the SMS twice; rule on it with `starebrain resolve`
     first), and for an action that succeeded or may be retried already.
     """
-    from starebrain_actions.cli.main import (
-        CliError,
-        _ledger_path,
-        _open_ledger,
-        _run,
-        operator_name,
-    )
-    from starebrain_actions.cli.main import _settings as settings_of
     from starebrain_actions.core.exceptions import RetryRefused
     from starebrain_actions.render import json_output as _render_json
     from starebrain_actions.render import output as _render
     from starebrain_actions.render import records as _render_records
     from starebrain_actions.render import values as _render_values
 
-    path = _ledger_path(settings_of(ctx), create=False)
+    path = ledger_path(settings_of(ctx), create=False)
     name = operator_name(operator)
 
     async def work() -> Any:
-        async with _open_ledger(path, create=False) as ledger:
+        async with open_ledger(path, create=False) as ledger:
             try:
                 return await ledger.retry(
                     action_id, reason=reason, operator=name, attempts=attempts
@@ -97,7 +101,7 @@ def retry_command(
             except RetryRefused as exc:
                 raise CliError(f"retry refused, nothing written: {exc}") from exc
 
-    summary = _run(work())
+    summary = run(work())
     if as_json:
         data = _render_values.summary_data(summary, show_private=False)
         data["attempts_granted"] = attempts
@@ -129,41 +133,24 @@ _DENY_HELP: Final = (
 def _ruling_command(name: str, *, approving: bool) -> click.Command:
     @click.command(name, help=_APPROVE_HELP if approving else _DENY_HELP)
     @click.argument("action_id")
-    @click.option(
-        "--reason",
-        required=not approving,
-        default="",
-        help="Why: kept in the action's history." + ("" if approving else " Required."),
-    )
-    @click.option(
-        "--operator", default=None, help="Who decides, kept in the history. [default: $USER]"
-    )
-    @click.option(
-        "--json", "as_json", is_flag=True, help="Print JSON for machines instead of text."
-    )
+    @reason_option(required=not approving, default="", help="" if approving else " Required.")
+    @operator_option()
+    @json_option
     @click.pass_context
     def command(
         ctx: click.Context, action_id: str, reason: str, operator: str | None, as_json: bool
     ) -> None:
-        from starebrain_actions.cli.main import (
-            CliError,
-            _ledger_path,
-            _open_ledger,
-            _run,
-            operator_name,
-        )
-        from starebrain_actions.cli.main import _settings as settings_of
         from starebrain_actions.core.exceptions import InvariantViolation
         from starebrain_actions.render import json_output as _render_json
         from starebrain_actions.render import output as _render
         from starebrain_actions.render import records as _render_records
         from starebrain_actions.render import values as _render_values
 
-        path = _ledger_path(settings_of(ctx), create=False)
+        path = ledger_path(settings_of(ctx), create=False)
         who = operator_name(operator)
 
         async def work() -> Any:
-            async with _open_ledger(path, create=False) as ledger:
+            async with open_ledger(path, create=False) as ledger:
                 try:
                     if approving:
                         return await ledger.approve(action_id, operator=who, reason=reason)
@@ -171,7 +158,7 @@ def _ruling_command(name: str, *, approving: bool) -> click.Command:
                 except InvariantViolation as exc:
                     raise CliError(f"{exc}; nothing written") from exc
 
-        summary = _run(work())
+        summary = run(work())
         if as_json:
             _render_json.emit_json(_render_values.summary_data(summary, show_private=False))
             return
@@ -196,28 +183,21 @@ deny_command = _ruling_command("deny", approving=False)
 
 
 @click.command("resume")
-@click.option(
-    "--device",
+@device_option(
     "devices",
     multiple=True,
     required=True,
-    envvar=DEVICE_ENV,
-    callback=check_devices,
     help="A phone to resume on, as HOST:PORT or usb:SERIAL; repeatable. Also read from"
     f" ${DEVICE_ENV} (several separated by spaces).",
 )
-@click.option(
-    "--wait",
-    type=Seconds(),
-    default=30.0,
-    show_default=True,
+@wait_option(
     help="Seconds each action may wait for proof of its outcome (as send's --wait), and for a"
     " phone that does not answer.",
 )
 @phone_options
 @key_option
 @policy_file_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of text.")
+@json_option
 @click.pass_context
 def resume_command(
     ctx: click.Context,
@@ -245,20 +225,13 @@ def resume_command(
     left, 7 a phone was not ready or did not answer (a person must act; see the message),
     1 anything else.
     """
-    from starebrain_actions.cli.main import CliUsageError, _ledger_path, _run
-    from starebrain_actions.cli.main import _settings as settings_of
-    from starebrain_actions.cli.options import policy_for
     from starebrain_actions.cli.progress import Progress
-    from starebrain_actions.core.exceptions import InvalidInput
     from starebrain_actions.render import json_output as _render_json
     from starebrain_actions.render import output as _render
 
     settings = settings_of(ctx)
-    path = _ledger_path(settings, create=False)
-    try:
-        gate = policy_for(policy_path, approve="never")
-    except InvalidInput as exc:
-        raise CliUsageError(str(exc)) from exc
+    path = ledger_path(settings, create=False)
+    gate = typed_command_gate(policy_path)
     progress = Progress(enabled=not as_json)
     out = _render.Output()
 
@@ -266,34 +239,22 @@ def resume_command(
         if not as_json:
             out.line(item_line(device, item))
 
-    async def work() -> list[ResumeReport | str]:
-        import asyncio
-
-        async with progress.shown():
-            return list(
-                await asyncio.gather(
-                    *(
-                        _resume_one(
-                            device,
-                            (index, len(devices)),
-                            path=path,
-                            wait=wait,
-                            progress=progress,
-                            on_item=told,
-                            key_path=key_path,
-                            read_as_system=settings.read_as_system,
-                            rate_limit=rate_limit,
-                            send_path=send_path,
-                            connect_timeout=connect_timeout,
-                            command_timeout=command_timeout,
-                            gate=gate,
-                        )
-                        for index, device in enumerate(devices)
-                    )
-                )
-            )
-
-    results = _run(work())
+    results = run(
+        _resume_all(
+            devices,
+            path=path,
+            wait=wait,
+            progress=progress,
+            on_item=told,
+            key_path=key_path,
+            read_as_system=settings.read_as_system,
+            rate_limit=rate_limit,
+            send_path=send_path,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+            gate=gate,
+        )
+    )
     code = exit_code(results)
     if as_json:
         _render_json.emit_json(
@@ -306,14 +267,40 @@ def resume_command(
             }
         )
     else:
-        for device, result in zip(devices, results, strict=True):
-            if isinstance(result, str):
-                out.line(f"{device}: not resumed: {result}")
-            elif not result.items:
-                out.line(f"{device}: nothing to resume ({_pass_text(result)})")
-            else:
-                out.line(f"{device}: {len(result.items)} action(s) driven ({_pass_text(result)})")
+        _print_resumed(out, devices, results)
     ctx.exit(code)
+
+
+def _print_resumed(
+    out: Output, devices: Sequence[str], results: Sequence[ResumeReport | str]
+) -> None:
+    """One line per phone: not resumed (why), nothing to resume, or how many actions it
+    drove, with what its read settled."""
+    for device, result in zip(devices, results, strict=True):
+        if isinstance(result, str):
+            out.line(f"{device}: not resumed: {result}")
+        elif not result.items:
+            out.line(f"{device}: nothing to resume ({_pass_text(result)})")
+        else:
+            out.line(f"{device}: {len(result.items)} action(s) driven ({_pass_text(result)})")
+
+
+async def _resume_all(
+    devices: Sequence[str], *, progress: Progress, **options: Any
+) -> list[ResumeReport | str]:
+    """Resume on every phone at once (``_resume_one``), each given its share of the PLANNED
+    actions that name no phone; one result per phone, in order."""
+    import asyncio
+
+    async with progress.shown():
+        return list(
+            await asyncio.gather(
+                *(
+                    _resume_one(device, (index, len(devices)), progress=progress, **options)
+                    for index, device in enumerate(devices)
+                )
+            )
+        )
 
 
 async def _resume_one(
@@ -327,7 +314,7 @@ async def _resume_one(
     **options: Any,
 ) -> ResumeReport | str:
     """Resume on one phone; the error text when it could not be reached in time."""
-    from starebrain_actions.cli.main import CliError, _agent_within
+    from starebrain_actions.cli.connect import agent_within
     from starebrain_actions.phone.android import PhoneUnavailable
 
     started = time.monotonic()
@@ -339,7 +326,7 @@ async def _resume_one(
         progress.step(f"{device}: {text}")
 
     try:
-        async with _agent_within(device, left, progress, db=path, **options) as agent:
+        async with agent_within(device, left, progress, db=path, **options) as agent:
             return await agent.resume(
                 wait=wait, share=share, on_item=lambda item: on_item(device, item), on_step=step
             )
@@ -370,7 +357,7 @@ def item_line(device: str, item: ResumeItem) -> str:
 def exit_code(results: list[ResumeReport | str]) -> int:
     """7 when a phone did not answer or was not ready, else 4 when an action ended with
     nothing left to try, else 3 when one is still open, else 0."""
-    from starebrain_actions.cli.main import send_exit_code
+    from starebrain_actions.cli.send import send_exit_code
 
     if any(isinstance(result, str) for result in results):
         return EXIT_NOT_READY

@@ -22,7 +22,8 @@ from starebrain_actions import (
     confirm_delivery,
     try_accept,
 )
-from starebrain_actions.cli.main import derive_action_id, main
+from starebrain_actions.cli.main import main
+from starebrain_actions.core.derived_ids import derive_action_id
 from tests.e2e.conftest import BODY, RECIPIENT, Target
 
 SENT = 2

@@ -15,7 +15,8 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Action, ActionSummary, Ledger, RetryPolicy, SmsIntent, Status
-from starebrain_actions.cli.main import main, send_exit_code
+from starebrain_actions.cli.main import main
+from starebrain_actions.cli.send import send_exit_code
 from starebrain_actions.orchestration.reconciler import reconcile_pending
 from starebrain_actions.orchestration.watched import SCRIPT_FINISH_WITHIN
 from tests.conftest import OUTBOX_FIRST, PhoneFactory

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions.cli.main import EXIT_SETTLING, main
+from starebrain_actions.cli.context import EXIT_SETTLING
+from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT, Target
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from starebrain_actions.cli import devices as _cli_devices
-from starebrain_actions.cli.main import DEVICE_ENV, _Group, main
+from starebrain_actions.cli.main import _Group, main
+from starebrain_actions.cli.options import DEVICE_ENV
 
 #: Modules no read command needs: structlog's console (it imports rich's tracebacks and
 #: pygments), rich's console (piped output is laid out without it), cattrs (records are

@@ -150,7 +150,7 @@ def test_one_configuration_directory_for_the_key_and_the_simulator(
     variables on Linux, and the key and the simulator share one configuration directory."""
     from android_bridge import default_key_path
     from android_bridge.simulator.cli import default_directory
-    from starebrain_actions.cli.main import default_db_path
+    from starebrain_actions.cli.context import default_db_path
 
     monkeypatch.delenv("STAREBRAIN_ADB_KEY", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

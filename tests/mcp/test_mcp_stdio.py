@@ -14,7 +14,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from starebrain_actions import SmsIntent
-from starebrain_actions.cli.main import derive_action_id
+from starebrain_actions.core.derived_ids import derive_action_id
 
 from .conftest import (
     BODY,

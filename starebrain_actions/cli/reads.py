@@ -1,0 +1,259 @@
+"""The read commands: ``status``, ``list``, ``history`` and ``review``.
+
+They never create a ledger, never reach a phone and start light: ``status`` and ``history``
+read one action through ``db.read_one`` (no asyncio), ``list`` and ``review`` stream the
+summaries from one snapshot, memory flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from starebrain_actions.cli.context import (
+    ledger_errors,
+    ledger_path,
+    open_ledger,
+    run,
+    settings_of,
+)
+from starebrain_actions.cli.db import LedgerTarget, read_one
+from starebrain_actions.cli.options import json_option, show_private_option
+from starebrain_actions.core.model import ActionSummary, PhoneHold, Status
+from starebrain_actions.core.transitions import phone_hold
+from starebrain_actions.render import json_output as _render_json
+from starebrain_actions.render import output as _render
+from starebrain_actions.render import records as _render_records
+from starebrain_actions.render import sanitize as _render_sanitize
+from starebrain_actions.render import values as _render_values
+
+if TYPE_CHECKING:
+    from starebrain_actions.ledger.store import Ledger
+
+
+@click.command("status")
+@click.argument("action_id")
+@json_option
+@show_private_option()
+@click.pass_context
+def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
+    """Show one action: its status, review reasons and every attempt on both axes."""
+    path = ledger_path(settings_of(ctx), create=False)
+    with ledger_errors():
+        summary, duplicates = read_one(
+            path, lambda ledger: (ledger.summary(action_id), ledger.duplicates(action_id))
+        )
+    if as_json:
+        data = _render_values.summary_data(summary, show_private=show_private)
+        data["duplicate_rows"] = _render_sanitize.redact_data(duplicates, show_private=show_private)
+        _render_json.emit_json(data)
+        return
+    out = _render.Output()
+    _render_records.render_summary(out, summary, show_private=show_private)
+    if duplicates:
+        out.table(
+            ["device", "provider row", "repeats dispatch", "seen"],
+            (
+                [
+                    str(row["device"]),
+                    _render_values.provider_row_text(
+                        row["provider_object_id"], row["provider_kind"]
+                    ),
+                    str(row["dispatch_id"]),
+                    str(row["seen_at"]),
+                ]
+                for row in duplicates
+            ),
+            title="duplicates seen on the phone",
+        )
+
+
+@click.command("list")
+@click.option(
+    "--status",
+    "status_name",
+    type=click.Choice([status.value for status in Status], case_sensitive=False),
+    default=None,
+    help="Only actions whose derived status is this one.",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="Only actions with an attempt on this phone: its name in the ledger, or any address"
+    " it was reached at (HOST:PORT, usb:SERIAL).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0, max=1_000_000_000),
+    default=50,
+    show_default=True,
+    help="At most this many actions, newest first (0: all).",
+)
+@json_option
+@show_private_option()
+@click.pass_context
+def list_command(
+    ctx: click.Context,
+    status_name: str | None,
+    device: str | None,
+    limit: int,
+    as_json: bool,
+    show_private: bool,
+) -> None:
+    """List actions, newest first, with their derived status."""
+    path = ledger_path(settings_of(ctx), create=False)
+    wanted = Status(status_name.upper()) if status_name else None
+
+    async def listed(ledger: Ledger, now: datetime) -> AsyncIterator[ActionSummary]:
+        # one phone whatever address reached it: the ledger's key of the phone named
+        key = await ledger.phone_key_for(device) if device is not None else None
+        async for summary in ledger.iter_summaries(
+            status=wanted, device=key, limit=limit or None, now=now
+        ):
+            yield summary
+
+    run(
+        _stream_summaries(
+            path,
+            listed,
+            _render_records.stream_list,
+            as_json=as_json,
+            show_private=show_private,
+        )
+    )
+
+
+async def _stream_summaries(
+    path: LedgerTarget,
+    read: Callable[[Ledger, datetime], AsyncIterator[ActionSummary]],
+    render: Callable[..., Awaitable[None]],
+    *,
+    as_json: bool,
+    show_private: bool,
+) -> None:
+    """``list``/``review``: the summaries ``read`` yields, as a JSON array written item by
+    item, or laid out by ``render`` (``stream_list``/``stream_review``), memory flat."""
+    async with open_ledger(path, read_only=True) as ledger:
+        now = ledger.now()
+
+        def summaries() -> AsyncIterator[ActionSummary]:
+            return read(ledger, now)
+
+        # one snapshot: the text table reads the actions twice (widths, then rows)
+        async with ledger.read_snapshot():
+            if as_json:
+                await _render_json.emit_json_stream(
+                    _render_values.summary_data(summary, show_private=show_private)
+                    async for summary in summaries()
+                )
+                return
+            await render(_render.Output(), summaries, now=now, show_private=show_private)
+
+
+@click.command("history")
+@click.argument("action_id")
+@json_option
+@show_private_option()
+@click.pass_context
+def history(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
+    """Show every recorded transition of an action: time, event, both axes, actor, evidence."""
+    path = ledger_path(settings_of(ctx), create=False)
+    with ledger_errors():
+        entries = read_one(path, lambda ledger: ledger.history(action_id))
+    if as_json:
+        _render_json.emit_json(_render_values.history_data(entries, show_private=show_private))
+        return
+    _render_records.render_history(_render.Output(), entries, show_private=show_private)
+
+
+@click.command("review")
+@json_option
+@show_private_option()
+@click.pass_context
+def review(ctx: click.Context, as_json: bool, show_private: bool) -> None:
+    """List the actions waiting for a person (ambiguous, duplicated, mismatched, out of
+    budget, stuck), with their reasons; then the unresolved attempts that hold a phone (no
+    other action can start there until a read proves their outcome or a pass frees it),
+    with how long and until when."""
+    path = ledger_path(settings_of(ctx), create=False)
+
+    async def work() -> None:
+        async with open_ledger(path, read_only=True) as ledger:
+            now = ledger.now()
+            async with ledger.read_snapshot():
+                holds = await _holds(ledger)
+                approvals = await ledger.awaiting_approval(now=now)
+                held = {
+                    hold.action_id: await ledger.summary(hold.action_id, now=now) for hold in holds
+                }
+
+                def summaries() -> AsyncIterator[ActionSummary]:
+                    return ledger.iter_summaries(needs_review=True, now=now)
+
+                if as_json:
+                    await _render_json.emit_json_stream(
+                        _review_items(
+                            summaries(), holds, held, approvals, show_private=show_private
+                        )
+                    )
+                    return
+                out = _render.Output()
+                await _render_records.stream_review(
+                    out, summaries, now=now, show_private=show_private
+                )
+                _render_records.render_holds(out, holds, now=now)
+                _render_records.render_approvals(out, approvals, now=now, show_private=show_private)
+
+    run(work())
+
+
+async def _holds(ledger: Ledger) -> list[PhoneHold]:
+    """Every phone's hold: its unresolved attempt, and when a pass can free it (voids at the
+    shortest age a sender uses, ``VOID_AFTER``)."""
+    from starebrain_actions.orchestration.reconciler import VOID_AFTER
+
+    holds = []
+    for record in await ledger.holders():
+        action = await ledger.get_action(record.action_id)
+        holds.append(phone_hold(record, action, VOID_AFTER))
+    return holds
+
+
+async def _review_items(
+    summaries: AsyncIterator[ActionSummary],
+    holds: Sequence[PhoneHold],
+    held: Mapping[str, ActionSummary],
+    approvals: Sequence[ActionSummary] = (),
+    *,
+    show_private: bool,
+) -> AsyncIterator[dict[str, Any]]:
+    """``review --json``: the actions needing a person, then those whose attempt holds a
+    phone, each with ``holds_phone`` (null, or the hold), then those the policy gate holds
+    for a person's approval (``awaits_approval`` true)."""
+    by_action = {hold.action_id: hold for hold in holds}
+    listed = set()
+    async for summary in summaries:
+        data = _render_values.summary_data(summary, show_private=show_private)
+        hold = by_action.get(summary.action.action_id)
+        data["holds_phone"] = _render_values.hold_data(hold) if hold is not None else None
+        data["awaits_approval"] = False
+        listed.add(summary.action.action_id)
+        yield data
+    for hold in holds:
+        if hold.action_id in listed:
+            continue
+        listed.add(hold.action_id)
+        data = _render_values.summary_data(held[hold.action_id], show_private=show_private)
+        data["holds_phone"] = _render_values.hold_data(hold)
+        data["awaits_approval"] = False
+        yield data
+    for summary in approvals:
+        if summary.action.action_id in listed:
+            continue
+        data = _render_values.summary_data(summary, show_private=show_private)
+        data["holds_phone"] = None
+        data["awaits_approval"] = True
+        yield data
