@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from starebrain_actions.cli.context import (
+    EXIT_FAILED,
+    EXIT_NOT_READY,
+    EXIT_SUCCEEDED,
+    EXIT_UNRESOLVED,
     CliError,
     ledger_path,
     open_ledger,
@@ -42,13 +46,6 @@ if TYPE_CHECKING:
     from starebrain_actions.cli.progress import Progress
     from starebrain_actions.orchestration.outcome import ResumeItem, ResumeReport
     from starebrain_actions.render.output import Output
-
-
-#: Exit statuses of ``resume`` (the same numbers as ``send``'s).
-EXIT_DONE: Final = 0
-EXIT_OPEN: Final = 3
-EXIT_FAILED: Final = 4
-EXIT_NOT_READY: Final = 7
 
 
 # --------------------------------------------------------------------------- retry
@@ -368,7 +365,7 @@ def exit_code(results: list[ResumeReport | str]) -> int:
         for item in result.items
         if item.outcome is not None
     }
-    for code in (EXIT_NOT_READY, EXIT_FAILED, EXIT_OPEN):
+    for code in (EXIT_NOT_READY, EXIT_FAILED, EXIT_UNRESOLVED):
         if code in codes:
             return code
     if any(
@@ -377,8 +374,8 @@ def exit_code(results: list[ResumeReport | str]) -> int:
         if not isinstance(result, str)
         for item in result.items
     ):
-        return EXIT_OPEN
-    return EXIT_DONE
+        return EXIT_UNRESOLVED
+    return EXIT_SUCCEEDED
 
 
 def result_data(device: str, result: ResumeReport | str) -> dict[str, Any]:
