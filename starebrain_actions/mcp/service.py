@@ -59,12 +59,13 @@ from starebrain_actions.mcp.results import (
 )
 from starebrain_actions.mcp.scoped import check_scoped_id, hold_seen, own_ids, seen
 from starebrain_actions.mcp.send_cap import CappedLedger, SendCap, SendLimitReached
-from starebrain_actions.orchestration.agent import MIN_DISPATCH_S, SendOutcome, hold_on
+from starebrain_actions.orchestration.outcome import SendOutcome, hold_on
 from starebrain_actions.orchestration.reconciler import (
     DeviceReport,
     reconcile_device,
     void_after_for,
 )
+from starebrain_actions.orchestration.send_loop import MIN_DISPATCH_S
 from starebrain_actions.phone.send_path import check_send_path
 
 __all__ = ["SmsService", "open_service"]

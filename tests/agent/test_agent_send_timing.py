@@ -12,11 +12,11 @@ import pytest
 from starebrain_actions import Status
 from starebrain_actions.core.model import SmsIntent
 from starebrain_actions.core.ports import DispatchReceipt, Phone, PhoneRead
-from starebrain_actions.orchestration.agent import (
+from starebrain_actions.orchestration.agent import SmsAgent
+from starebrain_actions.orchestration.send_timer import (
     SEND_TIME_RECHECK_AFTER,
     SEND_TIME_SEED_MAX_S,
     SendTimer,
-    SmsAgent,
 )
 from tests.conftest import OUTBOX_FIRST
 
