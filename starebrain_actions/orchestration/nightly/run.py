@@ -107,8 +107,7 @@ async def run_nightly(
 
 
 async def _hold_nightly_lock(stack: contextlib.AsyncExitStack, ledger: Ledger) -> None:
-    """Hold the ledger's lock ``NIGHTLY_LOCK`` until ``stack`` closes (a no-op on SQLite,
-    where the caller holds the file lock).
+    """Hold the ledger's lock ``NIGHTLY_LOCK`` until ``stack`` closes.
 
     Raises:
         NightlyBusy: another run holds it.
