@@ -49,12 +49,9 @@ from starebrain_actions import (  # noqa: E402
     try_accept,
 )
 from starebrain_actions.core.convert import ATTEMPT_COLUMNS, converter, format_time  # noqa: E402
-from starebrain_actions.ledger.store import (  # noqa: E402
-    _INSERT_ATTEMPT,
-    _RELEASING,
-    _json,
-    _update_sql,
-)
+from starebrain_actions.ledger.devices import LEASE_RELEASING_SQL  # noqa: E402
+from starebrain_actions.ledger.receipts import INSERT_ATTEMPT  # noqa: E402
+from starebrain_actions.ledger.updates import to_json, update_sql  # noqa: E402
 
 #: Where the RAM-disk run puts its files.
 RAM_DISK = Path("/dev/shm")
@@ -73,14 +70,14 @@ LOAD_ATTEMPTS = f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id = ? ORD
 LEASE_HOLDER = (
     "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
     " WHERE device = ? AND delivery = 'PENDING'"
-    f" AND coalesce(review_reason, '') NOT IN ({_RELEASING})"
+    f" AND coalesce(review_reason, '') NOT IN ({LEASE_RELEASING_SQL})"
 )
-CONFIRM = _update_sql(
+CONFIRM = update_sql(
     ("version", "delivery", "provider_object_id", "provider_kind", "confirmed_at", "evidence")
 )
-ACCEPT = _update_sql(("version", "acceptance", "accepted_at", "evidence"))
+ACCEPT = update_sql(("version", "acceptance", "accepted_at", "evidence"))
 #: The stored form of the default policy, as the ledger writes it.
-POLICY_JSON = _json(converter.unstructure(RetryPolicy()))
+POLICY_JSON = to_json(converter.unstructure(RetryPolicy()))
 
 
 def now_text() -> str:
@@ -132,7 +129,7 @@ def plain_lifecycles(path: Path, count: int, prefix: str) -> float:
         db.execute(LEASE_HOLDER, (device,)).fetchone()
         dispatch_id = str(uuid.uuid4())
         db.execute(
-            _INSERT_ATTEMPT,
+            INSERT_ATTEMPT,
             {
                 "dispatch_id": dispatch_id,
                 "action_id": action_id,

@@ -282,9 +282,9 @@ async def _seed_in_flight(target: str, device: str, count: int) -> None:
         sort_keys=True,
     )
     from starebrain_actions.core.convert import converter, format_time
-    from starebrain_actions.ledger.store import _json
+    from starebrain_actions.ledger.updates import to_json
 
-    policy_json = _json(converter.unstructure(action.policy))
+    policy_json = to_json(converter.unstructure(action.policy))
     at = format_time(datetime.now(UTC) - timedelta(seconds=5))
     actions = [
         (f"{device}-{n}", action.fingerprint, intent_json, policy_json, at) for n in range(count)

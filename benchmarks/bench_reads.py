@@ -60,7 +60,8 @@ from android_bridge.simulator import SimulatedPhone  # noqa: E402
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status  # noqa: E402
 from starebrain_actions.core.convert import converter, format_time  # noqa: E402
 from starebrain_actions.core.model import Action, ReviewReason, canonical_body  # noqa: E402
-from starebrain_actions.ledger.store import SCHEMA_VERSION, _json  # noqa: E402
+from starebrain_actions.ledger.store import SCHEMA_VERSION  # noqa: E402
+from starebrain_actions.ledger.updates import to_json  # noqa: E402
 
 #: Bump when the shape of the built ledger changes: cached ledgers of another shape are rebuilt.
 SHAPE = 1
@@ -134,7 +135,7 @@ def build_ledger(path: Path, size: int) -> None:
     """Create ``path`` with the API, then bulk-insert ``size`` actions (see the module doc)."""
     asyncio.run(_create(path))
     policy = RetryPolicy()
-    policy_json = _json(converter.unstructure(policy))
+    policy_json = to_json(converter.unstructure(policy))
     templates = [SmsIntent(recipient=recipient, body="x") for recipient in RECIPIENTS]
     origin = datetime.now(UTC) - timedelta(days=2, seconds=size)
     db = sqlite3.connect(path, isolation_level=None)
@@ -215,10 +216,10 @@ def _intent_columns(template: SmsIntent, body: str, *, check: bool) -> tuple[str
     canonical = {**template.canonical(), "body": canonical_body(body)}
     text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     fingerprint = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-    intent_json = _json({**converter.unstructure(template), "body": body})
+    intent_json = to_json({**converter.unstructure(template), "body": body})
     if check:
         real = SmsIntent(recipient=template.recipient, body=body)
-        assert (real.fingerprint, _json(converter.unstructure(real))) == (
+        assert (real.fingerprint, to_json(converter.unstructure(real))) == (
             fingerprint,
             intent_json,
         )

@@ -180,11 +180,7 @@ def _source(path: Path) -> Iterator[tuple[sqlite3.Connection, str]]:
     with contextlib.ExitStack() as stack:
         try:
             reader = stack.enter_context(open_read_only(path))
-            # the reader's connection: autocommit, rows as sqlite3.Row, read-only
-            db: sqlite3.Connection = reader._connection
-            db.execute("BEGIN")
-            stack.callback(_end_read, db)
-            db.execute("SELECT count(*) FROM actions").fetchone()  # the snapshot starts
+            db = stack.enter_context(reader.snapshot())
         except SchemaTooNew as exc:
             raise SourceRefused(str(exc)) from exc
         except LedgerUnavailable as exc:
@@ -197,11 +193,6 @@ def _source(path: Path) -> Iterator[tuple[sqlite3.Connection, str]]:
         except sqlite3.Error as exc:
             raise SourceRefused(f"cannot read the ledger {path}: {exc}") from exc
         yield db, str(path)
-
-
-def _end_read(db: sqlite3.Connection) -> None:
-    with contextlib.suppress(sqlite3.Error):
-        db.execute("COMMIT")
 
 
 def _refused(kind: type[MigrationError], message: str, *, usage: bool) -> MigrationError:
@@ -234,9 +225,9 @@ def _target_errors(where: str) -> Iterator[None]:
 def _prepare_target(db: _pg.PgConnection) -> None:
     """Refuse a target holding a ledger with rows before writing anything; then create (or
     migrate) the empty ledger, as ``Ledger.open`` would."""
-    from starebrain_actions.ledger.postgres import _tables, _version, prepare
+    from starebrain_actions.ledger.postgres import prepare, schema_version, table_names
 
-    if _version(db) is not None and set(TABLES) <= _tables(db):
+    if schema_version(db) is not None and set(TABLES) <= table_names(db):
         _refuse_rows(db)
     prepare(db, read_only=False, create=True)
 
@@ -362,9 +353,7 @@ def _copy_table(
             break
         records = [tuple(row) for row in batch]
         try:
-            target_db._call(
-                target_db.raw.copy_records_to_table(table, records=records, columns=columns)
-            )
+            target_db.copy_records(table, records, columns)
         except sqlite3.Error as exc:
             raise CopyFailed(
                 f"PostgreSQL refused {_refused_row(exc, table, columns, records, count)};"
@@ -455,7 +444,7 @@ def _target_digest(db: _pg.PgConnection, table: str, columns: Sequence[str]) -> 
     cursor = f"starebrain_check_{table}"
     db.execute(f"DECLARE {cursor} NO SCROLL CURSOR FOR SELECT {', '.join(columns)} FROM {table}")
     total = 0
-    while rows := db._call(db.raw.fetch(f"FETCH {BATCH_ROWS} FROM {cursor}")):
+    while rows := db.execute(f"FETCH {BATCH_ROWS} FROM {cursor}").fetchall():
         total = _add_digests(total, rows)
     db.execute(f"CLOSE {cursor}")
     return total
@@ -529,7 +518,7 @@ def _compare_summaries(
     ``Ledger.iter_summaries``), and compare them by action id; the count compared and the
     differences. Pages are newest first on both sides; an order that differs (another
     collation) only keeps a few more summaries waiting for their pair."""
-    from starebrain_actions.ledger.store import _summary_page
+    from starebrain_actions.ledger.queries import summary_page
 
     waiting: tuple[dict[str, ActionSummary], dict[str, ActionSummary]] = ({}, {})
     after: list[tuple[str, str] | None] = [None, None]
@@ -542,8 +531,8 @@ def _compare_summaries(
             if done[side]:
                 continue
             try:
-                page, after[side] = _summary_page(
-                    sides[side], "", [], after[side], SUMMARY_PAGE, now
+                page, after[side] = summary_page(
+                    sides[side], after=after[side], size=SUMMARY_PAGE, now=now
                 )
             except CorruptRecord as exc:
                 name = ("source", "target")[side]

@@ -137,8 +137,8 @@ def prepare(db: PgConnection, *, read_only: bool, create: bool) -> None:
         )
     # one look at the tables: a process migrating the same new schema may commit between two
     # (every table at once), which must not read as "other tables and no ledger"
-    tables = _tables(db)
-    version = _version(db, tables)
+    tables = table_names(db)
+    version = schema_version(db, tables)
     latest = PG_SCHEMA_VERSION
     if version is None:
         others = tables - {VERSION_TABLE}
@@ -166,14 +166,22 @@ def prepare(db: PgConnection, *, read_only: bool, create: bool) -> None:
     _migrate(db, str(schema))
 
 
-def _version(db: PgConnection, tables: set[str] | None = None) -> int | None:
-    if VERSION_TABLE not in (_tables(db) if tables is None else tables):
+def schema_version(db: PgConnection, tables: set[str] | None = None) -> int | None:
+    """The schema version of the ledger in the connection's schema (``VERSION_TABLE``; 0: the
+    table holds no version yet), or None when there is no ledger there. ``tables``: the
+    schema's tables if the caller has just read them (``table_names``), to look once.
+
+    Part of the ledger package's interface: ``prepare`` decides with it, and ``starebrain
+    migrate`` (``copy``) refuses a target that already holds a ledger with rows."""
+    if VERSION_TABLE not in (table_names(db) if tables is None else tables):
         return None
     row = db.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 
-def _tables(db: PgConnection) -> set[str]:
+def table_names(db: PgConnection) -> set[str]:
+    """The names of the tables in the connection's schema (the URL's ``search_path``), the
+    ledger's and any other. Part of the ledger package's interface (see ``schema_version``)."""
     rows = db.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     ).fetchall()
@@ -189,7 +197,7 @@ def _migrate(db: PgConnection, schema: str) -> None:
         db.script(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER NOT NULL)")
         row = db.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
         version = int(row[0]) if row[0] is not None else 0
-        if version == 0 and _tables(db) & _LEDGER_TABLES:
+        if version == 0 and table_names(db) & _LEDGER_TABLES:
             raise LedgerUnavailable(
                 f"ledger {db.where}: schema {schema} holds ledger tables with no version;"
                 " nothing was written"

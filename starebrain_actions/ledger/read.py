@@ -6,6 +6,9 @@ runs them on the caller's thread, for the one-action read commands (``starebrain
 ``history``), which then start without importing asyncio or aiosqlite. One implementation of
 each check and each query, so both paths refuse the same files with the same errors and
 read the same results.
+
+The names without an underscore are the ledger package's own interface: the async ledger
+(``connection``, ``receipts``, ``updates``...) opens files and loads rows through them too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.convert import (
     ATTEMPT_COLUMNS,
@@ -51,15 +55,16 @@ from starebrain_actions.core.model import (
     require_aware,
 )
 
-#: The first pause before trying again an open that met a lock, and the longest pause.
-_OPEN_RETRY_FIRST_S: Final = 0.05
-_OPEN_RETRY_LONGEST_S: Final = 0.5
+#: The first pause before trying again an open that met a lock, and the longest pause
+#: (``retry_open``).
+OPEN_RETRY_FIRST_S: Final = 0.05
+OPEN_RETRY_LONGEST_S: Final = 0.5
 
 
 # ---------------------------------------------------------------------- files and schema
 
 
-def _migration_files() -> list[tuple[int, Any]]:
+def migration_files() -> list[tuple[int, Any]]:
     """Each migration's number and file (a ``Path``, or a ``Traversable`` when the package
     is not on a file system), in order.
 
@@ -86,14 +91,14 @@ def _migration_files() -> list[tuple[int, Any]]:
 
 
 #: The schema version this code writes (counted without reading the migrations).
-SCHEMA_VERSION: Final[int] = len(_migration_files())
+SCHEMA_VERSION: Final[int] = len(migration_files())
 
 
 #: Tables every ledger has, whatever its schema version.
 _LEDGER_TABLES: Final = frozenset({"actions", "attempts", "history"})
 
 
-class _FileKind(enum.Enum):
+class FileKind(enum.Enum):
     """What is at the ledger path before SQLite touches it."""
 
     MISSING = "missing"
@@ -101,7 +106,7 @@ class _FileKind(enum.Enum):
     SQLITE = "sqlite"
 
 
-def _inspect(path: Path) -> _FileKind:
+def _inspect(path: Path) -> FileKind:
     """Look at ``path`` without opening it with SQLite.
 
     Raises:
@@ -111,7 +116,7 @@ def _inspect(path: Path) -> _FileKind:
     try:
         status = path.stat()
     except FileNotFoundError:
-        return _FileKind.MISSING
+        return FileKind.MISSING
     except OSError as exc:
         raise LedgerUnavailable(f"cannot use the ledger path {path}: {exc.strerror}") from exc
     if stat.S_ISDIR(status.st_mode):
@@ -124,15 +129,15 @@ def _inspect(path: Path) -> _FileKind:
     if status.st_size == 0:
         wal = path.with_name(path.name + "-wal")
         if not (wal.exists() and wal.stat().st_size > 0):
-            return _FileKind.EMPTY
-        return _FileKind.SQLITE
+            return FileKind.EMPTY
+        return FileKind.SQLITE
     if not os.access(path, os.R_OK):
         raise LedgerUnavailable(f"ledger file {path} is not readable by this user")
     if not _is_sqlite(path):
         raise LedgerUnavailable(
             f"{path} is not a SQLite database, so not a starebrain ledger; it was left unchanged"
         )
-    return _FileKind.SQLITE
+    return FileKind.SQLITE
 
 
 #: The first 16 bytes of every SQLite 3 database file.
@@ -154,7 +159,7 @@ def _is_sqlite(path: Path) -> bool:
     wal, shm = path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
     quiescent = not shm.exists() and not (wal.exists() and wal.stat().st_size > 0)
     try:
-        connection = sqlite3.connect(_read_only_uri(path, immutable=quiescent), uri=True)
+        connection = sqlite3.connect(read_only_uri(path, immutable=quiescent), uri=True)
     except sqlite3.Error:
         return True  # cannot tell here: the real open reports what is wrong
     try:
@@ -178,7 +183,7 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> _FileKind:
+def check_path(path: Path, *, read_only: bool = False, create: bool = True) -> FileKind:
     """Refuse, with the reason, a path this open must not use; say what is there.
 
     Raises:
@@ -186,7 +191,7 @@ def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> 
     """
     kind = _inspect(path)
     parent = path.parent if str(path.parent) else Path()
-    if kind is _FileKind.MISSING:
+    if kind is FileKind.MISSING:
         if not parent.is_dir():
             raise LedgerUnavailable(f"ledger directory {parent} does not exist")
         if read_only or not create:
@@ -194,7 +199,7 @@ def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> 
         if not os.access(parent, os.W_OK | os.X_OK):
             raise LedgerUnavailable(f"cannot create the ledger in {parent}: directory is read-only")
         return kind
-    if kind is _FileKind.EMPTY and (read_only or not create):
+    if kind is FileKind.EMPTY and (read_only or not create):
         raise LedgerUnavailable(
             f"{path} is an empty file, not a ledger (only a command that creates ledgers, such"
             " as `starebrain send`, makes it one); it was left unchanged"
@@ -215,13 +220,13 @@ def _check_path(path: Path, *, read_only: bool = False, create: bool = True) -> 
     return kind
 
 
-def _read_only_uri(path: Path, *, immutable: bool) -> str:
+def read_only_uri(path: Path, *, immutable: bool) -> str:
     """A ``file:`` URI opening ``path`` read-only (``immutable``: no locks, no ``-shm``)."""
     quoted = urllib.parse.quote(os.fsencode(path.absolute()))
     return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
-class _WalIndexUnavailable(LedgerUnavailable):
+class WalIndexUnavailable(LedgerUnavailable):
     """A read-only open of a WAL database found no ``-shm`` file it could open or create."""
 
 
@@ -239,24 +244,25 @@ def inspect_ledger(path: str | os.PathLike[str], *, read_only: bool = False) -> 
         SchemaTooNew: written by a newer version.
     """
     file = Path(path)
-    _check_path(file, read_only=True, create=False)
-    quiescent = not file.with_name(file.name + "-shm").exists() and not _has_wal(file)
+    check_path(file, read_only=True, create=False)
+    quiescent = not file.with_name(file.name + "-shm").exists() and not has_wal(file)
     for immutable in (True,) if quiescent else (False, True):
         try:
             with contextlib.closing(
-                sqlite3.connect(_read_only_uri(file, immutable=immutable), uri=True)
+                sqlite3.connect(read_only_uri(file, immutable=immutable), uri=True)
             ) as db:
                 version, objects = _probe(db, file)
                 _classify(file, version, objects, read_only=read_only, create=False)
                 return
-        except _WalIndexUnavailable:
-            if immutable or _has_wal(file):
+        except WalIndexUnavailable:
+            if immutable or has_wal(file):
                 raise
         except sqlite3.DatabaseError as exc:
-            raise _operational(file, exc) from exc
+            raise ledger_error(file, exc) from exc
 
 
-def _has_wal(path: Path) -> bool:
+def has_wal(path: Path) -> bool:
+    """Whether ``path`` has a ``-wal`` file with something in it (a writer may be active)."""
     wal = path.with_name(path.name + "-wal")
     return wal.exists() and wal.stat().st_size > 0
 
@@ -265,7 +271,7 @@ def _probe(db: sqlite3.Connection, path: Path) -> tuple[int, list[tuple[str, str
     """The schema version and the ``(type, name)`` of every schema object, read only.
 
     Raises:
-        _WalIndexUnavailable: a read-only connection cannot open the WAL index.
+        WalIndexUnavailable: a read-only connection cannot open the WAL index.
     """
     try:
         objects = [
@@ -274,7 +280,7 @@ def _probe(db: sqlite3.Connection, path: Path) -> tuple[int, list[tuple[str, str
         ]
     except sqlite3.OperationalError as exc:
         if "readonly" in str(exc) or "read-only" in str(exc):
-            raise _WalIndexUnavailable(
+            raise WalIndexUnavailable(
                 f"ledger {path} is in WAL mode and this user can neither open its -shm file"
                 f" nor create one: {exc}"
             ) from exc
@@ -327,7 +333,9 @@ def _classify(
     return False
 
 
-def _operational(path: Path | str, exc: sqlite3.Error) -> LedgerError:
+def ledger_error(path: Path | str, exc: sqlite3.Error) -> LedgerError:
+    """SQLite's error ``exc`` on the ledger at ``path`` as the ledger's own: read-only,
+    damaged, locked, cannot be opened (``LedgerUnavailable``), else a ``LedgerError``."""
     text = str(exc)
     if "readonly" in text or "read-only" in text:
         return LedgerUnavailable(f"ledger {path} is read-only: {text}")
@@ -343,29 +351,54 @@ def _operational(path: Path | str, exc: sqlite3.Error) -> LedgerError:
     return LedgerError(f"ledger {path}: {text}")
 
 
-def _row_dict(row: Any) -> dict[str, Any]:
+def row_dict(row: Any) -> dict[str, Any]:
+    """A row of either backend (``sqlite3.Row``, asyncpg's ``Record``) as a dict by column.
+
+    Raises:
+        CorruptRecord: ``row`` is neither.
+    """
     if isinstance(row, sqlite3.Row) or callable(getattr(row, "items", None)):
         return dict(row.items()) if not isinstance(row, sqlite3.Row) else dict(row)
     raise CorruptRecord("internal: rows must be sqlite3.Row or asyncpg.Record")
 
 
-def _load_action(db: sqlite3.Connection, action_id: str) -> Action:
+def load_action(db: sqlite3.Connection, action_id: str) -> Action:
+    """The action with this id, read from ``db``.
+
+    Raises:
+        NotFound: there is none.
+    """
     row = db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
     if row is None:
         raise NotFound(f"no action with id {action_id!r}")
-    return action_from_row(_row_dict(row))
+    return action_from_row(row_dict(row))
 
 
-def _load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]:
+def load_attempts(db: sqlite3.Connection, action_id: str) -> list[ActionRecord]:
+    """Every attempt of the action, oldest first (empty if it has none, or no such action)."""
     rows = db.execute(
         f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id = ? ORDER BY attempt",
         (action_id,),
     ).fetchall()
-    return [record_from_row(_row_dict(row)) for row in rows]
+    return [record_from_row(row_dict(row)) for row in rows]
+
+
+def load_attempt(db: sqlite3.Connection, dispatch_id: str) -> ActionRecord:
+    """The attempt with this dispatch id.
+
+    Raises:
+        NotFound: there is none.
+    """
+    row = db.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE dispatch_id = ?", (dispatch_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no attempt with dispatch id {dispatch_id!r}")
+    return record_from_row(row_dict(row))
 
 
 def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionSummary:
-    attempts = tuple(_load_attempts(db, action.action_id))
+    attempts = tuple(load_attempts(db, action.action_id))
     duplicates = int(
         db.execute(
             "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
@@ -403,7 +436,7 @@ def summarize(
             continue
         reasons.append(reason)
     if latest.resolved_by is None and latest.is_final and status is not Status.SUCCEEDED:
-        decision = _core.should_redispatch(action, ordered, now)
+        decision = _decisions.should_redispatch(action, ordered, now)
         if decision.reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
             reasons.append(ReviewReason.BUDGET_EXHAUSTED)
     return ActionSummary(
@@ -420,7 +453,7 @@ def summarize(
 
 
 @contextlib.contextmanager
-def _connecting(file: Path) -> Iterator[None]:
+def connecting(file: Path) -> Iterator[None]:
     """The errors of connecting to ``file`` (``sqlite3.connect``, aiosqlite's or not), as
     ``LedgerUnavailable``."""
     try:
@@ -433,15 +466,15 @@ def _connecting(file: Path) -> Iterator[None]:
         ) from exc
 
 
-def _check_schema(
+def check_schema(
     db: sqlite3.Connection, path: Path, busy_timeout_s: float, *, read_only: bool, create: bool
 ) -> None:
     """The busy timeout and foreign keys, once the probe found a ledger this open may use.
 
     Raises:
-        _WalIndexUnavailable: a read-only connection cannot open the WAL index.
+        WalIndexUnavailable: a read-only connection cannot open the WAL index.
         LedgerUnavailable, SchemaTooNew: see ``_classify`` (SQLite's errors via
-            ``_operational``).
+            ``ledger_error``).
     """
     try:
         db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -449,18 +482,18 @@ def _check_schema(
         _classify(path, version, objects, read_only=read_only, create=create)
         db.execute("PRAGMA foreign_keys = ON")
     except sqlite3.DatabaseError as exc:
-        raise _operational(path, exc) from exc
+        raise ledger_error(path, exc) from exc
 
 
-def _retry_open(exc: LedgerUnavailable, now: float, deadline: float) -> bool:
+def retry_open(exc: LedgerUnavailable, now: float, deadline: float) -> bool:
     """Whether an open that failed with ``exc`` is tried again (after a pause from
-    ``_OPEN_RETRY_FIRST_S`` doubling up to ``_OPEN_RETRY_LONGEST_S``): only a lock SQLite
+    ``OPEN_RETRY_FIRST_S`` doubling up to ``OPEN_RETRY_LONGEST_S``): only a lock SQLite
     reported at once (two processes creating one ledger), and only until ``deadline``."""
-    return not isinstance(exc, _WalIndexUnavailable) and "locked" in str(exc) and now < deadline
+    return not isinstance(exc, WalIndexUnavailable) and "locked" in str(exc) and now < deadline
 
 
 @contextlib.contextmanager
-def _sqlite_errors(path: Path | str) -> Iterator[None]:
+def sqlite_errors(path: Path | str) -> Iterator[None]:
     """SQLite's errors as the ledger's."""
     try:
         yield
@@ -474,7 +507,7 @@ def _sqlite_errors(path: Path | str) -> Iterator[None]:
     except sqlite3.DatabaseError as exc:
         if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
             raise  # constraint violations and programming errors keep their class
-        raise _operational(path, exc) from exc
+        raise ledger_error(path, exc) from exc
 
 
 # ---------------------------------------------------------------------- one action's reads
@@ -486,7 +519,7 @@ def read_summary(db: sqlite3.Connection, action_id: str, now: datetime) -> Actio
     Raises:
         NotFound: no such action.
     """
-    return _summarize(db, _load_action(db, action_id), now)
+    return _summarize(db, load_action(db, action_id), now)
 
 
 def read_duplicates(db: sqlite3.Connection, action_id: str) -> list[dict[str, Any]]:
@@ -519,14 +552,14 @@ def read_history(db: sqlite3.Connection, action_id: str) -> list[HistoryEntry]:
     Raises:
         NotFound: no such action.
     """
-    _load_action(db, action_id)
+    load_action(db, action_id)
     rows = db.execute(
         "SELECT sequence, action_id, dispatch_id, event, at, actor, from_delivery,"
         " to_delivery, from_acceptance, to_acceptance, evidence_json"
         " FROM history WHERE action_id = ? ORDER BY sequence",
         (action_id,),
     ).fetchall()
-    return [history_from_row(_row_dict(row)) for row in rows]
+    return [history_from_row(row_dict(row)) for row in rows]
 
 
 # ---------------------------------------------------------------------- the synchronous path
@@ -547,12 +580,12 @@ class LedgerReader:
             NotFound: no such action.
         """
         when = require_aware("now", now) if now is not None else datetime.now(UTC)
-        with _sqlite_errors(self.path):
+        with sqlite_errors(self.path):
             return read_summary(self._connection, action_id, when)
 
     def duplicates(self, action_id: str) -> list[dict[str, Any]]:
         """As ``Ledger.duplicates``."""
-        with _sqlite_errors(self.path):
+        with sqlite_errors(self.path):
             return read_duplicates(self._connection, action_id)
 
     def history(self, action_id: str) -> list[HistoryEntry]:
@@ -561,8 +594,27 @@ class LedgerReader:
         Raises:
             NotFound: no such action.
         """
-        with _sqlite_errors(self.path):
+        with sqlite_errors(self.path):
             return read_history(self._connection, action_id)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction for the block, begun at once: every read through the
+        connection it yields (autocommit outside the block, rows as ``sqlite3.Row``,
+        read-only) sees the ledger as it stood when the block began, whatever writers do
+        meanwhile. For a reader of the whole ledger (``starebrain migrate``'s copy).
+
+        Raises:
+            sqlite3.Error: SQLite cannot begin the transaction (as SQLite says it).
+        """
+        db = self._connection
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT count(*) FROM actions").fetchone()  # the snapshot starts
+            yield db
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("COMMIT")
 
 
 @contextlib.contextmanager
@@ -579,11 +631,11 @@ def open_read_only(
         SchemaTooNew: the database was written by a newer version (it is not touched).
     """
     file = Path(path)
-    _check_path(file, read_only=True, create=False)
+    check_path(file, read_only=True, create=False)
     for immutable in (False, True):
-        with _connecting(file):
+        with connecting(file):
             connection = sqlite3.connect(
-                _read_only_uri(file, immutable=immutable),
+                read_only_uri(file, immutable=immutable),
                 isolation_level=None,
                 timeout=busy_timeout_s,
                 uri=True,
@@ -592,10 +644,10 @@ def open_read_only(
             connection.row_factory = sqlite3.Row
             try:
                 _check_read_only(connection, file, busy_timeout_s)
-            except _WalIndexUnavailable:
+            except WalIndexUnavailable:
                 # No -shm can be made in a directory this user cannot write: with no
                 # -wal either, no writer is active, and the file is read as it stands.
-                if immutable or _has_wal(file):
+                if immutable or has_wal(file):
                     raise
                 continue
             yield LedgerReader(connection, file)
@@ -605,16 +657,16 @@ def open_read_only(
 
 
 def _check_read_only(db: sqlite3.Connection, file: Path, busy_timeout_s: float) -> None:
-    """``_check_schema`` for a read-only open, tried again while ``_retry_open`` says so."""
+    """``check_schema`` for a read-only open, tried again while ``retry_open`` says so."""
     deadline = time.monotonic() + busy_timeout_s
-    delay = _OPEN_RETRY_FIRST_S
+    delay = OPEN_RETRY_FIRST_S
     while True:
         try:
-            with _sqlite_errors(file):
-                _check_schema(db, file, busy_timeout_s, read_only=True, create=False)
+            with sqlite_errors(file):
+                check_schema(db, file, busy_timeout_s, read_only=True, create=False)
             return
         except LedgerUnavailable as exc:
-            if not _retry_open(exc, time.monotonic(), deadline):
+            if not retry_open(exc, time.monotonic(), deadline):
                 raise
         time.sleep(delay)
-        delay = min(delay * 2, _OPEN_RETRY_LONGEST_S)
+        delay = min(delay * 2, OPEN_RETRY_LONGEST_S)

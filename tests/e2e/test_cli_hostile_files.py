@@ -279,11 +279,11 @@ def test_a_read_only_ledger_needing_a_migration_is_a_clear_error(
 ) -> None:
     """A version-1 ledger opened by a read command: a clear error saying read commands do not
     migrate and how to migrate it; the file is unchanged."""
-    from starebrain_actions.ledger.store import _statements
+    from starebrain_actions.ledger.connection import split_statements
     from tests.ledger.test_ledger_migration import v1_sql
 
     with contextlib.closing(sqlite3.connect(ledger_path, isolation_level=None)) as db:
-        for statement in _statements(v1_sql()):
+        for statement in split_statements(v1_sql()):
             db.execute(statement)
         db.execute("PRAGMA user_version = 1")
     before = digest(ledger_path)

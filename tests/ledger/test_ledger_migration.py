@@ -31,7 +31,7 @@ from starebrain_actions import (
     converter,
     try_accept,
 )
-from starebrain_actions.ledger.store import _statements
+from starebrain_actions.ledger.connection import split_statements
 
 from .test_ledger_schema import load_dump_script
 
@@ -105,7 +105,7 @@ def make_v1_ledger(path: Path) -> None:
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("BEGIN IMMEDIATE")
-        for statement in _statements(v1_sql()):
+        for statement in split_statements(v1_sql()):
             db.execute(statement)
         db.execute("PRAGMA user_version = 1")
         for action_id in ("A-1", "A-2", "A-3", "A-4"):

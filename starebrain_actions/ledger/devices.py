@@ -1,0 +1,341 @@
+"""What the ledger knows of each phone: its attempts as a reconcile pass and a sender read them
+(the unresolved ones, who holds its lease, the rows already claimed, the floor of its
+``_id``s, its send rate and how soon sends were confirmed), and the phones themselves (keys,
+identities and the addresses that reached them, ``phones``).
+
+Each query reads an index range of one device's attempts, whatever the size of the ledger;
+the comments say which index, and why some columns carry SQLite's unary ``+`` (a planner
+hint ``pg.translate`` drops on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from starebrain_actions._logging import get_logger
+from starebrain_actions.core.convert import (
+    ATTEMPT_COLUMNS,
+    format_time,
+    parse_time,
+    record_from_row,
+)
+from starebrain_actions.core.exceptions import InvalidInput
+from starebrain_actions.core.model import (
+    LEASE_RELEASING_REVIEWS,
+    ActionRecord,
+    ProviderKind,
+    require_aware,
+)
+from starebrain_actions.ledger import pg as _pg
+from starebrain_actions.ledger import phones as _phones
+from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.phones import PhoneBinding, PhoneInfo
+from starebrain_actions.ledger.read import row_dict
+
+_log = get_logger("starebrain.ledger")
+
+#: The reviews that release a device's lease, as SQL (``LEASE_RELEASING_REVIEWS``): an
+#: attempt in one of them no longer holds its phone.
+LEASE_RELEASING_SQL: Final = ", ".join(
+    f"'{reason.value}'" for reason in sorted(LEASE_RELEASING_REVIEWS)
+)
+
+
+class DeviceReads(LedgerConnection):
+    """The ``Ledger``'s reads by phone, and its register of phones (see the module
+    docstring)."""
+
+    # ------------------------------------------------------------------ attempts by phone
+
+    async def in_flight(self, device: str | None = None) -> list[ActionRecord]:
+        """Attempts whose delivery is unresolved, on one device or all; oldest first."""
+        return await self._pending(device, holding=False)
+
+    async def holders(self, device: str | None = None) -> list[ActionRecord]:
+        """The unresolved attempts that hold their phone's lease (delivery PENDING, not in a
+        review that releases it), on one device or all; oldest first."""
+        return await self._pending(device, holding=True)
+
+    async def _pending(self, device: str | None, *, holding: bool) -> list[ActionRecord]:
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            sql = f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE delivery = 'PENDING'"
+            if holding:
+                sql += f" AND coalesce(review_reason, '') NOT IN ({LEASE_RELEASING_SQL})"
+            params: tuple[str, ...] = ()
+            if device is not None:
+                sql += " AND device = ?"
+                params = (device,)
+            # +: sorted after the lookup (attempts_by_device_state), not by walking every
+            # attempt of the device in dispatch order
+            sql += " ORDER BY +dispatched_at, dispatch_id"
+            return [record_from_row(row_dict(row)) for row in db.execute(sql, params)]
+
+        return await self._run(work)
+
+    async def devices_in_flight(self) -> list[str]:
+        """Devices (phone keys) with an unresolved attempt, or a confirmed one whose row has not
+        settled (VERIFYING): what a pass must read."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT device FROM attempts WHERE delivery = 'PENDING'"
+                " UNION SELECT device FROM attempts"
+                " WHERE delivery = 'CONFIRMED' AND acceptance = 'PENDING' ORDER BY 1"
+            )
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def devices(self) -> list[str]:
+        """Every device any attempt was made on, sorted (an index scan)."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute("SELECT DISTINCT device FROM attempts ORDER BY device")
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    async def recent_attempts(self, device: str, since: datetime) -> list[ActionRecord]:
+        """Attempts on ``device`` still unresolved, unverified, or confirmed since ``since``:
+        what a reconcile pass of that device looks at (oldest first)."""
+        when = format_time(require_aware("since", since))
+
+        # three disjoint index ranges (an OR over them would scan every attempt of the
+        # device): unresolved and unverified (attempts_by_device_state), and accepted or
+        # rejected since ``since`` (attempts_by_device_confirmed: the unary + keeps the
+        # planner from scanning every settled attempt of the device in the other index)
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND delivery = 'PENDING'"
+                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND delivery = 'CONFIRMED' AND acceptance = 'PENDING'"
+                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND +delivery = 'CONFIRMED' AND +acceptance IN ('ACCEPTED', 'REJECTED')"
+                " AND confirmed_at >= :since",
+                {"device": device, "since": when},
+            ).fetchall()
+            records = [record_from_row(row_dict(row)) for row in rows]
+            # sorted here: an ORDER BY would lead the planner to walk every attempt of the
+            # device in dispatch order instead
+            return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
+
+        return await self._run(work)
+
+    async def latest_attempts(self, device: str, limit: int) -> list[ActionRecord]:
+        """The ``limit`` attempts started last on ``device``, newest first (an index range of
+        ``attempts_by_device_time``)."""
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = ?"
+                " ORDER BY dispatched_at DESC, dispatch_id DESC LIMIT ?",
+                (device, limit),
+            ).fetchall()
+            return [record_from_row(row_dict(row)) for row in rows]
+
+        return await self._run(work)
+
+    async def dispatches_since(self, device: str, since: datetime) -> int:
+        """How many attempts were started on ``device`` at or after ``since`` (a send rate)."""
+        when = format_time(require_aware("since", since))
+        return await self._run(lambda db: dispatches_since(db, device, when))
+
+    async def confirmation_delays(self, device: str, limit: int) -> list[timedelta]:
+        """For the ``limit`` attempts on ``device`` confirmed last, the time from each one's
+        receipt to its confirmation, latest first: how soon a read found what the phone sent
+        (an upper bound; a later pass may have confirmed some)."""
+
+        def work(db: sqlite3.Connection) -> list[timedelta]:
+            rows = db.execute(
+                "SELECT dispatched_at, confirmed_at FROM attempts WHERE device = ?"
+                " AND confirmed_at IS NOT NULL ORDER BY confirmed_at DESC LIMIT ?",
+                (device, limit),
+            ).fetchall()
+            return [parse_time(row[1]) - parse_time(row[0]) for row in rows]
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ rows on the phone
+
+    async def device_floor(self, device: str, before: datetime) -> int:
+        """The highest ``content://sms`` ``_id`` the ledger has seen on ``device`` from
+        attempts dispatched before ``before`` (their watermarks and SMS artifacts); 0 if none.
+
+        SMS rows of an attempt dispatched at ``before`` must lie above it: a lower bound for an
+        attempt whose own watermark was never recorded (a crash right after the send). MMS
+        ``_id``s are another numbering and never raise it.
+        """
+        return (await self.device_floor_row(device, before))[0]
+
+    async def device_floor_row(self, device: str, before: datetime) -> tuple[int, int | None]:
+        """``device_floor`` and that row's ``date`` when the ledger knows it (the watermark's
+        ``watermark_date_ms``, the artifact's ``provider_row_date_ms``): ids are reused once the
+        latest rows are deleted, so the floor is trusted only while that row is still there."""
+        when = format_time(require_aware("before", before))
+
+        # each maximum walks an index from the top and stops at the first attempt dispatched
+        # before ``before``: a few rows, however many attempts the device has (the unary +
+        # keeps the planner off the dispatch-time index: every attempt before ``before``)
+        def work(db: sqlite3.Connection) -> tuple[int, int | None]:
+            watermark = db.execute(
+                "SELECT watermark_id, evidence_json FROM attempts WHERE device = ?"
+                " AND watermark_id IS NOT NULL AND +dispatched_at < ?"
+                " ORDER BY watermark_id DESC LIMIT 1",
+                (device, when),
+            ).fetchone()
+            artifact = db.execute(
+                "SELECT provider_object_id, provider_row_date_ms FROM attempts"
+                " WHERE device = ? AND provider_kind = ?"
+                " AND provider_object_id IS NOT NULL AND +dispatched_at < ?"
+                " ORDER BY provider_object_id DESC LIMIT 1",
+                (device, ProviderKind.SMS.value, when),
+            ).fetchone()
+            found: list[tuple[int, int | None]] = []
+            if watermark is not None:
+                date = json.loads(watermark[1]).get("watermark_date_ms")
+                found.append((int(watermark[0]), date if isinstance(date, int) else None))
+            if artifact is not None:
+                found.append(
+                    (int(artifact[0]), artifact[1] if isinstance(artifact[1], int) else None)
+                )
+            return max(found, key=lambda row: row[0], default=(0, None))
+
+        return await self._run(work)
+
+    async def claimed_provider_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
+        """``content://sms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate), as ``(_id, date)``: an ``_id`` is reused
+        once the latest rows are deleted, so the date says which message (None: not known,
+        the claim holds every row of that ``_id``)."""
+        return await self._claimed_ids(device, ProviderKind.SMS, above_id)
+
+    async def claimed_mms_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
+        """``content://mms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+        attempt (as its artifact or as a duplicate), as ``(_id, date)``."""
+        return await self._claimed_ids(device, ProviderKind.MMS, above_id)
+
+    async def _claimed_ids(
+        self, device: str, kind: ProviderKind, above_id: int
+    ) -> set[tuple[int, int | None]]:
+        # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
+        # names no artifact); that row is still its own, never another attempt's proof. Each
+        # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
+        # expressions it must spell exactly as the index does)
+        def work(db: sqlite3.Connection) -> set[tuple[int, int | None]]:
+            rows = db.execute(
+                "SELECT provider_object_id, provider_row_date_ms FROM attempts"
+                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+                " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
+                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+                f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
+                {"device": device, "kind": kind.value, "above": above_id},
+            )
+            return {
+                (int(row[0]), row[1] if isinstance(row[1], int) else None)
+                for row in rows
+                if isinstance(row[0], int)
+            }
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ phones
+
+    async def bind_phone(
+        self,
+        address: str,
+        identity: str | None,
+        *,
+        serialno: str | None = None,
+        now: datetime | None = None,
+    ) -> PhoneBinding:
+        """Which phone of the ledger answers at ``address`` with ``identity`` (registered if
+        new; a legacy key named by the address is bound to it), and remember the address as
+        one of its aliases. ``PhoneBinding.key`` is the name its attempts go by: one lease,
+        one watermark, one send rate per phone, whatever address reaches it; another phone
+        at a known address gets a key of its own (``PhoneBinding.replaced`` says so).
+
+        Raises:
+            InvalidInput: an empty address or identity.
+        """
+        if not address or not address.strip():
+            raise InvalidInput("address must not be empty")
+        if identity is not None and not identity.strip():
+            raise InvalidInput("identity must not be empty (None: unknown)")
+        when = require_aware("now", now) if now is not None else self.now()
+        binding = await self._write(
+            lambda db: _phones.bind_phone(db, address, identity, serialno, when),
+            inline=True,
+        )
+        if binding.replaced is not None:
+            _log.warning(
+                "phone_replaced",
+                address=address,
+                device=binding.key,
+                previous_device=binding.replaced,
+            )
+        elif binding.new or binding.adopted:
+            _log.info("phone_bound", address=address, device=binding.key, adopted=binding.adopted)
+        return binding
+
+    async def phone_identity(self, key: str) -> tuple[bool, str | None]:
+        """Whether the ledger knows ``key`` as a phone, and its identity (None: a legacy key
+        not yet bound, or a phone whose identity could not be read)."""
+        return await self._run(lambda db: _phones.phone_identity(db, key))
+
+    async def phone_address(self, key: str) -> str:
+        """The address the phone ``key`` was reached at last (``key`` itself if none)."""
+        return await self._run(lambda db: _phones.phone_address(db, key))
+
+    async def phone_key_for(self, name: str) -> str:
+        """The key of the phone ``name`` names: a key, or an address it was reached at
+        (``name`` itself when the ledger knows neither)."""
+        return await self._run(lambda db: _phones.phone_key_for(db, name))
+
+    async def phones(self) -> list[PhoneInfo]:
+        """Every phone the ledger knows, with its identity and addresses."""
+        return await self._run(_phones.phones)
+
+
+def lease_holder(db: sqlite3.Connection, device: str) -> Any:
+    """The unresolved attempt holding ``device``'s lease, as a row ``(dispatch_id,
+    action_id, dispatched_at)``, or None when the phone is free (its attempts all resolved,
+    or in a review that releases it)."""
+    return db.execute(
+        "SELECT dispatch_id, action_id, dispatched_at FROM attempts"
+        " WHERE device = ? AND delivery = 'PENDING'"
+        f" AND coalesce(review_reason, '') NOT IN ({LEASE_RELEASING_SQL})",
+        (device,),
+    ).fetchone()
+
+
+def dispatches_since(db: sqlite3.Connection, device: str, since: str) -> int:
+    """How many attempts were started on ``device`` at or after ``since`` (stored form): a
+    send rate, also counted inside a receipt's transaction (``starebrain mcp``'s send cap)."""
+    row = db.execute(
+        "SELECT count(*) FROM attempts WHERE device = ? AND dispatched_at >= ?", (device, since)
+    ).fetchone()
+    return int(row[0])
+
+
+#: The FAILED rows a device's failed attempts keep in their evidence, above ``:above``, spelled
+#: as the index ``attempts_failed_rows`` is (SQLite: migration 0006; PostgreSQL: the jsonb
+#: number compares as a number, and a value that is not one never passes ``>``).
+_FAILED_ROWS: Final[Mapping[str, str]] = {
+    "sqlite": "SELECT json_extract(evidence_json, '$.provider_object_id'),"
+    " json_extract(evidence_json, '$.date_ms') FROM attempts"
+    " WHERE device = :device AND delivery = 'FAILED'"
+    " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
+    " AND json_extract(evidence_json, '$.provider_object_id') > :above",
+    "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint,"
+    " CASE WHEN jsonb_typeof(evidence_json::jsonb -> 'date_ms') = 'number'"
+    " THEN (evidence_json::jsonb ->> 'date_ms')::bigint END FROM attempts"
+    " WHERE device = :device AND delivery = 'FAILED'"
+    " AND coalesce(evidence_json::jsonb ->> 'provider_kind', 'sms') = :kind"
+    " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
+    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)",
+}

@@ -1,0 +1,575 @@
+"""Reading actions: one action's summary, attempts, history and duplicates; pages of summaries
+filtered by status, phone or review (``Ledger.iter_summaries``), what a ``resume`` may send,
+what waits for a person (review, approval), counts over the whole ledger, and the generations
+of a derived id.
+
+Every summary is derived by the one pure ``summarize`` (``read``) from rows read a page at a
+time: three queries per page whatever it holds, memory flat however large the ledger.
+``summary_page`` is also how ``starebrain migrate`` compares a copied ledger with its source.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from starebrain_actions.core import decisions as _decisions
+from starebrain_actions.core import derived_ids
+from starebrain_actions.core import transitions as _core
+from starebrain_actions.core.convert import (
+    ATTEMPT_COLUMNS,
+    _stored_intent,
+    action_from_row,
+    record_from_row,
+    stored_gate,
+    stored_grant,
+    stored_planned_device,
+    structure,
+)
+from starebrain_actions.core.exceptions import CorruptRecord, InvalidInput
+from starebrain_actions.core.model import (
+    AcceptanceState,
+    Action,
+    ActionRecord,
+    ActionSummary,
+    DeliveryState,
+    HistoryEntry,
+    RedispatchReason,
+    RetryPolicy,
+    Status,
+    check_action_id,
+    require_aware,
+)
+from starebrain_actions.ledger import pg as _pg
+from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.read import (
+    load_action,
+    load_attempt,
+    load_attempts,
+    read_duplicates,
+    read_history,
+    read_summary,
+    row_dict,
+    summarize,
+)
+
+#: Actions per page of ``Ledger.iter_summaries``.
+SUMMARY_PAGE: Final = 1000
+
+#: The first batch of derived id generations ``derived_generations`` looks up, and the
+#: largest (each batch doubles): most intents have one generation, a daily reminder a few
+#: hundred after a year.
+_GENERATIONS_FIRST_BATCH: Final = 8
+_GENERATIONS_LAST_BATCH: Final = 256
+
+#: The policy gate's latest verdict on an action, in SQL, per dialect.
+_GATE_VERDICT: Final = _pg.json_field("actions.gate_json", "verdict")
+
+
+@attrs.frozen(kw_only=True)
+class LedgerTally:
+    """Counts over a whole ledger (``Ledger.ledger_tally``)."""
+
+    #: every action
+    actions: int
+    #: actions with no attempt yet (status PLANNED)
+    planned: int
+    #: actions whose every attempt is CONFIRMED, ACCEPTED and unflagged: SUCCEEDED, nothing
+    #: to review, no superseded reason
+    quietly_succeeded: int
+    #: provider rows ever recorded as duplicates
+    duplicates: int
+
+
+class ActionReads(LedgerConnection):
+    """The ``Ledger``'s reads by action (see the module docstring)."""
+
+    # ------------------------------------------------------------------ one action
+
+    async def summary(self, action_id: str, *, now: datetime | None = None) -> ActionSummary:
+        """The action, its attempts and what is derived from them.
+
+        Raises:
+            NotFound: no such action.
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+        return await self._run(lambda db: read_summary(db, action_id, when))
+
+    async def attempts(self, action_id: str) -> list[ActionRecord]:
+        """Every attempt of the action, oldest first (empty if it has none).
+
+        Raises:
+            NotFound: no such action.
+        """
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            load_action(db, action_id)
+            return load_attempts(db, action_id)
+
+        return await self._run(work)
+
+    async def history(self, action_id: str) -> list[HistoryEntry]:
+        """Every recorded change of every attempt of the action, in order.
+
+        Raises:
+            NotFound: no such action.
+        """
+        return await self._run(lambda db: read_history(db, action_id))
+
+    async def duplicates(self, action_id: str) -> list[dict[str, Any]]:
+        """Provider rows recorded as duplicates of the action's attempts: ``device``,
+        ``provider_kind`` (``"sms"`` or ``"mms"``), ``provider_object_id``, ``dispatch_id``,
+        ``seen_at`` and ``evidence``, oldest first."""
+        return await self._run(lambda db: read_duplicates(db, action_id))
+
+    # ------------------------------------------------------------------ by id
+
+    async def get_attempt(self, dispatch_id: str) -> ActionRecord:
+        """The attempt with this dispatch id.
+
+        Raises:
+            NotFound: there is none.
+        """
+        return await self._run(lambda db: load_attempt(db, dispatch_id))
+
+    async def attempts_by_id(self, dispatch_ids: Iterable[str]) -> dict[str, ActionRecord]:
+        """The attempts with these dispatch ids, by id (ids the ledger does not know are
+        absent), in one query."""
+        wanted = list(dict.fromkeys(dispatch_ids))
+
+        def work(db: sqlite3.Connection) -> dict[str, ActionRecord]:
+            found: dict[str, ActionRecord] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                rows = db.execute(
+                    f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE dispatch_id IN"
+                    f" ({', '.join('?' for _ in chunk)})",
+                    chunk,
+                ).fetchall()
+                for row in rows:
+                    record = record_from_row(row_dict(row))
+                    found[record.dispatch_id] = record
+            return found
+
+        return await self._run(work)
+
+    async def actions(self, action_ids: Iterable[str]) -> dict[str, Action]:
+        """The actions with these ids (unknown ids are left out)."""
+        wanted = sorted(set(action_ids))
+
+        def work(db: sqlite3.Connection) -> dict[str, Action]:
+            found: dict[str, Action] = {}
+            missing: list[str] = []
+            for action_id in wanted:
+                cached = self._actions.get(action_id)
+                if cached is None:
+                    missing.append(action_id)
+                else:
+                    found[action_id] = cached
+            # the rest in one query per 500 ids (a pass over 10,000 watched attempts would
+            # otherwise run 10,000 queries), read as summaries read them
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                for row in db.execute(f"SELECT * FROM actions WHERE action_id IN ({marks})", chunk):
+                    action = _cached_action(row_dict(row))
+                    found[action.action_id] = self._remember(action)
+            return found
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ pages of summaries
+
+    async def summaries(
+        self,
+        *,
+        status: Status | None = None,
+        device: str | None = None,
+        needs_review: bool | None = None,
+        limit: int | None = None,
+        now: datetime | None = None,
+    ) -> list[ActionSummary]:
+        """Actions (newest first) with their derived status, optionally filtered (a list of
+        what ``iter_summaries`` yields)."""
+        return [
+            summary
+            async for summary in self.iter_summaries(
+                status=status, device=device, needs_review=needs_review, limit=limit, now=now
+            )
+        ]
+
+    async def iter_summaries(
+        self,
+        *,
+        status: Status | None = None,
+        device: str | None = None,
+        needs_review: bool | None = None,
+        notable_only: bool = False,
+        limit: int | None = None,
+        now: datetime | None = None,
+        page_size: int = SUMMARY_PAGE,
+    ) -> AsyncIterator[ActionSummary]:
+        """Actions newest first (``created_at`` descending, then ``action_id``) with their
+        derived status, optionally filtered, read a page at a time: memory stays flat
+        however large the ledger.
+
+        Each page is one query for its actions (a keyset range of ``actions_by_created``),
+        one for their attempts and one for their duplicate counts. Filters are narrowed in
+        SQL only to a superset of what they keep (``_prefilter``); every summary is then
+        derived by ``summarize`` and checked in Python, so the result is exactly the filter
+        applied to every action. ``notable_only``: only actions with an attempt that is not
+        a clean success (see ``ledger_tally``: the others are SUCCEEDED, nothing to review).
+        """
+        when = require_aware("now", now) if now is not None else self.now()
+        if page_size < 1:
+            raise InvalidInput(f"page_size must be >= 1; got {page_size}")
+        where, params = _prefilter(
+            status,
+            device,
+            needs_review,
+            notable_only=notable_only,
+            dialect="sqlite" if self._pg is None else "postgresql",
+        )
+        after: tuple[str, str] | None = None
+        left = limit
+        while left is None or left > 0:
+            # a small limit reads a small page (the SQL filter may keep a few too many)
+            size = page_size if left is None else min(page_size, max(left, 16))
+            page, after = await self._run(
+                functools.partial(
+                    summary_page, where=where, params=params, after=after, size=size, now=when
+                )
+            )
+            for summary in page:
+                if status is not None and summary.status is not status:
+                    continue
+                if needs_review is not None and summary.needs_review is not needs_review:
+                    continue
+                yield summary
+                if left is not None:
+                    left -= 1
+                    if left == 0:
+                        return
+            if after is None:
+                return
+
+    async def resumable(
+        self, device: str | None = None, *, now: datetime | None = None
+    ) -> list[ActionSummary]:
+        """The actions a ``resume`` may send now or after their backoff, oldest first: PLANNED
+        ones (planned for ``device`` or for no phone in particular), and those whose latest
+        attempt FAILED or was REJECTED (on ``device``, if given) while ``should_redispatch``
+        allows another attempt."""
+        when = require_aware("now", now) if now is not None else self.now()
+        found: list[ActionSummary] = []
+        for status in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
+            async for summary in self.iter_summaries(status=status, now=when):
+                latest = summary.latest
+                # an action goes on the phone of its latest attempt, or (none yet) the one
+                # its sender named, if any
+                where = latest.device if latest is not None else summary.action.planned_device
+                if device is not None and where is not None and where != device:
+                    continue
+                decision = _decisions.should_redispatch(summary.action, summary.attempts, when)
+                if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+                    found.append(summary)
+        found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))
+        return found
+
+    async def needing_review(self, *, now: datetime | None = None) -> list[ActionSummary]:
+        """Actions a person must look at: ambiguous, stuck, mismatched, duplicated, or out of
+        budget."""
+        return await self.summaries(needs_review=True, now=now)
+
+    async def awaiting_approval(self, *, now: datetime | None = None) -> list[ActionSummary]:
+        """The actions the policy gate holds for a person's approval (its latest verdict
+        HOLD, no approval or denial yet), oldest first."""
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            verdict = _GATE_VERDICT[_pg.dialect(db)]
+            rows = db.execute(
+                "SELECT action_id FROM actions WHERE approval IS NULL AND gate_json IS NOT NULL"
+                f" AND {verdict} = 'HOLD' ORDER BY created_at, action_id"
+            ).fetchall()
+            return [str(row[0]) for row in rows]
+
+        ids = await self._run(work)
+        return [await self.summary(action_id, now=when) for action_id in ids]
+
+    async def ledger_tally(self) -> LedgerTally:
+        """Counts over every action, in a few index scans: the actions with no attempt
+        (PLANNED), those whose attempts are all clean successes (SUCCEEDED with nothing to
+        review, which ``iter_summaries(notable_only=True)`` leaves out), and the provider rows
+        ever recorded as duplicates."""
+
+        def work(db: sqlite3.Connection) -> LedgerTally:
+            actions = int(db.execute("SELECT count(*) FROM actions").fetchone()[0])
+            attempted = int(
+                db.execute("SELECT count(DISTINCT action_id) FROM attempts").fetchone()[0]
+            )
+            notable = int(
+                db.execute(
+                    f"SELECT count(DISTINCT action_id) FROM attempts WHERE {_NOTABLE}"
+                ).fetchone()[0]
+            )
+            duplicates = int(
+                db.execute(
+                    "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
+                ).fetchone()[0]
+            )
+            return LedgerTally(
+                actions=actions,
+                planned=actions - attempted,
+                quietly_succeeded=attempted - notable,
+                duplicates=duplicates,
+            )
+
+        return await self._run(work)
+
+    async def derived_generations(
+        self, base_id: str, *, now: datetime | None = None
+    ) -> list[ActionSummary]:
+        """The actions holding the generations of a derived id, in order: ``base_id``
+        (generation 1), ``base_id-2``, ``base_id-3``… (``derived_ids.derived_generation_id``), up
+        to the first generation no action holds, which is ``len(result) + 1``. Each with its
+        attempts, whatever intent it holds (``derived_ids.choose_derived_generation`` skips those
+        holding another).
+
+        Lookups by exact id on the primary key, in batches of 8, 16, 32… ids (``IN (…)``,
+        with one query for the attempts and one for the duplicate counts of what a batch
+        found): never a scan of the actions table, however many generations there are.
+
+        Raises:
+            InvalidInput: ``base_id`` is not a valid action id.
+        """
+        check_action_id(base_id)
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[ActionSummary]:
+            found: list[ActionSummary] = []
+            size = _GENERATIONS_FIRST_BATCH
+            while True:
+                first = len(found) + 1
+                wanted = [
+                    derived_ids.derived_generation_id(base_id, generation)
+                    for generation in range(first, first + size)
+                ]
+                marks = ", ".join("?" for _ in wanted)
+                rows = db.execute(
+                    f"SELECT * FROM actions WHERE action_id IN ({marks})", wanted
+                ).fetchall()
+                stored = {str(row["action_id"]): row for row in rows}
+                present: list[Action] = []
+                for action_id in wanted:
+                    if action_id not in stored:
+                        break
+                    present.append(_cached_action(row_dict(stored[action_id])))
+                found += _summaries_of(db, present, when)
+                if len(present) < size:
+                    return found
+                size = min(size * 2, _GENERATIONS_LAST_BATCH)
+
+        return await self._run(work)
+
+
+# ---------------------------------------------------------------------- pages (worker thread)
+
+
+def summary_page(
+    db: sqlite3.Connection,
+    *,
+    after: tuple[str, str] | None,
+    size: int,
+    now: datetime,
+    where: str = "",
+    params: Sequence[Any] = (),
+) -> tuple[list[ActionSummary], tuple[str, str] | None]:
+    """One page of action summaries, newest first, as ``Ledger.iter_summaries`` reads them:
+    the ``size`` actions after the keyset ``after`` (``created_at``, ``action_id`` of the last
+    action of the page before; None: from the newest) that pass the SQL condition ``where``
+    (with ``params``; empty: every action), each derived at ``now``; and the keyset of this
+    page's last action (None: it was the last page). Three queries, whatever the page holds.
+
+    Part of the ledger package's interface: ``starebrain migrate`` (``copy``) derives every
+    action's summary through it on both sides of a copy, on either backend's connection.
+    """
+    conditions = [where] if where else []
+    bound: list[Any] = list(params)
+    if after is not None:
+        conditions.append("created_at <= ? AND NOT (created_at = ? AND action_id <= ?)")
+        bound += [after[0], after[0], after[1]]
+    sql = "SELECT * FROM actions"
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    sql += " ORDER BY created_at DESC, action_id LIMIT ?"
+    rows = db.execute(sql, [*bound, size]).fetchall()
+    if not rows:
+        return [], None
+    page = _summaries_of(db, [_cached_action(row_dict(row)) for row in rows], now)
+    last = rows[-1]
+    return page, (None if len(rows) < size else (str(last["created_at"]), str(last["action_id"])))
+
+
+def _summaries_of(
+    db: sqlite3.Connection, actions: Sequence[Action], now: datetime
+) -> list[ActionSummary]:
+    """The summaries of these actions at ``now``, in their order (``_load_page``'s two
+    queries)."""
+    attempts, duplicates = _load_page(db, [action.action_id for action in actions])
+    return [
+        summarize(
+            action,
+            attempts.get(action.action_id, ()),
+            now,
+            duplicates=duplicates.get(action.action_id, 0),
+        )
+        for action in actions
+    ]
+
+
+def _load_page(
+    db: sqlite3.Connection, action_ids: Sequence[str]
+) -> tuple[dict[str, list[ActionRecord]], dict[str, int]]:
+    """The attempts (oldest first) and duplicate counts of these actions: one query each per
+    500 ids, through the ``(action_id, attempt)`` key and ``duplicates_by_dispatch``."""
+    attempts: dict[str, list[ActionRecord]] = {}
+    duplicates: dict[str, int] = {}
+    for start in range(0, len(action_ids), 500):
+        chunk = action_ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for row in db.execute(
+            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE action_id IN ({marks})"
+            " ORDER BY action_id, attempt",
+            chunk,
+        ):
+            record = record_from_row(row_dict(row))
+            attempts.setdefault(record.action_id, []).append(record)
+        for action_id, count in db.execute(
+            "SELECT attempts.action_id, count(*) FROM attempts JOIN duplicates"
+            " ON duplicates.dispatch_id = attempts.dispatch_id"
+            f" WHERE attempts.action_id IN ({marks}) GROUP BY attempts.action_id",
+            chunk,
+        ):
+            duplicates[str(action_id)] = int(count)
+    return attempts, duplicates
+
+
+def _cached_action(row: Mapping[str, Any]) -> Action:
+    """``action_from_row``, with the policy read once per distinct stored text (policies are
+    frozen records; a ledger holds few distinct ones). Anything unreadable is left to
+    ``action_from_row``, which names what is wrong."""
+    try:
+        policy = _stored_policy(row["policy_json"])
+        intent = json.loads(row["intent_json"])
+    except (CorruptRecord, ValueError, TypeError):
+        return action_from_row(row)
+    what = f"action {row['action_id']!r}"
+    return Action(
+        action_id=row["action_id"],
+        fingerprint=row["fingerprint"],
+        intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
+        policy=policy,
+        created_at=structure(row["created_at"], datetime, what + " created_at"),
+        grant=stored_grant(row),
+        planned_device=stored_planned_device(row),
+        approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
+        gate=stored_gate(row),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_policy(text: str) -> RetryPolicy:
+    """The policy stored as ``text`` (a frozen record, shared by every action storing it).
+
+    Raises:
+        CorruptRecord: it cannot be read.
+    """
+    try:
+        return structure(json.loads(text), RetryPolicy, "policy")
+    except ValueError as exc:
+        raise CorruptRecord("policy is not JSON") from exc
+
+
+# ---------------------------------------------------------------------- filters in SQL
+
+#: An attempt that is not a clean success: unsettled, failed, rejected, or flagged for review.
+#: Written exactly as the WHERE of the partial index ``attempts_notable`` (migration 0004), so
+#: that SQLite can use it. ``summarize`` derives SUCCEEDED with no review and no superseded
+#: reason for an action whose attempts include none of these (the status of a CONFIRMED and
+#: ACCEPTED latest attempt; reasons come only from ``review_reason``, REJECTED attempts, and a
+#: spent budget, which is looked at only when the status is not SUCCEEDED).
+_NOTABLE: Final = (
+    "NOT (delivery = 'CONFIRMED' AND acceptance = 'ACCEPTED' AND review_reason IS NULL)"
+)
+
+#: The (delivery, acceptance) pair of the latest attempt for each status that has one.
+_STATUS_PAIRS: Final[Mapping[Status, tuple[str, str]]] = {
+    **{
+        status: (delivery.value, acceptance.value)
+        for (delivery, acceptance), status in _core.STATUS_TABLE.items()
+    },
+    Status.UNKNOWN: (DeliveryState.PENDING.value, AcceptanceState.PENDING.value),
+}
+
+#: An action's policy fields in SQL, per dialect.
+_POLICY_DEADLINE: Final = _pg.json_field("actions.policy_json", "schedule_to_close")
+_POLICY_MAXIMUM: Final = _pg.json_field("actions.policy_json", "maximum_attempts", "::bigint")
+
+
+def _prefilter(
+    status: Status | None,
+    device: str | None,
+    needs_review: bool | None,
+    *,
+    notable_only: bool,
+    dialect: str = "sqlite",
+) -> tuple[str, list[Any]]:
+    """SQL conditions on ``actions`` keeping a superset of the actions the filters keep.
+
+    ``summarize`` gives an action review reasons only from its attempts' ``review_reason``
+    (such an attempt is notable, ``_NOTABLE``), and BUDGET_EXHAUSTED when its latest attempt
+    is FAILED or REJECTED and ``should_redispatch`` finds the budget spent (at least
+    ``maximum_attempts`` attempts) or the deadline passed (the policy has one). An action of a
+    status other than SUCCEEDED and PLANNED has a latest attempt with that status's pair of
+    states, which is never CONFIRMED and ACCEPTED, so notable.
+
+    Each condition is a correlated ``EXISTS`` probing one action's attempts by key: a page
+    walks ``actions_by_created`` from where the last one stopped, so reading every page costs
+    one walk of the actions whatever the filter (an ``IN (subquery)`` would sort the whole
+    candidate set again for every page).
+    """
+    conditions: list[str] = []
+    params: list[Any] = []
+    own = "SELECT 1 FROM attempts WHERE attempts.action_id = actions.action_id"
+    if device is not None:
+        conditions.append(f"EXISTS ({own} AND device = ?)")
+        params.append(device)
+    if status is Status.PLANNED:
+        conditions.append(f"NOT EXISTS ({own})")
+    elif status is not None and status is not Status.SUCCEEDED:
+        conditions.append(f"EXISTS ({own} AND {_NOTABLE} AND delivery = ? AND acceptance = ?)")
+        params.extend(_STATUS_PAIRS[status])
+    elif notable_only:
+        conditions.append(f"EXISTS ({own} AND {_NOTABLE})")
+    if needs_review:
+        # reasons come from a review_reason, or from a spent budget (BUDGET_EXHAUSTED or
+        # DEADLINE_PASSED in should_redispatch), which needs a FAILED or REJECTED attempt and
+        # as many attempts as the policy allows, or a policy with a deadline
+        # (one probe of the action's notable attempts, which most actions do not have)
+        conditions.append(
+            f"EXISTS ({own} AND {_NOTABLE} AND (review_reason IS NOT NULL"
+            " OR ((delivery = 'FAILED' OR acceptance = 'REJECTED')"
+            " AND (actions.grant_json IS NOT NULL"
+            f" OR {_POLICY_DEADLINE[dialect]} IS NOT NULL"
+            f" OR coalesce({_POLICY_MAXIMUM[dialect]}, 0)"
+            " <= (SELECT count(*) FROM attempts AS every"
+            " WHERE every.action_id = actions.action_id)))))"
+        )
+    return " AND ".join(conditions), params

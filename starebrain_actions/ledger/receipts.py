@@ -1,0 +1,337 @@
+"""New actions, and the receipt of each new attempt, committed before anything is sent
+(``Ledger.create_action``, ``get_action``, ``begin_attempt``).
+
+A receipt is decided and written in one write transaction, as named steps (see
+``Receipts.begin_attempt``): lock and read the action afresh, ask ``should_redispatch``, ask
+the policy gate (``gate``), check the phone's lease, a last check of the caller's
+(``_admit``), then insert the attempt. Any step refusing writes nothing, but for the gate's
+verdict, which is kept before the refusal is raised.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from starebrain_actions._logging import get_logger
+from starebrain_actions.core import decisions as _decisions
+from starebrain_actions.core.convert import action_from_row, format_time, to_jsonable
+from starebrain_actions.core.exceptions import (
+    AttemptInFlight,
+    AttemptRefused,
+    BudgetExhausted,
+    DeviceBusy,
+    FingerprintConflict,
+    InvalidInput,
+    PolicyRefused,
+)
+from starebrain_actions.core.model import (
+    Action,
+    ActionRecord,
+    RedispatchDecision,
+    RedispatchReason,
+    RetryPolicy,
+    SmsIntent,
+    check_action_id,
+    require_aware,
+    storable,
+)
+from starebrain_actions.ledger import pg as _pg
+from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.devices import lease_holder
+from starebrain_actions.ledger.gate import gate_refusal
+from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
+from starebrain_actions.ledger.updates import to_json
+
+if TYPE_CHECKING:
+    from starebrain_actions.core.policy import GateDecision, Policy
+
+_log = get_logger("starebrain.ledger")
+
+#: A new attempt's receipt: both axes PENDING, version 0, and its ``created`` history row
+#: (written by the table's trigger from ``last_event``).
+INSERT_ATTEMPT: Final = """
+INSERT INTO attempts (
+    dispatch_id, action_id, attempt, device, delivery, acceptance, dispatched_at,
+    evidence_json, version, last_event, last_event_at, last_actor, last_evidence_json)
+VALUES (:dispatch_id, :action_id, :attempt, :device, 'PENDING', 'PENDING', :dispatched_at,
+    :record_evidence_json, 0, 'created', :dispatched_at, :actor, :evidence_json)
+"""
+
+
+class Receipts(LedgerConnection):
+    """The ``Ledger``'s writes of new actions and new attempts (see the module docstring)."""
+
+    # ------------------------------------------------------------------ actions
+
+    async def create_action(
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        policy: RetryPolicy | None = None,
+        *,
+        now: datetime | None = None,
+        device: str | None = None,
+    ) -> Action:
+        """Create the action, or return the existing one with the same id and fingerprint.
+        ``device``: the phone (its key) the sender means to send it through, kept as
+        ``planned_device`` so that ``resume`` sends it there while it has no attempt (an
+        existing action keeps what it has).
+
+        Raises:
+            InvalidInput: the id is empty, too long or holds spaces or control characters.
+            FingerprintConflict: the id exists with another intent; nothing is written.
+        """
+        check_action_id(action_id)
+        when = require_aware("now", now) if now is not None else self.now()
+        policy = policy or RetryPolicy()
+        try:
+            fingerprint = intent.fingerprint
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"the intent holds {exc.object[exc.start : exc.end]!r}, which is not valid"
+                " Unicode (a lone surrogate, e.g. from bytes that are not UTF-8)"
+            ) from exc
+        if device is not None and not device.strip():
+            raise InvalidInput("device must not be empty (an ADB serial or host:port)")
+        candidate = Action(
+            action_id=action_id,
+            fingerprint=fingerprint,
+            intent=intent,
+            policy=policy,
+            created_at=when,
+            planned_device=device,
+        )
+
+        def work(db: sqlite3.Connection) -> tuple[Action, bool]:
+            deadline = candidate.deadline
+            inserted = db.execute(
+                "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
+                " policy_json, created_at, deadline, planned_device)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (action_id) DO NOTHING",
+                (
+                    action_id,
+                    fingerprint,
+                    to_json(to_jsonable(intent)),
+                    policy.maximum_attempts,
+                    to_json(to_jsonable(policy)),
+                    format_time(when),
+                    format_time(deadline) if deadline else None,
+                    device,
+                ),
+            )
+            if inserted.rowcount == 1:
+                return candidate, True
+            stored = row_dict(
+                db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+            )
+            if stored["fingerprint"] != fingerprint:
+                raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
+            return action_from_row(stored), False
+
+        action, created = await self._write(work, inline=True)
+        self._remember(action)
+        _log.info(
+            "action_created" if created else "action_reused",
+            action_id=action_id,
+            fingerprint=fingerprint,
+        )
+        return action
+
+    async def get_action(self, action_id: str) -> Action:
+        """The action with this id.
+
+        Raises:
+            NotFound: there is none.
+        """
+
+        def work(db: sqlite3.Connection) -> Action:
+            return self._action(db, action_id)
+
+        return await self._run(work)
+
+    # ------------------------------------------------------------------ attempts
+
+    async def begin_attempt(
+        self,
+        action_id: str,
+        device: str,
+        *,
+        now: datetime | None = None,
+        actor: str = "agent",
+        evidence: Mapping[str, Any] | None = None,
+        gate: Policy | None = None,
+    ) -> ActionRecord:
+        """Commit the receipt of a new attempt, taking the device's lease, before any send.
+        ``gate``: the policy gate for this attempt (None: the ledger's, ``Ledger.gate``).
+
+        ``evidence`` (JSON-able) is kept on the attempt from the start, e.g. the phone's fence
+        epoch that lets a later pass prove the attempt never ran.
+
+        Atomic: refuses when ``should_redispatch`` says no, when the budget is spent, or when
+        another in-flight attempt holds the device. The steps run in one write transaction,
+        in order: ``_lock_and_load``, ``should_redispatch``, ``gate.gate_refusal``,
+        ``_check_lease``, ``_admit``, ``_insert_receipt``; the first to refuse ends it.
+
+        Raises:
+            NotFound: no such action.
+            AttemptInFlight: an earlier attempt of this action is unresolved.
+            BudgetExhausted: attempts or deadline used up.
+            DeviceBusy: another action's attempt holds the device.
+            PolicyRefused: the policy gate denies or holds it (its verdict is kept).
+            AttemptRefused: anything else ``should_redispatch`` refuses (success, review...).
+        """
+        if not device or not device.strip():
+            raise InvalidInput("device must not be empty (an ADB serial or host:port)")
+        when = require_aware("now", now) if now is not None else self.now()
+        kept = storable(dict(evidence or {}))  # NUL: U+FFFD on both backends
+        active = gate if gate is not None else self.gate
+
+        def work(db: sqlite3.Connection) -> ActionRecord | GateDecision:
+            action, attempts = self._lock_and_load(db, action_id, device, gated=active is not None)
+            decision = _decisions.should_redispatch(action, attempts, when)
+            if not decision:
+                raise _refusal(action_id, decision)
+            refusing = gate_refusal(db, active, action, attempts, when)
+            if refusing is not None:
+                return refusing  # committed with the verdict the gate kept, raised below
+            _check_lease(db, device)
+            self._admit(db, action_id, device, when)
+            return _insert_receipt(db, action, attempts, device, when, actor=actor, evidence=kept)
+
+        made = await self._write(work, inline=True)
+        if not isinstance(made, ActionRecord):
+            raise _policy_refused(action_id, made)
+        _log.info(
+            "attempt_created",
+            action_id=action_id,
+            dispatch_id=made.dispatch_id,
+            device=device,
+            attempt=made.attempt,
+        )
+        return made
+
+    def _lock_and_load(
+        self, db: sqlite3.Connection, action_id: str, device: str, *, gated: bool
+    ) -> tuple[Action, list[ActionRecord]]:
+        """The first step of ``begin_attempt``: from here to COMMIT one writer per action and
+        per device (SQLite: the write lock already; PostgreSQL: advisory locks), so that the
+        checks after hold at insert; ``gated``, one writer of every gated attempt (the gate's
+        counts span all actions). Then the action and its attempts, read afresh (an
+        operator's grant, ``retry``, may have changed it since it was cached).
+
+        Raises:
+            NotFound: no such action.
+        """
+        gate_lock = ("policy-gate",) if gated else ()
+        _pg.lock(db, f"action:{action_id}", f"device:{device}", *gate_lock)
+        action = self._remember(load_action(db, action_id))
+        return action, load_attempts(db, action_id)
+
+    def _admit(self, db: sqlite3.Connection, action_id: str, device: str, when: datetime) -> None:
+        """A last check of a new attempt, run inside ``begin_attempt``'s write transaction
+        (so it holds across processes: SQLite lets one writer at a time); raising refuses
+        the attempt and writes nothing. Subclasses add limits here (``starebrain mcp``'s
+        hourly send cap); this one admits everything."""
+
+
+def _check_lease(db: sqlite3.Connection, device: str) -> None:
+    """Refuse a new attempt on a phone another unresolved attempt holds.
+
+    Raises:
+        DeviceBusy: naming the holder (``holder_dispatch_id``, ``holder_action_id``,
+            ``holder_since``).
+    """
+    holder = lease_holder(db, device)
+    if holder is None:
+        return
+    busy = DeviceBusy(
+        f"device {device} is leased to attempt {holder[0]} of action {holder[1]},"
+        f" unresolved since {holder[2]}"
+    )
+    busy.holder_dispatch_id = str(holder[0])
+    busy.holder_action_id = str(holder[1])
+    busy.holder_since = str(holder[2])
+    raise busy
+
+
+def _insert_receipt(
+    db: sqlite3.Connection,
+    action: Action,
+    attempts: Sequence[ActionRecord],
+    device: str,
+    when: datetime,
+    *,
+    actor: str,
+    evidence: Mapping[str, Any],
+) -> ActionRecord:
+    """Insert the next attempt of ``action`` on ``device`` (both axes PENDING, a new dispatch
+    id), its ``evidence`` kept from the start; the attempt as inserted.
+
+    Raises:
+        AttemptInFlight: a concurrent attempt of the action won (the unique attempt number).
+    """
+    record = ActionRecord(
+        action_id=action.action_id,
+        dispatch_id=str(uuid.uuid4()),
+        attempt=len(attempts) + 1,
+        device=device,
+        dispatched_at=when,
+        evidence=dict(evidence),
+    )
+    params = {
+        "dispatch_id": record.dispatch_id,
+        "action_id": action.action_id,
+        "attempt": record.attempt,
+        "device": device,
+        "dispatched_at": format_time(when),
+        "actor": actor,
+        "evidence_json": to_json({"attempt": record.attempt, "device": device, **evidence}),
+        "record_evidence_json": to_json(dict(evidence)),
+    }
+    try:
+        db.execute(INSERT_ATTEMPT, params)
+    except sqlite3.IntegrityError as exc:
+        raise AttemptInFlight(
+            f"action {action.action_id}: a concurrent attempt won: {exc}"
+        ) from exc
+    return record
+
+
+def _refusal(action_id: str, decision: RedispatchDecision) -> AttemptRefused:
+    """``should_redispatch``'s refusal as the error ``begin_attempt`` raises."""
+    reason = decision.reason
+    if reason is RedispatchReason.IN_FLIGHT:
+        return AttemptInFlight(
+            f"action {action_id} has an unresolved attempt: reconcile it first", decision
+        )
+    if reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
+        return BudgetExhausted(
+            f"action {action_id}: {reason.value.lower().replace('_', ' ')}; a person must review",
+            decision,
+        )
+    detail = reason.value.lower().replace("_", " ")
+    if decision.retry_at is not None:
+        detail += f" until {format_time(decision.retry_at)}"
+    return AttemptRefused(f"action {action_id}: no new attempt ({detail})", decision)
+
+
+def _policy_refused(action_id: str, verdict: GateDecision) -> PolicyRefused:
+    """The gate's refusing verdict (kept, committed) as the error ``begin_attempt`` raises,
+    logged as ``policy_refused``."""
+    _log.info(
+        "policy_refused",
+        action_id=action_id,
+        verdict=verdict.verdict.value,
+        rule=verdict.rule,
+        digest=verdict.digest,
+    )
+    refused = PolicyRefused(
+        f"action {action_id}: {verdict.verdict.value} by {verdict.rule}: {verdict.detail}"
+    )
+    refused.gate = verdict
+    return refused
