@@ -381,13 +381,16 @@ def log_level_option(*, help: str, default: str | None = "warning") -> Decorator
 
 
 def reason_option(
-    *, required: bool = True, default: str | None = None, help: str = ""
+    *, required: bool = True, default: str | None = None, more_help: str = ""
 ) -> Decorator:
     """``--reason``: why a person rules, grants, approves or denies (kept in the history);
-    ``help`` is added to the common text."""
+    ``more_help`` follows the common help text."""
     given: dict[str, Any] = {"default": default} if default is not None else {}
     return click.option(
-        "--reason", required=required, help="Why: kept in the action's history." + help, **given
+        "--reason",
+        required=required,
+        help="Why: kept in the action's history." + more_help,
+        **given,
     )
 
 

@@ -130,7 +130,7 @@ _DENY_HELP: Final = (
 def _ruling_command(name: str, *, approving: bool) -> click.Command:
     @click.command(name, help=_APPROVE_HELP if approving else _DENY_HELP)
     @click.argument("action_id")
-    @reason_option(required=not approving, default="", help="" if approving else " Required.")
+    @reason_option(required=not approving, default="", more_help="" if approving else " Required.")
     @operator_option()
     @json_option
     @click.pass_context
