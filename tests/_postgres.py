@@ -58,7 +58,7 @@ def pg_schema_url(base_url: str, schema: str) -> str:
 
 def redact_url(url: str) -> str:
     """``url`` with its password, if any, replaced by ``***``, fit for an error message (the
-    package's own ``_pg.redact``)."""
+    package's own ``ledger.pg.redact``)."""
     return redact(url)
 
 

@@ -131,7 +131,7 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
 
 def check_body(recipient: str, body: str, send_path: str) -> SegmentCount:
     """Refuse a body the phone's shell cannot take, or that ``send_path`` cannot send
-    (``_send_path.check_send_path``: more than one SMS on ``framework``); warn on stderr when
+    (``phone.send_path.check_send_path``: more than one SMS on ``framework``); warn on stderr when
     it is more than one SMS. Returns how the phone splits it.
 
     Raises:

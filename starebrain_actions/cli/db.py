@@ -2,7 +2,7 @@
 ``$STAREBRAIN_DB``), and the one-action reads of ``status`` and ``history`` on either.
 
 A URL is never treated as a file (no existence check, no file-mode warning, no lock file
-next to it) and is only ever shown without its password (``_pg.redact``). This module imports
+next to it) and is only ever shown without its password (``ledger.pg.redact``). This module imports
 neither asyncio nor the PostgreSQL code until a URL is actually given, so that ``status`` and
 ``history`` of a SQLite file still start without them.
 """
@@ -84,7 +84,7 @@ class DbTarget(click.ParamType[LedgerTarget, Any]):
 
 
 class OneActionReader(Protocol):
-    """The reads ``status`` and ``history`` make: ``_ledger_read.LedgerReader``'s methods."""
+    """The reads ``status`` and ``history`` make: ``ledger.read.LedgerReader``'s methods."""
 
     def summary(self, action_id: str, *, now: datetime | None = None) -> ActionSummary: ...
 

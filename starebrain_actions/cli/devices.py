@@ -7,7 +7,7 @@ Each phone is asked in one connection and two round trips after the handshake (t
 facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
 holder, read exactly as the send script's ``role`` check reads it:
 ``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
-timeout. The ``auto`` path is chosen as a send chooses it (``_android.choose_send_path``),
+timeout. The ``auto`` path is chosen as a send chooses it (``phone.android.choose_send_path``),
 from the ledger's latest attempts on the phone. A phone that does not answer is a row saying
 why, not a failure of the command.
 """

@@ -1,4 +1,4 @@
-"""``starebrain mcp``: the MCP server's command line (the server itself is ``_mcp``).
+"""``starebrain mcp``: the MCP server's command line (the server itself is ``mcp.server``).
 
 This module imports neither the MCP SDK nor the server at import time, so ``starebrain``
 starts, and lists this command, without the ``mcp`` extra installed.

@@ -42,14 +42,14 @@ def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def shown(url: str) -> str:
-    """The URL fit to print: without its secrets (``_pg.redact``, which never fails)."""
+    """The URL fit to print: without its secrets (``ledger.pg.redact``, which never fails)."""
     from starebrain_actions.ledger.pg import redact
 
     return redact(url)
 
 
 def pasteable(url: str) -> str:
-    """The URL to point agents at: ``url`` without its secrets (``_pg.without_secrets``),
+    """The URL to point agents at: ``url`` without its secrets (``ledger.pg.without_secrets``),
     never ``***`` (a masked URL pasted back fails to log in)."""
     from starebrain_actions.ledger.pg import without_secrets
 

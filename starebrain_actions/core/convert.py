@@ -27,10 +27,10 @@ from starebrain_actions.core.model import (
     RetryGrant,
     RetryPolicy,
     SmsIntent,
-    _check_body,
-    _check_extras,
-    _frozen_mapping,
+    body_validator,
     canonical_body,
+    extras_validator,
+    frozen_mapping,
 )
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
     return Action(
         action_id=row["action_id"],
         fingerprint=row["fingerprint"],
-        intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
+        intent=stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
         policy=structure(policy, RetryPolicy, what + " policy"),
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),
@@ -315,7 +315,7 @@ def stored_grant(row: Mapping[str, Any]) -> RetryGrant | None:
     return structure(data, RetryGrant, what)
 
 
-def _stored_intent(data: Any, what: str, *, fingerprint: str | None = None) -> SmsIntent:
+def stored_intent(data: Any, what: str, *, fingerprint: str | None = None) -> SmsIntent:
     """The intent an action was created with. A recipient a later, stricter rule refuses (a
     ledger written before recipients were checked) is kept as stored instead of making the
     whole ledger unreadable: such an intent can never be sent again (a new send validates
@@ -345,7 +345,7 @@ def _stored_intent(data: Any, what: str, *, fingerprint: str | None = None) -> S
             ("recipient", data["recipient"]),
             ("body", body),
             ("region", region if isinstance(region, str) else None),
-            ("extras", _frozen_mapping(extras)),
+            ("extras", frozen_mapping(extras)),
         ):
             object.__setattr__(intent, name, value)
         return intent
@@ -383,10 +383,10 @@ def _trusted_intent(data: Any, fingerprint: str) -> SmsIntent | None:
         digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
         if digest != fingerprint:
             return None
-        frozen_extras = _frozen_mapping(extras)
+        frozen_extras = frozen_mapping(extras)
         fields = attrs.fields(SmsIntent)
-        _check_body(None, fields.body, body)
-        _check_extras(None, fields.extras, frozen_extras)
+        body_validator(None, fields.body, body)
+        extras_validator(None, fields.extras, frozen_extras)
     except (UnicodeEncodeError, InvalidInput):
         return None
     intent = SmsIntent.__new__(SmsIntent)

@@ -262,7 +262,7 @@ def canonical_recipient(recipient: str, region: str | None = None) -> str:
     if not isinstance(recipient, str) or not recipient.strip():
         raise InvalidInput("recipient must not be empty")
     # imported here: reading a stored intent the fingerprint vouches for needs no phonenumbers
-    # (``_convert._trusted_intent``), and the command line starts without it
+    # (``core.convert._trusted_intent``), and the command line starts without it
     from android_bridge.recipients import normalize_recipient
 
     normalized = normalize_recipient(recipient, region)
@@ -294,7 +294,7 @@ def _check_recipient(intent: SmsIntent, _a: attrs.Attribute[Any], value: str) ->
     canonical_recipient(value, intent.region)
 
 
-def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
+def body_validator(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("body must not be empty")
     if "\x00" in value:
@@ -309,7 +309,7 @@ def _check_body(_i: object, _a: attrs.Attribute[Any], value: str) -> None:
         ) from None
 
 
-def _check_extras(_i: object, _a: attrs.Attribute[Any], value: Mapping[str, str]) -> None:
+def extras_validator(_i: object, _a: attrs.Attribute[Any], value: Mapping[str, str]) -> None:
     unknown = sorted(set(value) - ALLOWED_INTENT_EXTRAS)
     if unknown:
         raise InvalidInput(
@@ -320,7 +320,7 @@ def _check_extras(_i: object, _a: attrs.Attribute[Any], value: Mapping[str, str]
             raise InvalidInput(f"intent extra {key!r} must be a string")
 
 
-def _frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
+def frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return dict(sorted((value or {}).items()))
 
 
@@ -333,12 +333,12 @@ class SmsIntent:
     #: as the caller wrote it (national numbers read in ``region``), normalised on creation
     recipient: str = attrs.field(validator=_check_recipient)
     #: the text to send, exactly
-    body: str = attrs.field(validator=_check_body)
+    body: str = attrs.field(validator=body_validator)
     #: ISO 3166 region used to read national numbers, e.g. "US"; None: international only
     region: str | None = None
     #: allowlisted extra fields (see ``ALLOWED_INTENT_EXTRAS``)
     extras: Mapping[str, str] = attrs.field(
-        factory=dict, converter=_frozen_mapping, validator=_check_extras
+        factory=dict, converter=frozen_mapping, validator=extras_validator
     )
 
     def __attrs_post_init__(self) -> None:

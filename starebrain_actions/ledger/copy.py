@@ -137,7 +137,7 @@ def copy_ledger(
     Raises:
         SourceRefused: ``source`` is not a ledger (``usage``), needs a migration, or is newer.
         TargetRefused: ``target`` is not a usable PostgreSQL URL (``usage``; it is shown
-            without its secrets, ``_pg.redact``), or its schema holds
+            without its secrets, ``ledger.pg.redact``), or its schema holds
             other tables, a ledger with rows, or a newer ledger.
         CopyFailed: PostgreSQL refused a row or could not be reached; nothing was kept.
         VerificationFailed: the copy differed from the source; nothing was kept.

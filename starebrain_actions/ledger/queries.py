@@ -24,11 +24,11 @@ from starebrain_actions.core import derived_ids
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.convert import (
     ATTEMPT_COLUMNS,
-    _stored_intent,
     action_from_row,
     record_from_row,
     stored_gate,
     stored_grant,
+    stored_intent,
     stored_planned_device,
     structure,
 )
@@ -474,7 +474,7 @@ def _cached_action(row: Mapping[str, Any]) -> Action:
     return Action(
         action_id=row["action_id"],
         fingerprint=row["fingerprint"],
-        intent=_stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
+        intent=stored_intent(intent, what + " intent", fingerprint=row["fingerprint"]),
         policy=policy,
         created_at=structure(row["created_at"], datetime, what + " created_at"),
         grant=stored_grant(row),

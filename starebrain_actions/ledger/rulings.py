@@ -62,13 +62,14 @@ class Rulings(ActionReads):
 
         ``expect_version``: the attempt's version the operator saw (``status``/``review``);
         anything changed since refuses the ruling. ``force`` and ``row``: see
-        ``_core.resolve``. Repeating a ruling still in force (``_core.ruling_in_force``)
-        writes nothing and returns the attempt as it stands (its version unchanged).
+        ``core.transitions.resolve``. Repeating a ruling still in force
+        (``core.transitions.ruling_in_force``) writes nothing and returns the attempt as it
+        stands (its version unchanged).
 
         Raises:
             NotFound: no such action, it has no attempt, or ``dispatch_id`` is not one of its
                 attempts (the message names the action it belongs to, if any).
-            InvalidInput: no reason or operator; see ``_core.resolve``.
+            InvalidInput: no reason or operator; see ``core.transitions.resolve``.
             StaleTransition: the attempt is no longer at ``expect_version``.
         """
         when = require_aware("now", now) if now is not None else self.now()

@@ -156,10 +156,10 @@ class SmsAgent:
         UI, no RCS, our rows told apart by ``creator``; one SMS segment per message, so
         ``send`` refuses a longer body) or "auto" (the default: the framework where the probe
         passes, the body is one SMS and this ledger holds proof of it on the phone's build, a
-        framework send confirmed by the shell's own row; else the app; see ``_send_path``).
+        framework send confirmed by the shell's own row; else the app; see ``phone.send_path``).
         ``deadline_s``: connecting (with its first round trips) must be over within this
         many seconds, or PhoneUnavailable. ``gate``: the policy gate's rules
-        (``_policy.load_policy``), checked before every attempt (None: no gate).
+        (``core.policy.load_policy``), checked before every attempt (None: no gate).
         ``poll_interval_s``: the longest wait between two reads of the phone while an outcome
         is unproven (after a send, the first read comes when this phone's rows have shown up
         before, learnt per phone and seeded from the ledger, then reads come 50 ms apart, the

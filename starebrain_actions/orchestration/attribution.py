@@ -72,15 +72,15 @@ from starebrain_actions.orchestration.watched import (
     Claim,
     Taken,
     Watched,
-    _above_floor,
-    _awaits_fence,
-    _dated_outside,
-    _is_row_of,
-    _key,
-    _provably_ours,
-    _written_by,
+    above_floor,
+    awaits_fence,
+    dated_outside,
     effective_floor,
+    is_row_of,
+    provably_ours,
+    row_key,
     send_window,
+    written_by,
 )
 
 Judge = Callable[[OutgoingMessage, SmsIntent], MatchVerdict]
@@ -134,7 +134,7 @@ class _RowIndex:
             known = {}
             both: dict[tuple[Any, Any], list[OutgoingMessage]] = {}
             for message in self._messages:
-                key = _key(message)
+                key = row_key(message)
                 if message in self._taken:
                     continue
                 recipient, body = self._keys.message_keys(message, scope)
@@ -149,7 +149,7 @@ class _RowIndex:
         """Does the row share the recipient or the body key with the intent (so that the
         judge may find it a match or a half match)?"""
         scope, recipient, body = intent_keys
-        row = self._scope(scope).get(_key(message))
+        row = self._scope(scope).get(row_key(message))
         if row is None:  # claimed before the pass: judged the slow way, never skipped
             return True
         return (recipient is not None and row[0] == recipient) or (
@@ -191,7 +191,7 @@ def _row_evidence(message: OutgoingMessage, read: PhoneRead) -> dict[str, Any]:
         evidence["provider_kind"] = message.kind.value
     if message.creator is not None:
         # the package that wrote the row: on the framework path, proof of that path
-        # (``_send_path``)
+        # (``phone.send_path``)
         evidence["row_creator"] = message.creator
     return evidence
 
@@ -374,7 +374,7 @@ def plan_device(
     transitions: list[Transition] = []
     duplicates: list[DuplicateSighting] = []
     confirmed: list[tuple[ActionRecord, Watched]] = []
-    by_key = {_key(message): message for message in read.messages}
+    by_key = {row_key(message): message for message in read.messages}
     index = _RowIndex(read.messages, keys, taken) if keys is not None else None
 
     for item in sorted(watched, key=lambda w: w.record.dispatched_at):
@@ -389,7 +389,7 @@ def plan_device(
             continue
         if record.delivery is not DeliveryState.PENDING:
             continue
-        if _awaits_fence(record, now):
+        if awaits_fence(record, now):
             # its round trip never ended: no row can be told from the owner's until the fence
             # says whether, and when, its keys were pressed (checked after this read)
             transitions.extend(_await_fence(item, read, now))
@@ -414,7 +414,7 @@ def plan_device(
 
 
 def _await_fence(item: Watched, read: PhoneRead, now: datetime) -> tuple[Transition, ...]:
-    """What this read proves about an attempt awaiting its fence (:func:`_awaits_fence`):
+    """What this read proves about an attempt awaiting its fence (:func:`awaits_fence`):
     no row is judged for it, as for a read that found nothing."""
     record, action = item.record, item.action
     return _proof.reconcile(
@@ -502,15 +502,15 @@ def _candidates(
     candidates = [
         message
         for message in read.messages
-        if _above_floor(message, item)
-        and _written_by(message, item)
+        if above_floor(message, item)
+        and written_by(message, item)
         and message not in taken
         and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
     ]
     # a row dated outside a known send window is not this attempt's, however well it
     # matches: the owner sending the same text later, or a twin's message
-    outside = [m.provider_object_id for m in candidates if _dated_outside(m, record)]
-    candidates = [m for m in candidates if not _dated_outside(m, record)]
+    outside = [m.provider_object_id for m in candidates if dated_outside(m, record)]
+    candidates = [m for m in candidates if not dated_outside(m, record)]
     return candidates, outside
 
 
@@ -558,7 +558,7 @@ def _whole_match(
     chosen, verdict = matches[0]
     # a row of ours the app altered (its wrong recipient, its changed text), dated
     # between our first and last key, beside a row identical to the intent
-    altered = [m for score, m, _v in scored if score == 1 and _provably_ours(m, record)]
+    altered = [m for score, m, _v in scored if score == 1 and provably_ours(m, record)]
     doubt = (
         _doubt(read, item, chosen, [m for m, _v in matches[1:]], now, watched, altered)
         if ui_path
@@ -580,12 +580,12 @@ def _half_match(
     ui_path: bool,
 ) -> LookupResult:
     """Rows matching only the recipient or only the body: one provably ours
-    (:func:`_provably_ours`) is the artifact (a MISMATCH) unless, on the UI path,
+    (:func:`provably_ours`) is the artifact (a MISMATCH) unless, on the UI path,
     :func:`_doubt` finds that it may be another's; several are ambiguous; the others are
     noted, never claimed."""
     record = item.record
     half = [(m, v) for score, m, v in scored if score == 1 and v is not None]
-    partial = [(m, v) for m, v in half if _provably_ours(m, record)]
+    partial = [(m, v) for m, v in half if provably_ours(m, record)]
     if not partial:
         # rows matching only the recipient or only the body, with nothing to show they
         # are ours (the owner texting the same person, say): noted, never claimed
@@ -627,13 +627,13 @@ def _further_copies(
         )
         for message in rows:
             if (
-                _above_floor(message, item)
+                above_floor(message, item)
                 and message not in taken
-                and not _is_row_of(message, record)
+                and not is_row_of(message, record)
                 and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
-                and not _dated_outside(message, record)
-                and _written_by(message, item)
+                and not dated_outside(message, record)
+                and written_by(message, item)
                 and judge(message, item.action.intent).matched
             ):
                 taken.take(message)
@@ -668,7 +668,7 @@ def _settle(
     if row_id is None:
         return ()
     message = by_key.get((kind, row_id))
-    if message is not None and not _is_row_of(message, record):
+    if message is not None and not is_row_of(message, record):
         message = None  # the _id now holds another message
     if kind is ProviderKind.SMS:
         anchor = read.evidence.get("after_id", read.after_id)

@@ -58,7 +58,7 @@ class SendOutcome:
     #: another action's attempt that held the phone when the send gave up waiting for it
     #: (None: the phone was not held by another action at the end)
     held_by: PhoneHold | None = None
-    #: the policy gate's verdict when it stopped the send (``_policy.GateDecision``: DENY,
+    #: the policy gate's verdict when it stopped the send (``core.policy.GateDecision``: DENY,
     #: HOLD for a person's approval, WAIT for quiet hours, OVER_LIMIT); None: it did not
     gate: GateDecision | None = None
 

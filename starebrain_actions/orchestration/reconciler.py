@@ -35,10 +35,10 @@ from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.orchestration.attribution import MatchKeys, plan_device
 from starebrain_actions.orchestration.watched import (
     Watched,
-    _anchor,
-    _awaits_fence,
-    _keys_may_come,
-    _mms_window,
+    awaits_fence,
+    keys_may_come,
+    mms_window,
+    read_anchor,
     reanchor_before,
 )
 
@@ -176,7 +176,7 @@ async def _fence_first(
     void_after: timedelta | None,
     void_now: Collection[str],
 ) -> list[Transition]:
-    """The fences of the attempts that await one (:func:`_awaits_fence`), read before the
+    """The fences of the attempts that await one (:func:`awaits_fence`), read before the
     pass attributes anything: voided where this pass may void (old enough, or its own sender
     gave up on it), else only peeked at (its sender may be running): a claimed fence whose
     script recorded its keys bounds the window; anything less waits for a later pass, whose
@@ -187,11 +187,11 @@ async def _fence_first(
         item.record
         for item in watched
         if item.record.delivery is DeliveryState.PENDING
-        and _awaits_fence(item.record, now)
+        and awaits_fence(item.record, now)
         and _core.can_void(item.record)
     ]
     # a script found past ``go`` without its keys: read again (only the marker can change)
-    again = [item.record for item in watched if _keys_may_come(item.record, now)]
+    again = [item.record for item in watched if keys_may_come(item.record, now)]
     if not awaiting and not again:
         return []
     voidable = [r for r in awaiting if _voidable(r, now, void_after, void_now)]
@@ -299,8 +299,8 @@ async def _reconcile_device_once(
     watched = await _watched(ledger, phone.device, started, duplicate_watch)
     if not watched:
         return DeviceReport(device=phone.device, reachable=True, in_flight=0)
-    anchor_id, anchor_date = _anchor(watched)
-    mms_after_id, mms_since_ms = _mms_window(watched)
+    anchor_id, anchor_date = read_anchor(watched)
+    mms_after_id, mms_since_ms = mms_window(watched)
     try:
         read = await _read_device(
             phone, watched, (anchor_id, anchor_date), (mms_after_id, mms_since_ms)
@@ -372,7 +372,7 @@ async def _read_device(
     mms_window: tuple[int | None, int | None],
 ) -> PhoneRead:
     """The pass's one windowed read: the rows above ``anchor`` (the lowest floor watched, and
-    its date) and the MMS rows of ``mms_window`` (:func:`_mms_window`).
+    its date) and the MMS rows of ``mms_window`` (:func:`mms_window`).
 
     Raises:
         PhoneError: the phone could not be read.

@@ -3,8 +3,8 @@
 An attempt's rows lie above its floor (its watermark, while that row is still there), are
 dated no earlier than its device clock allows and, on the UI path, inside its send window
 once that is known, and are claimed by no other attempt (:class:`Taken`). What a pass must
-read follows from its watched attempts: above the lowest floor (:func:`_anchor`), and the
-MMS rows of the attempts an MMS may still confirm (:func:`_mms_window`).
+read follows from its watched attempts: above the lowest floor (:func:`read_anchor`), and the
+MMS rows of the attempts an MMS may still confirm (:func:`mms_window`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CLOCK_TOLERANCE_MS = 5_000
 #: ``keys`` if it still could: it ignores SIGHUP and runs to its end (``android_bridge._fence.
 #: run_to_the_end``), pressing two keys and writing one marker after ``go``; only adbd
 #: restarting or a reboot stops it there. Until then a fence found claimed without ``keys`` is
-#: read again (:func:`_keys_may_come`): its keys may be being pressed right now.
+#: read again (:func:`keys_may_come`): its keys may be being pressed right now.
 SCRIPT_FINISH_WITHIN = timedelta(seconds=60)
 
 
@@ -73,7 +73,7 @@ class Watched:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _key(message: OutgoingMessage) -> tuple[ProviderKind, int]:
+def row_key(message: OutgoingMessage) -> tuple[ProviderKind, int]:
     return (message.kind, message.provider_object_id)
 
 
@@ -129,7 +129,7 @@ class Taken:
         return other
 
 
-def _is_row_of(message: OutgoingMessage, record: ActionRecord) -> bool:
+def is_row_of(message: OutgoingMessage, record: ActionRecord) -> bool:
     """Is ``message`` the very row that confirmed ``record`` (its ``_id`` and, when known, its
     date: an ``_id`` reused by another message is not it)?"""
     return (
@@ -139,7 +139,7 @@ def _is_row_of(message: OutgoingMessage, record: ActionRecord) -> bool:
     )
 
 
-def _written_by(message: OutgoingMessage, item: Watched) -> bool:
+def written_by(message: OutgoingMessage, item: Watched) -> bool:
     """An attempt sent through the framework is written by the shell's package: a row any
     other package wrote (the phone's owner, through the messaging app) is never its own."""
     creator = item.record.evidence.get("creator")
@@ -205,7 +205,7 @@ def _in_window(
     return start - precision <= message.date_ms and (end is None or message.date_ms <= end)
 
 
-def _dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
+def dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
     """Is the row provably not this UI-path attempt's by its date? The messaging app dates
     its row when the send is pressed, and keeps that date when the radio answers (AOSP
     Messaging: ``MessageData``'s received timestamp, set when the message is created, is what
@@ -220,7 +220,7 @@ def _dated_outside(message: OutgoingMessage, record: ActionRecord) -> bool:
     return _in_window(message, record) is False
 
 
-def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
+def provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     """Positive evidence that a row matching the intent only in part is this attempt's (so
     that a MISMATCH, and the resend it leads to, rests on more than a shared recipient or
     body): written by the package the attempt sent through (the framework path's
@@ -236,14 +236,14 @@ def _provably_ours(message: OutgoingMessage, record: ActionRecord) -> bool:
     return _in_window(message, record, margin_ms=0) is True
 
 
-def _awaits_fence(record: ActionRecord, now: datetime) -> bool:
+def awaits_fence(record: ActionRecord, now: datetime) -> bool:
     """A UI-path attempt whose send window is unknown (its round trip never ended: killed,
     cut off, timed out, or still running in another process) while its fence can still say
     what happened: no row is attributed to it until a pass has read that fence (voided: it
     never sent; claimed: its stage markers bound the window), nor while a script found past
-    ``go`` may still record its keys (:func:`_keys_may_come`). Without this, the owner's
+    ``go`` may still record its keys (:func:`keys_may_come`). Without this, the owner's
     identical text would be taken for a message the attempt never sent."""
-    return _keys_may_come(record, now) or (
+    return keys_may_come(record, now) or (
         not _decisions.on_framework_path(record)
         and isinstance(record.evidence.get("fence_epoch"), str)
         and record.evidence.get("fence") != "lost"
@@ -251,7 +251,7 @@ def _awaits_fence(record: ActionRecord, now: datetime) -> bool:
     )
 
 
-def _keys_may_come(record: ActionRecord, now: datetime) -> bool:
+def keys_may_come(record: ActionRecord, now: datetime) -> bool:
     """A pass found the attempt's script past ``go`` without its ``keys`` marker, less than
     ``SCRIPT_FINISH_WITHIN`` after the dispatch: the keys may have been being pressed right
     then (the script runs on whatever became of its connection), so the fence is read again
@@ -267,14 +267,14 @@ def _keys_may_come(record: ActionRecord, now: datetime) -> bool:
     )
 
 
-def _above_floor(message: OutgoingMessage, item: Watched) -> bool:
+def above_floor(message: OutgoingMessage, item: Watched) -> bool:
     if message.kind is ProviderKind.MMS:
         floor = item.mms_floor_id
         return floor is not None and message.provider_object_id > floor
     return message.provider_object_id > item.floor_id
 
 
-def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
+def read_anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     """The lowest row a pass must read above, and its ``date`` when known.
 
     Every attempt needs the rows above its watermark: its artifact, and, once confirmed,
@@ -292,7 +292,7 @@ def _anchor(watched: Sequence[Watched]) -> tuple[int, int | None]:
     return anchor_id, anchor_date if isinstance(anchor_date, int) else None
 
 
-def _mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
+def mms_window(watched: Sequence[Watched]) -> tuple[int | None, int | None]:
     """The MMS id to read above, and the earliest date to read from, for the attempts that
     may still be confirmed by an MMS (None: none of them recorded an MMS watermark)."""
     floors = []

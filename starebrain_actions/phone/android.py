@@ -112,7 +112,7 @@ async def choose_send_path(
     name: str | None = None,
     body: str | None = None,
 ) -> tuple[str, str]:
-    """``auto``'s choice on ``device`` ("ui" or "framework"), and why (see ``_send_path``);
+    """``auto``'s choice on ``device`` ("ui" or "framework"), and why (see ``phone.send_path``);
     ``starebrain devices`` shows it too. ``name``: the phone's key in the ledger (default:
     the address it was reached at). ``body``: the text about to be sent (the framework path
     sends one SMS only); None: any text that fits one."""
@@ -210,7 +210,7 @@ class AndroidPhone:
         no RCS), or "auto": the framework when the probe passes and
         ``framework_proof(device, build)`` says this phone's record proves it on this build
         (``ro.build.fingerprint``), else the app (without ``framework_proof``, always the
-        app); see ``_send_path``.
+        app); see ``phone.send_path``.
 
         Raises:
             PhoneUnavailable: the device cannot be reached, is not an ADB device, or has not
@@ -269,7 +269,7 @@ class AndroidPhone:
 
     def check_body(self, body: str) -> None:
         """Refuse ``body`` when the send path the caller named cannot send it (more than one
-        SMS segment on ``framework``: ``_send_path.check_send_path``); with ``auto``, nothing
+        SMS segment on ``framework``: ``phone.send_path.check_send_path``); with ``auto``, nothing
         (it takes the app for such a body). Call it before anything is recorded.
 
         Raises:
@@ -411,7 +411,7 @@ class AndroidPhone:
         return why
 
     def _framework_evidence(self) -> dict[str, str]:
-        # the build the send went out on: what a confirmed row proves (``_send_path``)
+        # the build the send went out on: what a confirmed row proves (``phone.send_path``)
         return {"send_path": "framework", "creator": SHELL_PACKAGE, "build": self.build}
 
     @property

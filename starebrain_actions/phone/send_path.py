@@ -51,7 +51,7 @@ PROOF_WINDOW: Final = 200
 
 def framework_refusal(body: str) -> str | None:
     """Why the framework path cannot send ``body`` (more than one SMS segment, as Android
-    counts them: ``_segments``), or None when it can."""
+    counts them: ``core.segments``), or None when it can."""
     count = count_segments(body)
     if count.segments <= 1:
         return None

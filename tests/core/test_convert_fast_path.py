@@ -12,9 +12,9 @@ import pytest
 from starebrain_actions.core.convert import (
     _SLOW,
     _fast_structure,
-    _stored_intent,
     _trusted_intent,
     converter,
+    stored_intent,
     structure,
 )
 from starebrain_actions.core.exceptions import CorruptRecord
@@ -184,7 +184,7 @@ def test_an_intent_its_fingerprint_vouches_for_is_read_without_parsing(intent: S
     data = stored_intent_data(intent)
     trusted = _trusted_intent(copy.deepcopy(data), intent.fingerprint)
     assert trusted is not None
-    assert _stored_intent(copy.deepcopy(data), "it") == trusted == intent
+    assert stored_intent(copy.deepcopy(data), "it") == trusted == intent
     assert intent.fingerprint == trusted.fingerprint
 
 
@@ -194,7 +194,7 @@ def test_a_stored_recipient_that_is_not_canonical_is_parsed_again() -> None:
     intent = SmsIntent(recipient="+12025550143", body="hi")
     data = {**stored_intent_data(intent), "recipient": "+1 202 555 0143"}
     assert _trusted_intent(copy.deepcopy(data), intent.fingerprint) is None
-    read = _stored_intent(data, "it", fingerprint=intent.fingerprint)
+    read = stored_intent(data, "it", fingerprint=intent.fingerprint)
     assert "+12025550143" == read.recipient
 
 
@@ -228,4 +228,4 @@ def test_a_vouched_for_intent_still_has_its_body_and_extras_checked() -> None:
     fingerprint = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
     assert _trusted_intent(copy.deepcopy(data), fingerprint) is None
     with pytest.raises(CorruptRecord):
-        _stored_intent(data, "it", fingerprint=fingerprint)
+        stored_intent(data, "it", fingerprint=fingerprint)

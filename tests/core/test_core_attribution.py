@@ -309,7 +309,7 @@ def test_later_copies_of_a_confirmed_message_are_duplicates() -> None:
 def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
     """An unverified confirmed attempt is read from its watermark (its own row included);
     a settled one and an in-flight one from their watermarks."""
-    from starebrain_actions.orchestration.watched import _anchor
+    from starebrain_actions.orchestration.watched import read_anchor
 
     verifying = ActionRecord(
         action_id="A-17",
@@ -331,11 +331,11 @@ def test_the_read_anchor_lies_below_every_row_a_pass_must_judge() -> None:
         provider_object_id=30,
         evidence={"date_ms": 7},
     )
-    assert (10, 5) == _anchor([Watched(record=verifying, action=ACTION, floor_id=10)])
+    assert (10, 5) == read_anchor([Watched(record=verifying, action=ACTION, floor_id=10)])
     # a settled attempt too reads from its watermark: a copy of its message may lie below the
     # row that confirmed it (the owner's identical text taken first)
-    assert (29, None) == _anchor([Watched(record=settled, action=ACTION, floor_id=29)])
-    assert (12, None) == _anchor(
+    assert (29, None) == read_anchor([Watched(record=settled, action=ACTION, floor_id=29)])
+    assert (12, None) == read_anchor(
         [pending(watermark=12), Watched(record=settled, action=ACTION, floor_id=29)]
     )
 

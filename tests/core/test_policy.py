@@ -1,4 +1,4 @@
-"""The policy gate's rules (``_policy``): the file, each rule's verdict, their order, and quiet
+"""The policy gate's rules (``core.policy``): the file, each rule's verdict, their order, and quiet
 hours in the recipient's local time across time-zone boundaries (``phonenumbers``' data)."""
 
 from __future__ import annotations

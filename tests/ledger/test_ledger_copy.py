@@ -1,4 +1,4 @@
-"""Copying a SQLite ledger into PostgreSQL (``_ledger_copy.copy_ledger``, behind ``starebrain
+"""Copying a SQLite ledger into PostgreSQL (``ledger.copy.copy_ledger``, behind ``starebrain
 migrate``): every row and every history entry arrives unchanged, the PostgreSQL ledger goes on
 from there, and a copy that is refused or differs leaves the target as it was found.
 

@@ -1,5 +1,5 @@
 """Text holding NUL (U+0000) from the phone or a person: PostgreSQL's ``text`` and ``jsonb``
-cannot store it, so both backends store U+FFFD in its place (``_model.storable``), and the
+cannot store it, so both backends store U+FFFD in its place (``core.model.storable``), and the
 records the ledger returns say the same as what it stored."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``_mcp_auth``: the clients file, the token file, action id scopes and the Host/Origin lists
+"""``mcp.auth``: the clients file, the token file, action id scopes and the Host/Origin lists
 (no server: the HTTP behaviour is in ``test_mcp_http_auth``)."""
 
 from __future__ import annotations
