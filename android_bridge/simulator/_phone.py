@@ -240,6 +240,8 @@ class SimulatedPhone:
         self.system_state.sms_default_setting = sms_default_setting
         self.system_state.work_profile = work_profile
         self.system_state.secondary_user_sms_app = secondary_user_sms_app
+        if disable_adb_auth_timeout:
+            self.system_state.global_settings["adb_allowed_connection_time"] = "0"
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go,
         #: whether adbd restarts).

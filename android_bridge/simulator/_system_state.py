@@ -182,6 +182,11 @@ class SystemState:
         self._release = release
         #: other ``Settings.Secure`` values by name (``android_id``), None when unset
         self._secure_setting = secure_setting
+        #: ``Settings.Global`` values set on this phone, by name; every other key is unset
+        #: (``settings get`` prints ``null`` and the platform uses its default). Developer
+        #: options' "Disable adb authorization timeout" writes ``adb_allowed_connection_time``
+        #: 0 (frameworks/base ``AdbDebuggingManager`` reads it, its default 7 days).
+        self.global_settings: dict[str, str] = {}
         self._holder: object = _DERIVED
         self._tasks: dict[str, int] = {}
         #: The Permission module was updated through Google Play (by a module of the 15
@@ -436,7 +441,8 @@ class SystemState:
         return "".join(line + "\n" for line in lines)
 
     async def settings(self, argv: list[str], stdin: str) -> Output:
-        """``settings get [--user N] secure sms_default_application``; other keys are unset."""
+        """``settings get [--user N] NAMESPACE KEY``: ``secure sms_default_application``,
+        ``secure android_id``, the ``global`` keys set on this phone; other keys are unset."""
         args = argv[1:]
         if args[:1] != ["get"]:
             return Output.err("usage:  settings [--user <USER_ID> | current] get namespace key\n")
@@ -448,6 +454,8 @@ class SystemState:
         value = None
         if args == ["secure", SMS_DEFAULT_APPLICATION]:
             value = self.sms_default_setting
+        elif args[0] == "global":
+            value = self.global_settings.get(args[1])
         elif args[0] == "secure" and self._secure_setting is not None:
             # SettingsService prints the provider's value for the shell (uid 2000, below
             # FIRST_APPLICATION_UID: the device's own android_id, not an app's SSAID)

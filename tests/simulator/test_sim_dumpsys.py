@@ -109,6 +109,25 @@ async def test_the_setting_is_never_the_role_holder(
     )
 
 
+async def test_global_settings_are_null_unless_set(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """settings get global KEY prints null for an unset key (the platform then uses its
+    default: SmsUsageMonitor's 30 per 60 s, AdbDebuggingManager's 7 days); Developer options'
+    "Disable adb authorization timeout" stores adb_allowed_connection_time 0."""
+    plain = await phone_factory(android=15)
+    never = await phone_factory(android=15, disable_adb_auth_timeout=True)
+    never.system_state.global_settings["sms_outgoing_check_max_count"] = "10"
+    expiry = "settings get global adb_allowed_connection_time"
+    limit = "settings get global sms_outgoing_check_max_count"
+    assert ("null\n", "null\n", "0\n", "10\n") == (
+        await _shell(plain, adb_signer, expiry),
+        await _shell(plain, adb_signer, limit),
+        await _shell(never, adb_signer, expiry),
+        await _shell(never, adb_signer, limit),
+    )
+
+
 @pytest.mark.parametrize("android", RELEASES)
 async def test_dumpsys_role_text_per_release(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int
