@@ -69,6 +69,7 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
     LAZY_COMMANDS: Final = {
         "demo": "starebrain_actions.cli.demo:demo_command",
         "devices": "starebrain_actions.cli.devices:devices_command",
+        "doctor": "starebrain_actions.cli.doctor:doctor_command",
         "key": "starebrain_actions.cli.keys:key_command",
         "mcp": "starebrain_actions.cli.mcp_command:mcp_command",
         "migrate": "starebrain_actions.cli.migrate:migrate_command",

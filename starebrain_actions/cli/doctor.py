@@ -1,0 +1,218 @@
+"""``starebrain doctor``: check on one phone every assumption the guarantees rest on.
+
+The key first, on this machine (the file, its mode, the fingerprint the phone's prompt
+shows); then, over one connection, the phone's own answers (``android_bridge._doctor``: the
+shell's uid, the release and build, the phone's identity, the framework's SMS service, the
+clock, the default SMS app and whether it can send chat, the screen, Android's outgoing-SMS
+limit, reading ``content://sms`` and ``content://mms`` a page at a time, the fence). Each
+check prints its verdict, the evidence it read, what the product does because of it, and
+the AOSP source it is compared with. Sends nothing, writes no ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from starebrain_actions.cli.options import (
+    DEVICE_ENV,
+    Seconds,
+    device_option,
+    json_option,
+    key_option,
+)
+
+if TYPE_CHECKING:
+    from android_bridge._doctor import Check
+
+#: ``--json``'s object keys, in order.
+_FIELDS: Final = ("name", "title", "verdict", "evidence", "consequence", "source")
+
+
+def key_check(key_path: Path | None) -> tuple[Check, Path]:
+    """The ADB key on this machine: readable by its owner only, an RSA key, and the
+    fingerprint a phone's "Allow USB debugging?" prompt shows for it (not created here: a
+    missing key is created by ``starebrain key show``, which prints it)."""
+    from android_bridge import BridgeError
+    from android_bridge._doctor import Check
+    from starebrain_actions.cli.keys import key_path_in_use, public_key_of
+
+    path, _chosen = key_path_in_use(key_path)
+    source = (
+        "frameworks/base AdbDebuggingManager (the prompt's fingerprint: MD5 of the public"
+        " key); system/core adb auth (RSA keys), android-10 to 15"
+    )
+    if not path.exists():
+        return (
+            Check(
+                name="adb-key",
+                title="the ADB key",
+                verdict="fail",
+                evidence=f"no key at {path}",
+                source=source,
+                consequence="run `starebrain key show` to create it, then allow it on the phone",
+            ),
+            path,
+        )
+    try:
+        key = public_key_of(path)
+    except BridgeError as exc:
+        return (
+            Check(
+                name="adb-key",
+                title="the ADB key",
+                verdict="fail",
+                evidence=str(exc),
+                source=source,
+                consequence="no phone can be reached with it until it is mended",
+            ),
+            path,
+        )
+    return (
+        Check(
+            name="adb-key",
+            title="the ADB key",
+            verdict="ok",
+            evidence=f"{path} (0600), fingerprint {key.fingerprint}",
+            source=source,
+            consequence="the phone's prompt shows this fingerprint: compare it before Allow",
+        ),
+        path,
+    )
+
+
+def connect_check(device: str, error: str | None) -> Check:
+    """Whether the phone answered and has authorised the key."""
+    from android_bridge._doctor import Check
+
+    source = "system/core adb (the CNXN/AUTH handshake), android-10 to 15"
+    if error is None:
+        return Check(
+            name="connect",
+            title="the connection and the key's authorisation",
+            verdict="ok",
+            evidence=f"{device} answered and accepted the key",
+            source=source,
+            consequence="commands reach the phone",
+        )
+    unauthorised = "not authorised" in error
+    return Check(
+        name="connect",
+        title="the connection and the key's authorisation",
+        verdict="fail",
+        evidence=error,
+        source=source,
+        consequence=(
+            "tap Allow on the phone (compare the fingerprint above), then run doctor again"
+            if unauthorised
+            else "nothing can be checked on the phone: see that it is on, reachable and in"
+            " ADB over TCP (`adb tcpip 5555` over USB after a reboot)"
+        ),
+    )
+
+
+async def examine(
+    device: str, *, key_path: Path, timeout_s: float, read_as_system: bool
+) -> list[Check]:
+    """The connection's check, then the phone's own."""
+    from android_bridge import BridgeError, Device
+    from android_bridge._doctor import examine as examine_phone
+
+    try:
+        async with asyncio.timeout(timeout_s * 4):
+            handle = await Device.connect(
+                device,
+                key_path=key_path,
+                connect_timeout_s=timeout_s,
+                command_timeout_s=timeout_s,
+                read_as_system=read_as_system,
+            )
+            async with handle:
+                return [connect_check(device, None), *await examine_phone(handle)]
+    except TimeoutError:
+        return [connect_check(device, f"no answer within {timeout_s * 4:g} s")]
+    except (BridgeError, OSError) as exc:
+        return [connect_check(device, str(exc) or type(exc).__name__)]
+
+
+def report_data(device: str, checks: Sequence[Check]) -> dict[str, Any]:
+    """``--json``'s report: the phone, the worst verdict and each check."""
+    from android_bridge._doctor import worst
+
+    return {
+        "device": device,
+        "verdict": worst(checks),
+        "checks": [{field: getattr(check, field) for field in _FIELDS} for check in checks],
+    }
+
+
+def render(checks: Sequence[Check]) -> None:
+    """The table: one row per check."""
+    from starebrain_actions.render import output as _render
+
+    _render.Output().table(
+        ["check", "verdict", "evidence", "what follows", "source"],
+        [
+            [check.name, check.verdict.upper(), check.evidence, check.consequence, check.source]
+            for check in checks
+        ],
+    )
+
+
+@click.command("doctor")
+@device_option(
+    "device",
+    help=f"The phone to check, as HOST:PORT or usb:SERIAL. [default: ${DEVICE_ENV}]",
+)
+@key_option
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=Seconds(0.1, 120),
+    default=10.0,
+    show_default=True,
+    help="Seconds for each step (the handshake, each round trip), four times that in all.",
+)
+@json_option
+@click.pass_context
+def doctor_command(
+    ctx: click.Context,
+    device: str | None,
+    key_path: Path | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Check on one phone every assumption the guarantees rest on: the key, the shell's
+    uid, the release, the phone's identity, the clock, the default SMS app and chat, the
+    screen, Android's SMS limit, reading the SMS and MMS providers, the fence.
+
+    Each check says its verdict (ok, warn, fail), the evidence it read, what starebrain does
+    because of it and the AOSP source it is compared with. Sends nothing and writes no
+    ledger (the fence's directory is made if missing, as a send would). Exit status: 0
+    when no check fails (warnings allowed), 1 when one fails, 2 on a usage error.
+    """
+    from starebrain_actions.cli.context import CliUsageError, run, settings_of
+    from starebrain_actions.render import json_output as _render_json
+
+    if device is None:
+        raise CliUsageError(f"name the phone: --device HOST:PORT (or usb:SERIAL), or ${DEVICE_ENV}")
+    key, path = key_check(key_path)
+    checks = [key]
+    if key.verdict != "fail":
+        checks += run(
+            examine(
+                device,
+                key_path=path,
+                timeout_s=timeout_s,
+                read_as_system=settings_of(ctx).read_as_system,
+            )
+        )
+    if as_json:
+        _render_json.emit_json(report_data(device, checks))
+    else:
+        render(checks)
+    ctx.exit(1 if any(check.verdict == "fail" for check in checks) else 0)
