@@ -229,6 +229,8 @@ def send(
     never sent; or a limit: try later); 2 bad input or a changed intent under an existing
     action id, 1 anything else.
     """
+    # Over 80 lines only by its signature (one parameter per option) and its help text (the
+    # docstring is --help): the body is three steps, read the input, send, report.
     intent, policy = _send_input(
         to,
         body,
