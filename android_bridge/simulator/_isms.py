@@ -303,8 +303,12 @@ class IsmsHost:
         send_delay_ms: Callable[[], int],
         track: Callable[[Awaitable[None]], None],
         make_transmission: Callable[[str, str, int | None, int], Transmission],
+        code_shift: Callable[[], int] = lambda: 0,
     ) -> None:
         self.version = version
+        #: Methods an OEM's ``ISms`` declares before AOSP's (``_framework_jar``'s
+        #: ``vendor-reordered``): every code moves by this much.
+        self.code_shift = code_shift
         self.uid = uid
         self.now_ms = now_ms
         self.sim_sub_ids = sim_sub_ids
@@ -380,6 +384,7 @@ class IsmsService:
         if code < 1 or code > LAST_CODE:
             return UNKNOWN_TRANSACTION_TEXT
         layout = send_text_layout(self._host.version())
+        code -= self._host.code_shift()
         if code not in (layout.code, layout.options_code):
             return _no_exception()
         reader = _ParcelReader(data)

@@ -51,6 +51,7 @@ from android_bridge.simulator._files import (
     FileTree,
     toybox_release,
 )
+from android_bridge.simulator._framework_jar import FrameworkJarKind, SystemImage
 from android_bridge.simulator._isms import SHELL_PACKAGE, HeldSend, IsmsHost, IsmsService
 from android_bridge.simulator._platform import DEFAULT_RELEASE, android_release
 from android_bridge.simulator._shell import CommandFn, OutputFn, Session, Shell, TerminalHungUp
@@ -149,6 +150,7 @@ class SimulatedPhone:
         sms_default_setting: str | None = None,
         work_profile: bool = False,
         secondary_user_sms_app: str | None = None,
+        framework_jar: FrameworkJarKind = "aosp",
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -249,6 +251,8 @@ class SimulatedPhone:
         #: Every script adbd is running, and its task: what a SIGKILL reaches.
         self._scripts: dict[Session, asyncio.Task[object]] = {}
         self._framework_sends = 0
+        #: ``/system/framework/framework.jar`` and the tools that read it (``_framework_jar``).
+        self.system_image = SystemImage(lambda: self.release.version, framework_jar)
         #: ``service`` with ``isms`` behind it: the framework's send path (``_isms``).
         self._isms = IsmsService(self._isms_host())
 
@@ -765,6 +769,7 @@ class SimulatedPhone:
             # /system/xbin/su exists on userdebug and eng builds only (system/extras su).
             commands["su"] = SuCommand(caller, self._commands, self._file_commands)
         commands.update(self._file_commands(uid, identity).commands())
+        commands.update(self.system_image.commands(self._file_commands(uid, identity)))
         return commands
 
     def _file_commands(
@@ -822,6 +827,7 @@ class SimulatedPhone:
             send_delay_ms=lambda: self.send_delay_ms,
             track=track,
             make_transmission=transmission,
+            code_shift=lambda: 1 if self.system_image.kind == "vendor-reordered" else 0,
         )
 
     def _secure_setting(self, name: str) -> str | None:
