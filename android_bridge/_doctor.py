@@ -11,9 +11,11 @@ directory).
 The first round trip is the handle's own (``Device.facts``: ``id``, the release, the build,
 ``service check isms``, the phone's identity); the second (:func:`probe_commands`) reads the
 clock, the SMS role, the screen, Android's outgoing-SMS limit, one row of ``content://sms``
-and of ``content://mms`` exactly as the reads and sends ask for them, and tries the fence's
-symlinks in its own directory. Each check is a pure function of what was printed, so each
-verdict is tested on its own.
+and of ``content://mms`` exactly as the reads and sends ask for them, tries the fence's
+symlinks in its own directory, and asks the SMS provider what it shows the shell (which
+types, whether ``SqlQueryChecker`` guards it, the rows' subscriptions and the sent rows'
+``status``: :mod:`android_bridge._doctor_provider`). Each check is a pure function of what
+was printed, so each verdict is tested on its own.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Final, Literal
 
 import attrs
 
+from android_bridge import _doctor_provider as _provider
+from android_bridge._check import Check, Verdict
 from android_bridge._device import Device, DeviceFacts
 from android_bridge._dispatcher import AWAKE_LINE, KEYGUARD_HIDDEN, KEYGUARD_LINE, parse_clock
 from android_bridge._fence import FENCE_ROOT, SCRIPT, VOID
@@ -38,7 +42,6 @@ from android_bridge.exceptions import ReadFailed
 
 __all__ = ["Check", "Probe", "Verdict", "checks", "examine", "probe_commands", "worst"]
 
-Verdict = Literal["ok", "warn", "fail"]
 
 #: The releases the product models (``ro.build.version.sdk`` 29 to 35: Android 10 to 15).
 SUPPORTED_SDKS: Final = range(29, 36)
@@ -56,25 +59,6 @@ ANDROID_SMS_CHECK_PERIOD_MS: Final = 60_000
 CLOCK_SKEW_WARN_MS: Final = 60_000
 
 _SETTING = re.compile(r"-?\d{1,12}")
-
-
-@attrs.frozen(kw_only=True)
-class Check:
-    """One assumption, checked on the phone."""
-
-    #: a stable name (``shell-uid``, ``clock``…), what ``--json`` keys on
-    name: str
-    #: what is checked, in a few words
-    title: str
-    #: ``ok``: as the product assumes; ``warn``: it works, with the limit ``consequence``
-    #: says; ``fail``: a send would not work, or its proof would not hold, until it is mended
-    verdict: Verdict
-    #: what the phone printed, in a line
-    evidence: str
-    #: the AOSP source the fact is compared with (file, and the tags it was read at)
-    source: str
-    #: what the product does because of it (and, when not ok, what to do)
-    consequence: str
 
 
 @attrs.frozen(kw_only=True)
@@ -116,6 +100,7 @@ def probe_commands(fence_probe: str, *, prefix: str = "") -> list[str]:
         latest_mms_query(prefix=prefix),
         fence,
         "settings get global adb_allowed_connection_time",
+        *_provider.commands(prefix),
     ]
 
 
@@ -154,6 +139,10 @@ def checks(facts: DeviceFacts, probe: Probe) -> tuple[Check, ...]:
         sms_limit(steps[4].output, steps[5].output),
         provider("sms", steps[6]),
         provider("mms", steps[7]),
+        _provider.sms_view(facts, steps[10], steps[11]),
+        _provider.query_checker(facts, steps[6], steps[14]),
+        _provider.subscriptions(facts, steps[13]),
+        _provider.delivery_status(steps[11], steps[12]),
         fence(steps[8].output),
         adb_expiry(steps[9].output),
     )

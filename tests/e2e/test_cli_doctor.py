@@ -4,6 +4,7 @@ or configuration that makes one of its checks warn or fail."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge import Device, ensure_key
+from android_bridge._device import DeviceFacts
 from android_bridge._doctor import (
     Probe,
     adb_expiry,
@@ -22,6 +24,13 @@ from android_bridge._doctor import (
     sms_limit,
     worst,
 )
+from android_bridge._doctor_provider import (
+    FRAMEWORK_SUB_ID,
+    delivery_status,
+    query_checker,
+    sms_view,
+)
+from android_bridge._framework import FrameworkDispatcher
 from android_bridge._shell import StepOutput
 from starebrain_actions.cli.devices import DEVICE_ENV
 from starebrain_actions.cli.main import main
@@ -42,6 +51,10 @@ CHECKS = [
     "sms-limit",
     "sms-read",
     "mms-read",
+    "sms-view",
+    "query-checker",
+    "subscriptions",
+    "delivery-status",
     "fence",
     "adb-expiry",
 ]
@@ -56,11 +69,11 @@ def _no_device_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DEVICE_ENV, raising=False)
 
 
-async def doctor(*argv: str) -> tuple[Result, dict[str, Any]]:
-    """Run `starebrain doctor ARGV --json` in-process; its result and the report."""
+async def doctor(*argv: str, before: tuple[str, ...] = ()) -> tuple[Result, dict[str, Any]]:
+    """Run `starebrain BEFORE doctor ARGV --json` in-process; its result and the report."""
     runner = CliRunner()
     result = await asyncio.to_thread(
-        runner.invoke, main, ["doctor", *argv, "--json"], catch_exceptions=False
+        runner.invoke, main, [*before, "doctor", *argv, "--json"], catch_exceptions=False
     )
     return result, json.loads(result.stdout)
 
@@ -78,6 +91,7 @@ async def test_doctor_passes_on_every_release(
     (warn): neither stops a send. Each check carries evidence, a source and a consequence."""
     phone = await phone_factory(android=android)
     phone.store.insert_incoming("+12025550143", "hello", date_ms=1_700_000_000_000)
+    phone.store.insert_outgoing("+12025550143", "hi", date_ms=1_700_000_001_000, message_type=2)
     result, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
     assert 0 == result.exit_code, result.output
     assert CHECKS == [check["name"] for check in report["checks"]]
@@ -94,6 +108,13 @@ async def test_doctor_passes_on_every_release(
     source = "cmd role" if android >= 14 else "dumpsys role"
     assert f"(from {source})" in checks_["sms-role"]["evidence"]
     assert "604800000 ms (7 days)" in checks_["adb-expiry"]["evidence"]
+    # the provider as AOSP shows it to the shell: types 1 and 2, SqlQueryChecker from 10 r30,
+    # the subscription filter from 14
+    assert "types 1 and 2 only (1 sent row(s) visible)" in checks_["sms-view"]["evidence"]
+    assert "a sort with SELECT: refused" in checks_["query-checker"]["evidence"]
+    filtered = "on" if android >= 14 else "off"
+    assert f"filter {filtered} (sdk {SDK[android]})" in checks_["subscriptions"]["evidence"]
+    assert "status -1 (1)" in checks_["delivery-status"]["evidence"]
     for check in report["checks"]:
         assert check["evidence"] and check["source"] and check["consequence"], check
         assert (
@@ -242,3 +263,134 @@ def test_the_clock_skew_is_measured_against_the_middle_of_the_round_trip() -> No
 def test_worst_of_no_checks_is_ok() -> None:
     assert "ok" == worst([])
     assert callable(checks) and Probe  # the pure entry points the command builds on
+
+
+@pytest.mark.parametrize("android", [13, 14])
+async def test_the_subscription_filter_hides_a_removed_sims_rows_from_14(
+    phone_factory: PhoneFactory, adb_key_path: Path, android: int
+) -> None:
+    """A row of subscription 3, a SIM the phone no longer has: seen up to 13, hidden from 14
+    (ProviderUtil.getSelectionBySubIds), and the check says which."""
+    phone = await phone_factory(android=android, sim_sub_ids=(1,))
+    phone.store.insert_incoming("+12025550143", "now", date_ms=1_700_000_000_000, sub_id=1)
+    phone.store.insert_incoming("+12025550144", "then", date_ms=1_700_000_001_000, sub_id=3)
+    result, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
+    check = by_name(report)["subscriptions"]
+    assert "ok" == check["verdict"], check
+    if android >= 14:
+        assert "filter on (sdk 34); sub_id of the latest 1 row(s): 1 (1)" == check["evidence"]
+        assert "SIM since removed is hidden" in check["consequence"]
+    else:
+        assert (
+            "filter off (sdk 33); sub_id of the latest 2 row(s): 1 (1), 3 (1)"
+            == (check["evidence"])
+        )
+        assert "rows of every SIM ever used" in check["consequence"]
+    assert 0 == result.exit_code
+
+
+@pytest.mark.parametrize("android", [12, 15])
+async def test_a_sim_that_is_not_subscription_1_warns(
+    phone_factory: PhoneFactory, adb_key_path: Path, android: int
+) -> None:
+    """The phone's SIM is subscription 2 (a second SIM ever inserted): the framework path
+    sends on 1, which the framework drops silently, so the check warns and names the app
+    path."""
+    phone = await phone_factory(android=android, sim_sub_ids=(2,))
+    phone.store.insert_incoming("+12025550143", "hello", date_ms=1_700_000_000_000, sub_id=2)
+    result, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
+    check = by_name(report)["subscriptions"]
+    assert "warn" == check["verdict"], check
+    assert "2 (1)" in check["evidence"]
+    assert "--send-path ui" in check["consequence"]
+    assert 0 == result.exit_code
+
+
+async def test_reads_through_su_1000_see_the_types_the_restricted_view_hides(
+    phone_factory: PhoneFactory, adb_key_path: Path
+) -> None:
+    """A failed row (type 5) is hidden from the shell, as AOSP's sms_restricted view hides
+    it; read through `su 1000` it shows, and SqlQueryChecker does not apply to the system
+    uid."""
+    phone = await phone_factory(android=13, build_type="userdebug")
+    phone.store.insert_outgoing("+12025550143", "sent", date_ms=1_700_000_000_000, message_type=2)
+    failed = phone.store.insert_outgoing(
+        "+12025550143", "lost", date_ms=1_700_000_001_000, message_type=5
+    )
+    argv = ("--device", phone.serial, "--key", str(adb_key_path))
+    _, report = await doctor(*argv)
+    checks_ = by_name(report)
+    assert ("ok", "types 1 and 2 only (1 sent row(s) visible), as AOSP's restricted view") == (
+        checks_["sms-view"]["verdict"],
+        checks_["sms-view"]["evidence"],
+    )
+    assert "refused" in checks_["query-checker"]["evidence"]
+    result, report = await doctor(*argv, before=("--read-as-system",))
+    checks_ = by_name(report)
+    assert "ok" == checks_["sms-view"]["verdict"]
+    assert (
+        f"through su 1000: 1 sent row(s); a type 5 row (_id {failed}) visible"
+        == (checks_["sms-view"]["evidence"])
+    )
+    assert ("ok", "a sort with SELECT: answered through su 1000") == (
+        checks_["query-checker"]["verdict"],
+        checks_["query-checker"]["evidence"],
+    )
+    assert 0 == result.exit_code
+
+
+async def test_delivery_evidence_is_told_per_writing_path(
+    phone_factory: PhoneFactory, adb_key_path: Path
+) -> None:
+    """Sent rows of the framework path (creator com.android.shell, no delivery report asked:
+    status -1) and of an app with delivery reports on (status 0, complete): the check says
+    which path writes `status`."""
+    phone = await phone_factory(android=14)
+    common = dict(address="+12025550143", type=2, sub_id=1, date=1_700_000_000_000)
+    phone.store.insert(body="a", status=-1, creator="com.android.shell", **common)
+    phone.store.insert(body="b", status=0, creator="com.google.android.apps.messaging", **common)
+    phone.store.insert(body="c", status=32, creator="com.google.android.apps.messaging", **common)
+    _, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
+    check = by_name(report)["delivery-status"]
+    assert "ok" == check["verdict"], check
+    assert (
+        "com.android.shell (framework): status -1 (1);"
+        " com.google.android.apps.messaging (app): status 0 (1), 32 (1)"
+    ) == check["evidence"]
+    assert check["consequence"].startswith(
+        "com.google.android.apps.messaging writes it (delivery reports on)"
+    )
+
+
+def test_the_provider_checks_judge_what_differs_from_aosp() -> None:
+    """A restricted view that shows a failed row, a provider that runs a query with SELECT,
+    a phone with no row to compare with, creators that changed mid-read: each warns, none
+    fails, and none turns into a proof."""
+    shell = DeviceFacts(mode="shell", uid=2000, region=None, sdk=34)
+    hidden = step("Row: 0 _id=9, type=5\n")
+    sent = step("Row: 0 _id=8, status=-1, sub_id=1\n")
+    assert "warn" == sms_view(shell, hidden, sent).verdict
+    assert "warn" == sms_view(shell, step("No result found.\n"), step("No result found.\n")).verdict
+    latest = step("Row: 0 _id=9, date=1700000000000\n")
+    answered = query_checker(shell, latest, step("Row: 0 _id=9\n"))
+    assert "warn" == answered.verdict
+    assert answered.evidence.startswith("a sort with SELECT: answered: no checker")
+    assert "ok" == query_checker(shell, latest, step("No result found.\n")).verdict
+    assert "warn" == query_checker(shell, step("No result found.\n"), step("")).verdict
+    moved = delivery_status(sent, step("Row: 0 _id=7, creator=com.android.shell\n"))
+    assert "warn" == moved.verdict
+    assert "ok" == delivery_status(sent, step("Row: 0 _id=8, creator=com.android.shell\n")).verdict
+
+
+def test_the_framework_path_sends_on_the_subscription_the_check_compares() -> None:
+    default = inspect.signature(FrameworkDispatcher).parameters["sub_id"].default
+    assert FRAMEWORK_SUB_ID == default
+
+
+def test_the_docs_table_names_every_check() -> None:
+    """docs/cli.md's doctor table has a row for every check doctor prints."""
+    docs = (Path(__file__).parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## `doctor`") :]
+    section = section[: section.index("\n## ", 1)]
+    for name in CHECKS:
+        assert f"`{name}`" in section, name
