@@ -40,6 +40,7 @@ from android_bridge._dex import DexUnreadable, jar_static_ints
 from android_bridge._doctor import Check
 from android_bridge._framework import SEND_TEXT_CODES
 from android_bridge._shell import posix_quote
+from android_bridge.exceptions import BridgeError
 
 __all__ = [
     "FRAMEWORK_JAR",
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_JAR_BYTES",
     "CodesUnproven",
     "IsmsCodes",
+    "check_framework_codes",
     "framework_codes_check",
     "isms_codes_commands",
     "parse_isms_codes",
@@ -156,6 +158,21 @@ def parse_isms_codes(
         send_multipart=constants.get(_SEND_MULTIPART),
         jar_bytes=size,
     )
+
+
+async def check_framework_codes(device: Device) -> Check:
+    """doctor's ``framework-codes`` check on ``device`` (one round trip after the handle's
+    facts). A transport failure while the jar comes (a slow link and a big jar: the
+    command's timeout) is a warning that says so, not a failure of the whole doctor."""
+    sdk = (await device.facts()).sdk
+    try:
+        found = await read_isms_codes(device)
+    except BridgeError as exc:
+        found = CodesUnproven(
+            reason=f"{FRAMEWORK_JAR} could not be pulled ({exc}); a slow link needs a longer"
+            " --timeout"
+        )
+    return framework_codes_check(found, sdk)
 
 
 def _shown(output: str) -> str:

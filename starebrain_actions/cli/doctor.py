@@ -121,6 +121,7 @@ async def examine(
     """The connection's check, then the phone's own."""
     from android_bridge import BridgeError, Device
     from android_bridge._doctor import examine as examine_phone
+    from android_bridge._isms_codes import check_framework_codes
 
     try:
         async with asyncio.timeout(timeout_s * 4):
@@ -132,7 +133,8 @@ async def examine(
                 read_as_system=read_as_system,
             )
             async with handle:
-                return [connect_check(device, None), *await examine_phone(handle)]
+                found = [connect_check(device, None), *await examine_phone(handle)]
+                return [*found, await check_framework_codes(handle)]
     except TimeoutError:
         return [connect_check(device, f"no answer within {timeout_s * 4:g} s")]
     except (BridgeError, OSError) as exc:

@@ -57,6 +57,7 @@ CHECKS = [
     "delivery-status",
     "fence",
     "adb-expiry",
+    "framework-codes",
 ]
 
 
