@@ -1,24 +1,26 @@
 """``starebrain devices``: every phone the ledger or the user names, whether it answers, its
 identity and the ledger's name for it with the addresses it was reached at, its Android
-release, its default SMS app, which attempt holds its lease, and the path a send with
-``--send-path auto`` would take.
+release, its default SMS app, which attempt holds its lease, the path a send with
+``--send-path auto`` would take, and ``doctor``'s checks of it in a line.
 
 Each phone is asked in one connection and two round trips after the handshake (the handle's
 facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
 holder, read exactly as the send script's ``role`` check reads it:
 ``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
 timeout. The ``auto`` path is chosen as a send chooses it (``phone.android.choose_send_path``),
-from the ledger's latest attempts on the phone. A phone that does not answer is a row saying
-why, not a failure of the command.
+from the ledger's latest attempts on the phone. ``doctor``'s checks (``android_bridge._doctor
+.examine``) take one more round trip in the same connection, with a budget of their own. A
+phone that does not answer is a row saying why, not a failure of the command.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import click
@@ -32,6 +34,9 @@ from starebrain_actions.cli.options import (
 )
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
 from starebrain_actions.ledger.phones import PhoneInfo
+
+if TYPE_CHECKING:
+    from android_bridge import Device
 
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
@@ -50,6 +55,16 @@ class Lease:
     attempt: int
     #: when it was dispatched
     since: datetime
+
+
+@attrs.frozen(kw_only=True)
+class CheckVerdict:
+    """One of ``starebrain doctor``'s checks, as ``devices`` reports it."""
+
+    #: the check's name, as ``doctor`` prints it (``screen``, ``sms-role``…)
+    name: str
+    #: ``ok``, ``warn`` or ``fail``
+    verdict: str
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +113,11 @@ class DeviceReport:
     #: something to know about the phone at this address (another phone than the ledger met
     #: there before)
     note: str | None = None
+    #: ``doctor``'s checks in a line: ``ok``, ``N warn`` or ``FAIL: name, …``; ``? why`` when
+    #: they could not run; None when the phone did not answer
+    doctor: str | None = None
+    #: each of ``doctor``'s checks on the phone with its verdict, in ``doctor``'s order
+    checks: tuple[CheckVerdict, ...] = ()
 
 
 def lease_holders(in_flight: Sequence[ActionRecord]) -> dict[str, Lease]:
@@ -153,12 +173,16 @@ async def probe(
     async def proof(_device: str, build: str) -> tuple[bool, str]:
         return framework_proven((records or {}).get(_device, []), build)
 
-    try:
-        async with asyncio.timeout(timeout_s * 4):
-            handle = await Device.connect(
-                device, key_path=key_path, connect_timeout_s=timeout_s, command_timeout_s=timeout_s
-            )
-            async with handle:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            async with asyncio.timeout(timeout_s * 4):
+                handle = await Device.connect(
+                    device,
+                    key_path=key_path,
+                    connect_timeout_s=timeout_s,
+                    command_timeout_s=timeout_s,
+                )
+                await stack.enter_async_context(handle)
                 facts = await handle.facts()
                 release, role = await handle.run(
                     [
@@ -173,11 +197,14 @@ async def probe(
                     proof if records is not None else None,
                     known.key if known is not None else device,
                 )
-    except TimeoutError:
-        return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
-    except (BridgeError, ValueError, OSError) as exc:
-        message = str(exc) or type(exc).__name__
-        return False, {"error": message if device in message else f"{device}: {message}"}
+        except TimeoutError:
+            return False, {"error": f"{device}: no answer within {timeout_s * 4:g} s"}
+        except (BridgeError, ValueError, OSError) as exc:
+            message = str(exc) or type(exc).__name__
+            return False, {"error": message if device in message else f"{device}: {message}"}
+        # doctor's checks, in the same connection, with a budget of their own: a phone too
+        # slow for them still answers, with a `?`
+        checks = await doctor_checks(handle, timeout_s)
     here = next((phone for phone in phones if device in phone.addresses), None)
     moved = None
     if here is not None and (known is None or known.key != here.key) and here.identity:
@@ -197,7 +224,34 @@ async def probe(
         "build": facts.build or None,
         "auto_send_path": path,
         "auto_send_path_why": why,
+        **checks,
     }
+
+
+async def doctor_checks(handle: Device, timeout_s: float) -> dict[str, Any]:
+    """``doctor``'s checks on an open ``handle`` (one more round trip, within ``timeout_s``
+    and twice that in all): the ``doctor`` line and ``checks`` of :class:`DeviceReport`."""
+    from android_bridge import BridgeError
+    from android_bridge._doctor import examine
+
+    try:
+        async with asyncio.timeout(timeout_s * 2):
+            found = await examine(handle)
+    except TimeoutError:
+        return {"doctor": f"? no answer within {timeout_s * 2:g} s"}
+    except BridgeError as exc:
+        return {"doctor": f"? {str(exc)[:80] or type(exc).__name__}"}
+    verdicts = tuple(CheckVerdict(name=check.name, verdict=check.verdict) for check in found)
+    return {"doctor": doctor_line(verdicts), "checks": verdicts}
+
+
+def doctor_line(verdicts: Sequence[CheckVerdict]) -> str:
+    """``ok``; ``N warn``; or ``FAIL: `` and the failing checks' names."""
+    failed = [check.name for check in verdicts if check.verdict == "fail"]
+    if failed:
+        return "FAIL: " + ", ".join(failed)
+    warned = sum(check.verdict == "warn" for check in verdicts)
+    return f"{warned} warn" if warned else "ok"
 
 
 def phone_for(address: str, identity: str | None, phones: Sequence[PhoneInfo]) -> PhoneInfo | None:
@@ -334,6 +388,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
                 sms_app,
                 report.sms_app_source or "-",
                 report.auto_send_path or "-",
+                report.doctor or "-",
                 lease,
                 report.error or report.note or "-",
             ]
@@ -348,6 +403,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
             "sms app",
             "sms app from",
             "auto path",
+            "doctor",
             "lease",
             "error",
         ],
@@ -382,7 +438,8 @@ def devices_command(
     as_json: bool,
 ) -> None:
     """List the phones: each one the ledger's attempts name or --device gives, whether it
-    answers, its Android release, its default SMS app and the attempt holding it.
+    answers, its Android release, its default SMS app, the attempt holding it and `doctor`'s
+    checks of it in a line (`ok`, `N warn`, `FAIL: name`).
 
     Never sends and never writes. Exit status: 0 when at least one phone answered and every
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none

@@ -15,11 +15,23 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import ActionRecord, Ledger, RetryPolicy, SmsIntent, fail_delivery
-from starebrain_actions.cli.devices import DEVICE_ENV, lease_holders, role_fields
+from starebrain_actions.cli.devices import (
+    DEVICE_ENV,
+    CheckVerdict,
+    doctor_line,
+    lease_holders,
+    role_fields,
+)
 from starebrain_actions.cli.main import main
 from starebrain_actions.core.model import ReviewReason
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import BODY, RECIPIENT
+from tests.e2e.test_cli_doctor import CHECKS
+
+#: doctor's checks of the phone in its probe round trip, which devices runs too (not the
+#: key's, the connection's, nor framework-codes, which pulls framework.jar in a round trip of
+#: its own).
+PHONE_CHECKS = [name for name in CHECKS if name not in ("adb-key", "connect", "framework-codes")]
 
 SENT = 2
 
@@ -78,8 +90,10 @@ async def test_devices_reports_release_sms_app_and_answer(
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
     expected = [
         "-", f"android_id:{phone.android_id}", "yes", "13", "(API", "33)",
-        "com.samsung.android.messaging", "dumpsys", "role", "ui", "-", "-",
+        "com.samsung.android.messaging", "dumpsys", "role", "ui", "5", "warn", "-", "-",
     ]  # fmt: skip
+    # doctor's warnings on an empty phone with Samsung Messages: chat may be on, no SMS or MMS
+    # row to read, no sent row to see the view by, no row to try SqlQueryChecker on
     assert expected == row.split()[1:]
     assert not ledger_path.exists()
 
@@ -130,6 +144,11 @@ async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
     assert 0 == result.exit_code, result.output
     data = json.loads(result.stdout)
     (row,) = data["devices"]
+    checks = {check["name"]: check["verdict"] for check in row.pop("checks")}
+    assert "ok" == checks["rcs"]  # AOSP Messaging: no chat
+    assert {"sms-read", "mms-read", "sms-view", "query-checker"} == {
+        name for name, verdict in checks.items() if verdict == "warn"
+    }  # an empty phone
     assert {
         "device": phone.serial,
         "phone": None,
@@ -151,6 +170,7 @@ async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
         "auto_send_path": "ui",
         # no ledger yet: nothing can prove the framework path
         "auto_send_path_why": "no ledger to prove the framework path by",
+        "doctor": "4 warn",
     } == row
     assert (1, 0) == (data["answered"], data["exit_code"])
     assert 1 == data["schema_version"]
@@ -415,8 +435,8 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     assert expected[1][2].startswith("android_id:")
     assert actual[1][2] == f"android_id:{phone.android_id}"
     assert expected[1][:2] + expected[1][3:] == actual[1][:2] + actual[1][3:]
-    assert expected[2][:9] == actual[2][:9]
-    assert "GONE:" == actual[2][9]
+    assert expected[2][:10] == actual[2][:10]
+    assert "GONE:" == actual[2][10]
     assert ["$ echo $?", "0"] == after
 
 
@@ -465,3 +485,41 @@ async def test_an_empty_postgresql_schema_is_no_ledger_yet_as_a_missing_file_is(
     finally:
         await raw.close()
     assert 0 == tables
+
+
+async def test_devices_sums_up_doctors_checks_without_changing_its_exit_status(
+    phone_factory: PhoneFactory, adb_key_path: Path
+) -> None:
+    """A locked phone answers (exit 0, as before), and its `doctor` column names the failing
+    check; `--json` carries every check's name and verdict, the same as `doctor` gives."""
+    locked = await phone_factory(android=13, screen="locked")
+    fine = await phone_factory(android=14, app="aosp")
+    fine.store.insert_incoming("+12025550143", "hello", date_ms=1_700_000_000_000)
+    fine.store.insert_outgoing("+12025550143", "hi", date_ms=1_700_000_001_000, message_type=2)
+    fine.store.insert_incoming_mms("+12025550143", "pic", date_ms=1_700_000_002_000)
+    argv = ["--key", str(adb_key_path)]
+    result = await cli("devices", "--device", locked.serial, "--device", fine.serial, *argv)
+    assert 0 == result.exit_code, result.output
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert "  FAIL: screen  " in rows[locked.serial]
+    assert "  ok  " in rows[fine.serial]
+    result = await cli("devices", "--device", locked.serial, *argv, "--json")
+    device = json.loads(result.stdout)["devices"][0]
+    assert "FAIL: screen" == device["doctor"]
+    doctor = await cli("doctor", "--device", locked.serial, *argv, "--json")
+    verdicts = {check["name"]: check["verdict"] for check in json.loads(doctor.stdout)["checks"]}
+    # the phone's checks of doctor's probe round trip (not the key's, nor the connection's)
+    assert [name for name in PHONE_CHECKS] == [check["name"] for check in device["checks"]]
+    assert [verdicts[name] for name in PHONE_CHECKS] == [
+        check["verdict"] for check in device["checks"]
+    ]
+
+
+def test_the_doctor_line_names_failures_and_counts_warnings() -> None:
+    def line(*verdicts: str) -> str:
+        return doctor_line([CheckVerdict(name=f"c{i}", verdict=v) for i, v in enumerate(verdicts)])
+
+    assert "ok" == line("ok", "ok")
+    assert "ok" == line()
+    assert "2 warn" == line("warn", "ok", "warn")
+    assert "FAIL: c1, c2" == line("warn", "fail", "fail")
