@@ -72,6 +72,7 @@ from android_bridge.simulator._shell import CommandFn, Output
 
 __all__ = [
     "FRAMEWORK_JAR",
+    "FRAMEWORK_JAR_KINDS",
     "ISMS_STUB",
     "FrameworkJarKind",
     "SystemImage",

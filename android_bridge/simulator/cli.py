@@ -24,6 +24,7 @@ from android_bridge.simulator._apps import (
 )
 from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS, SCREEN_STATES, Screen
 from android_bridge.simulator._faults import Fault, parse_fault
+from android_bridge.simulator._framework_jar import FRAMEWORK_JAR_KINDS, FrameworkJarKind
 from android_bridge.simulator._phone import SimulatedPhone
 from android_bridge.simulator._platform import DEFAULT_RELEASE
 
@@ -283,6 +284,15 @@ _FAULT_HELP = (
     metavar="PACKAGE",
     help="The phone has a secondary user whose default SMS app is PACKAGE.",
 )
+@click.option(
+    "--framework-jar",
+    type=click.Choice(sorted(FRAMEWORK_JAR_KINDS)),
+    default="aosp",
+    show_default=True,
+    help="How /system/framework/framework.jar is built: AOSP's (its ISms$Stub proves the isms"
+    " codes), stripped of its DEX, a DEX 041, without ISms$Stub, unreadable by the shell,"
+    " missing, or an OEM's ISms with one method more in front (every isms code moves by one).",
+)
 @click.option("--seed", type=int, default=None, help="Seed for --background-sends.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every packet-level event.")
 def simulator_command(
@@ -317,6 +327,7 @@ def simulator_command(
     sms_default_setting: str | None,
     work_profile: bool,
     secondary_user_sms_app: str | None,
+    framework_jar: str,
     seed: int | None,
     verbose: bool,
 ) -> None:
@@ -377,6 +388,7 @@ def simulator_command(
         sms_default_setting=sms_default_setting,
         work_profile=work_profile,
         secondary_user_sms_app=secondary_user_sms_app,
+        framework_jar=cast(FrameworkJarKind, framework_jar),
         seed=seed,
     )
     try:

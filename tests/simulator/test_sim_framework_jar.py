@@ -4,10 +4,14 @@ the phone's own ``isms`` service answers to, and the configurations that make it
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import shlex
+import signal
+from pathlib import Path
 
 import pytest
+from adb_shell.adb_device_async import AdbDeviceTcpAsync
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge._dex import DexUnreadable, jar_static_ints
@@ -17,6 +21,7 @@ from android_bridge.simulator._framework_jar import (
     framework_jar,
 )
 from tests.conftest import PhoneFactory
+from tests.simulator.test_sim_cli import _LISTENING, _spawn
 from tests.simulator.test_sim_isms import OK, call, shell
 
 RELEASES = [10, 11, 12, 13, 14, 15]
@@ -151,3 +156,27 @@ async def test_vendor_reordered_isms_answers_its_own_codes(
     assert [] == phone.transmissions
     assert OK == await shell(phone, adb_signer, call(version, "b", code=aosp + 1))
     assert ["b"] == [transmission.body for transmission in phone.transmissions]
+
+
+async def test_cli_option_reaches_the_phone(
+    tmp_path: Path, authorized_keys_path: Path, adb_signer: PythonRSASigner
+) -> None:
+    """`starebrain simulator --framework-jar missing` serves no jar: stat says so."""
+    process = await _spawn(
+        "--port", "0", "--store", str(tmp_path / "cli.db"),
+        "--authorized-keys", str(authorized_keys_path), "--framework-jar", "missing",
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(20):
+            match = _LISTENING.match((await process.stdout.readline()).decode())
+        assert match is not None
+        device = AdbDeviceTcpAsync("127.0.0.1", int(match.group(1)), default_transport_timeout_s=5)
+        await device.connect(rsa_keys=[adb_signer], auth_timeout_s=5)
+        output = await device.shell(f"stat -c %s {FRAMEWORK_JAR}; echo $?")
+        await device.close()
+        assert f"stat: '{FRAMEWORK_JAR}': No such file or directory\n1\n" == output
+    finally:
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            await process.communicate()
