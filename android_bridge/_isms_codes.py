@@ -14,7 +14,8 @@ do not strip) dex files from boot class path jars", read at the soong commits of
 android-10.0.0_r31 to 14.0.0_r11), mode 0644 (system/core ``libcutils/fs_config.cpp``
 ``system/framework/*``).
 
-:func:`read_isms_codes` reads it in one round trip: toybox ``stat -c %s`` of the jar, then,
+:func:`read_isms_codes` reads it in one round trip: toybox ``stat -L -c %s`` of the jar
+(the size of the file, a symlink followed), then,
 only when it is at most :data:`MAX_JAR_BYTES`, ``base64`` of it (``Device.run`` needs UTF-8
 text; toybox's ``base64`` is in Android's toybox on 10 to 15, LineageOS
 ``android_external_toybox`` ``lineage-17.1`` and ``lineage-18.1`` ``Android.bp``), then
@@ -97,8 +98,8 @@ def isms_codes_commands(max_bytes: int = MAX_JAR_BYTES) -> list[str]:
     enough (checked on the phone, so a big jar never crosses the link)."""
     jar = posix_quote(FRAMEWORK_JAR)
     return [
-        f"stat -c %s {jar}",
-        f'[ "$(stat -c %s {jar})" -le {max_bytes} ] && base64 {jar}',
+        f"stat -L -c %s {jar}",
+        f'[ "$(stat -L -c %s {jar})" -le {max_bytes} ] && base64 {jar}',
     ]
 
 

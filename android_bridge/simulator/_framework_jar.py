@@ -36,8 +36,9 @@ What is modelled, and where it comes from:
 * **toybox** (``toys/other/stat.c`` and ``toys/other/base64.c``, LineageOS
   ``android_external_toybox`` ``lineage-17.1`` (0.8.0) and ``lineage-18.1``, both in
   Android's toybox symlinks; built ``-funsigned-char``, so bytes over 0x7f encode right):
-  ``stat -c FORMAT FILE`` prints the format with ``%s`` (size), ``%n`` (the name), ``%a``
-  (octal mode), ``%u``/``%g`` and ``%%``, then a newline; a file it cannot ``lstat`` prints
+  ``stat [-L] -c FORMAT FILE`` (``-L``: ``stat``, not ``lstat``) prints the format with
+  ``%s`` (size), ``%n`` (the name), ``%a`` (octal mode), ``%u``/``%g`` and ``%%``, then a
+  newline; a file it cannot ``lstat`` (``stat``) prints
   ``stat: 'FILE': <strerror>``, status 1 (``perror_msg("'%s'")``). ``base64 [-w N] FILE``
   prints the encoding wrapped every N columns (76 by default), then a newline unless the
   last line was just ended; with ``-w 0`` no wrapping and no final newline (``wraputchar``
@@ -219,8 +220,8 @@ class SystemImage:
     def _on_system(self, path: str) -> bool:
         return posixpath.normpath(path).startswith("/system/") or path.rstrip("/") == "/system"
 
-    def _lookup(self, files: FileCommands, path: str) -> tuple[int, int, int, int]:
-        """(size, mode, uid, gid) of ``path`` (``lstat``).
+    def _lookup(self, files: FileCommands, path: str, *, follow: bool) -> tuple[int, int, int, int]:
+        """(size, mode, uid, gid) of ``path`` (``stat`` when ``follow``, else ``lstat``).
 
         Raises:
             FsError: as ``lstat(2)``.
@@ -230,7 +231,10 @@ class SystemImage:
             return len(found[0]), found[1], 0, 0
         if self._on_system(path):
             raise FsError(ENOENT)
-        info = files.tree.lstat(files.cred, files.cwd, path)
+        if follow:
+            info = files.tree.stat(files.cred, files.cwd, path)
+        else:
+            info = files.tree.lstat(files.cred, files.cwd, path)
         return info.size, info.mode, info.uid, info.gid
 
     def _read(self, files: FileCommands, path: str) -> bytes:
@@ -250,14 +254,16 @@ class SystemImage:
         return files.tree.read(files.tree.open(files.cred, files.cwd, path, write=False))
 
     def _stat(self, files: FileCommands, argv: list[str]) -> Output:
-        if len(argv) < 4 or argv[1] != "-c":
-            return Output.err("stat: only 'stat -c FORMAT FILE...' is modelled\n")
-        fmt, names = argv[2], argv[3:]
+        follow = argv[1:2] == ["-L"]
+        args = argv[2:] if follow else argv[1:]
+        if len(args) < 3 or args[0] != "-c":
+            return Output.err("stat: only 'stat [-L] -c FORMAT FILE...' is modelled\n")
+        fmt, names = args[1], args[2:]
         out: list[tuple[int, str]] = []
         status = 0
         for name in names:
             try:
-                size, mode, uid, gid = self._lookup(files, name)
+                size, mode, uid, gid = self._lookup(files, name, follow=follow)
             except FsError as exc:
                 out.append((2, f"stat: '{name}': {STRERROR.get(exc.errno, exc.errno)}\n"))
                 status = 1

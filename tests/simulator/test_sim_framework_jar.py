@@ -95,6 +95,19 @@ async def test_base64_of_a_file_in_the_tree(
     assert "57\n" + base64.b64encode(data.encode()).decode() + "\n" == output
 
 
+async def test_stat_L_follows_a_symlink_and_plain_stat_does_not(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """stat -c %s of a symlink is the link's own size (lstat); with -L, its target's."""
+    phone = await phone_factory(android=10)
+    tmp = "/data/local/tmp"
+    command = (
+        f"echo -n 123456789 > {tmp}/f && ln -s f {tmp}/l"
+        f" && stat -c %s {tmp}/l && stat -L -c %s {tmp}/l"
+    )
+    assert "1\n9\n" == await shell(phone, adb_signer, command)
+
+
 async def test_missing_file_errors_as_toybox(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
