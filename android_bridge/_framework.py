@@ -82,7 +82,8 @@ SHELL_PACKAGE: Final = "com.android.shell"
 #: before it, and the 11+ layout, with ``callingAttributionTag``, as read in copies of the
 #: file at untagged commits, agreeing with vendor builds' generated stubs; not read at each
 #: release tag, which is why the product's ``auto`` path also wants a confirmed send on the
-#: phone's own build before it trusts a code).
+#: phone's own build before it trusts a code; ``starebrain doctor`` compares it with the
+#: constant in the phone's own ``ISms$Stub``: :mod:`android_bridge._isms_codes`).
 SEND_TEXT_CODES: Final = {29: 6, 30: 5, 31: 5, 32: 5, 33: 5, 34: 5, 35: 5}
 #: ``SmsUsageMonitor.DEFAULT_SMS_MAX_COUNT`` sends per ``DEFAULT_SMS_CHECK_PERIOD`` (60 s).
 SMS_MAX_COUNT: Final = 30
