@@ -142,6 +142,7 @@ class SmsAgent:
         send_path: str = "auto",
         deadline_s: float | None = None,
         gate: Policy | None = None,
+        check: bool = False,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
         ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
@@ -160,6 +161,9 @@ class SmsAgent:
         ``deadline_s``: connecting (with its first round trips) must be over within this
         many seconds, or PhoneUnavailable. ``gate``: the policy gate's rules
         (``core.policy.load_policy``), checked before every attempt (None: no gate).
+        ``check``: run ``starebrain doctor``'s checks of the phone on connecting (one more
+        round trip), and refuse a phone on which one fails (a locked screen, no default SMS
+        app, a fence the shell cannot use...) before anything is recorded.
         ``poll_interval_s``: the longest wait between two reads of the phone while an outcome
         is unproven (after a send, the first read comes when this phone's rows have shown up
         before, learnt per phone and seeded from the ledger, then reads come 50 ms apart, the
@@ -167,7 +171,9 @@ class SmsAgent:
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
-            PhoneUnavailable: the phone cannot be reached (nothing is recorded).
+            PhoneUnavailable: the phone cannot be reached, or with ``check``, one of the
+                checks fails (its message names each failing check, what it read and what
+                follows; ``retryable`` False) (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
         async with Ledger.open(db) as ledger:
@@ -182,6 +188,12 @@ class SmsAgent:
                 read_as_system=read_as_system,
                 send_path=send_path,
             )
+            if check:
+                try:
+                    await _refuse_failing_checks(phone)
+                except BaseException:
+                    await phone.close()
+                    raise
             binding = await phone.bind_in(ledger)
             if phone.path_choice:
                 _log.info(
@@ -503,6 +515,26 @@ class SmsAgent:
             return False
         await asyncio.sleep(min(self.poll_interval_s if seconds is None else seconds, left))
         return True
+
+
+async def _refuse_failing_checks(phone: AndroidPhone) -> None:
+    """``SmsAgent.open(check=True)``: doctor's checks of ``phone``, and a refusal naming each
+    one that fails (warnings pass: the product works with them, within their limits).
+
+    Raises:
+        PhoneUnavailable: a check failed (``retryable`` False: someone must mend the phone),
+            or the checks could not run (``retryable`` True).
+    """
+    from starebrain_actions.phone.android import PhoneUnavailable
+
+    failed = [check for check in await phone.checks() if check.verdict == "fail"]
+    if failed:
+        reasons = "; ".join(
+            f"{check.name} ({check.evidence}): {check.consequence}" for check in failed
+        )
+        raise PhoneUnavailable(
+            f"{phone.device}: doctor's checks failed: {reasons}", retryable=False
+        )
 
 
 async def _connect(

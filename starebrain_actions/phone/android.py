@@ -57,6 +57,7 @@ from starebrain_actions.core.ports import DispatchReceipt, FenceCheck, OutgoingM
 from starebrain_actions.phone.send_path import check_send_path, framework_refusal
 
 if TYPE_CHECKING:
+    from android_bridge._check import Check
     from starebrain_actions.ledger.phones import PhoneBinding
     from starebrain_actions.ledger.store import Ledger
 
@@ -611,6 +612,22 @@ class AndroidPhone:
             else normalize_body(message.body, loose_whitespace=self._loose_whitespace)
         )
         return recipient_key, body
+
+    async def checks(self) -> tuple[Check, ...]:
+        """``starebrain doctor``'s checks of this phone, in one more round trip
+        (``android_bridge._doctor.examine``).
+
+        Raises:
+            PhoneUnavailable: the phone could not be asked (retryable: nothing was sent).
+        """
+        from android_bridge._doctor import examine
+
+        try:
+            return await examine(self._device)
+        except BridgeError as exc:
+            raise PhoneUnavailable(
+                f"{self.device}: doctor's checks could not run: {exc}", retryable=True
+            ) from exc
 
     async def close(self) -> None:
         """Close the ADB connection."""
