@@ -59,9 +59,9 @@ _CHECKER_SOURCE: Final = (
 )
 _SUB_SOURCE: Final = (
     "TelephonyProvider ProviderUtil.getSelectionBySubIds (sub_id IN (the user's"
-    " subscriptions, -1), every caller), SmsProvider.query, from android-14.0.0_r1; none up to"
-    " android-13.0.0_r1; frameworks/opt/telephony SmsController (a send on a subscription the"
-    " phone lacks)"
+    " subscriptions, -1), every caller), SmsProvider.query, from android-14.0.0_r1; absent up"
+    " to android-13.0.0_r30; frameworks/opt/telephony SmsController (a send on a subscription"
+    " the phone lacks)"
 )
 _STATUS_SOURCE: Final = (
     "frameworks/base Telephony.Sms (status -1 none, 0 complete, 32 pending, 64 failed;"
