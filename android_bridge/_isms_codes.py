@@ -36,9 +36,9 @@ from typing import Final
 
 import attrs
 
+from android_bridge._check import Check
 from android_bridge._device import Device
 from android_bridge._dex import DexUnreadable, jar_static_ints
-from android_bridge._doctor import Check
 from android_bridge._framework import SEND_TEXT_CODES
 from android_bridge._shell import posix_quote
 from android_bridge.exceptions import BridgeError
