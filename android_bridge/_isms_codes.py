@@ -154,9 +154,15 @@ def parse_isms_codes(
         )
     if _SEND_TEXT not in constants:
         return CodesUnproven(reason=f"ISms$Stub has no {_SEND_TEXT}")
+    if constants[_SEND_TEXT] < 1:
+        # a transaction code is FIRST_CALL_TRANSACTION (1) + n: 0 means the DEX holds no
+        # constant for the field (its static_values stop before it, as when a build sets it
+        # in <clinit> instead), which proves nothing, not a code of 0
+        return CodesUnproven(reason=f"ISms$Stub's {_SEND_TEXT} has no constant value in the DEX")
+    multipart = constants.get(_SEND_MULTIPART)
     return IsmsCodes(
         send_text=constants[_SEND_TEXT],
-        send_multipart=constants.get(_SEND_MULTIPART),
+        send_multipart=multipart if multipart is not None and multipart >= 1 else None,
         jar_bytes=size,
     )
 

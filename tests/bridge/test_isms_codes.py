@@ -6,6 +6,8 @@ phone can have that proves nothing, failed for a jar that proves another code.""
 from __future__ import annotations
 
 import base64
+import io
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from android_bridge._isms_codes import (
     parse_isms_codes,
     read_isms_codes,
 )
+from android_bridge.simulator._dexwriter import build_dex
 from android_bridge.simulator._framework_jar import framework_jar
 from tests.bridge.conftest import PhoneFactory
 
@@ -139,3 +142,22 @@ def test_release_without_a_bridge_code_warns() -> None:
     check = framework_codes_check(IsmsCodes(send_text=5, send_multipart=8, jar_bytes=1), 36)
     assert "warn" == check.verdict
     assert "not used here" in check.consequence
+
+
+def test_a_stub_without_constant_values_proves_nothing() -> None:
+    """A build whose ISms$Stub sets its TRANSACTION_ fields in <clinit> (no static_values for
+    them: the DEX says 0, the type's default) proves no code: 0 is never a transaction code
+    (FIRST_CALL_TRANSACTION is 1), so it is unproven, not a code that differs."""
+    stub = "Lcom/android/internal/telephony/ISms$Stub;"
+    dex = build_dex(
+        {stub: {"TRANSACTION_sendTextForSubscriber": 0, "TRANSACTION_x": 0}},
+        omit_trailing_defaults=True,
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("classes.dex", dex)
+    jar = buffer.getvalue()
+    found = parse_isms_codes(f"{len(jar)}\n", 0, base64.b64encode(jar).decode(), 0)
+    assert isinstance(found, CodesUnproven)
+    assert "no constant value" in found.reason
+    assert "warn" == framework_codes_check(found, 34).verdict
