@@ -191,6 +191,20 @@ def retry_policy(
     )
 
 
+#: ``--send-path`` (``send_path``): of every command that sends (:func:`phone_options`) and of
+#: ``doctor --send-test``.
+SEND_PATH_OPTION: Final = click.option(
+    "--send-path",
+    type=click.Choice(["ui", "framework", "auto"]),
+    default="auto",
+    show_default=True,
+    help="How a phone sends: ui (the messaging app, am start and key events), framework"
+    " (service call isms as the shell user: no UI, no RCS, rows marked"
+    " com.android.shell), auto (framework once a framework send on the phone's build has"
+    " come back as the shell's own row, else ui; run one send with framework to prove"
+    " it).",
+)
+
 _PHONE_OPTIONS: Final = (
     click.option(
         "--rate-limit",
@@ -215,17 +229,7 @@ _PHONE_OPTIONS: Final = (
         help="Seconds one command on a phone may take (never more than what is left of a"
         " wait); a send command cut off is an unknown outcome, settled by a later read.",
     ),
-    click.option(
-        "--send-path",
-        type=click.Choice(["ui", "framework", "auto"]),
-        default="auto",
-        show_default=True,
-        help="How a phone sends: ui (the messaging app, am start and key events), framework"
-        " (service call isms as the shell user: no UI, no RCS, rows marked"
-        " com.android.shell), auto (framework once a framework send on the phone's build has"
-        " come back as the shell's own row, else ui; run one send with framework to prove"
-        " it).",
-    ),
+    SEND_PATH_OPTION,
 )
 
 
