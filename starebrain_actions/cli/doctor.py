@@ -6,7 +6,9 @@ shell's uid, the release and build, the phone's identity, the framework's SMS se
 clock, the default SMS app and whether it can send chat, the screen, Android's outgoing-SMS
 limit, reading ``content://sms`` and ``content://mms`` a page at a time, the fence). Each
 check prints its verdict, the evidence it read, what the product does because of it, and
-the AOSP source it is compared with. Sends nothing, writes no ledger.
+the AOSP source it is compared with. Sends nothing, writes no ledger, but with ``--send-test
+NUMBER``: one real SMS through the ledger, and what the phone proved of it
+(``cli.doctor_send``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ import click
 
 from starebrain_actions.cli.options import (
     DEVICE_ENV,
+    SEND_PATH_OPTION,
     Seconds,
     device_option,
     json_option,
     key_option,
+    policy_file_option,
+    region_option,
+    wait_option,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +185,34 @@ def render(checks: Sequence[Check]) -> None:
     show_default=True,
     help="Seconds for each step (the handshake, each round trip), four times that in all.",
 )
+@click.option(
+    "--send-test",
+    "send_test",
+    metavar="NUMBER",
+    default=None,
+    help="After the checks, and only when none fails: send one real SMS to NUMBER (the text"
+    " 'starebrain doctor send test <UTC time>') through the ledger, as `starebrain send`"
+    " does, under a new action id doctor-<device>-<time>-<hex> with one attempt, and report"
+    " what the phone proved (check send-test): the row, its creator, its status column.",
+)
+@wait_option(
+    help="With --send-test: seconds for the phone to prove the send (its row); on the"
+    " messaging app's path the send waits them out for the row to settle, as `send` does."
+    " A send not proven by then fails the check (the action stays open; it is never sent"
+    " again).",
+)
+@click.option(
+    "--report-wait",
+    type=Seconds(maximum=3600),
+    default=180.0,
+    show_default=True,
+    help="With --send-test: seconds to keep reading the sent row's status column for a"
+    " delivery report (every 3 s; it stops at a report, and at once on the framework path,"
+    " which asks for none).",
+)
+@region_option
+@SEND_PATH_OPTION
+@policy_file_option
 @json_option
 @click.pass_context
 def doctor_command(
@@ -186,6 +220,12 @@ def doctor_command(
     device: str | None,
     key_path: Path | None,
     timeout_s: float,
+    send_test: str | None,
+    wait: float,
+    report_wait: float,
+    region: str | None,
+    send_path: str,
+    policy_path: Path | None,
     as_json: bool,
 ) -> None:
     """Check on one phone every assumption the guarantees rest on: the key, the shell's
@@ -194,14 +234,27 @@ def doctor_command(
 
     Each check says its verdict (ok, warn, fail), the evidence it read, what starebrain does
     because of it and the AOSP source it is compared with. Sends nothing and writes no
-    ledger (the fence's directory is made if missing, as a send would). Exit status: 0
+    ledger (the fence's directory is made if missing, as a send would), unless
+    --send-test NUMBER is given: then, when no check failed, it sends one real SMS through
+    the ledger and reports what the phone proved of it (check send-test). Exit status: 0
     when no check fails (warnings allowed), 1 when one fails, 2 on a usage error.
     """
     from starebrain_actions.cli.context import CliUsageError, run, settings_of
+    from starebrain_actions.cli.doctor_send import send_test_after, send_test_input
     from starebrain_actions.render import json_output as _render_json
 
     if device is None:
         raise CliUsageError(f"name the phone: --device HOST:PORT (or usb:SERIAL), or ${DEVICE_ENV}")
+    test = send_test_input(
+        ctx,
+        device,
+        send_test,
+        region=region,
+        send_path=send_path,
+        wait=wait,
+        report_wait=report_wait,
+        policy_path=policy_path,
+    )
     key, path = key_check(key_path)
     checks = [key]
     if key.verdict != "fail":
@@ -211,6 +264,18 @@ def doctor_command(
                 key_path=path,
                 timeout_s=timeout_s,
                 read_as_system=settings_of(ctx).read_as_system,
+            )
+        )
+    if test is not None:
+        checks.append(
+            send_test_after(
+                checks,
+                test,
+                device=device,
+                key_path=path,
+                timeout_s=timeout_s,
+                read_as_system=settings_of(ctx).read_as_system,
+                show_progress=not as_json,
             )
         )
     if as_json:
