@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import attrs
 import click
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from android_bridge._doctor import Check, Verdict
     from android_bridge._sent_row import RowState
     from starebrain_actions.core.policy import Policy
+    from starebrain_actions.orchestration.agent import SmsAgent
     from starebrain_actions.orchestration.outcome import SendOutcome
 
 #: The check's name, in the table and in ``--json``.
@@ -72,7 +73,8 @@ _REPORTS: Final = {
 def send_test_action_id(device: str, now: datetime) -> str:
     """A new action id for one send test: ``doctor-<device>-<UTC time>-<8 hex>``, never the
     same twice (the random part tells apart two runs in one second)."""
-    return f"doctor-{device}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+    # an action id is at most 200 characters: a long host name is cut
+    return f"doctor-{device[:120]}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
 def send_test_body(now: datetime) -> str:
@@ -194,17 +196,42 @@ def send_test_after(
             consequence="a send would not work, or its proof would not hold: mend what the"
             " failed checks say, then run doctor --send-test again",
         )
-    result = run(
-        run_send_test(
-            test,
-            device,
-            key_path=key_path,
-            timeout_s=timeout_s,
-            read_as_system=read_as_system,
-            show_progress=show_progress,
+    agents: list[SmsAgent] = []
+    try:
+        result = run(
+            run_send_test(
+                test,
+                device,
+                key_path=key_path,
+                timeout_s=timeout_s,
+                read_as_system=read_as_system,
+                show_progress=show_progress,
+                agents=agents,
+            )
         )
-    )
+    except KeyboardInterrupt:
+        tell_interrupted(test.action_id, dispatched=bool(agents) and agents[0].dispatches > 0)
     return send_test_check(result)
+
+
+def tell_interrupted(action_id: str, *, dispatched: bool) -> NoReturn:
+    """Ctrl-C during the send test: say what is true (a rerun of doctor is a new SMS, not a
+    resume), then exit 130."""
+    from starebrain_actions.cli.context import EXIT_INTERRUPTED
+
+    if dispatched:
+        said = (
+            f"This run handed the SMS to the phone: it may be out. Action {action_id} records"
+            f" it; `starebrain status {action_id}` follows it (a read settles it)."
+        )
+    else:
+        said = f"This run sent nothing to the phone (action {action_id}, if recorded, says so)."
+    click.echo(
+        f"starebrain doctor: interrupted during the send test. {said} Running doctor"
+        " --send-test again sends a new SMS under a new id.",
+        err=True,
+    )
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 async def run_send_test(
@@ -215,10 +242,12 @@ async def run_send_test(
     timeout_s: float,
     read_as_system: bool,
     show_progress: bool = False,
+    agents: list[SmsAgent] | None = None,
 ) -> SendTestResult:
     """Send as ``starebrain send`` does, within ``test.wait`` in all (a progress line on
     stderr when ``show_progress``), then watch the row the send proved, when it proved one
-    in ``content://sms``."""
+    in ``content://sms``. The agent, once connected, is appended to ``agents`` (for what
+    Ctrl-C says)."""
     from starebrain_actions.cli.progress import Progress
 
     progress = Progress(enabled=show_progress)
@@ -245,6 +274,8 @@ async def run_send_test(
                 gate=test.gate,
             ) as agent,
         ):
+            if agents is not None:
+                agents.append(agent)
             outcome = await agent.send(
                 test.action_id,
                 test.intent.recipient,

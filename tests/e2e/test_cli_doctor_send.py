@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from android_bridge._sent_row import delivery_report, parse_row
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, Status
 from starebrain_actions.cli.devices import DEVICE_ENV
+from starebrain_actions.cli.doctor_send import send_test_action_id, tell_interrupted
 from starebrain_actions.cli.main import main
+from starebrain_actions.core.model import check_action_id
 from tests.conftest import PhoneFactory
 
 RECIPIENT = "+12025550100"
@@ -327,3 +330,23 @@ def test_a_row_out_of_sight_parses_as_none() -> None:
     )
     assert row is not None
     assert (2, 32, "com.android.shell") == (row.type, row.status, row.creator)
+
+
+def test_an_action_id_is_new_each_time_and_always_valid() -> None:
+    """Two ids made in the same second differ, and a very long host name still makes an id
+    the ledger takes (at most 200 characters)."""
+    now = datetime.now(UTC)
+    assert send_test_action_id("127.0.0.1:5555", now) != send_test_action_id("127.0.0.1:5555", now)
+    long_id = send_test_action_id("h" * 250 + ":5555", now)
+    assert long_id == check_action_id(long_id)
+
+
+def test_ctrl_c_says_a_rerun_is_a_new_sms(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C during the send test exits 130 and says what is true: whether the SMS may be
+    out, which action records it, and that rerunning doctor sends a new SMS."""
+    with pytest.raises(SystemExit) as exited:
+        tell_interrupted("doctor-x-1", dispatched=True)
+    assert 130 == exited.value.code
+    said = capsys.readouterr().err
+    assert "may be out" in said and "starebrain status doctor-x-1" in said
+    assert "sends a new SMS under a new id" in said
