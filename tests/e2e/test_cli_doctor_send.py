@@ -22,6 +22,7 @@ from starebrain_actions.cli.doctor_send import send_test_action_id, tell_interru
 from starebrain_actions.cli.main import main
 from starebrain_actions.core.model import check_action_id
 from tests.conftest import PhoneFactory
+from tests.e2e.conftest import Target
 
 RECIPIENT = "+12025550100"
 SENT, FAILED = 2, 5
@@ -34,7 +35,7 @@ def _no_device_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def doctor(
-    ledger: Path, key: Path, phone: SimulatedPhone, *argv: str, json_out: bool = True
+    ledger: Target, key: Path, phone: SimulatedPhone, *argv: str, json_out: bool = True
 ) -> tuple[Result, dict[str, Any] | None]:
     """Run `starebrain --db LEDGER [--read-as-system] doctor --device D --key K ARGV [--json]`
     off the phone's loop (``--read-as-system`` in ARGV goes before `doctor`); its result and,
@@ -70,7 +71,7 @@ async def polled(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never held within 60 s")
 
 
-async def action_of(ledger: Path, action_id: str) -> Any:
+async def action_of(ledger: Target, action_id: str) -> Any:
     async with Ledger.open(ledger, create=False) as opened:
         return await opened.summary(action_id)
 
@@ -82,14 +83,15 @@ def action_id_in(evidence: str) -> str:
 
 
 async def test_a_framework_send_is_proven_by_its_row_and_creator(
-    phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path
+    phone_factory: PhoneFactory, adb_key_path: Path, ledger_target: Target
 ) -> None:
     """On the framework path the send settles (SUCCEEDED): the check is ok and names the
     action, the row's _id, type and creator (the shell's package) and its status -1 (the
     framework asks for no delivery report); the phone's store holds exactly that one row, and
-    the ledger holds the action under its doctor id with that row."""
+    the ledger (a SQLite file, or PostgreSQL) holds the action under its doctor id with that
+    row."""
     phone = await phone_factory(android=14)
-    ledger = tmp_path / "ledger.db"
+    ledger = ledger_target
     result, report = await doctor(
         ledger, adb_key_path, phone,
         "--send-test", RECIPIENT, "--send-path", "framework", "--report-wait", "5",
