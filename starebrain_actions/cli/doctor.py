@@ -4,11 +4,13 @@ The key first, on this machine (the file, its mode, the fingerprint the phone's 
 shows); then, over one connection, the phone's own answers (``android_bridge._doctor``: the
 shell's uid, the release and build, the phone's identity, the framework's SMS service, the
 clock, the default SMS app and whether it can send chat, the screen, Android's outgoing-SMS
-limit, reading ``content://sms`` and ``content://mms`` a page at a time, the fence). Each
-check prints its verdict, the evidence it read, what the product does because of it, and
-the AOSP source it is compared with. Sends nothing, writes no ledger, but with ``--send-test
-NUMBER``: one real SMS through the ledger, and what the phone proved of it
-(``cli.doctor_send``).
+limit, reading ``content://sms`` and ``content://mms`` a page at a time, the fence, the key's
+expiry; ``android_bridge._doctor_provider``: the SMS types the view shows, SqlQueryChecker,
+the subscriptions, the delivery status per writing path; ``android_bridge._isms_codes``:
+the framework's transaction codes read from the phone's own DEX). Each check prints its
+verdict, the evidence it read, what the product does because of it, and the AOSP source it
+is compared with. Sends nothing, writes no ledger, but with ``--send-test NUMBER``: one
+real SMS through the ledger, and what the phone proved of it (``cli.doctor_send``).
 """
 
 from __future__ import annotations
@@ -228,9 +230,11 @@ def doctor_command(
     policy_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Check on one phone every assumption the guarantees rest on: the key, the shell's
-    uid, the release, the phone's identity, the clock, the default SMS app and chat, the
-    screen, Android's SMS limit, reading the SMS and MMS providers, the fence.
+    """Check on one phone every assumption the guarantees rest on: the key and its expiry,
+    the shell's uid, the release, the phone's identity, the clock, the default SMS app and
+    chat, the screen, Android's SMS limit, the SMS and MMS providers as the shell sees them
+    (types, SqlQueryChecker, subscriptions, delivery status), the fence, and the framework's
+    transaction codes read from the phone's own code.
 
     Each check says its verdict (ok, warn, fail), the evidence it read, what starebrain does
     because of it and the AOSP source it is compared with. Sends nothing and writes no

@@ -178,9 +178,10 @@ class SmsAgent:
         """
         async with Ledger.open(db) as ledger:
             ledger.gate = gate
-            phone = await _connect(
+            phone, binding = await _ready_phone(
                 ledger,
                 device,
+                check=check,
                 deadline_s=deadline_s,
                 key_path=key_path,
                 connect_timeout_s=connect_timeout_s,
@@ -188,20 +189,6 @@ class SmsAgent:
                 read_as_system=read_as_system,
                 send_path=send_path,
             )
-            if check:
-                try:
-                    await _refuse_failing_checks(phone)
-                except BaseException:
-                    await phone.close()
-                    raise
-            binding = await phone.bind_in(ledger)
-            if phone.path_choice:
-                _log.info(
-                    "send_path_chosen",
-                    device=phone.device,
-                    send_path=phone.send_path,
-                    why=phone.path_choice,
-                )
             try:
                 agent = cls(
                     ledger,
@@ -515,6 +502,48 @@ class SmsAgent:
             return False
         await asyncio.sleep(min(self.poll_interval_s if seconds is None else seconds, left))
         return True
+
+
+async def _ready_phone(
+    ledger: Ledger,
+    device: str,
+    *,
+    check: bool,
+    deadline_s: float | None,
+    key_path: str | Path | None,
+    connect_timeout_s: float,
+    command_timeout_s: float,
+    read_as_system: bool | None,
+    send_path: str,
+) -> tuple[AndroidPhone, PhoneBinding]:
+    """``SmsAgent.open``'s phone: connected (``_connect``), with ``check`` refused when one
+    of doctor's checks fails, then bound in ``ledger``; closed again when any of that
+    fails."""
+    phone = await _connect(
+        ledger,
+        device,
+        deadline_s=deadline_s,
+        key_path=key_path,
+        connect_timeout_s=connect_timeout_s,
+        command_timeout_s=command_timeout_s,
+        read_as_system=read_as_system,
+        send_path=send_path,
+    )
+    if check:
+        try:
+            await _refuse_failing_checks(phone)
+        except BaseException:
+            await phone.close()
+            raise
+    binding = await phone.bind_in(ledger)
+    if phone.path_choice:
+        _log.info(
+            "send_path_chosen",
+            device=phone.device,
+            send_path=phone.send_path,
+            why=phone.path_choice,
+        )
+    return phone, binding
 
 
 async def _refuse_failing_checks(phone: AndroidPhone) -> None:
