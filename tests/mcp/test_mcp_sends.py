@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from android_bridge.simulator import SimulatedPhone
 
-from .conftest import BODY, TO, client_on, error_text, sms_out, structured
+from .conftest import BODY, SEND_POLICY, TO, client_on, error_text, sms_out, structured
 
 PhoneFactory = Callable[..., Any]
 
@@ -172,7 +175,10 @@ async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(
     unlocked, the same call sends once."""
     phone = await phone_factory(screen="locked")
     call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 3.0}
-    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+    # one not-ready attempt within the first call's wait: the next waits 4 s (the backoff), so
+    # the wait never ends with a second one in flight (IN_FLIGHT), however loaded the machine
+    policy = attrs.evolve(SEND_POLICY, initial_interval=timedelta(seconds=4))
+    async with client_on(db_path, adb_key_path, [phone.serial], policy=policy) as client:
         locked = structured(await client.call_tool("send_sms", call))
         phone.screen = "on"
         sent = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))
