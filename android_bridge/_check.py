@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import attrs
 
-__all__ = ["Check", "Verdict"]
+__all__ = ["Check", "CheckMaker", "Verdict", "checker"]
 
 Verdict = Literal["ok", "warn", "fail"]
 
@@ -28,3 +28,26 @@ class Check:
     source: str
     #: what the product does because of it (and, when not ok, what to do)
     consequence: str
+
+
+class CheckMaker(Protocol):
+    """Makes one check's result from its verdict, evidence and consequence."""
+
+    def __call__(self, verdict: Verdict, evidence: str, consequence: str) -> Check: ...
+
+
+def checker(*, name: str, title: str, source: str) -> CheckMaker:
+    """The maker of one check's results: its name, title and source are fixed, each result
+    brings its ``verdict``, ``evidence`` and ``consequence``."""
+
+    def made(verdict: Verdict, evidence: str, consequence: str) -> Check:
+        return Check(
+            name=name,
+            title=title,
+            verdict=verdict,
+            evidence=evidence,
+            source=source,
+            consequence=consequence,
+        )
+
+    return made

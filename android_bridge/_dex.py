@@ -356,7 +356,7 @@ def jar_static_ints(jar: bytes, descriptor: str) -> Mapping[str, int] | None:
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
-        NotImplementedError,
+        NotImplementedError,  # zipfile's answer to a compression method it does not know
         EOFError,
         zlib.error,
     ) as exc:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from android_bridge._check import Check, Verdict
+from android_bridge._check import Check, checker
 from android_bridge._device import DeviceFacts
 from android_bridge._parser import content_query, parse_int_rows, parse_text_column
 from android_bridge._reader import SHELL_VISIBLE_TYPES
@@ -104,15 +104,7 @@ def sms_view(facts: DeviceFacts, hidden: StepOutput, sent: StepOutput) -> Check:
     (the system uid) sees every type."""
     hidden_rows, sent_rows = _rows(hidden, _HIDDEN_COLUMNS), _rows(sent, _SENT_COLUMNS)
 
-    def check(verdict: Verdict, evidence: str, consequence: str) -> Check:
-        return Check(
-            name="sms-view",
-            title="which SMS types the shell sees",
-            verdict=verdict,
-            evidence=evidence,
-            source=_VIEW_SOURCE,
-            consequence=consequence,
-        )
+    check = checker(name="sms-view", title="which SMS types the shell sees", source=_VIEW_SOURCE)
 
     if isinstance(hidden_rows, str) or isinstance(sent_rows, str):
         problem = hidden_rows if isinstance(hidden_rows, str) else sent_rows
@@ -156,15 +148,9 @@ def query_checker(facts: DeviceFacts, latest: StepOutput, probe: StepOutput) -> 
     probed = _rows(probe, ("_id",))
     refused = isinstance(probed, str) or not probed
 
-    def check(verdict: Verdict, evidence: str, consequence: str) -> Check:
-        return Check(
-            name="query-checker",
-            title="SqlQueryChecker on the shell's queries",
-            verdict=verdict,
-            evidence=evidence,
-            source=_CHECKER_SOURCE,
-            consequence=consequence,
-        )
+    check = checker(
+        name="query-checker", title="SqlQueryChecker on the shell's queries", source=_CHECKER_SOURCE
+    )
 
     said = "answered" if not refused else "refused"
     evidence = f"a sort with SELECT: {said}"
@@ -218,15 +204,11 @@ def subscriptions(facts: DeviceFacts, latest: StepOutput) -> Check:
         else "no subscription filter before Android 14: rows of every SIM ever used are seen"
     )
 
-    def check(verdict: Verdict, evidence: str, consequence: str) -> Check:
-        return Check(
-            name="subscriptions",
-            title="the subscriptions and the provider's filter",
-            verdict=verdict,
-            evidence=evidence,
-            source=_SUB_SOURCE,
-            consequence=consequence,
-        )
+    check = checker(
+        name="subscriptions",
+        title="the subscriptions and the provider's filter",
+        source=_SUB_SOURCE,
+    )
 
     if isinstance(rows, str):
         return check("warn", f"unreadable: {rows}", view)
@@ -257,15 +239,9 @@ def delivery_status(sent: StepOutput, creators: StepOutput) -> Check:
     (``creator``: ``com.android.shell`` for the framework path, the app's package else)."""
     rows = _rows(sent, _SENT_COLUMNS)
 
-    def check(verdict: Verdict, evidence: str, consequence: str) -> Check:
-        return Check(
-            name="delivery-status",
-            title="delivery evidence in sent rows",
-            verdict=verdict,
-            evidence=evidence,
-            source=_STATUS_SOURCE,
-            consequence=consequence,
-        )
+    check = checker(
+        name="delivery-status", title="delivery evidence in sent rows", source=_STATUS_SOURCE
+    )
 
     if isinstance(rows, str):
         return check("warn", f"unreadable: {rows}", "see reading content://sms")

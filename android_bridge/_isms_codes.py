@@ -36,7 +36,7 @@ from typing import Final
 
 import attrs
 
-from android_bridge._check import Check
+from android_bridge._check import Check, checker
 from android_bridge._device import Device
 from android_bridge._dex import DexUnreadable, jar_static_ints
 from android_bridge._framework import SEND_TEXT_CODES
@@ -193,13 +193,11 @@ def framework_codes_check(found: IsmsCodes | CodesUnproven, sdk: int | None) -> 
     another, warn when it cannot be read (the product then keeps today's rule)."""
     title = "the framework path's transaction codes"
     expected = SEND_TEXT_CODES.get(sdk) if sdk is not None else None
+    check = checker(name="framework-codes", title=title, source=_SOURCE)
     if isinstance(found, CodesUnproven):
-        return Check(
-            name="framework-codes",
-            title=title,
+        return check(
             verdict="warn",
             evidence=found.reason,
-            source=_SOURCE,
             consequence="the codes are not proven on this phone: auto keeps today's rule (the"
             " framework path only after a confirmed framework send on this build)",
         )
@@ -210,31 +208,22 @@ def framework_codes_check(found: IsmsCodes | CodesUnproven, sdk: int | None) -> 
         f" {'none' if expected is None else expected}"
     )
     if expected is None:
-        return Check(
-            name="framework-codes",
-            title=title,
+        return check(
             verdict="warn",
             evidence=evidence,
-            source=_SOURCE,
             consequence="the bridge knows no call layout for this release: the framework path"
             " is not used here",
         )
     if found.send_text != expected:
-        return Check(
-            name="framework-codes",
-            title=title,
+        return check(
             verdict="fail",
             evidence=evidence,
-            source=_SOURCE,
             consequence=f"code {expected} reaches another method on this phone: never send"
             " with --send-path framework here; use the messaging app (--send-path ui)",
         )
-    return Check(
-        name="framework-codes",
-        title=title,
+    return check(
         verdict="ok",
         evidence=evidence,
-        source=_SOURCE,
         consequence=f"the phone's own code proves the code the framework path sends with"
         f" ({expected})",
     )

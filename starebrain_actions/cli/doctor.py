@@ -35,7 +35,7 @@ from starebrain_actions.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from android_bridge._doctor import Check
+    from android_bridge._check import Check
 
 #: ``--json``'s object keys, in order.
 _FIELDS: Final = ("name", "title", "verdict", "evidence", "consequence", "source")
@@ -46,7 +46,7 @@ def key_check(key_path: Path | None) -> tuple[Check, Path]:
     fingerprint a phone's "Allow USB debugging?" prompt shows for it (not created here: a
     missing key is created by ``starebrain key show``, which prints it)."""
     from android_bridge import BridgeError
-    from android_bridge._doctor import Check
+    from android_bridge._check import checker
     from starebrain_actions.cli.keys import key_path_in_use, public_key_of
 
     path, _chosen = key_path_in_use(key_path)
@@ -54,14 +54,12 @@ def key_check(key_path: Path | None) -> tuple[Check, Path]:
         "frameworks/base AdbDebuggingManager (the prompt's fingerprint: MD5 of the public"
         " key); system/core adb auth (RSA keys), android-10 to 15"
     )
+    check = checker(name="adb-key", title="the ADB key", source=source)
     if not path.exists():
         return (
-            Check(
-                name="adb-key",
-                title="the ADB key",
+            check(
                 verdict="fail",
                 evidence=f"no key at {path}",
-                source=source,
                 consequence="run `starebrain key show` to create it, then allow it on the phone",
             ),
             path,
@@ -70,23 +68,17 @@ def key_check(key_path: Path | None) -> tuple[Check, Path]:
         key = public_key_of(path)
     except BridgeError as exc:
         return (
-            Check(
-                name="adb-key",
-                title="the ADB key",
+            check(
                 verdict="fail",
                 evidence=str(exc),
-                source=source,
                 consequence="no phone can be reached with it until it is mended",
             ),
             path,
         )
     return (
-        Check(
-            name="adb-key",
-            title="the ADB key",
+        check(
             verdict="ok",
             evidence=f"{path} (0600), fingerprint {key.fingerprint}",
-            source=source,
             consequence="the phone's prompt shows this fingerprint: compare it before Allow",
         ),
         path,
@@ -95,31 +87,26 @@ def key_check(key_path: Path | None) -> tuple[Check, Path]:
 
 def connect_check(device: str, error: str | None) -> Check:
     """Whether the phone answered and has authorised the key."""
-    from android_bridge._doctor import Check
+    from android_bridge._check import checker
 
     source = "system/core adb (the CNXN/AUTH handshake), android-10 to 15"
+    check = checker(
+        name="connect", title="the connection and the key's authorisation", source=source
+    )
     if error is None:
-        return Check(
-            name="connect",
-            title="the connection and the key's authorisation",
+        return check(
             verdict="ok",
             evidence=f"{device} answered and accepted the key",
-            source=source,
             consequence="commands reach the phone",
         )
     unauthorised = "not authorised" in error
-    return Check(
-        name="connect",
-        title="the connection and the key's authorisation",
+    return check(
         verdict="fail",
         evidence=error,
-        source=source,
-        consequence=(
-            "tap Allow on the phone (compare the fingerprint above), then run doctor again"
-            if unauthorised
-            else "nothing can be checked on the phone: see that it is on, reachable and in"
-            " ADB over TCP (`adb tcpip 5555` over USB after a reboot)"
-        ),
+        consequence="tap Allow on the phone (compare the fingerprint above), then run doctor again"
+        if unauthorised
+        else "nothing can be checked on the phone: see that it is on, reachable and in"
+        " ADB over TCP (`adb tcpip 5555` over USB after a reboot)",
     )
 
 

@@ -182,7 +182,7 @@ def send_test_after(
 ) -> Check:
     """The ``send-test`` check: the send and what it proved, or, when a check before it
     failed, nothing sent and why."""
-    from android_bridge._doctor import Check
+    from android_bridge._check import Check
     from starebrain_actions.cli.context import run
 
     failed = [check.name for check in checks if check.verdict == "fail"]
@@ -350,17 +350,15 @@ async def watch_row(
 
 def send_test_check(result: SendTestResult) -> Check:
     """The ``send-test`` check from what the send and the reads of its row found."""
-    from android_bridge._doctor import Check
+    from android_bridge._check import checker
 
     outcome = result.outcome
     stopped = _stopped(result)
+    check = checker(name=NAME, title=TITLE, source=SOURCE)
     if stopped is not None or outcome is None:
-        return Check(
-            name=NAME,
-            title=TITLE,
+        return check(
             verdict="fail",
             evidence=f"action {result.action_id}: {stopped or 'nothing sent'}",
-            source=SOURCE,
             consequence="nothing was proven: mend what it says, then run doctor --send-test"
             " again (a new action and a new SMS)",
         )
@@ -380,12 +378,9 @@ def send_test_check(result: SendTestResult) -> Check:
         evidence += f"; status {report}"
     if result.read_error is not None:
         evidence += f"; reads of the row stopped: {result.read_error}"
-    return Check(
-        name=NAME,
-        title=TITLE,
+    return check(
         verdict=verdict,
         evidence=evidence,
-        source=SOURCE,
         consequence=f"{said} {delivery_conclusion(result)} A rerun of doctor --send-test"
         " sends a new SMS under a new id; this action is never sent again.",
     )
