@@ -25,9 +25,10 @@ What is modelled, and where it comes from:
   order of the first methods of ``ISms.aidl``: read at android-12.1.0_r4 (11 to 15, the
   same first nine in ``ISmsImplBase`` of the 13, 14 and 15 SDK jars and the decompiled
   Android 14 Beta 1 framework: ``sendTextForSubscriber`` 5, ``sendMultipartTextForSubscriber``
-  8); for Android 10 not read at its tag (the two ``…WithSelfPermissions`` methods before
-  ``sendTextForSubscriber`` and ``sendTextForSubscriberWithOptions`` make 6 and 10), which
-  is why the phone's own jar, not this table, is what the bridge trusts. The constants are
+  8); for Android 10, ``sendTextForSubscriber`` 6 as ``_isms`` read it at
+  android-10.0.0_r1, ``sendMultipartTextForSubscriber`` 10 inferred, not read at its tag
+  (the two ``…WithSelfPermissions`` methods before them), which is why the phone's own jar,
+  not this table, is what the bridge trusts. The constants are
   built from :func:`android_bridge.simulator._isms.send_text_layout`, so the jar always
   proves the codes the simulated ``isms`` service answers to; ``vendor-reordered`` inserts
   one method before them in both (an OEM's ``ISms``: the AOSP table is then wrong).

@@ -112,9 +112,11 @@ async def test_the_setting_is_never_the_role_holder(
 async def test_global_settings_are_null_unless_set(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner
 ) -> None:
-    """settings get global KEY prints null for an unset key (the platform then uses its
-    default: SmsUsageMonitor's 30 per 60 s, AdbDebuggingManager's 7 days); Developer options'
-    "Disable adb authorization timeout" stores adb_allowed_connection_time 0."""
+    """settings get global KEY prints null for an unset key (SettingsService, SettingsProvider;
+    the platform then uses its default: frameworks/opt/telephony SmsUsageMonitor's 30 per
+    60 s, as _isms cites it; frameworks/base AdbDebuggingManager's 7 days, as _platform cites
+    it for android-10 to 15); Developer options' "Disable adb authorization timeout" stores
+    adb_allowed_connection_time 0."""
     plain = await phone_factory(android=15)
     never = await phone_factory(android=15, disable_adb_auth_timeout=True)
     never.system_state.global_settings["sms_outgoing_check_max_count"] = "10"

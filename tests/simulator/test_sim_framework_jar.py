@@ -1,6 +1,13 @@
 """/system/framework/framework.jar on the simulated phone, read over the real ADB protocol
 with toybox ``stat -c %s`` and ``base64``: a real zip whose DEX carries the transaction codes
-the phone's own ``isms`` service answers to, and the configurations that make it unreadable."""
+the phone's own ``isms`` service answers to, and the configurations that make it unreadable.
+
+Sources the simulator follows (its ``_framework_jar`` docstring has the detail): toybox
+``toys/other/stat.c`` and ``toys/other/base64.c`` (0.8.0, LineageOS ``lineage-17.1``, and
+``lineage-18.1``); system/core ``libcutils/fs_config.cpp`` (``system/framework/*`` 0644
+root, read at a recent commit only); build/soong ``java.go`` ``shouldUncompressDex`` (boot
+jars keep their DEX, android-10.0.0_r31 to 14.0.0_r11); frameworks/base ``ISms.aidl``
+(read at android-12.1.0_r4) for the order the codes follow."""
 
 from __future__ import annotations
 
