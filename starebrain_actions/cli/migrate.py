@@ -15,10 +15,6 @@ import click
 
 from starebrain_actions.cli.options import json_option
 
-#: Exit statuses (the CLI's own: 0 done, 1 refused or failed, 2 usage).
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-
 
 def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--to`` must be a well-formed PostgreSQL URL (a path here is a mistake: SQLite is the
