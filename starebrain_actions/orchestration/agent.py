@@ -309,13 +309,16 @@ class SmsAgent:
         index, count = share if share is not None else (0, 1)
         if count < 1 or not 0 <= index < count:
             raise InvalidInput(f"share must be (index, count) with 0 <= index < count; got {share}")
+        # PLANNED actions no sender named a phone for are dealt among the phones resuming,
+        # from the ledger as it stands before any of them reads its phone: dealt later, the
+        # list would already lack what a faster phone took, and the deal would shift
+        before = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
+        anywhere = [s for s in before if not s.attempts and s.action.planned_device is None]
+        mine = {s.action.action_id for s in anywhere[index::count]} if share is not None else set()
         if on_step is not None:
             on_step("reading the phone")
         report = await self.reconcile()
         candidates = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
-        # PLANNED actions no sender named a phone for are dealt among the phones resuming
-        anywhere = [s for s in candidates if not s.attempts and s.action.planned_device is None]
-        mine = {s.action.action_id for s in anywhere[index::count]} if share is not None else set()
         chosen = [
             s
             for s in candidates
