@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -33,7 +33,7 @@ from starebrain_actions.cli.options import (
     key_option,
 )
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
-from starebrain_actions.ledger.phones import PhoneInfo
+from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo
 
 if TYPE_CHECKING:
     from android_bridge import Device
@@ -157,21 +157,27 @@ async def probe(
     timeout_s: float,
     records: dict[str, Sequence[ActionRecord]] | None,
     phones: Sequence[PhoneInfo] = (),
+    codes: Mapping[str, FrameworkCodes] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Connect to ``device`` and read its release, its SMS role holder, its identity and the
     path a send with ``--send-path auto`` would take (``records``: the ledger's latest attempts
     on each phone, by its key, newest first; None without a ledger; ``phones``: the phones the
-    ledger knows, to name the one that answers).
+    ledger knows, to name the one that answers; ``codes``: the framework codes the ledger
+    keeps, by build: a build with none is shown as not read yet, since the first send reads
+    its jar and ``devices`` writes nothing).
 
     Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
     """
-    from android_bridge import BridgeError, Device
+    from android_bridge import SEND_TEXT_CODES, BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
     from starebrain_actions.phone.send_path import framework_proven
 
-    async def proof(_device: str, build: str) -> tuple[bool, str]:
-        return framework_proven((records or {}).get(_device, []), build)
+    async def proof(_device: str, handle: Device) -> tuple[bool, str]:
+        facts = await handle.facts()
+        expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
+        kept = (codes or {}).get(facts.build)
+        return framework_proven((records or {}).get(_device, []), facts.build, kept, expected)
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -284,6 +290,7 @@ async def gather_reports(
     holders: dict[str, Lease] = {}
     records: dict[str, Sequence[ActionRecord]] | None = None
     phones: list[PhoneInfo] = []
+    codes: dict[str, FrameworkCodes] = {}
     if ledger_path is not None:
         from starebrain_actions.ledger.postgres import NoLedger
 
@@ -298,6 +305,7 @@ async def gather_reports(
                 records = {
                     key: await ledger.latest_attempts(key, PROOF_WINDOW) for key in sorted(keys)
                 }
+                codes = await ledger.all_framework_codes()
         except NoLedger:
             pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
     order = list(dict.fromkeys([*named, *sorted(known)]))
@@ -309,6 +317,7 @@ async def gather_reports(
                 timeout_s=timeout_s,
                 records=records,
                 phones=phones,
+                codes=codes,
             )
             for device in order
         )

@@ -200,9 +200,9 @@ SEND_PATH_OPTION: Final = click.option(
     show_default=True,
     help="How a phone sends: ui (the messaging app, am start and key events), framework"
     " (service call isms as the shell user: no UI, no RCS, rows marked"
-    " com.android.shell), auto (framework once a framework send on the phone's build has"
-    " come back as the shell's own row, else ui; run one send with framework to prove"
-    " it).",
+    " com.android.shell), auto (framework where the phone's own framework.jar proves the"
+    " transaction code, read once per build and kept in the ledger, or where a framework"
+    " send on the phone's build came back as the shell's own row; else ui).",
 )
 
 _PHONE_OPTIONS: Final = (

@@ -51,7 +51,15 @@ from starebrain_actions.core.model import ActionSummary
 from starebrain_actions.ledger import pg as _pg
 
 #: The tables copied, parents before children (foreign keys are checked row by row).
-TABLES: Final = ("actions", "attempts", "duplicates", "history", "phones", "phone_addresses")
+TABLES: Final = (
+    "actions",
+    "attempts",
+    "duplicates",
+    "history",
+    "phones",
+    "phone_addresses",
+    "framework_codes",
+)
 #: How many rows one ``COPY`` sends.
 BATCH_ROWS: Final = 5_000
 #: How many actions one page of the summary check derives, on each side.
@@ -379,6 +387,7 @@ _ROW_NAMES: Final = {
     "history": ("sequence", "dispatch_id"),
     "phones": ("phone_key",),
     "phone_addresses": ("address",),
+    "framework_codes": ("build",),
 }
 
 

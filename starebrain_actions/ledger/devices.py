@@ -33,7 +33,7 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger import phones as _phones
 from starebrain_actions.ledger.connection import LedgerConnection
-from starebrain_actions.ledger.phones import PhoneBinding, PhoneInfo
+from starebrain_actions.ledger.phones import FrameworkCodes, PhoneBinding, PhoneInfo
 from starebrain_actions.ledger.read import row_dict
 
 _log = get_logger("starebrain.ledger")
@@ -299,6 +299,24 @@ class DeviceReads(LedgerConnection):
     async def phones(self) -> list[PhoneInfo]:
         """Every phone the ledger knows, with its identity and addresses."""
         return await self._run(_phones.phones)
+
+    # ------------------------------------------------------------------ builds
+
+    async def framework_codes(self, build: str) -> FrameworkCodes | None:
+        """The ``ISms`` codes kept for the build ``build`` (``ro.build.fingerprint``), or
+        None when none were read on it yet."""
+        found = await self._run(lambda db: _phones.framework_codes(db, build))
+        return found[0] if found else None
+
+    async def all_framework_codes(self) -> dict[str, FrameworkCodes]:
+        """Every build's kept codes, by build."""
+        found = await self._run(lambda db: _phones.framework_codes(db, None))
+        return {codes.build: codes for codes in found}
+
+    async def keep_framework_codes(self, codes: FrameworkCodes) -> None:
+        """Keep what a reading of a build's framework jar found, in place of an earlier one
+        (``phone.send_path``: read once per build, not before every send)."""
+        await self._write(lambda db: _phones.keep_framework_codes(db, codes))
 
 
 def lease_holder(db: sqlite3.Connection, device: str) -> Any:

@@ -207,3 +207,79 @@ def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
         )
     ]
     return sorted([*known, *legacy], key=lambda phone: phone.key)
+
+
+@attrs.frozen(kw_only=True)
+class FrameworkCodes:
+    """The ``ISms`` transaction codes one build proves in its own framework jar, or why they
+    could not be proven (``Ledger.framework_codes``; the reader is
+    ``android_bridge._isms_codes``)."""
+
+    #: ``ro.build.fingerprint``
+    build: str
+    #: ``ro.build.version.sdk`` when the jar was read (None: not known)
+    sdk: int | None
+    #: ``TRANSACTION_sendTextForSubscriber`` (None: not proven, ``reason`` says why)
+    send_text: int | None
+    #: ``TRANSACTION_sendMultipartTextForSubscriber`` (None: absent, or not proven)
+    send_multipart: int | None = None
+    #: why the codes are not proven (None when they are)
+    reason: str | None = None
+    read_at: datetime
+    #: set when a transport failure cut the reading short: it is read again after this time
+    retry_after: datetime | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.build:
+            raise ValueError("a build fingerprint must not be empty")
+        if (self.send_text is None) == (self.reason is None):
+            raise ValueError("either the codes or the reason they are not proven, not both")
+        if self.retry_after is not None and self.reason is None:
+            raise ValueError("only an unproven reading is read again")
+
+
+_CODES_COLUMNS = "build, sdk, send_text, send_multipart, reason, read_at, retry_after"
+
+
+def framework_codes(db: sqlite3.Connection, build: str | None) -> list[FrameworkCodes]:
+    """The codes kept for ``build`` (a list of at most one), or for every build (None)."""
+    from starebrain_actions.core.convert import parse_time
+
+    sql = f"SELECT {_CODES_COLUMNS} FROM framework_codes"
+    rows = (
+        db.execute(f"{sql} WHERE build = ?", (build,))
+        if build is not None
+        else db.execute(f"{sql} ORDER BY build")
+    )
+    return [
+        FrameworkCodes(
+            build=str(found),
+            sdk=None if sdk is None else int(sdk),
+            send_text=None if send_text is None else int(send_text),
+            send_multipart=None if multipart is None else int(multipart),
+            reason=None if reason is None else str(reason),
+            read_at=parse_time(str(read_at)),
+            retry_after=None if retry_after is None else parse_time(str(retry_after)),
+        )
+        for found, sdk, send_text, multipart, reason, read_at, retry_after in rows
+    ]
+
+
+def keep_framework_codes(db: sqlite3.Connection, codes: FrameworkCodes) -> None:
+    """Keep ``codes`` for its build, in place of any earlier reading of it."""
+    db.execute(
+        f"INSERT INTO framework_codes ({_CODES_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (build) DO UPDATE SET sdk = excluded.sdk,"
+        " send_text = excluded.send_text, send_multipart = excluded.send_multipart,"
+        " reason = excluded.reason, read_at = excluded.read_at,"
+        " retry_after = excluded.retry_after",
+        (
+            codes.build,
+            codes.sdk,
+            codes.send_text,
+            codes.send_multipart,
+            codes.reason,
+            format_time(codes.read_at),
+            None if codes.retry_after is None else format_time(codes.retry_after),
+        ),
+    )

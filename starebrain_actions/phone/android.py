@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,7 +54,11 @@ from starebrain_actions.core.exceptions import (
 )
 from starebrain_actions.core.model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
 from starebrain_actions.core.ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
-from starebrain_actions.phone.send_path import check_send_path, framework_refusal
+from starebrain_actions.phone.send_path import (
+    FrameworkProof,
+    check_send_path,
+    framework_refusal,
+)
 
 if TYPE_CHECKING:
     from android_bridge._check import Check
@@ -102,11 +106,6 @@ def _app_evidence(am_output: str) -> dict[str, object]:
     return {"messaging_app": package, "rcs_possible": package in RCS_CAPABLE_APPS}
 
 
-#: ``framework_proof(device, build)``: does the ledger prove the framework path on this build
-#: of the phone (``device``: the ledger's name for it)? The answer and why, in words.
-FrameworkProof = Callable[[str, str], Awaitable[tuple[bool, str]]]
-
-
 async def choose_send_path(
     device: Device,
     proof: FrameworkProof | None,
@@ -125,8 +124,7 @@ async def choose_send_path(
         return "ui", refusal
     if proof is None:
         return "ui", "no ledger to prove the framework path by"
-    build = (await device.facts()).build
-    proven, why = await proof(name if name is not None else device.serial, build)
+    proven, why = await proof(name if name is not None else device.serial, device)
     return ("framework" if proven else "ui"), why
 
 
@@ -209,9 +207,9 @@ class AndroidPhone:
         outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM`` is ``1``).
         ``send_path``: "ui" (the messaging app), "framework" (``service call isms``, no UI and
         no RCS), or "auto": the framework when the probe passes and
-        ``framework_proof(device, build)`` says this phone's record proves it on this build
-        (``ro.build.fingerprint``), else the app (without ``framework_proof``, always the
-        app); see ``phone.send_path``.
+        ``framework_proof(name, device)`` says the phone's own framework jar, or its record,
+        proves it on this build (``ro.build.fingerprint``), else the app (without
+        ``framework_proof``, always the app); see ``phone.send_path``.
 
         Raises:
             PhoneUnavailable: the device cannot be reached, is not an ADB device, or has not

@@ -35,14 +35,20 @@ and the MCP server each call before their first write).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Final
 
+from starebrain_actions._logging import get_logger
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import ActionRecord, DeliveryState
 from starebrain_actions.core.segments import GSM7_SINGLE, UCS2_SINGLE, count_segments
+from starebrain_actions.ledger.phones import FrameworkCodes
 
 if TYPE_CHECKING:
+    from android_bridge import Device
     from starebrain_actions.ledger.store import Ledger
+
+_log = get_logger("starebrain.phone")
 
 #: How many of a phone's latest attempts are searched for the proof (newest first). A proof
 #: older than that is not used: ``auto`` then sends through the app, the safe side.
@@ -83,11 +89,31 @@ def check_send_path(send_path: str, body: str) -> None:
         )
 
 
-def framework_proven(records: Sequence[ActionRecord], build: str) -> tuple[bool, str]:
+def framework_proven(
+    records: Sequence[ActionRecord],
+    build: str,
+    codes: FrameworkCodes | None = None,
+    expected: int | None = None,
+) -> tuple[bool, str]:
     """Does the phone's record prove the framework path on ``build``? ``records``: one phone's
-    attempts, newest first. Returns the answer and, in words, why (for logs and the CLI)."""
+    attempts, newest first; ``codes``: what the build's own framework jar proves (None: not
+    read); ``expected``: the ``sendTextForSubscriber`` code the bridge sends with on the
+    phone's release. Returns the answer and, in words, why (for logs and the CLI).
+
+    The rule, first match wins: a jar that proves another code than ``expected`` keeps the
+    framework path shut (the bridge's code reaches another method there); else the last
+    framework send that came to an end on this build decides (confirmed by a row of ours:
+    yes; in review or ruled by an operator: no); else a jar that proves ``expected``
+    opens it from the first send; else no."""
     if not build:
         return False, "the phone did not tell its build (ro.build.fingerprint)"
+    proven_code = codes.send_text if codes is not None and codes.build == build else None
+    if proven_code is not None and proven_code != expected:
+        return False, (
+            f"this build's own framework.jar gives sendTextForSubscriber code {proven_code},"
+            f" not the bridge's {'none' if expected is None else expected}: the framework"
+            " path would reach another method here"
+        )
     for record in records:
         evidence = record.evidence
         if evidence.get("send_path") != "framework" or evidence.get("build") != build:
@@ -112,16 +138,95 @@ def framework_proven(records: Sequence[ActionRecord], build: str) -> tuple[bool,
                 f"the last framework send that came to an end on this build, {name}, was"
                 " ruled by an operator, with no row of ours read back"
             )
+    if proven_code is not None:
+        return True, (
+            f"this build's own framework.jar proves sendTextForSubscriber code {proven_code},"
+            " the code the framework path sends with"
+        )
+    unread = (
+        "its framework.jar was not read yet"
+        if codes is None or codes.build != build
+        else f"its framework.jar does not prove the codes: {codes.reason}"
+    )
     return False, (
-        "no framework send on this phone's build has come back yet"
+        f"no framework send on this phone's build has come back yet and {unread}"
         " (send one with --send-path framework to prove it)"
     )
 
 
-def ledger_proof(ledger: Ledger) -> Callable[[str, str], Awaitable[tuple[bool, str]]]:
-    """``framework_proof(device, build)`` for ``AndroidPhone.connect``, from ``ledger``."""
+#: ``framework_proof(name, device)``: does the ledger, or the phone's own framework jar,
+#: prove the framework path on the phone's build? ``name``: the ledger's name for the phone.
+#: The answer and why, in words.
+FrameworkProof = Callable[[str, "Device"], Awaitable[tuple[bool, str]]]
 
-    async def proof(device: str, build: str) -> tuple[bool, str]:
-        return framework_proven(await ledger.latest_attempts(device, PROOF_WINDOW), build)
+#: A reading of the jar that a transport failure cut short is tried again after this long.
+RETRY_CODES_AFTER: Final = timedelta(hours=1)
+
+
+def ledger_proof(ledger: Ledger) -> FrameworkProof:
+    """``framework_proof`` for ``AndroidPhone.connect``, from ``ledger``: the phone's latest
+    attempts, and its build's codes as the ledger keeps them. A build the ledger has no
+    codes for has its jar read once (``android_bridge._isms_codes``: one round trip) and the
+    finding kept, so that later sends, and other processes, read the ledger instead; this
+    proof keeps it in memory too."""
+    known: dict[str, FrameworkCodes] = {}
+
+    async def proof(name: str, device: Device) -> tuple[bool, str]:
+        from android_bridge import SEND_TEXT_CODES
+
+        facts = await device.facts()
+        codes = known.get(facts.build) if facts.build else None
+        if codes is None and facts.build:
+            codes = await build_codes(ledger, device)
+            known[facts.build] = codes
+        records = await ledger.latest_attempts(name, PROOF_WINDOW)
+        expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
+        return framework_proven(records, facts.build, codes, expected)
 
     return proof
+
+
+async def build_codes(ledger: Ledger, device: Device) -> FrameworkCodes:
+    """The codes of ``device``'s build (it must have one): kept in the ledger, or read from
+    the phone's jar now and kept (a reading cut short is kept with a time to retry after,
+    and read again once that has passed)."""
+    from android_bridge import BridgeError
+    from android_bridge._isms_codes import CodesUnproven, read_isms_codes
+
+    facts = await device.facts()
+    kept = await ledger.framework_codes(facts.build)
+    now = ledger.now()
+    if kept is not None and (kept.retry_after is None or kept.retry_after > now):
+        return kept
+    retry_after = None
+    try:
+        found = await read_isms_codes(device)
+    except BridgeError as exc:
+        found = CodesUnproven(reason=f"the framework jar could not be pulled ({exc})")
+        retry_after = now + RETRY_CODES_AFTER
+    if isinstance(found, CodesUnproven):
+        codes = FrameworkCodes(
+            build=facts.build,
+            sdk=facts.sdk,
+            send_text=None,
+            reason=found.reason,
+            read_at=now,
+            retry_after=retry_after,
+        )
+    else:
+        codes = FrameworkCodes(
+            build=facts.build,
+            sdk=facts.sdk,
+            send_text=found.send_text,
+            send_multipart=found.send_multipart,
+            read_at=now,
+        )
+    await ledger.keep_framework_codes(codes)
+    _log.info(
+        "framework_codes_read",
+        device=device.serial,
+        build=facts.build,
+        send_text=codes.send_text,
+        reason=codes.reason,
+    )
+    return codes

@@ -72,7 +72,11 @@ async def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 @pytest.fixture
 def agent_for(db_path: Path, adb_key_path: Path) -> Callable[..., Any]:
-    """``async with agent_for(phone, **kwargs) as agent``: an SmsAgent on the test ledger."""
+    """``async with agent_for(phone, **kwargs) as agent``: an SmsAgent on the test ledger,
+    sending through the messaging app (``send_path="ui"``) unless told otherwise: what these
+    tests exercise is the app's behaviour, and ``auto`` would take the framework path on a
+    simulated phone whose framework.jar proves the code (``test_agent_send_path`` tests
+    ``auto``'s choice)."""
 
     @asynccontextmanager
     async def open_agent(phone: SimulatedPhone, **kwargs: Any) -> AsyncIterator[SmsAgent]:
@@ -80,6 +84,7 @@ def agent_for(db_path: Path, adb_key_path: Path) -> Callable[..., Any]:
         kwargs.setdefault("poll_interval_s", 0.05)
         kwargs.setdefault("command_timeout_s", 2.0)
         kwargs.setdefault("read_as_system", phone.build_type != "user")
+        kwargs.setdefault("send_path", "ui")
         async with SmsAgent.open(
             db=kwargs.pop("db", db_path), device=phone.serial, key_path=adb_key_path, **kwargs
         ) as agent:

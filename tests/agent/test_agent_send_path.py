@@ -1,7 +1,10 @@
-"""``send_path="auto"`` (the default): the framework path only on a phone build where this
-ledger holds proof of it, a framework send confirmed by a row ``com.android.shell`` wrote;
+"""``send_path="auto"`` (the default): the framework path only on a phone build where it is
+proven: by the phone's own framework jar, whose ``ISms$Stub`` carries the transaction code
+the bridge sends with (read once per build and kept in the ledger), or, where the jar proves
+nothing, by a framework send this ledger saw confirmed by a row ``com.android.shell`` wrote;
 the messaging app otherwise (``starebrain_actions.phone.send_path``). Ground truth is the phone's
-own record of who sent what (``transmissions``: the app, or the shell through ``isms``)."""
+own record of who sent what (``transmissions``: the app, or the shell through ``isms``).
+"""
 
 from __future__ import annotations
 
@@ -33,20 +36,100 @@ def senders(phone: Any) -> list[str]:
     return [transmission.app for transmission in phone.transmissions]
 
 
-async def test_a_new_ledger_sends_through_the_app_and_says_why(
+JAR_READ = "base64 /system/framework/framework.jar"
+
+
+def jar_reads(phone: Any) -> int:
+    """How many times the phone was asked for its framework jar (its own command log)."""
+    return sum(JAR_READ in command for command in phone.commands_run)
+
+
+@pytest.mark.parametrize("android", [10, 11, 15])
+async def test_a_jar_that_proves_the_code_opens_the_framework_from_the_first_send(
+    sms_phone: Any, agent_for: Any, android: int
+) -> None:
+    """A new ledger, and a phone whose framework.jar carries the ``ISms$Stub`` constant the
+    bridge sends with (6 on Android 10, 5 on 11 to 15): ``auto`` takes the framework from the
+    very first send, saying the jar proved it; the finding is kept in the ledger under the
+    build, so the next agent reads the ledger, not the jar."""
+    phone = await sms_phone(android=android)
+    async with agent_for(phone, send_path="auto") as agent:
+        assert "framework" == agent.phone.send_path
+        assert "framework.jar proves" in agent.phone.path_choice
+        first = await agent.send("A-1", TO, BODY, wait=5)
+        build = agent.phone._device.cached_facts.build
+        kept = await agent.ledger.framework_codes(build)
+    assert 1 == jar_reads(phone)
+    async with agent_for(phone, send_path="auto") as agent:
+        assert "framework" == agent.phone.send_path
+        second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
+    assert 1 == jar_reads(phone)  # the ledger's copy, not a second pull
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
+    assert [SHELL, SHELL] == senders(phone)
+    assert first.record is not None
+    assert "framework" == first.record.evidence["send_path"]
+    assert kept is not None
+    assert (6 if android == 10 else 5, None) == (kept.send_text, kept.reason)
+
+
+async def test_a_vendor_jar_with_another_code_keeps_the_framework_shut(
     sms_phone: Any, agent_for: Any
 ) -> None:
+    """An OEM ``ISms`` that declares a method before AOSP's moves every code by one: the jar
+    proves 6 where the bridge would call 5, which reaches another method there. ``auto``
+    sends through the app and says why, and keeps doing so."""
+    phone = await sms_phone(android=14, framework_jar="vendor-reordered")
+    async with agent_for(phone, send_path="auto") as agent:
+        assert "ui" == agent.phone.send_path
+        assert "code 6, not the bridge's 5" in agent.phone.path_choice
+        outcome = await agent.send("A-1", TO, BODY, wait=5)
+    assert Status.SUCCEEDED is outcome.status
+    assert [MESSAGING] == senders(phone)
+
+
+@pytest.mark.parametrize(
+    ("jar", "why"),
+    [
+        ("stripped", "defines ISms$Stub"),
+        ("missing", "stat of"),
+        ("no-read-permission", "base64 of"),
+        ("dex041", "041"),
+    ],
+)
+async def test_a_new_ledger_sends_through_the_app_where_the_jar_proves_nothing(
+    sms_phone: Any, agent_for: Any, jar: str, why: str
+) -> None:
     """The probe passes (isms is there, Android 14 is in the table, the shell is uid 2000), but
-    nothing this ledger holds proves the transaction code on this build: the app sends."""
-    phone = await sms_phone(android=14)
-    async with agent_for(phone) as agent:
+    the jar cannot be read exactly (stripped to an odex, missing, unreadable, a DEX version the
+    reader does not know) and nothing this ledger holds proves the code on this build: the
+    app sends, and the attempt says why, with the jar's own reason."""
+    phone = await sms_phone(android=14, framework_jar=jar)
+    async with agent_for(phone, send_path="auto") as agent:
         assert ("ui", True) == (agent.phone.send_path, "framework" in agent.phone.path_choice)
         outcome = await agent.send("A-1", TO, BODY, wait=5)
     assert outcome.record is not None
     assert Status.SUCCEEDED is outcome.status
     assert [MESSAGING] == senders(phone)
-    assert "no framework send" in outcome.record.evidence["path_choice"]
+    choice = outcome.record.evidence["path_choice"]
+    assert "no framework send" in choice
+    assert why in choice
     assert "send_path" not in outcome.record.evidence
+
+
+async def test_a_jar_that_proves_nothing_still_yields_to_a_confirmed_framework_send(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Where the jar is stripped, today's rule stands: a person's framework send confirmed by
+    the shell's row on this build opens the framework path for ``auto``."""
+    phone = await sms_phone(android=13, framework_jar="stripped")
+    async with agent_for(phone, send_path="framework") as agent:
+        first = await agent.send("A-1", TO, BODY, wait=5)
+    async with agent_for(phone, send_path="auto") as agent:
+        assert "framework" == agent.phone.send_path
+        assert "A-1" in agent.phone.path_choice
+        second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
+    assert [SHELL, SHELL] == senders(phone)
 
 
 async def test_one_confirmed_framework_send_proves_the_path_for_auto(
@@ -60,7 +143,7 @@ async def test_one_confirmed_framework_send_proves_the_path_for_auto(
         first = await agent.send("A-1", TO, BODY, wait=5)
     assert first.record is not None
     assert SHELL == first.record.evidence["row_creator"]
-    async with agent_for(phone) as agent:
+    async with agent_for(phone, send_path="auto") as agent:
         assert "framework" == agent.phone.send_path
         second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
@@ -76,12 +159,13 @@ async def test_another_build_of_the_same_phone_is_not_proven(
 ) -> None:
     """The proof is per build: on another build of the same phone (here eng instead of
     userdebug; an update changes ro.build.fingerprint the same way) ``auto`` uses the app
-    again until a framework send on that build comes back."""
-    phone = await sms_phone(android=13)
+    again until a framework send on that build comes back (a stripped jar: no proof of its
+    own)."""
+    phone = await sms_phone(android=13, framework_jar="stripped")
     async with agent_for(phone, send_path="framework") as agent:
         await agent.send("A-1", TO, BODY, wait=5)
     phone.build_type = "eng"
-    async with agent_for(phone) as agent:
+    async with agent_for(phone, send_path="auto") as agent:
         assert "ui" == agent.phone.send_path
         outcome = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert Status.SUCCEEDED is outcome.status
@@ -99,12 +183,12 @@ async def test_a_framework_send_that_never_comes_back_turns_auto_back_to_the_app
     async with agent_for(phone, send_path="framework") as agent:
         await agent.send("A-1", TO, BODY, wait=5)
     phone.sim_sub_ids = (2,)
-    async with agent_for(phone, policy=ONE_SHOT) as agent:
+    async with agent_for(phone, send_path="auto", policy=ONE_SHOT) as agent:
         assert "framework" == agent.phone.send_path
         lost = await agent.send("A-2", TO, "Your code is 9917", wait=1)
     assert lost.record is not None
     assert ReviewReason.UNVERIFIED is lost.record.review_reason
-    async with agent_for(phone) as agent:
+    async with agent_for(phone, send_path="auto") as agent:
         assert "ui" == agent.phone.send_path
         assert "UNVERIFIED" in agent.phone.path_choice
         third = await agent.send("A-3", TO, "Your code is 5550", wait=5)
@@ -132,7 +216,7 @@ async def test_a_long_lived_agent_chooses_again_before_each_send(
     phone = await sms_phone(android=14)
     async with agent_for(phone, send_path="framework") as agent:
         await agent.send("A-1", TO, BODY, wait=5)
-    async with agent_for(phone, policy=ONE_SHOT) as agent:
+    async with agent_for(phone, send_path="auto", policy=ONE_SHOT) as agent:
         assert "framework" == agent.phone.send_path
         phone.sim_sub_ids = (2,)
         lost = await agent.send("A-2", TO, "Your code is 9917", wait=1)
@@ -182,7 +266,7 @@ async def test_auto_sends_a_body_of_more_than_one_sms_through_the_app_where_the_
     phone = await sms_phone(android=15)
     async with agent_for(phone, send_path="framework") as agent:
         await agent.send("A-1", TO, BODY, wait=5)
-    async with agent_for(phone) as agent:
+    async with agent_for(phone, send_path="auto") as agent:
         assert "framework" == agent.phone.send_path
         long = await agent.send("A-2", TO, long_body, wait=5)
         short = await agent.send("A-3", TO, "Your code is 9917", wait=5)

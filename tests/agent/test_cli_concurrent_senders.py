@@ -19,7 +19,8 @@ TO, BODY = "+1 202 555 0100", "Your code is 4821"
 async def test_two_cli_senders_of_one_action_send_one_sms(
     sms_phone: Any, db_path: Path, adb_key_path: Path
 ) -> None:
-    """Two concurrent `starebrain send` runs with the same action id: both exit 0, one SMS."""
+    """Two concurrent `starebrain send` runs with the same action id, through the messaging
+    app: both exit 0, one SMS, one launch of the app."""
     phone = await sms_phone(send_delay_ms=200)
     command = [
         str(Path(sys.executable).parent / "starebrain"),
@@ -40,6 +41,8 @@ async def test_two_cli_senders_of_one_action_send_one_sms(
         "2",
         "--wait",
         "15",
+        "--send-path",
+        "ui",
     ]
     processes = [
         await asyncio.create_subprocess_exec(

@@ -72,9 +72,15 @@ async def test_migrate_json_reports_counts_and_checks(
         history = sum([len(await ledger.history(action_id)) for action_id in SEEDED])
     assert len(SEEDED) == data["copied"]["actions"]
     assert history == data["copied"]["history"]
-    assert {"actions", "attempts", "duplicates", "history", "phones", "phone_addresses"} == set(
-        data["copied"]
-    )
+    assert {
+        "actions",
+        "attempts",
+        "duplicates",
+        "history",
+        "phones",
+        "phone_addresses",
+        "framework_codes",
+    } == set(data["copied"])
     assert len(SEEDED) == data["summaries_compared"]
     assert "***@" in data["target"]
     assert data["verified"]

@@ -41,6 +41,7 @@ from starebrain_actions.ledger.copy import (
     VerificationFailed,
     copy_ledger,
 )
+from starebrain_actions.ledger.phones import FrameworkCodes
 from tests._postgres import fresh_schema
 from tests.ledger.test_ledger_reads import LATER, T0, seed_spread
 
@@ -82,6 +83,19 @@ async def seed_every_shape(path: Path) -> None:
         record = await ledger.begin_attempt("unverified", MMS_DEVICE, now=at)
         await ledger.apply(
             flag_for_review(record, ReviewReason.UNVERIFIED, now=at, evidence={"why": "é ✓"})
+        )
+        await ledger.keep_framework_codes(
+            FrameworkCodes(build="b/p:14/X/1:user/k", sdk=34, send_text=5, read_at=at)
+        )
+        await ledger.keep_framework_codes(
+            FrameworkCodes(
+                build="b/p:15/Y/2:user/k",
+                sdk=35,
+                send_text=None,
+                reason="cut short",
+                read_at=at,
+                retry_after=at + timedelta(hours=1),
+            )
         )
 
 
@@ -227,6 +241,7 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
         "history": 1,
         "phones": 0,
         "phone_addresses": 0,
+        "framework_codes": 0,
     } == await pg_counts(pg_url)
     async with Ledger.open(pg_url) as ledger:
         assert history == await ledger.history("mine")

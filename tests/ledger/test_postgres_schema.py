@@ -20,6 +20,7 @@ import pytest
 
 import starebrain_actions
 from starebrain_actions import Ledger
+from tests.ledger.test_ledger_framework_codes import BAD_CODES_ROWS, bad_codes_insert
 
 SCRIPTS = sorted(
     (Path(starebrain_actions.__file__).parent / "ledger" / "schema" / "postgres").glob("*.sql")
@@ -383,6 +384,21 @@ async def test_the_database_refuses_what_breaks_an_invariant(
     assert before == await everything(db)
 
 
+@pytest.mark.parametrize("values", BAD_CODES_ROWS)
+async def test_the_framework_codes_table_refuses_what_sqlite_refuses(
+    db: asyncpg.Connection, values: str
+) -> None:
+    """The build codes' CHECKs, as in the SQLite schema: codes or a reason, codes from 1, a
+    multipart code only beside a text code, a build named, a proof never retried."""
+    for statement in (
+        bad_codes_insert(values),
+        bad_codes_insert("'b', 34, 5, NULL, NULL", "'2026-12-05T09:00:00.000000Z'"),
+    ):
+        with pytest.raises(asyncpg.CheckViolationError):
+            await db.execute(statement)
+    assert [] == await db.fetch("SELECT * FROM framework_codes")
+
+
 @pytest.mark.parametrize(
     ("reason", "holds_lease"),
     [
@@ -703,7 +719,7 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
         for row in await db.fetch(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
             " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history',"
-            " 'phones', 'phone_addresses')"
+            " 'phones', 'phone_addresses', 'framework_codes')"
         )
     }
 
