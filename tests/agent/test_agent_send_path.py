@@ -9,14 +9,16 @@ own record of who sent what (``transmissions``: the app, or the shell through ``
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from starebrain_actions import RetryPolicy, ReviewReason, SmsIntent, Status
+from android_bridge import Device
+from starebrain_actions import Ledger, RetryPolicy, ReviewReason, SmsIntent, Status
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.segments import count_segments
+from starebrain_actions.phone.send_path import RETRY_CODES_AFTER, ledger_proof
 from tests.agent.conftest import sent_rows
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
@@ -301,3 +303,34 @@ async def test_an_explicit_framework_path_refuses_a_longer_body_before_anything_
     assert [] == phone.transmissions
     assert rows_before == phone.store.rows()
     assert not any("service call" in command for command in phone.commands_run)
+
+
+async def test_a_jar_read_cut_short_is_kept_for_an_hour_then_read_again(
+    sms_phone: Any, db_path: str, adb_key_path: Any
+) -> None:
+    """The jar's read hangs (the link stalls): ``auto`` keeps the app's path, keeps the
+    failure with a time to retry after, and does not pull the jar again before it (each
+    process would otherwise pay the timeout before every send); an hour later it reads the
+    jar again, finds the code proven, and keeps that for good."""
+    phone = await sms_phone(android=14)
+    now = [datetime(2026, 12, 5, 8, 0, tzinfo=UTC)]
+    connect = Device.connect(phone.serial, key_path=adb_key_path, command_timeout_s=0.5)
+    async with Ledger.open(db_path, clock=lambda: now[0]) as ledger, await connect as device:
+        build = (await device.facts()).build
+        phone.inject_fault("hang")
+        proven, why = await ledger_proof(ledger)(phone.serial, device)
+        assert (False, True) == (proven, "could not be pulled" in why)
+        kept = await ledger.framework_codes(build)
+        assert kept is not None
+        assert now[0] + RETRY_CODES_AFTER == kept.retry_after
+        pulls = jar_reads(phone)
+        now[0] += RETRY_CODES_AFTER / 2
+        proven, why = await ledger_proof(ledger)(phone.serial, device)
+        assert (False, True) == (proven, "could not be pulled" in why)
+        assert pulls == jar_reads(phone)  # kept: not pulled again within the hour
+        now[0] += RETRY_CODES_AFTER
+        proven, why = await ledger_proof(ledger)(phone.serial, device)
+        assert (True, pulls + 1) == (proven, jar_reads(phone))
+        kept = await ledger.framework_codes(build)
+        assert kept is not None
+        assert (5, None, None) == (kept.send_text, kept.reason, kept.retry_after)

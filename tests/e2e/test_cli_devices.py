@@ -128,6 +128,45 @@ async def test_devices_says_which_path_auto_would_take_and_why(
     assert ("ui", True) == (path, "no framework send" in why)
 
 
+async def test_devices_shows_the_jar_proof_a_send_kept_and_pulls_no_jar_itself(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """``devices`` writes nothing and pulls no jar: before any send it says the build's jar was
+    not read yet; after one ``auto`` send (which read the jar and kept its codes in the
+    ledger, and went through the framework) it says the jar proves the code, without asking
+    the phone for its jar again."""
+    phone = await phone_factory(android=15)
+    base = ["--db", str(ledger_path)]
+    device = ["--device", phone.serial, "--key", str(adb_key_path)]
+    sent = await cli(
+        *base, "send", *device, "--to", RECIPIENT, "--body", BODY, "--action-id", "first",
+        "--wait", "10",
+    )  # fmt: skip
+    assert sent.exit_code in (0, 6), sent.output
+    assert ["com.android.shell"] == [sent.app for sent in phone.transmissions]
+    pulls = sum("base64 /system/framework/framework.jar" in c for c in phone.commands_run)
+    async with Ledger.open(ledger_path) as ledger:
+        (kept,) = (await ledger.all_framework_codes()).values()
+    # another ledger holding the codes and no send: the jar's proof alone
+    other = ["--db", str(ledger_path.with_name("other.db"))]
+    async with Ledger.open(ledger_path.with_name("other.db")) as ledger:
+        await ledger.keep_framework_codes(kept)
+    result = await cli(*other, "devices", *device, "--json")
+    assert 0 == result.exit_code, result.output
+    (report,) = json.loads(result.stdout)["devices"]
+    assert "framework" == report["auto_send_path"]
+    assert "framework.jar proves sendTextForSubscriber code 5" in report["auto_send_path_why"]
+    phone.build_type = "eng"  # another build: nothing kept for it
+    result = await cli(*other, "devices", *device, "--json")
+    (report,) = json.loads(result.stdout)["devices"]
+    assert ("ui", True) == (
+        report["auto_send_path"],
+        "not read yet" in report["auto_send_path_why"],
+    )
+    after = sum("base64 /system/framework/framework.jar" in c for c in phone.commands_run)
+    assert (1, 1) == (pulls, after)
+
+
 async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
