@@ -199,7 +199,8 @@ def framework_codes_check(found: IsmsCodes | CodesUnproven, sdk: int | None) -> 
             verdict="warn",
             evidence=found.reason,
             consequence="the codes are not proven on this phone: auto keeps today's rule (the"
-            " framework path only after a confirmed framework send on this build)",
+            " framework path only after a confirmed framework send on this build; a send"
+            " reads the jar again an hour after a read cut short)",
         )
     multipart = "absent" if found.send_multipart is None else str(found.send_multipart)
     evidence = (
@@ -218,12 +219,13 @@ def framework_codes_check(found: IsmsCodes | CodesUnproven, sdk: int | None) -> 
         return check(
             verdict="fail",
             evidence=evidence,
-            consequence=f"code {expected} reaches another method on this phone: never send"
-            " with --send-path framework here; use the messaging app (--send-path ui)",
+            consequence=f"code {expected} reaches another method on this phone: auto never"
+            " takes the framework path on this build; never send with --send-path framework"
+            " here; use the messaging app (--send-path ui)",
         )
     return check(
         verdict="ok",
         evidence=evidence,
         consequence=f"the phone's own code proves the code the framework path sends with"
-        f" ({expected})",
+        f" ({expected}): auto takes the framework path from the first send on this build",
     )
