@@ -25,11 +25,16 @@ agent processes sending a seeded set of actions while the harness:
 Then it stops the chaos, lets the agents finish, runs final reconcile passes, and measures
 from ground truth, not from what the ledger says:
 
-* **sends**: every send the phone's messaging app performed is recorded as it happens, with
-  the text it was asked to send, the faults it met and the provider rows it wrote, each by
-  ``_id`` and date (a test hook on the simulator's app; see :class:`PhoneRig`); rows the
-  owner deleted or a wipe removed are kept as they were then. Human rows are known by id and
-  date.
+* **sends**: every send the phone performed is recorded as it happens, on either path: the
+  messaging app's (``--send-path ui``: key presses) and the telephony framework's
+  (``service call isms`` as the shell, which ``auto`` takes where the phone's framework jar
+  proves the code: its row's ``creator`` and its transmission's app are
+  ``com.android.shell``), with the text it was asked to send, the faults it met, the
+  provider rows it wrote, each by ``_id`` and date, and (framework) the transmissions it made
+  (test hooks on the simulator; see :class:`PhoneRig`); rows the owner deleted or a wipe
+  removed are kept as they were then. Every transmission and SENT row of the shell package
+  must belong to a recorded framework send (else it is a lost receipt: the hook missed a
+  send). Human rows are known by id and date.
 * **tracker-caused duplicates**: per intent (twins share one), the sends whose exact text went
   out (SENT or still queued, SMS, MMS or RCS), beyond one per action. A send the app itself
   doubled (``duplicate-send``) counts once; human rows are never sends.
@@ -75,6 +80,7 @@ from android_bridge._fence import FENCE_ROOT, SCRIPT
 from android_bridge.recipients import normalize_recipient
 from android_bridge.simulator import Fault, SimulatedPhone
 from android_bridge.simulator._faults import AM_FAULTS, SEND_FAULTS
+from android_bridge.simulator._isms import SHELL_PACKAGE
 from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
@@ -165,6 +171,13 @@ class ChaosConfig:
     #: plus the radio, as the default (26 minutes) is longer than a real app takes to give up
     settle_after_s: float = 5.0
     framework_settle_after_s: float = 0.5
+    #: each phone's ``/system/framework/framework.jar`` (the simulator's ``framework_jar``):
+    #: "aosp" proves the ``isms`` code, so ``--send-path auto`` sends through the framework
+    #: there from the first send; "stripped" proves nothing, so auto stays on the messaging
+    #: app (the UI path). Both paths run in one chaos run: phone 0 (wiped, read through su)
+    #: the framework's, phone 1 (a user build in the restricted view) the app's. The two
+    #: phones' builds differ (``ro.build.type``), and the codes are kept per build.
+    framework_jars: tuple[str, ...] = ("aosp", "stripped")
     #: the reconcile child's pause between passes
     reconcile_every_s: float = 0.5
     #: ``starebrain reconcile`` runs this often per phone (None: never)
@@ -285,7 +298,9 @@ def fault_order(config: ChaosConfig, phone: int) -> list[Fault]:
 
 @dataclasses.dataclass
 class AppSend:
-    """One send the phone's messaging app performed: a key press that reached it."""
+    """One send the phone performed: a key press that reached its messaging app (``path``
+    "app"), or a ``service call isms`` that reached the framework's send (``path``
+    "framework": past its permission, text and usage checks, when it takes the send faults)."""
 
     #: what the app was asked to send (before any fault changed it)
     address: str
@@ -301,6 +316,10 @@ class AppSend:
     rows: list[tuple[str, int, int | None]] = dataclasses.field(default_factory=list)
     #: the harness's radio settled it (a send stuck on the radio)
     radio_settled: bool = False
+    #: "app" (the messaging app, the UI path) or "framework" (``service call isms``)
+    path: str = "app"
+    #: the transmissions it made (framework sends; an app send's are found by position)
+    transmitted: list[Any] = dataclasses.field(default_factory=list)
 
 
 #: The command line the current stream of the simulated phone runs (each ADB stream is a task
@@ -324,7 +343,9 @@ class PhoneRig:
     """A simulated phone with what the harness knows about it as ground truth.
 
     ``attach`` wraps the simulator's messaging app (``phone._messaging._send``: the call a
-    key press makes when it sends) to record every :class:`AppSend`, the fault plan's
+    key press makes when it sends) and its framework send (``phone._isms._send_text``, the
+    send method ``service call isms`` reaches; a send is recorded once it takes its send
+    faults, past the checks that refuse it) to record every :class:`AppSend`, the fault plan's
     ``take_send_faults`` to note which faults that send met, and ``phone.run_shell`` to know
     which command line (so which attempt's fence claim) pressed the keys, and the store's
     ``insert_outgoing``/``insert_outgoing_mms`` to note each row the send writes, by ``_id``
@@ -435,6 +456,92 @@ class PhoneRig:
             return faults
 
         phone.faults.take_send_faults = taking  # type: ignore[method-assign]
+        self._attach_framework()
+
+    def _attach_framework(self) -> None:
+        """Record the framework's sends (``service call isms``): the send the call reaches is
+        made ready per call, recorded when it takes its send faults (past the checks that
+        refuse it), and notes the row it writes and the transmission it makes, which happen
+        in a task of its own started within the call (the context is copied to it)."""
+        phone = self.phone
+        isms = phone._isms
+        host = isms._host
+        inner = isms._send_text
+        ready: contextvars.ContextVar[AppSend | None] = contextvars.ContextVar(
+            "chaos_framework_call", default=None
+        )
+
+        async def calling(text: Any) -> bytes:
+            claimed = claimed_dispatch_ids(_COMMAND.get())
+            send = AppSend(
+                dispatch_id=claimed[0] if len(claimed) == 1 else None,
+                address=text.address or "",
+                body=text.body or "",
+                transmissions_before=len(phone.transmissions),
+                path="framework",
+            )
+            token, sending = ready.set(send), _SENDING.set(send)
+            try:
+                return await inner(text)
+            finally:
+                _SENDING.reset(sending)
+                ready.reset(token)
+
+        take = host.take_send_faults
+
+        def taking() -> frozenset[Fault]:
+            faults = take()
+            send = ready.get()
+            if send is not None:
+                send.faults = faults
+                self.sends.append(send)
+            return faults
+
+        insert, record = host.insert_row, host.record
+
+        def inserting(**columns: Any) -> int:
+            row_id = insert(**columns)
+            send = _SENDING.get()
+            if send is not None:
+                row = phone.store.row(row_id)
+                send.rows.append(("sms", row_id, row.date if row is not None else None))
+            return row_id
+
+        def recording(transmission: Any) -> None:
+            record(transmission)
+            send = _SENDING.get()
+            if send is not None:
+                send.transmitted.append(transmission)
+
+        isms._send_text = calling  # type: ignore[method-assign]
+        host.take_send_faults = taking
+        host.insert_row = inserting
+        host.record = recording
+
+    def unrecorded_framework_sends(self) -> list[str]:
+        """What the phone's own record shows the framework sent (a transmission by the shell
+        package, a SENT row whose ``creator`` is it, kept when removed) that no recorded
+        framework send made: empty unless the hooks missed a send."""
+        recorded = [send for send in self.sends if send.path == "framework"]
+        transmitted = {id(t) for send in recorded for t in send.transmitted}
+        rows = {(row_id, date) for send in recorded for kind, row_id, date in send.rows}
+        missed = [
+            f"phone {self.index}: a framework transmission no recorded send made"
+            f" ({t.addresses}, {t.body!r}, row {t.provider_id})"
+            for t in self.phone.transmissions
+            if t.app == SHELL_PACKAGE and id(t) not in transmitted
+        ]
+        stored = {(row._id, row.date): row for row in self.gone_sms.values()}
+        stored.update({(row._id, row.date): row for row in self.phone.store.rows()})
+        missed += [
+            f"phone {self.index}: sms _id {row._id}, SENT by the shell, no recorded send wrote it"
+            f" ({row.address}, {row.body!r})"
+            for key, row in sorted(stored.items(), key=lambda item: (item[0][0], item[0][1] or 0))
+            if getattr(row, "creator", None) == SHELL_PACKAGE
+            and row.type == SENT
+            and key not in rows
+        ]
+        return missed
 
     def consumed(self) -> Counter[Fault]:
         """Faults armed and used up."""
@@ -460,7 +567,7 @@ class SendOutcome:
     out: bool
     #: its exact text was sent (SENT SMS, sent MMS, RCS)
     sent: bool
-    #: the app wrote two copies (duplicate-send)
+    #: the app wrote two copies (duplicate-send; the framework never does)
     doubled: bool
     #: the attempt whose script pressed the keys (None: unknown)
     dispatch_id: str | None
@@ -491,7 +598,11 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
             for kind, mms_id, date in send.rows
             if kind == "mms" and (message := rig.mms_message(mms_id, date)) is not None
         ]
-        rcs = [t for t in transmissions[send.transmissions_before : tx_top] if t.channel == "rcs"]
+        rcs = (
+            [t for t in transmissions[send.transmissions_before : tx_top] if t.channel == "rcs"]
+            if send.path == "app"
+            else []
+        )
 
         def exact(address: str | None, body: str | None, key: tuple[int, str, str] = key) -> bool:
             return (rig.index, _e164(address), canonical_body(body or "")) == key
@@ -508,13 +619,18 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
         ]
         sent_mms = [m for m in out_mms if m.msg_box == MMS_SENT]
         out_rcs = [t for t in rcs if exact(t.addresses[0] if t.addresses else "", t.body)]
+        # the framework writes its row on the radio's result and transmits only when it was
+        # sent: what it transmitted is what went out (its row may be deleted, or FAILED)
+        out_framework = [
+            t for t in send.transmitted if exact(t.addresses[0] if t.addresses else "", t.body)
+        ]
         outcomes.append(
             SendOutcome(
                 phone=rig.index,
                 intent=key if key in intents else None,
-                out=bool(out_sms or out_mms or out_rcs),
-                sent=bool(sent_sms or sent_mms or out_rcs),
-                doubled=Fault.DUPLICATE_SEND in send.faults,
+                out=bool(out_sms or out_mms or out_rcs or out_framework),
+                sent=bool(sent_sms or sent_mms or out_rcs or out_framework),
+                doubled=send.path == "app" and Fault.DUPLICATE_SEND in send.faults,
                 dispatch_id=send.dispatch_id,
                 send=send,
                 sms_ids=tuple(row._id for row in own_rows),
@@ -904,6 +1020,7 @@ class ChaosRun:
                 tcpip_survives_reboot=True,
                 unlock_after_boot_ms=600,
                 seed=self.config.seed * 10 + index,
+                framework_jar=self._framework_jar(index),
             )
             await phone.start()
             rig = PhoneRig(index, phone, read_as_system=system)
@@ -916,6 +1033,11 @@ class ChaosRun:
             )
             rig.attach()
             self.rigs.append(rig)
+
+    def _framework_jar(self, index: int) -> Any:
+        """Phone ``index``'s framework jar ("aosp" past the configured ones)."""
+        jars = self.config.framework_jars
+        return jars[index] if index < len(jars) else "aosp"
 
     def _allow_key(self, keys: Path) -> None:
         """Authorise the harness's key on a phone ("Always allow")."""
@@ -1478,8 +1600,12 @@ class ChaosRun:
                 off_since = None
             cutoff = phone.now_ms() - int(self.config.stuck_s * 1000)
             for send in rig.sends:
-                if send.radio_settled or Fault.STUCK_OUTBOX not in send.faults:
-                    continue
+                if (
+                    send.path != "app"
+                    or send.radio_settled
+                    or Fault.STUCK_OUTBOX not in send.faults
+                ):
+                    continue  # a framework send stuck on the radio writes no row, sends nothing
                 rows = [(row_id, date) for kind, row_id, date in send.rows if kind == "sms"]
                 if any(date is None or date > cutoff for _row_id, date in rows):
                     continue
@@ -1682,6 +1808,11 @@ class ChaosRun:
         counts["actions"] = len(self.actions)
         counts["twin_pairs"] = self.config.twins
         counts["app_sends"] = len(outcomes)
+        counts["framework_sends"] = sum(1 for o in outcomes if o.send.path == "framework")
+        counts["ui_sends"] = counts["app_sends"] - counts["framework_sends"]
+        counts["framework_sends_out"] = sum(
+            1 for o in outcomes if o.send.path == "framework" and o.out
+        )
         counts["app_sends_of_unknown_attempts"] = sum(1 for o in outcomes if not o.dispatch_id)
         counts["sms_out"] = sum(tally.out.values())
         counts["app_doubled_sends"] = sum(1 for o in outcomes if o.doubled and o.out)
@@ -1743,6 +1874,7 @@ class ChaosRun:
                     "phone": rig.index,
                     "to": send.address,
                     "body": send.body,
+                    "path": send.path,
                     "dispatch_id": send.dispatch_id,
                     "action": owner_of.get(send.dispatch_id or ""),
                     "faults": sorted(fault.value for fault in send.faults),
@@ -1802,6 +1934,10 @@ class ChaosRun:
                 self.details["lost receipts"].append(
                     f"{names}: {sends} sends on phone {key[0]}, {attempts_by[key]} attempts"
                 )
+        for rig in self.rigs:
+            missed = rig.unrecorded_framework_sends()
+            lost += len(missed)
+            self.details["lost receipts"] += missed
         for outcome in outcomes:
             if outcome.intent is None:
                 lost += 1
@@ -1927,7 +2063,8 @@ def metric_rows(reports: Sequence[ChaosReport]) -> list[tuple[str, list[str]]]:
         ),
         ("lies", [str(r.lies) if r.config.agent == "ledger" else "n/a" for r in reports]),
         ("actions (twins included)", counted("actions")),
-        ("sends the phones' app made", counted("app_sends")),
+        ("sends the phones made (app and framework)", counted("app_sends")),
+        ("... through the framework (service call isms)", counted("framework_sends")),
         ("sends whose text went out", counted("sms_out")),
         ("sends the app itself doubled", counted("app_doubled_sends")),
         ("intents never delivered", counted("undelivered")),

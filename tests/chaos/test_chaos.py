@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
-from android_bridge import Device, SmsDispatcher
+from android_bridge import Device, FrameworkDispatcher, SmsDispatcher
 from android_bridge._fence import ensure_epoch
 from android_bridge.exceptions import DeviceUnreachable, OutcomeUnknown
 from android_bridge.simulator import Fault
@@ -84,6 +84,11 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     assert counts.get("outages", 0) >= 1, explain
     assert counts.get("reconcile_passes", 0) >= 10, explain
     assert counts.get("app_sends", 0) >= CONFIG.actions // 2, explain
+    # both send paths: the framework's (auto, where phone 0's jar proves the isms code) and
+    # the messaging app's (auto on phone 1, whose jar proves nothing)
+    assert counts.get("framework_sends", 0) >= 2, explain
+    assert counts.get("framework_sends_out", 0) >= 1, explain
+    assert counts.get("ui_sends", 0) >= 3, explain
     assert counts.get("twin_actions_attempted", 0) >= 1, explain
     # issue 21: a phone's ordinary life
     assert counts.get("threads_deleted", 0) >= 2, explain
@@ -205,3 +210,37 @@ async def test_the_tally_keeps_rows_the_owner_deleted_and_tells_reused_ids_apart
     assert [True, True] == [outcome.sent for outcome in outcomes]
     tally = tally_sends(outcomes)
     assert (2, 1) == (tally.out[spec.intent_key], tracker_duplicates_of(groups, tally)[0])
+
+
+async def test_the_tally_counts_framework_sends_from_the_phones_own_record(
+    phone_factory: Any, adb_key_path: Path
+) -> None:
+    """The framework path (``service call isms`` as the shell) is measured too: each call
+    that reached the framework's send is a send of the attempt whose fence claim its command
+    holds, what it transmitted is what went out, a failed one puts nothing out, and every
+    transmission and SENT row of ``com.android.shell`` belongs to a recorded send."""
+    phone = await phone_factory(send_delay_ms=0)
+    rig = PhoneRig(0, phone, read_as_system=False)
+    rig.attach()
+    spec = ActionSpec(action_id="A-1", recipient=TO, body=BODY, phone=0)
+    groups = {spec.intent_key: [spec]}
+    device = await Device.connect(phone.serial, key_path=adb_key_path)
+    try:
+        epoch = (await ensure_epoch(device)).epoch
+        dispatcher = FrameworkDispatcher(device)
+        phone.inject_fault(Fault.SEND_FAILS)
+        await dispatcher.send(TO, BODY, fence=("d-1", epoch))  # the framework marks it FAILED
+        await dispatcher.send(TO, BODY, fence=("d-2", epoch))
+        await dispatcher.send(TO, BODY, fence=("d-3", epoch))  # a resend: a second SMS
+        await phone.wait_idle()
+    finally:
+        await device.close()
+    outcomes = send_outcomes(rig, groups)
+    assert ["framework"] * 3 == [outcome.send.path for outcome in outcomes]
+    assert ["d-1", "d-2", "d-3"] == [outcome.dispatch_id for outcome in outcomes]
+    assert [False, True, True] == [outcome.out for outcome in outcomes]
+    tally = tally_sends(outcomes, {f"d-{n}": "A-1" for n in (1, 2, 3)}, {"A-1": spec.intent_key})
+    assert (2, 1) == (tally.out_of["A-1"], tracker_duplicates_of(groups, tally)[0])
+    assert [] == rig.unrecorded_framework_sends()
+    # a rig that recorded nothing sees them all: two transmissions and their two SENT rows
+    assert 4 == len(PhoneRig(0, phone, read_as_system=False).unrecorded_framework_sends())

@@ -51,6 +51,11 @@ ACTIONS: Final = 42
 #: share of the actions given to a second host as well (both race to send the same id)
 SHARED: Final = 0.3
 SEED: Final = 13
+#: the phones whose framework jar proves nothing (``framework_jar="stripped"``, on a build of
+#: their own: ``eng``): ``--send-path auto`` stays on the messaging app there, while the
+#: others' jars prove the ``isms`` code and auto sends through the framework from the first
+#: send (``service call isms``, rows and transmissions by ``com.android.shell``)
+APP_PATH_PHONES: Final = frozenset({PHONES - 1})
 #: chaos lasts this long at most; then the hosts get ``SETTLE_S`` more to finish
 CHAOS_S: Final = 16.0
 SETTLE_S: Final = 25.0
@@ -132,12 +137,14 @@ class Run:
         keys = self.workdir / "adb_keys"
         keys.write_text(Path(f"{self.key}.pub").read_text(encoding="utf-8"), encoding="utf-8")
         for index in range(PHONES):
+            app_path = index in APP_PATH_PHONES
             phone = SimulatedPhone(
                 store_path=self.workdir / f"phone-{index}.db",
                 authorized_keys_path=keys,
-                build_type="userdebug",
+                build_type="eng" if app_path else "userdebug",
                 send_delay_ms=30,
                 seed=SEED * 10 + index,
+                framework_jar="stripped" if app_path else "aosp",
             )
             await phone.start()
             rig = PhoneRig(index, phone, read_as_system=True)
@@ -268,7 +275,8 @@ class Run:
             self.problems.append("the server did not start again after its crash")
 
     async def faults(self) -> None:
-        """Arm ``duplicate-send`` (the messaging app sends twice) on each phone, twice."""
+        """Arm ``duplicate-send`` (the messaging app sends twice) on each phone, twice (a
+        framework send takes it and sends once: only the app doubles)."""
         armed = Counter[int]()
         while not self.chaos_over.is_set():
             await asyncio.sleep(0.3)
@@ -474,6 +482,10 @@ async def check(run: Run, own_server: OwnServer, where: str) -> None:
         s.action_id: tally.out[s.intent_key] for s in run.actions
     }, explain
     assert ACTIONS + doubled == sum(left.values()), explain
+    # both send paths ran: the framework's where the jar proves the code, the app's elsewhere
+    paths = Counter((o.send.path, o.phone in APP_PATH_PHONES) for o in outcomes if o.out)
+    assert paths[("framework", False)] >= 1 and paths[("app", True)] >= 1, f"{paths}\n{explain}"
+    assert [] == [line for rig in run.rigs for line in rig.unrecorded_framework_sends()], explain
     assert {s.action_id: Status.SUCCEEDED for s in run.actions} == statuses, explain
 
     # no lost receipts: every row the phones wrote for an action is an attempt's confirmed
