@@ -49,16 +49,19 @@ def ours(phone: SimulatedPhone) -> int:
 async def test_wait_bounds_a_send_whose_command_hangs(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """The phone sends, then its command never answers: with the default 20 s command timeout
+    """The phone sends through the messaging app, then its command never answers: with the
+    default 20 s command timeout
     `send --wait 3` still ends within about 3 s (exit 3: unresolved, never FAILED); a rerun
     settles it by reading, and exactly one SMS went out."""
     phone = await phone_factory(faults=["hang-after-send"])  # type: ignore[operator]
     code, out, err, took = await run(
-        send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "3")
+        send_argv(ledger_path, adb_key_path, phone.serial, "--send-path", "ui", "--wait", "3")
     )
     assert 3 == code, out + err
     assert took < 6.0, f"--wait 3 took {took:.1f} s"
-    again = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "10"))
+    again = await run(
+        send_argv(ledger_path, adb_key_path, phone.serial, "--send-path", "ui", "--wait", "10")
+    )
     assert 0 == again[0], again[1] + again[2]
     assert "SUCCEEDED" in again[1]
     assert 1 == ours(phone)
@@ -123,11 +126,11 @@ async def test_a_long_send_shows_its_step_on_a_terminal_only(
 async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
-    """Ctrl-C while the send waits for the phone's row: exit 130 and a message that this run
-    handed a send to the phone (the SMS may already be out) and rerunning the same command
-    is safe; the rerun sends nothing more."""
+    """Ctrl-C while a send through the messaging app waits for the phone's row: exit 130 and
+    a message that this run handed a send to the phone (the SMS may already be out) and
+    rerunning the same command is safe; the rerun sends nothing more."""
     phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)  # type: ignore[operator]
-    argv = send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "30")
+    argv = send_argv(ledger_path, adb_key_path, phone.serial, "--send-path", "ui", "--wait", "30")
     process = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -143,6 +146,8 @@ async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     assert "This run handed a send to the phone: the SMS may already be out" in text
     assert "Rerunning the same command is safe" in text and "A-17" in text
     assert "Traceback" not in text
-    rerun = await run(send_argv(ledger_path, adb_key_path, phone.serial, "--wait", "1.5"))
+    rerun = await run(
+        send_argv(ledger_path, adb_key_path, phone.serial, "--send-path", "ui", "--wait", "1.5")
+    )
     assert 3 == rerun[0], rerun[1] + rerun[2]
     assert 1 == sum(1 for command in phone.commands_run if "am start" in command)

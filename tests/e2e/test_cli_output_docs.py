@@ -182,23 +182,26 @@ async def play(s: Scenario) -> None:
         "otp-1001", phone=True, head=2,
     )  # fmt: skip
     assert 0 == code, s.samples["send-again"]
-    # the default settle time (26 minutes), not the story's: a message the app sent settles
-    # long after --wait
+    # the default settle time (26 minutes), not the story's: a message the messaging app sent
+    # settles long after --wait
     code, s.samples["send-settling"] = await s.run(
         *send, a, "--to", "+12025550107", "--body", "Your room is ready", "--action-id",
-        "room-12", "--wait", "1", phone=True, status=True, env=DEFAULT_SETTLING,
+        "room-12", "--wait", "1", "--send-path", "ui", phone=True, status=True,
+        env=DEFAULT_SETTLING,
     )  # fmt: skip
     assert 6 == code, s.samples["send-settling"]
+    # the messaging app's faults: these sends go through the app (their commands are not shown)
     s.phone_a.inject_fault("duplicate-send")
     await s.run(
         *send, a, "--to", "+12025550101", "--body", "Your table is ready", "--action-id",
-        "table-17", phone=True,
+        "table-17", "--send-path", "ui", phone=True,
     )  # fmt: skip
     s.phone_a.inject_fault("mangle-body")
     # the default settle time: its resend after `retry` is left settling by `resume`
     await s.run(
         *send, a, "--to", "+12025550102", "--body", "Meeting moved to 3pm", "--action-id",
-        "meet-3pm", "--max-attempts", "1", phone=True, env=DEFAULT_SETTLING,
+        "meet-3pm", "--max-attempts", "1", "--send-path", "ui", phone=True,
+        env=DEFAULT_SETTLING,
     )  # fmt: skip
     code, s.samples["send-changed-intent"] = await s.run(
         *send, a, "--to", "+12025550102", "--body", "Meeting moved to 4pm", "--action-id",
@@ -208,7 +211,7 @@ async def play(s: Scenario) -> None:
     s.phone_b.inject_fault("stuck-outbox")
     await s.run(
         *send, b, "--to", "+12025550103", "--body", "Your parcel is on its way", "--action-id",
-        "parcel-88", "--wait", "1", "--settle-after", "1800", phone=True,
+        "parcel-88", "--wait", "1", "--settle-after", "1800", "--send-path", "ui", phone=True,
     )  # fmt: skip
     await lost_reply(
         s.phone_a, "otp-1004", "+12025550106", "Your code is 6088", ago=timedelta(minutes=40)
@@ -264,7 +267,7 @@ async def recovery(s: Scenario) -> None:
     s.phone_b.inject_fault("rcs-send")
     await s.run(
         *send, b, "--to", "+12025550111", "--body", "See you at 8", "--action-id", "chat-8",
-        "--wait", "1", phone=True,
+        "--wait", "1", "--send-path", "ui", phone=True,
     )  # fmt: skip
     code, s.samples["send-held"] = await s.run(
         *send, b, "--to", "+12025550112", "--body", "Your code is 2718", "--action-id",
@@ -272,10 +275,11 @@ async def recovery(s: Scenario) -> None:
         env=DEFAULT_SETTLING,
     )  # fmt: skip
     assert 3 == code, s.samples["send-held"]
-    s.phone_a.screen = "locked"
+    s.phone_a.screen = "locked"  # the messaging app's send script checks the screen
     code, s.samples["send-not-ready"] = await s.run(
         *send, a, "--to", "+12025550113", "--body", "Your code is 3141", "--action-id",
-        "otp-1005", "--wait", "1", phone=True, stderr=True, status=True, env=DEFAULT_SETTLING,
+        "otp-1005", "--wait", "1", "--send-path", "ui", phone=True, stderr=True, status=True,
+        env=DEFAULT_SETTLING,
     )  # fmt: skip
     assert 7 == code, s.samples["send-not-ready"]
     s.phone_a.screen = "on"

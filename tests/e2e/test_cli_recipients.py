@@ -59,6 +59,7 @@ async def test_cli_refuses_a_national_number_without_a_region(
     assert 2 == result.exit_code, result.output
     assert "needs a region" in result.stderr
     assert [] == sent_commands(phone)
+    assert [] == phone.transmissions
 
 
 @pytest.mark.parametrize(
@@ -76,15 +77,17 @@ async def test_cli_sends_to_the_ascii_number_once_and_a_rerun_spelled_in_ascii_i
     ledger_path: Path,
     adb_key_path: Path,
 ) -> None:
-    """Other scripts' digits and national numbers are sent as ASCII E.164 and succeed; the same
-    number spelled in ASCII is the same action, so the rerun sends nothing."""
+    """Other scripts' digits and national numbers are sent as ASCII E.164 and succeed (through
+    the messaging app, whose `smsto:` intent shows the number); the same number spelled in
+    ASCII is the same action, so the rerun sends nothing."""
     where = ("--region", region) if region else ()
+    app = ("--send-path", "ui")
     first = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", number, "--body", BODY, *where
+        ledger_path, adb_key_path, phone.serial, "--to", number, "--body", BODY, *where, *app
     )
     assert 0 == first.exit_code, first.output
     again = await send(
-        ledger_path, adb_key_path, phone.serial, "--to", "+1 202 555 0143", "--body", BODY
+        ledger_path, adb_key_path, phone.serial, "--to", "+1 202 555 0143", "--body", BODY, *app
     )
     assert 0 == again.exit_code, again.output
     assert first.stdout.split()[2] == again.stdout.split()[2]  # the derived action id

@@ -45,10 +45,11 @@ def sent(phone: SimulatedPhone, body: str) -> int:
 async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """Locked: exit 7, stderr says to unlock the phone, JSON names the remedy, no attempt is
-    spent (status says so); unlocked, the same command sends once and exits 0."""
+    """Locked, a send through the messaging app: exit 7, stderr says to unlock the phone, JSON
+    names the remedy, no attempt is spent (status says so); unlocked, the same command sends
+    once and exits 0."""
     phone = await phone_factory(screen="locked")
-    what = ("--body", "locked text", "--action-id", "L-1")
+    what = ("--body", "locked text", "--action-id", "L-1", "--send-path", "ui")
     args = (*what, "--wait", "1.5", *QUICK)
     locked = await send(ledger_target, adb_key_path, phone, *args)
     assert 7 == locked.exit_code, locked.output
@@ -129,12 +130,12 @@ async def test_a_send_that_gives_up_names_the_holder_and_when_it_can_be_freed(
 async def test_retry_is_refused_while_unresolved_then_grants_and_the_send_goes_once(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """The app altered the text the same way twice (``mangle-body``): no third copy is sent
-    (exit 5, REPEATED_MISMATCH); `retry` grants one, recorded with who and why in
+    """The messaging app altered the text the same way twice (``mangle-body``): no third copy
+    is sent (exit 5, REPEATED_MISMATCH); `retry` grants one, recorded with who and why in
     `history`; the rerun sends the intended text once. A retry of an action with an
     unresolved attempt is refused."""
     phone = await phone_factory(faults=[("mangle-body", 2)], send_delay_ms=20)
-    args = ("--body", "retry me", "--action-id", "X-1", "--wait", "10", *QUICK)
+    args = ("--body", "retry me", "--action-id", "X-1", "--send-path", "ui", "--wait", "10", *QUICK)
     refused_twice = await send(ledger_target, adb_key_path, phone, *args)
     assert 5 == refused_twice.exit_code, refused_twice.output
     async with Ledger.open(ledger_target) as ledger:

@@ -105,14 +105,14 @@ async def test_send_whose_reply_is_lost_right_after_the_send_key_succeeds(
 async def test_send_cut_right_after_the_send_key_is_review_never_resent(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """adbd restarts right after the send key, before the script recorded its keys (init
-    kills it; a dropped connection would not): unresolved (exit 3) while its keys marker may
-    still come (SCRIPT_FINISH_WITHIN), and a rerun sends nothing more; after that the
-    matching row cannot be told from an identical text of the owner's, so the action goes to
-    review (AMBIGUOUS)."""
+    """Through the messaging app, adbd restarts right after the send key, before the script
+    recorded its keys (init kills it; a dropped connection would not): unresolved (exit 3)
+    while its keys marker may still come (SCRIPT_FINISH_WITHIN), and a rerun sends nothing
+    more; after that the matching row cannot be told from an identical text of the owner's,
+    so the action goes to review (AMBIGUOUS)."""
     phone = await phone_factory()
     phone.drop_after_command("input", nth=2, adbd_restarts=True)
-    args = ("--to", RECIPIENT, "--body", BODY, "--wait", "5")
+    args = ("--to", RECIPIENT, "--body", BODY, "--send-path", "ui", "--wait", "5")
     first = await send(ledger_target, adb_key_path, phone.serial, *args)
     again = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "1")
     assert (3, 3) == (first.exit_code, again.exit_code), first.output + again.output
@@ -166,11 +166,11 @@ async def test_send_bad_input_is_exit_2(
 async def test_send_mismatch_is_exit_5(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """The app alters the text and no attempt is left: MISMATCH, exit 5."""
+    """The messaging app alters the text and no attempt is left: MISMATCH, exit 5."""
     phone = await phone_factory(faults=["mangle-body"])
     result = await send(
         ledger_target, adb_key_path, phone.serial,
-        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1",
+        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "1", "--send-path", "ui",
     )  # fmt: skip
     assert 5 == result.exit_code, result.output
     assert "MISMATCH" in result.stdout
@@ -179,11 +179,14 @@ async def test_send_mismatch_is_exit_5(
 async def test_a_superseded_mismatch_stays_on_show(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """Issue 10, section 1: the app alters the first text, the resend goes out right: the
-    action SUCCEEDED, needs no review, and `status` still shows the wrong text went out
-    (MISMATCH, superseded), in text and in JSON."""
+    """Issue 10, section 1: the messaging app alters the first text, the resend goes out
+    right: the action SUCCEEDED, needs no review, and `status` still shows the wrong text went
+    out (MISMATCH, superseded), in text and in JSON."""
     phone = await phone_factory(faults=["mangle-body"])
-    args = ("--action-id", "A-17", "--to", RECIPIENT, "--body", BODY, "--max-attempts", "2")
+    args = (
+        "--action-id", "A-17", "--to", RECIPIENT, "--body", BODY, "--max-attempts", "2",
+        "--send-path", "ui",
+    )  # fmt: skip
     result = await send(ledger_target, adb_key_path, phone.serial, *args, "--wait", "10")
     assert 0 == result.exit_code, result.output
     runner = CliRunner()

@@ -54,7 +54,10 @@ async def test_a_message_the_app_sent_is_exit_6_until_it_settles(
     dispatch: exit 6, VERIFYING, the time it settles (text and JSON), never SUCCEEDED; one
     SMS went out, and a rerun sends nothing."""
     device = ["--device", phone.serial, "--key", str(adb_key_path)]
-    argv = ["send", *device, "--to", RECIPIENT, "--body", BODY, "--action-id", "A-1"]
+    argv = [
+        "send", *device, "--to", RECIPIENT, "--body", BODY, "--action-id", "A-1",
+        "--send-path", "ui",
+    ]  # fmt: skip
     text = await cli(ledger_target, *argv, "--wait", "1")
     assert EXIT_SETTLING == text.exit_code == 6, text.output
     assert "VERIFYING" in text.stdout and "SUCCEEDED" not in text.stdout
@@ -75,11 +78,12 @@ async def test_a_message_the_app_sent_is_exit_6_until_it_settles(
 async def test_a_settled_row_is_accepted_by_a_later_read(
     phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """Exit 6 within the settle time; once it has passed, `reconcile` (a read, never a send)
-    accepts the row: SUCCEEDED, and the same command exits 0 without sending again."""
+    """Through the messaging app, exit 6 within the settle time; once it has passed,
+    `reconcile` (a read, never a send) accepts the row: SUCCEEDED, and the same command exits
+    0 without sending again."""
     argv = [
         "send", "--device", phone.serial, "--key", str(adb_key_path), "--to", RECIPIENT,
-        "--body", BODY, "--action-id", "A-2", "--settle-after", "2",
+        "--body", BODY, "--action-id", "A-2", "--settle-after", "2", "--send-path", "ui",
     ]  # fmt: skip
     first = await cli(ledger_target, *argv, "--wait", "1", "--json")
     assert 6 == first.exit_code, first.output
@@ -98,9 +102,9 @@ async def test_a_settled_row_is_accepted_by_a_later_read(
 async def test_a_row_the_phone_marks_failed_is_resent_on_that_proof(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """The radio fails after the app wrote its row SENT: read through su 1000, the row turns
-    FAILED within the app's send timeout, which proves nothing went out; the next attempt
-    sends the one SMS. The phone holds the FAILED row and the SENT one."""
+    """The radio fails after the messaging app wrote its row SENT: read through su 1000, the
+    row turns FAILED within the app's send timeout, which proves nothing went out; the next
+    attempt sends the one SMS. The phone holds the FAILED row and the SENT one."""
     # the radio answers 1.5 s after the app wrote its row: the read finds it SENT first
     phone = await phone_factory(
         build_type="userdebug", faults=["send-fails"], send_delay_ms=RADIO_MS
@@ -108,7 +112,8 @@ async def test_a_row_the_phone_marks_failed_is_resent_on_that_proof(
     result = await cli(
         ledger_target, "--read-as-system", "send", "--device", phone.serial,
         "--key", str(adb_key_path), "--to", RECIPIENT, "--body", BODY, "--action-id", "A-3",
-        "--wait", "15", "--backoff", "0.2", "--settle-after", "2.5", "--json",
+        "--wait", "15", "--backoff", "0.2", "--settle-after", "2.5", "--send-path", "ui",
+        "--json",
     )  # fmt: skip
     data = json.loads(result.stdout)
     first, second = data["attempts"]
@@ -137,7 +142,7 @@ async def test_a_row_that_leaves_the_shells_view_goes_to_review_never_resent(
     result = await cli(
         ledger_target, "send", "--device", phone.serial, "--key", str(adb_key_path),
         "--to", RECIPIENT, "--body", BODY, "--action-id", "A-4", "--wait", "6",
-        "--settle-after", "2.5", "--json",
+        "--settle-after", "2.5", "--send-path", "ui", "--json",
     )  # fmt: skip
     data = json.loads(result.stdout)
     assert (3, ["UNSETTLED"], 1) == (

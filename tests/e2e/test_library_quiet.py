@@ -22,7 +22,8 @@ RECIPIENT_DIGITS = "2025550143"
 SECRET = "4821"
 
 #: An agent program: starts a simulated phone whose link stalls after its first send (the
-#: command times out, so the bridge logs a WARNING), sends one SMS through SmsAgent, and exits
+#: command times out, so the bridge logs a WARNING), sends one SMS through SmsAgent (through
+#: the messaging app, whose send the stall follows), and exits
 #: 0 only when the send SUCCEEDED. ``argv[1]``, when given, is the level for
 #: ``logging.basicConfig``.
 AGENT_PROGRAM = """
@@ -63,6 +64,7 @@ async def main() -> int:
             ),
             poll_interval_s=0.05,
             command_timeout_s=1,
+            send_path="ui",
         ) as agent:
             outcome = await agent.send("otp-1", "+1 202 555 0143", "Your code is 4821", wait=30)
     finally:

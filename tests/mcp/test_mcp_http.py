@@ -31,13 +31,15 @@ PhoneFactory = Callable[..., Any]
 async def test_http_sessions_repeating_a_send_after_a_timeout_produce_one_sms(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
-    """Over streamable HTTP: the phone sends and never answers, one session gives up on the
-    call, then two sessions repeat it at once: all answer SUCCEEDED, one SMS went out; a
-    changed body is a tool error; the server stops cleanly on SIGTERM and wrote nothing to
-    stdout."""
+    """Over streamable HTTP: the phone sends through the messaging app and never answers, one
+    session gives up on the call, then two sessions repeat it at once: all answer SUCCEEDED, one
+    SMS went out; a changed body is a tool error; the server stops cleanly on SIGTERM and wrote
+    nothing to stdout."""
     phone = await phone_factory(faults=["hang-after-send"])
     call = {"action_id": "A-17", "to": TO, "body": BODY, "wait_seconds": 30}
-    args = server_args(db_path, adb_key_path, [phone], "--command-timeout", "2.5")
+    args = server_args(
+        db_path, adb_key_path, [phone], "--command-timeout", "2.5", "--send-path", "ui"
+    )
     async with http_server(args) as (url, process):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         async with http_client(url) as first, http_client(url) as second:

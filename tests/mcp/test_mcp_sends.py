@@ -23,12 +23,12 @@ PhoneFactory = Callable[..., Any]
 async def test_an_unresolved_attempt_is_never_sent_again(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
-    """The app sends as RCS chat (nothing reaches the SMS store, so no read can prove it):
-    each call returns within its wait with the status as it stands, UNKNOWN once past the
-    grace window, and however often the model asks, nothing is sent again."""
+    """The messaging app sends as RCS chat (nothing reaches the SMS store, so no read can
+    prove it): each call returns within its wait with the status as it stands, UNKNOWN once
+    past the grace window, and however often the model asks, nothing is sent again."""
     phone: SimulatedPhone = await phone_factory(faults=["rcs-send"])
     call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 1.2}
-    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+    async with client_on(db_path, adb_key_path, [phone.serial], send_path="ui") as client:
         seen = []
         for _ in range(3):
             started = time.monotonic()
@@ -101,11 +101,11 @@ async def test_an_action_id_with_a_final_newline_is_refused_and_never_a_second_s
 async def test_concurrent_calls_in_one_server_share_one_send(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
-    """Ten identical calls at once, through one server: one send command on the phone, one
-    SMS, ten SUCCEEDED answers for the same action."""
+    """Ten identical calls at once, through one server sending through the messaging app: one
+    send command on the phone, one SMS, ten SUCCEEDED answers for the same action."""
     phone = await phone_factory(latency_ms=50)
     call = {"action_id": "A-4", "to": TO, "body": BODY, "wait_seconds": 20}
-    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+    async with client_on(db_path, adb_key_path, [phone.serial], send_path="ui") as client:
         results = await asyncio.gather(*(client.call_tool("send_sms", call) for _ in range(10)))
     assert ["SUCCEEDED"] * 10 == [structured(result)["status"] for result in results]
     assert 1 == sum(1 for command in phone.commands_run if "am start" in command)
@@ -115,13 +115,14 @@ async def test_concurrent_calls_in_one_server_share_one_send(
 async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
-    """``--send-path auto`` (the default) on the server: the app first; once a framework send
-    on this phone's build came back as the shell's row (here one ``starebrain send
-    --send-path framework``, through the library), the server's next send goes through the
-    framework, on the phone handle it already holds."""
+    """``--send-path auto`` (the default) on the server, on a phone whose framework.jar proves
+    no code (stripped): the app first; once a framework send on this phone's build came back
+    as the shell's row (here one ``starebrain send --send-path framework``, through the
+    library), the server's next send goes through the framework, on the phone handle it
+    already holds."""
     from starebrain_actions.orchestration.agent import SmsAgent
 
-    phone: SimulatedPhone = await phone_factory(android=14)
+    phone: SimulatedPhone = await phone_factory(android=14, framework_jar="stripped")
     call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 5}
     async with client_on(db_path, adb_key_path, [phone.serial]) as client:
         assert "SUCCEEDED" == structured(await client.call_tool("send_sms", call))["status"]
@@ -134,6 +135,24 @@ async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
     assert ["com.google.android.apps.messaging", "com.android.shell", "com.android.shell"] == [
         transmission.app for transmission in phone.transmissions
     ]
+
+
+async def test_the_server_takes_the_framework_path_from_the_first_send_where_the_jar_proves_it(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """``--send-path auto`` on a phone whose own framework.jar (AOSP's) proves the ISms code:
+    the server's very first send goes through the framework, and so does the next; one SMS
+    each, no ``am start``."""
+    phone: SimulatedPhone = await phone_factory(android=14)
+    call = {"action_id": "A-1", "to": TO, "body": BODY, "wait_seconds": 5}
+    async with client_on(db_path, adb_key_path, [phone.serial]) as client:
+        assert "SUCCEEDED" == structured(await client.call_tool("send_sms", call))["status"]
+        again = {**call, "action_id": "A-2", "body": "Your code is 5550"}
+        assert "SUCCEEDED" == structured(await client.call_tool("send_sms", again))["status"]
+    assert [("com.android.shell", BODY), ("com.android.shell", "Your code is 5550")] == [
+        (transmission.app, transmission.body) for transmission in phone.transmissions
+    ]
+    assert not any("am start" in command for command in phone.commands_run)
 
 
 async def test_a_framework_server_refuses_a_body_of_more_than_one_sms_and_records_nothing(
@@ -170,15 +189,16 @@ async def test_a_framework_server_refuses_a_body_of_more_than_one_sms_and_record
 async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
-    """The keyguard is up: send_sms returns FAILED with phone_not_ready saying to unlock the
-    phone, no attempt spent, and a next step telling the model a person must act; once
-    unlocked, the same call sends once."""
+    """The keyguard is up, the server sends through the messaging app: send_sms returns
+    FAILED with phone_not_ready saying to unlock the phone, no attempt spent, and a next step
+    telling the model a person must act; once unlocked, the same call sends once."""
     phone = await phone_factory(screen="locked")
     call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 3.0}
     # one not-ready attempt within the first call's wait: the next waits 4 s (the backoff), so
     # the wait never ends with a second one in flight (IN_FLIGHT), however loaded the machine
     policy = attrs.evolve(SEND_POLICY, initial_interval=timedelta(seconds=4))
-    async with client_on(db_path, adb_key_path, [phone.serial], policy=policy) as client:
+    server = (db_path, adb_key_path, [phone.serial])
+    async with client_on(*server, policy=policy, send_path="ui") as client:
         locked = structured(await client.call_tool("send_sms", call))
         phone.screen = "on"
         sent = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))

@@ -37,12 +37,14 @@ Logs = Callable[[str], IO[str]]
 async def test_a_dropped_reply_ends_in_succeeded_by_reading_with_one_sms(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, stderr_file: Logs
 ) -> None:
-    """The phone sends, then its reply is lost (the link stalls; the command times out):
-    send_sms still returns SUCCEEDED, proven by a read, with one SMS; the id derived from the
-    intent is said so and repeated; a repeat changes nothing; the same id with another body
-    is a tool error that sends nothing."""
+    """The phone sends through the messaging app, then its reply is lost (the link stalls; the
+    command times out): send_sms still returns SUCCEEDED, proven by a read, with one SMS; the id
+    derived from the intent is said so and repeated; a repeat changes nothing; the same id with
+    another body is a tool error that sends nothing."""
     phone = await phone_factory(faults=["hang-after-send"])
-    args = server_args(db_path, adb_key_path, [phone], "--command-timeout", "2")
+    args = server_args(
+        db_path, adb_key_path, [phone], "--command-timeout", "2", "--send-path", "ui"
+    )
     async with stdio_session(args, errlog=stderr_file("server.err")) as client:
         first = structured(
             await client.call_tool("send_sms", {"to": TO, "body": BODY, "wait_seconds": 15})
@@ -77,13 +79,15 @@ async def test_a_dropped_reply_ends_in_succeeded_by_reading_with_one_sms(
 async def test_repeated_calls_concurrent_and_after_a_timeout_send_one_sms(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, stderr_file: Logs
 ) -> None:
-    """The phone sends, then its reply never comes; the client gives up on send_sms (its read
-    timeout cancels the call), then repeats it five times at once, through the same server
-    and through a second server process on the same ledger: every call answers SUCCEEDED for
-    the same action, and one SMS left the phone."""
+    """The phone sends through the messaging app, then its reply never comes; the client gives
+    up on send_sms (its read timeout cancels the call), then repeats it five times at once,
+    through the same server and through a second server process on the same ledger: every call
+    answers SUCCEEDED for the same action, and one SMS left the phone."""
     phone = await phone_factory(faults=["hang-after-send"])
     # the send command gives up 2.5 s after the phone went silent; the client, after 1 s
-    args = server_args(db_path, adb_key_path, [phone], "--command-timeout", "2.5")
+    args = server_args(
+        db_path, adb_key_path, [phone], "--command-timeout", "2.5", "--send-path", "ui"
+    )
     call = {"action_id": "A-17", "to": TO, "body": BODY, "wait_seconds": 30}
     async with (
         stdio_session(args, errlog=stderr_file("one.err")) as one,
@@ -194,13 +198,14 @@ async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr_redacted(
 async def test_reconcile_reads_the_phone_and_never_sends(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, stderr_file: Logs
 ) -> None:
-    """The phone sends and its reply never comes: the call's wait cuts the command off and
-    returns unproven; then the reconcile tool reads the phone, settles it as SUCCEEDED, and
-    sends nothing (no send command reaches the phone during the pass)."""
+    """The phone sends through the messaging app and its reply never comes: the call's wait cuts
+    the command off and returns unproven; then the reconcile tool reads the phone, settles it as
+    SUCCEEDED, and sends nothing (no send command reaches the phone during the pass)."""
     phone = await phone_factory(faults=["hang-after-send"])
     args = server_args(
-        db_path, adb_key_path, [phone], "--default-wait", "3", "--command-timeout", "10"
-    )
+        db_path, adb_key_path, [phone], "--default-wait", "3", "--command-timeout", "10",
+        "--send-path", "ui",
+    )  # fmt: skip
     async with stdio_session(args, errlog=stderr_file("server.err")) as client:
         early = structured(
             await client.call_tool(
