@@ -73,12 +73,13 @@ async def test_send_json(phone: SimulatedPhone, ledger_target: Target, adb_key_p
 async def test_send_reply_lost_is_one_sms(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """The link stalls after the send (the reply never comes): the CLI's command times out,
-    the fence shows the script pressed its keys, a read confirms: exit 0, one SMS."""
+    """The link stalls after a send through the messaging app (the reply never comes): the
+    CLI's command times out, the fence shows the script pressed its keys, a read confirms:
+    exit 0, one SMS."""
     phone = await phone_factory(faults=["hang-after-send"])
     result = await send(
         ledger_target, adb_key_path, phone.serial, "--to", RECIPIENT, "--body", BODY,
-        "--command-timeout", "1", "--wait", "10",
+        "--command-timeout", "1", "--wait", "10", "--send-path", "ui",
     )  # fmt: skip
     assert 0 == result.exit_code, result.output
     assert [BODY] == sent_bodies(phone)
@@ -88,11 +89,11 @@ async def test_send_reply_lost_is_one_sms(
 async def test_send_whose_reply_is_lost_right_after_the_send_key_succeeds(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path, android: int
 ) -> None:
-    """``drop-after-send``: the connection drops right after the send key. The script runs on
-    on the phone and records its keys; the read confirms the one SMS: SUCCEEDED (exit 0), and
-    a rerun sends nothing more."""
+    """``drop-after-send``: the connection drops right after the messaging app's send key. The
+    script runs on on the phone and records its keys; the read confirms the one SMS:
+    SUCCEEDED (exit 0), and a rerun sends nothing more."""
     phone = await phone_factory(android=android, faults=["drop-after-send"])
-    args = ("--to", RECIPIENT, "--body", BODY, "--wait", "10")
+    args = ("--to", RECIPIENT, "--body", BODY, "--send-path", "ui", "--wait", "10")
     first = await send(ledger_target, adb_key_path, phone.serial, *args)
     again = await send(ledger_target, adb_key_path, phone.serial, *args)
     await phone.wait_idle()

@@ -174,6 +174,7 @@ async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr_redacted(
         "--log-level",
         "debug",
         *server_args(db_path, adb_key_path, [phone], "--command-timeout", "2"),
+        *("--send-path", "ui"),  # the messaging app's send, so that its reply is lost
     ]
     errlog = stderr_file("server.err")
     async with stdio_session(args, errlog=errlog, command=tee) as client:
