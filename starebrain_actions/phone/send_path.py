@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Final
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core.exceptions import InvalidInput
-from starebrain_actions.core.model import ActionRecord, DeliveryState
+from starebrain_actions.core.model import ActionRecord, DeliveryState, ReviewReason
 from starebrain_actions.core.segments import GSM7_SINGLE, UCS2_SINGLE, count_segments
 from starebrain_actions.ledger.phones import FrameworkCodes
 
@@ -126,6 +126,14 @@ def framework_proven(
             and evidence.get("row_creator") == creator
         )
         name = f"attempt {record.dispatch_id} of action {record.action_id}"
+        if shell_row and record.review_reason is ReviewReason.UNSETTLED:
+            # its row was read back as the shell's before it left the view (the owner deleted
+            # the thread, the radio failed it): the call reached sendTextForSubscriber with
+            # the permission and the subscription, which is what the proof is about
+            return True, (
+                f"{name} came back as a row written by {creator} on this build (it left the"
+                " view later, UNSETTLED: the path still reached the framework)"
+            )
         if record.review_reason is not None:
             return False, (
                 f"the last framework send that came to an end on this build, {name}, went to"

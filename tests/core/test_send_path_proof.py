@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from starebrain_actions import AcceptanceState, ActionRecord, DeliveryState, ReviewReason
+from starebrain_actions.ledger.phones import FrameworkCodes
 from starebrain_actions.phone.send_path import framework_proven
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -85,7 +86,8 @@ def test_a_row_another_package_wrote_is_no_proof() -> None:
 @pytest.mark.parametrize("reason", list(ReviewReason))
 def test_a_later_attempt_in_review_takes_the_proof_back(reason: ReviewReason) -> None:
     """The latest framework attempt that came to an end went to review (UNVERIFIED: the
-    framework said yes and no row came; MISMATCH; DUPLICATE; ...): back to the app."""
+    framework said yes and no row came; MISMATCH; DUPLICATE; ...; UNSETTLED with no row of
+    ours read back): back to the app."""
     later = attempt(2, FRAMEWORK, review_reason=reason)
     ok, why = framework_proven([later, proven(1)], BUILD)
     assert (False, True) == (ok, reason.value in why)
@@ -125,3 +127,61 @@ def test_an_unknown_build_is_never_proven() -> None:
     """A phone that does not tell its build cannot be matched to any proof."""
     ok, why = framework_proven([proven(1, build="")], "")
     assert (False, True) == (ok, "ro.build.fingerprint" in why)
+
+
+def test_an_unsettled_attempt_whose_row_the_shell_wrote_still_proves() -> None:
+    """Its row was read back as the shell's, then left the view (the owner deleted the
+    thread): the call reached the framework, so the path stays open; an UNSETTLED attempt
+    with no row of ours read back proves nothing."""
+    unsettled = attempt(
+        2,
+        {**FRAMEWORK, "row_creator": SHELL},
+        delivery=DeliveryState.CONFIRMED,
+        provider_object_id=2,
+        confirmed_at=NOW,
+        review_reason=ReviewReason.UNSETTLED,
+    )
+    ok, why = framework_proven([unsettled], BUILD)
+    assert (True, True) == (ok, "UNSETTLED" in why)
+    rowless = attempt(2, FRAMEWORK, review_reason=ReviewReason.UNSETTLED)
+    assert framework_proven([rowless, proven(1)], BUILD)[0] is False
+
+
+def codes(send_text: int | None, build: str = BUILD) -> FrameworkCodes:
+    """What a build's framework jar proved (None: nothing, with a reason)."""
+    return FrameworkCodes(
+        build=build,
+        sdk=35,
+        send_text=send_text,
+        reason=None if send_text is not None else "no DEX defines ISms$Stub",
+        read_at=NOW,
+    )
+
+
+def test_a_jar_that_proves_the_bridges_code_opens_the_path_with_no_send_yet() -> None:
+    ok, why = framework_proven([], BUILD, codes(5), expected=5)
+    assert (True, True) == (ok, "framework.jar proves sendTextForSubscriber code 5" in why)
+
+
+def test_a_jar_that_proves_another_code_shuts_the_path_whatever_the_record() -> None:
+    """An OEM's ISms moved the code: even a confirmed framework send does not reopen it."""
+    ok, why = framework_proven([proven(1)], BUILD, codes(6), expected=5)
+    assert (False, True) == (ok, "code 6, not the bridge's 5" in why)
+
+
+def test_the_record_has_the_last_word_over_a_jar_that_proves_the_code() -> None:
+    """A framework send that went to review on this build turns auto back to the app even
+    where the jar proves the code (a SIM swap: the code is right, the subscription gone)."""
+    lost = attempt(2, FRAMEWORK, review_reason=ReviewReason.UNVERIFIED)
+    assert framework_proven([lost], BUILD, codes(5), expected=5)[0] is False
+    assert framework_proven([proven(3), lost], BUILD, codes(5), expected=5)[0] is True
+
+
+def test_codes_of_another_build_or_unproven_leave_the_old_rule() -> None:
+    """Codes kept for another build, or a jar that proved nothing, say nothing here: no
+    framework send came back, so the app; the reason is said."""
+    other = framework_proven([], BUILD, codes(5, build="x/y:14/z:user/k"), expected=5)
+    assert (False, True) == (other[0], "not read yet" in other[1])
+    unproven = framework_proven([], BUILD, codes(None), expected=5)
+    assert (False, True) == (unproven[0], "no DEX defines ISms$Stub" in unproven[1])
+    assert framework_proven([proven(1)], BUILD, codes(None), expected=5)[0] is True
