@@ -9,7 +9,7 @@ from starebrain_actions._logging import get_logger
 from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.send_cap import SendCap
-from starebrain_actions.orchestration.agent import SmsAgent
+from starebrain_actions.orchestration.agent import SmsAgent, vet_new_phone
 from starebrain_actions.orchestration.reconciler import void_after_for
 from starebrain_actions.phone.send_path import ledger_proof
 
@@ -57,6 +57,11 @@ class Phones:
                 raise PhoneUnavailable(
                     f"{device}: did not answer within {within_s:.1f} s"
                 ) from None
+            try:
+                await vet_new_phone(self._ledger, phone)
+            except BaseException:
+                await phone.close()
+                raise
             binding = await phone.bind_in(self._ledger)
             self.keys[device] = binding.key
             cap = getattr(self._ledger, "cap", None)

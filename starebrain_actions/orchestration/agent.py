@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -142,7 +142,7 @@ class SmsAgent:
         send_path: str = "auto",
         deadline_s: float | None = None,
         gate: Policy | None = None,
-        check: bool = False,
+        check: bool | None = None,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
         ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
@@ -156,14 +156,18 @@ class SmsAgent:
         "ui" (the messaging app), "framework" (``service call isms`` as the shell user: no
         UI, no RCS, our rows told apart by ``creator``; one SMS segment per message, so
         ``send`` refuses a longer body) or "auto" (the default: the framework where the probe
-        passes, the body is one SMS and this ledger holds proof of it on the phone's build, a
-        framework send confirmed by the shell's own row; else the app; see ``phone.send_path``).
+        passes, the body is one SMS and the code is proven on the phone's build, by its own
+        framework.jar or by a framework send this ledger saw confirmed by the shell's own row;
+        else the app; see ``phone.send_path``).
         ``deadline_s``: connecting (with its first round trips) must be over within this
         many seconds, or PhoneUnavailable. ``gate``: the policy gate's rules
         (``core.policy.load_policy``), checked before every attempt (None: no gate).
         ``check``: run ``starebrain doctor``'s checks of the phone on connecting (one more
         round trip), and refuse a phone on which one fails (a locked screen, no default SMS
-        app, a fence the shell cannot use...) before anything is recorded.
+        app, a fence the shell cannot use...) before anything is recorded. None (the
+        default): only when this ledger has never met the phone (:func:`vet_new_phone`: a
+        locked screen and no default SMS app are left to the send, which waits for them and
+        spends nothing); False: never.
         ``poll_interval_s``: the longest wait between two reads of the phone while an outcome
         is unproven (after a send, the first read comes when this phone's rows have shown up
         before, learnt per phone and seeded from the ledger, then reads come 50 ms apart, the
@@ -171,8 +175,8 @@ class SmsAgent:
 
         Raises:
             LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
-            PhoneUnavailable: the phone cannot be reached, or with ``check``, one of the
-                checks fails (its message names each failing check, what it read and what
+            PhoneUnavailable: the phone cannot be reached, or one of the checks ``check``
+                runs fails (its message names each failing check, what it read and what
                 follows; ``retryable`` False) (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
@@ -511,7 +515,7 @@ async def _ready_phone(
     ledger: Ledger,
     device: str,
     *,
-    check: bool,
+    check: bool | None,
     deadline_s: float | None,
     key_path: str | Path | None,
     connect_timeout_s: float,
@@ -532,9 +536,12 @@ async def _ready_phone(
         read_as_system=read_as_system,
         send_path=send_path,
     )
-    if check:
+    if check is not False:
         try:
-            await _refuse_failing_checks(phone)
+            if check:
+                await _refuse_failing_checks(phone)
+            else:
+                await vet_new_phone(ledger, phone)
         except BaseException:
             await phone.close()
             raise
@@ -547,6 +554,54 @@ async def _ready_phone(
             why=phone.path_choice,
         )
     return phone, binding
+
+
+#: doctor's checks a first contact does not refuse a phone for: states of the moment that the
+#: send itself checks, waiting for them and spending nothing (a locked or sleeping screen; no
+#: default SMS app, which only the app's path needs).
+LEFT_TO_THE_SEND: Final = frozenset({"screen", "sms-role"})
+
+
+async def vet_new_phone(ledger: Ledger, phone: AndroidPhone) -> None:
+    """The first time ``ledger`` meets ``phone`` (no phone of the ledger has its identity;
+    without one, none was reached at its address), run doctor's checks of it (one round
+    trip) and refuse it when one fails, but those in :data:`LEFT_TO_THE_SEND`: a phone that
+    breaks an assumption the guarantees rest on (a shell that is not the shell user, a
+    release outside 10 to 15, a fence the shell cannot write, a clock far off, an SMS store
+    it cannot read…) is stopped before its first send, not found out by a lost or doubled
+    SMS. A phone refused is not registered, so the next contact checks it again.
+
+    Raises:
+        PhoneUnavailable: a check failed (``retryable`` False), or the checks could not run
+            (``retryable`` True); nothing was recorded.
+    """
+    from starebrain_actions.phone.android import PhoneUnavailable
+
+    identity = phone.identity
+    for known in await ledger.phones():
+        if (identity is not None and known.identity == identity) or (
+            identity is None and phone.address in known.addresses
+        ):
+            return
+    checks = await phone.checks()
+    failed = [
+        check for check in checks if check.verdict == "fail" and check.name not in LEFT_TO_THE_SEND
+    ]
+    _log.info(
+        "new_phone_checked",
+        device=phone.address,
+        failed=[check.name for check in failed],
+        warned=[check.name for check in checks if check.verdict == "warn"],
+    )
+    if failed:
+        reasons = "; ".join(
+            f"{check.name} ({check.evidence}): {check.consequence}" for check in failed
+        )
+        raise PhoneUnavailable(
+            f"{phone.address}: a phone this ledger never met is checked before its first"
+            f" send, and doctor's checks failed: {reasons}",
+            retryable=False,
+        )
 
 
 async def _refuse_failing_checks(phone: AndroidPhone) -> None:
