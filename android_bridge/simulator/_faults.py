@@ -11,11 +11,13 @@ class Fault(enum.StrEnum):
     """One kind of misbehaviour; the value is the ``--fault`` name."""
 
     #: The message is sent, then the ADB connection drops before the command's reply: the
-    #: script is hung up right after the key (it runs on if it ignores SIGHUP).
+    #: script is hung up right after the key or the ``service call`` (it runs on if it ignores
+    #: SIGHUP). Like every fault of the link, it meets both send paths.
     DROP_AFTER_SEND = "drop-after-send"
-    #: The connection drops as the send key is being injected: a script that does not ignore
-    #: SIGHUP dies before the key reaches the app (nothing is sent); one that does (the
-    #: product's send script) delivers it, and the app sends.
+    #: The connection drops as the send key is being injected (or the ``service call``
+    #: starts): a script that does not ignore SIGHUP dies before the key reaches the app
+    #: (nothing is sent); one that does (the product's send script) delivers it, and the
+    #: message is sent.
     DROP_BEFORE_SEND = "drop-before-send"
     #: The radio fails: the row ends as type 5 FAILED.
     SEND_FAILS = "send-fails"
@@ -60,7 +62,8 @@ class Fault(enum.StrEnum):
     SLOW_LAUNCH = "slow-launch"
 
 
-#: Faults consumed by a send (the send key reaching the messaging app).
+#: Faults consumed by a send (the send key reaching the messaging app, or a ``service call
+#: isms`` that sends: the framework path meets the link's and the radio's, not the app's).
 SEND_FAULTS: Final = frozenset(
     {
         Fault.DROP_AFTER_SEND,

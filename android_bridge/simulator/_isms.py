@@ -304,11 +304,19 @@ class IsmsHost:
         track: Callable[[Awaitable[None]], None],
         make_transmission: Callable[[str, str, int | None, int], Transmission],
         code_shift: Callable[[], int] = lambda: 0,
+        link_faults_before: Callable[[frozenset[Fault]], bool] = lambda _faults: True,
+        link_faults_after: Callable[[frozenset[Fault]], Awaitable[None]] | None = None,
     ) -> None:
         self.version = version
         #: Methods an OEM's ``ISms`` declares before AOSP's (``_framework_jar``'s
         #: ``vendor-reordered``): every code moves by this much.
         self.code_shift = code_shift
+        #: The link's faults around a send, as on the app's path (``SimulatedPhone``): a
+        #: connection reset as the call starts, then a reboot, a reset or a stalled link
+        #: once the message went out. They are the ADB link's, not the app's, so the
+        #: framework path meets them too.
+        self.link_faults_before = link_faults_before
+        self.link_faults_after = link_faults_after
         self.uid = uid
         self.now_ms = now_ms
         self.sim_sub_ids = sim_sub_ids
@@ -403,6 +411,12 @@ class IsmsService:
         text = _Text(sub_id=sub_id, package=package, address=address, body=body, persist=persist)
         return await self._send_text(text)
 
+    async def _after_send(self, faults: frozenset[Fault]) -> None:
+        """The link's faults once the call has sent (or handed the message to a radio that
+        never answers): the same as after the app's send key."""
+        if self._host.link_faults_after is not None:
+            await self._host.link_faults_after(faults)
+
     async def _send_text(self, text: _Text) -> bytes:
         host = self._host
         uid = host.uid()
@@ -426,8 +440,11 @@ class IsmsService:
         stamps.append(now)
         self._stamps[package] = stamps
         faults = host.take_send_faults()
+        if not host.link_faults_before(faults):
+            return _no_exception()  # killed as the call started: nothing was sent
         failed = Fault.SEND_FAILS in faults
         if Fault.STUCK_OUTBOX in faults:
+            await self._after_send(faults)
             return _no_exception()  # the radio never answers: no row is ever written
         address, body, sub_id, persist = text.address, text.body, text.sub_id, text.persist
 
@@ -468,6 +485,7 @@ class IsmsService:
             host.track(result())
         else:
             await result()
+        await self._after_send(faults)
         return _no_exception()
 
 

@@ -828,6 +828,8 @@ class SimulatedPhone:
             track=track,
             make_transmission=transmission,
             code_shift=lambda: 1 if self.system_image.kind == "vendor-reordered" else 0,
+            link_faults_before=self._link_faults_before,
+            link_faults_after=self._link_faults_after,
         )
 
     def _secure_setting(self, name: str) -> str | None:
@@ -874,15 +876,8 @@ class SimulatedPhone:
         faults = self.faults.take_send_faults()
         if faults:
             log.info("simulator_send_faults", faults=sorted(fault.value for fault in faults))
-        if Fault.DROP_BEFORE_SEND in faults:
-            # the connection resets as the key is being injected: a script whose sh does not
-            # ignore SIGHUP has ``input`` killed (mksh j_exit) before the key reaches the app,
-            # and nothing is sent; one that ignores it (``input`` inherited the ignored
-            # SIGHUP, and nothing else signals it) delivers the key, and the app sends
-            self._drop_connection("drop-before-send")
-            session = _SESSION.get(None)
-            if session is None or session.killed:
-                return
+        if not self._link_faults_before(faults):
+            return
         app = request.app
         addresses = request.addresses
         if Fault.WRONG_RECIPIENT in faults:
@@ -934,17 +929,36 @@ class SimulatedPhone:
                 continue
             for message in outgoing:
                 await self._complete_later(message, failed=failed)
+        await self._link_faults_after(faults)
+
+    def _link_faults_before(self, faults: frozenset[Fault]) -> bool:
+        """The link's faults at the moment a send starts (the app's send key, or the
+        framework's ``service call``); False when the send must not happen.
+
+        ``drop-before-send``: the connection resets as the send starts: a script whose sh
+        does not ignore SIGHUP has the sending command killed (mksh j_exit) before it acts,
+        and nothing is sent; one that ignores it (the command inherited the ignored SIGHUP,
+        and nothing else signals it) runs on, and the message is sent."""
+        if Fault.DROP_BEFORE_SEND in faults:
+            self._drop_connection("drop-before-send")
+            session = _SESSION.get(None)
+            if session is None or session.killed:
+                return False
+        return True
+
+    async def _link_faults_after(self, faults: frozenset[Fault]) -> None:
+        """The link's faults once a send went out, on either path: a reboot (the script is
+        killed there, with every process); the connection reset right after (the script is
+        hung up, and runs on to its end if it ignores SIGHUP); or the link stalls (the
+        script runs on to its end on the phone; the client's timeout is all it will see,
+        ``run_shell``)."""
         if Fault.REBOOT in faults:
-            await self.reboot()  # the script is killed there, with every process
+            await self.reboot()
             return
         if Fault.DROP_AFTER_SEND in faults:
-            # sent; then the connection resets, and the script is hung up right after the
-            # key (it runs on to its end if it ignores SIGHUP)
             self._drop_connection("drop-after-send")
             return
         if Fault.HANG_AFTER_SEND in faults:
-            # Sent, but the reply never comes (the link stalls): the script runs on to its
-            # end on the phone; the client's timeout is all it will see (run_shell).
             _STALL.get(_Stall()).on = True
 
     def _insert_outgoing(self, app: MessagingAppProfile, address: str, body: str) -> int:

@@ -94,3 +94,35 @@ async def test_no_transition_is_stamped_before_the_row_it_cites(
     assert row_date_ms <= int(confirm.at.timestamp() * 1000)
     stamps = [entry.at for entry in history]
     assert sorted(stamps) == stamps
+
+
+@pytest.mark.parametrize(
+    "fault", ["drop-after-send", "hang-after-send", "drop-before-send", "reboot"]
+)
+async def test_a_framework_send_whose_reply_is_lost_is_one_sms_never_resent(
+    sms_phone: Any, agent_for: Any, fault: str
+) -> None:
+    """The link's faults meet the framework path too: the call sends, then the connection
+    resets, the link stalls, or the phone reboots before the reply (or the connection resets
+    as the call starts: the script ignores SIGHUP and the call runs on). However often the
+    agent is asked again, the phone sends the message once, and no attempt is spent on it
+    but the first; a read proves it (after a reboot, once the phone is unlocked)."""
+    phone = await sms_phone(android=14)
+    phone.inject_fault(fault)
+    async with agent_for(phone, send_path="framework", command_timeout_s=1.0) as agent:
+        first = await agent.send("A-17", TO, BODY, wait=4)
+    if fault == "reboot":
+        await phone.enable_tcpip()  # adb tcpip again, over USB
+        phone.unlock_user()  # the owner unlocks it: the SMS store opens
+    await phone.wait_idle()
+    async with agent_for(phone, send_path="framework") as agent, asyncio.timeout(60):
+        again = await agent.send("A-17", TO, BODY, wait=10)
+    assert [("sms", SHELL, BODY)] == [(t.channel, t.app, t.body) for t in phone.transmissions]
+    assert 1 == len(again.summary.attempts), (first.status, again.summary)
+    assert Status.SUCCEEDED is again.status
+    assert first.status is not Status.FAILED
+    assert first.record is not None
+    if fault == "reboot":
+        assert 1 == phone.reboots
+    else:  # the reply was lost: the first attempt saw no outcome, and it was read instead
+        assert "outcome unknown" in str(first.record.evidence.get("error")), first.record
