@@ -258,7 +258,7 @@ def doctor_command(
             )
         )
     if test is not None:
-        checks.append(
+        checks.extend(
             send_test_after(
                 checks,
                 test,

@@ -170,6 +170,55 @@ def send_test_input(
     )
 
 
+#: A launch slower than this (``am start -W``'s ``TotalTime``) is a warning: the send waits
+#: for the compose window's focus before its keys, and a phone this slow may run out of it.
+SLOW_LAUNCH_MS: Final = 5000
+LAUNCH_SOURCE: Final = (
+    "frameworks/base ActivityManagerShellCommand (am start -W: Status, LaunchState from 12,"
+    " Activity, TotalTime, WaitTime), android-10.0.0_r30 to 15.0.0_r1"
+)
+
+
+def launch_check(result: SendTestResult) -> Check | None:
+    """The ``launch`` check: how ``am start -W`` launched the messaging app for the send
+    test (the app's launch path, which only a send through the app shows); None when the
+    send never reached the phone."""
+    from android_bridge._check import checker
+
+    outcome = result.outcome
+    record = outcome.record if outcome is not None else None
+    if record is None:
+        return None
+    check = checker(name="launch", title="the messaging app's launch", source=LAUNCH_SOURCE)
+    evidence = record.evidence
+    if evidence.get("send_path") == "framework":
+        return check(
+            verdict="ok",
+            evidence="no app was launched: the send took the framework path",
+            consequence="the app's launch is checked by a send through it: doctor --send-test"
+            " NUMBER --send-path ui",
+        )
+    launch = evidence.get("launch")
+    if not isinstance(launch, dict) or not launch:
+        return check(
+            verdict="warn",
+            evidence="am start -W printed no launch of an app (see send-test for why)",
+            consequence="a send through the app stops before its keys when am start does not"
+            " report a clean launch of the default SMS app",
+        )
+    shown = ", ".join(f"{name} {value}" for name, value in launch.items())
+    total = launch.get("TotalTime")
+    slow = isinstance(total, str) and total.isdigit() and int(total) > SLOW_LAUNCH_MS
+    return check(
+        verdict="warn" if slow else "ok",
+        evidence=f"am start -W: {shown}",
+        consequence=f"the app took over {SLOW_LAUNCH_MS} ms to show its compose window: a"
+        " send may time out waiting for its focus; keep the app in memory (open it once)"
+        if slow
+        else "SENDTO smsto: opens the default SMS app's compose window, as a send expects",
+    )
+
+
 def send_test_after(
     checks: Sequence[Check],
     test: SendTest,
@@ -179,23 +228,26 @@ def send_test_after(
     timeout_s: float,
     read_as_system: bool,
     show_progress: bool,
-) -> Check:
+) -> list[Check]:
     """The ``send-test`` check: the send and what it proved, or, when a check before it
-    failed, nothing sent and why."""
+    failed, nothing sent and why; then, when the send reached the phone, the ``launch``
+    check (:func:`launch_check`)."""
     from android_bridge._check import Check
     from starebrain_actions.cli.context import run
 
     failed = [check.name for check in checks if check.verdict == "fail"]
     if failed:
-        return Check(
-            name=NAME,
-            title=TITLE,
-            verdict="fail",
-            evidence=f"nothing sent, no action recorded: {', '.join(failed)} failed",
-            source=SOURCE,
-            consequence="a send would not work, or its proof would not hold: mend what the"
-            " failed checks say, then run doctor --send-test again",
-        )
+        return [
+            Check(
+                name=NAME,
+                title=TITLE,
+                verdict="fail",
+                evidence=f"nothing sent, no action recorded: {', '.join(failed)} failed",
+                source=SOURCE,
+                consequence="a send would not work, or its proof would not hold: mend what the"
+                " failed checks say, then run doctor --send-test again",
+            )
+        ]
     agents: list[SmsAgent] = []
     try:
         result = run(
@@ -211,7 +263,8 @@ def send_test_after(
         )
     except KeyboardInterrupt:
         tell_interrupted(test.action_id, dispatched=bool(agents) and agents[0].dispatches > 0)
-    return send_test_check(result)
+    launch = launch_check(result)
+    return [send_test_check(result), *([launch] if launch is not None else [])]
 
 
 def tell_interrupted(action_id: str, *, dispatched: bool) -> NoReturn:

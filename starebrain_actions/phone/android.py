@@ -97,13 +97,23 @@ RCS_CAPABLE_APPS = frozenset({"com.google.android.apps.messaging", "com.samsung.
 _ACTIVITY_LINE = re.compile(r"^Activity: ([A-Za-z0-9_.]+)/", re.MULTILINE)
 
 
+#: The lines of ``am start -W`` kept as the attempt's ``launch`` evidence (ActivityManager
+#: ShellCommand's ``WaitResult`` lines, android-10.0.0_r30 to 15.0.0_r1: ``LaunchState`` from
+#: 12): what ``starebrain doctor --send-test`` reports as the app's launch path.
+_LAUNCH_LINE = re.compile(
+    r"^(Activity|LaunchState|ThisTime|TotalTime|WaitTime): (.+)$", re.MULTILINE
+)
+
+
 def _app_evidence(am_output: str) -> dict[str, object]:
-    """Which app ``am start -W`` launched, and whether it can send as RCS chat."""
+    """Which app ``am start -W`` launched, whether it can send as RCS chat, and how the
+    launch went (``launch``: its ``WaitResult`` lines, by name)."""
     match = _ACTIVITY_LINE.search(am_output)
     if match is None:
         return {}
     package = match.group(1)
-    return {"messaging_app": package, "rcs_possible": package in RCS_CAPABLE_APPS}
+    launch = {name: value.strip() for name, value in _LAUNCH_LINE.findall(am_output)}
+    return {"messaging_app": package, "rcs_possible": package in RCS_CAPABLE_APPS, "launch": launch}
 
 
 async def choose_send_path(

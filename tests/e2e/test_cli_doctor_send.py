@@ -352,3 +352,30 @@ def test_ctrl_c_says_a_rerun_is_a_new_sms(capsys: pytest.CaptureFixture[str]) ->
     said = capsys.readouterr().err
     assert "may be out" in said and "starebrain status doctor-x-1" in said
     assert "sends a new SMS under a new id" in said
+
+
+@pytest.mark.parametrize("android", [11, 14])
+async def test_the_apps_launch_path_is_reported_from_am_start(
+    phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path, android: int
+) -> None:
+    """A send test through the app reports how ``am start -W`` launched it (the check
+    ``launch``): the activity of the default SMS app and its launch time; one through the
+    framework says no app was launched and how to check the app's."""
+    phone = await phone_factory(android=android)
+    result, report = await doctor(
+        tmp_path / "ledger.db", adb_key_path, phone,
+        "--send-test", RECIPIENT, "--send-path", "ui", "--wait", "5", "--report-wait", "1",
+    )  # fmt: skip
+    assert 0 == result.exit_code, result.output
+    (launch,) = [check for check in report["checks"] if check["name"] == "launch"]
+    assert "ok" == launch["verdict"], launch
+    assert "Activity com.google.android.apps.messaging/" in launch["evidence"]
+    assert "TotalTime " in launch["evidence"]
+    assert "ActivityManagerShellCommand" in launch["source"]
+    result, report = await doctor(
+        tmp_path / "ledger.db", adb_key_path, phone,
+        "--send-test", RECIPIENT, "--send-path", "framework", "--report-wait", "1",
+    )  # fmt: skip
+    (launch,) = [check for check in report["checks"] if check["name"] == "launch"]
+    assert "framework path" in launch["evidence"]
+    assert "--send-path ui" in launch["consequence"]
