@@ -101,6 +101,7 @@ def probe_commands(fence_probe: str, *, prefix: str = "") -> list[str]:
         fence,
         "settings get global adb_allowed_connection_time",
         *_provider.commands(prefix),
+        _provider.ISUB_COMMAND,
     ]
 
 
@@ -141,7 +142,7 @@ def checks(facts: DeviceFacts, probe: Probe) -> tuple[Check, ...]:
         provider("mms", steps[7]),
         _provider.sms_view(facts, steps[10], steps[11]),
         _provider.query_checker(facts, steps[6], steps[14]),
-        _provider.subscriptions(facts, steps[13]),
+        _provider.subscriptions(facts, steps[13], steps[15]),
         _provider.delivery_status(steps[11], steps[12]),
         fence(steps[8].output),
         adb_expiry(steps[9].output),

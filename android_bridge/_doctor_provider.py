@@ -10,6 +10,7 @@ a subscription filter the shell cannot see, each changes what a verdict says, ne
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -61,7 +62,8 @@ _SUB_SOURCE: Final = (
     "TelephonyProvider ProviderUtil.getSelectionBySubIds (sub_id IN (the user's"
     " subscriptions, -1), every caller), SmsProvider.query, from android-14.0.0_r1; absent up"
     " to android-13.0.0_r30; frameworks/opt/telephony SmsController (a send on a subscription"
-    " the phone lacks)"
+    " the phone lacks); SubscriptionManagerService.dump (dumpsys isub), Android 14 SDK"
+    " sources (android-34)"
 )
 _STATUS_SOURCE: Final = (
     "frameworks/base Telephony.Sms (status -1 none, 0 complete, 32 pending, 64 failed;"
@@ -189,12 +191,31 @@ def query_checker(facts: DeviceFacts, latest: StepOutput, probe: StepOutput) -> 
     )
 
 
-def subscriptions(facts: DeviceFacts, latest: StepOutput) -> Check:
-    """The subscriptions the latest rows carry, and the provider's subscription filter (14+).
+#: The phone's own subscriptions, from 14 (``dumpsys isub``: frameworks/opt/telephony
+#: ``SubscriptionManagerService.dump``, read in the Android 14 SDK's sources (android-34),
+#: not at an AOSP tag): ``Logical SIM slot N: subId=S`` per active SIM, and
+#: ``defaultSmsSubId=S``. Before 14 ``isub`` is ``SubscriptionController``, whose dump was not
+#: read: its output is not used.
+ISUB_SDK: Final = 34
+ISUB_COMMAND: Final = (
+    "dumpsys isub 2>&1 | grep -E"
+    " '^ *(Logical SIM slot [0-9]+: subId=-?[0-9]+|defaultSmsSubId=-?[0-9]+)$'"
+)
+_ISUB_SLOT = re.compile(r"^ *Logical SIM slot (\d+): subId=(-?\d+)$", re.MULTILINE)
+_ISUB_SMS = re.compile(r"^ *defaultSmsSubId=(-?\d+)$", re.MULTILINE)
 
-    The phone's own list of subscriptions is not read (no shell command the product models
-    prints it): the rows' ``sub_id`` stand for it.
-    """
+
+def isub_subscriptions(output: str) -> tuple[dict[int, int], int | None]:
+    """``dumpsys isub``'s slot to subscription mapping, and its default SMS subscription."""
+    slots = {int(slot): int(sub) for slot, sub in _ISUB_SLOT.findall(output)}
+    default = _ISUB_SMS.search(output)
+    return slots, int(default.group(1)) if default is not None else None
+
+
+def subscriptions(facts: DeviceFacts, latest: StepOutput, isub: StepOutput | None = None) -> Check:
+    """The phone's own subscriptions (``dumpsys isub``, 14+), those the latest rows carry, and
+    the provider's subscription filter (14+). Before 14 the rows' ``sub_id`` stand for the
+    phone's list."""
     rows = _rows(latest, _LATEST_COLUMNS)
     filtered = facts.sdk is not None and facts.sdk >= SUB_ID_FILTER_SDK
     view = (
@@ -222,7 +243,25 @@ def subscriptions(facts: DeviceFacts, latest: StepOutput) -> Check:
         f" {len(rows)} row(s): {seen or 'none'}"
     )
     sims = {sub_id for sub_id in counts if sub_id is not None and sub_id > 0}
-    if sims and FRAMEWORK_SUB_ID not in sims:
+    slots: dict[int, int] = {}
+    if filtered and isub is not None:
+        slots, default_sms = isub_subscriptions(isub.output)
+        mapping = ", ".join(f"slot {slot}: {sub}" for slot, sub in sorted(slots.items()))
+        evidence += (
+            f"; the phone's SIMs (dumpsys isub): {mapping or 'none printed'}, default SMS"
+            f" {'?' if default_sms is None else default_sms}"
+        )
+    active = {sub for sub in slots.values() if sub > 0}
+    if active and FRAMEWORK_SUB_ID not in active:
+        return check(
+            "warn",
+            evidence,
+            f"the framework path sends on subscription {FRAMEWORK_SUB_ID}, which this phone"
+            " does not have: the framework sends nothing and writes no row, and the attempt"
+            " can only go to review; send through the app (`--send-path ui`)."
+            f" {view[0].upper()}{view[1:]}",
+        )
+    if not active and sims and FRAMEWORK_SUB_ID not in sims:
         return check(
             "warn",
             evidence,

@@ -236,7 +236,10 @@ class SimulatedPhone:
         self._system = SystemCommands(self._properties, self.now_ms, lambda: self.root)
         #: ``dumpsys``, ``cmd role`` and ``settings`` over the windows, screen and apps.
         self.system_state = SystemState(
-            self._messaging, lambda: self.release, secure_setting=self._secure_setting
+            self._messaging,
+            lambda: self.release,
+            secure_setting=self._secure_setting,
+            sim_sub_ids=lambda: tuple(self.sim_sub_ids),
         )
         self.system_state.permission_module_updated = permission_module_updated
         self.system_state.sms_default_setting = sms_default_setting

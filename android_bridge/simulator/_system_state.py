@@ -177,9 +177,12 @@ class SystemState:
         messaging: Messaging,
         release: Callable[[], AndroidRelease],
         secure_setting: Callable[[str], str | None] | None = None,
+        sim_sub_ids: Callable[[], tuple[int, ...]] = lambda: (1,),
     ) -> None:
         self._messaging = messaging
         self._release = release
+        #: the subscription of each SIM slot in use, slot 0 first (``SimulatedPhone.sim_sub_ids``)
+        self._sim_sub_ids = sim_sub_ids
         #: other ``Settings.Secure`` values by name (``android_id``), None when unset
         self._secure_setting = secure_setting
         #: ``Settings.Global`` values set on this phone, by name; every other key is unset
@@ -305,7 +308,34 @@ class SystemState:
             if section is None or section in ("-a", "all"):
                 return Output.out(self._dump_policy() + "\n" + self._dump_displays())
             return Output.out(f"Unknown argument: {section}; use -h for help\n")
+        if service == "isub" and self._release().version >= 14:
+            return Output.out(self._dump_isub())
+        # (``isub`` before 14 is SubscriptionController, whose dump is not modelled)
         return Output.err(f"Can't find service: {service}\n", 0)
+
+    def _dump_isub(self) -> str:
+        """The head of ``SubscriptionManagerService.dump`` (frameworks/opt/telephony, read in
+        the Android 14 SDK's sources, android-34): the modem count, the logical slot to
+        subscription mapping, then the defaults; the rest of the dump (ICCIDs, SIM states,
+        every subscription's record, the local log) is left out."""
+        subs = self._sim_sub_ids()
+        first = subs[0] if subs else -1
+        mapping = "".join(
+            f"  Logical SIM slot {slot}: subId={sub}\n" for slot, sub in enumerate(subs)
+        )
+        return (
+            "SubscriptionManagerService:\n"
+            f"Active modem count={max(1, len(subs))}\n"
+            "Logical SIM slot sub id mapping:\n"
+            f"{mapping}"
+            "\n"
+            f"defaultSubId={first}\n"
+            f"defaultVoiceSubId={first}\n"
+            f"defaultDataSubId={first}\n"
+            f"activeDataSubId={first}\n"
+            f"defaultSmsSubId={first}\n"
+            "areAllSubscriptionsLoaded=true\n"
+        )
 
     def _dump_power(self) -> str:
         wakefulness = "Asleep" if self._messaging.screen == "off" else "Awake"

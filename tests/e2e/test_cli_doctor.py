@@ -279,7 +279,10 @@ async def test_the_subscription_filter_hides_a_removed_sims_rows_from_14(
     check = by_name(report)["subscriptions"]
     assert "ok" == check["verdict"], check
     if android >= 14:
-        assert "filter on (sdk 34); sub_id of the latest 1 row(s): 1 (1)" == check["evidence"]
+        assert (
+            "filter on (sdk 34); sub_id of the latest 1 row(s): 1 (1); the phone's SIMs"
+            " (dumpsys isub): slot 0: 1, default SMS 1" == check["evidence"]
+        )
         assert "SIM since removed is hidden" in check["consequence"]
     else:
         assert (
@@ -395,3 +398,37 @@ def test_the_docs_table_names_every_check() -> None:
     section = section[: section.index("\n## ", 1)]
     for name in CHECKS:
         assert f"`{name}`" in section, name
+
+
+@pytest.mark.parametrize(
+    ("android", "sims", "verdict", "shown"),
+    [
+        (14, (1,), "ok", "the phone's SIMs (dumpsys isub): slot 0: 1, default SMS 1"),
+        (15, (2, 1), "ok", "slot 0: 2, slot 1: 1, default SMS 2"),
+        (14, (2,), "warn", "slot 0: 2, default SMS 2"),
+        (13, (2,), "ok", None),
+    ],
+    ids=["14-sim-1", "15-dual-sim", "14-no-sim-1", "13-not-read"],
+)
+async def test_the_phones_own_subscriptions_are_read_from_14(
+    phone_factory: PhoneFactory,
+    adb_key_path: Path,
+    android: int,
+    sims: tuple[int, ...],
+    verdict: str,
+    shown: str | None,
+) -> None:
+    """From Android 14 the check reads the phone's own SIMs (``dumpsys isub``'s slot mapping
+    and default SMS subscription): a phone without subscription 1, the one the framework path
+    sends on, is warned of before any row says so. Before 14 the dump is not read (its format
+    is SubscriptionController's, not modelled), and an empty phone's rows say nothing."""
+    phone = await phone_factory(android=android, sim_sub_ids=sims)
+    _result, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
+    check = by_name(report)["subscriptions"]
+    assert verdict == check["verdict"], check
+    if shown is None:
+        assert "dumpsys isub" not in check["evidence"], check
+    else:
+        assert shown in check["evidence"], check
+    if verdict == "warn":
+        assert "does not have" in check["consequence"], check
