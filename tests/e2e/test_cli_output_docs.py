@@ -367,6 +367,7 @@ _VOLATILE = [
     (re.compile(r"\(pid \d+\)"), "(pid <pid>)"),
     (re.compile(r"\b(fence_epoch=)[0-9a-f]+"), r"\1<epoch>"),
     (re.compile(r"\b(send_window_ms=)\d+"), r"\1<ms>"),
+    (re.compile(r'("(?:TotalTime|WaitTime|ThisTime)": ")\d+'), r"\1<ms>"),
     (re.compile(r" {2,}"), " "),
     (re.compile(r" +$", re.M), ""),
 ]
