@@ -3,8 +3,9 @@
 Run: ``python benchmarks/bench_send.py [--quick] [--sends N]``. The simulated phone answers
 each command after ``LATENCY_MS`` and its radio takes ``SEND_DELAY_MS`` to send; the ``ui``
 path (the messaging app, whose compose window takes the simulator's default focus delay to
-open; what the default, ``auto``, takes on a ledger that holds no framework send, as here) is
-used throughout, and the full run also times the framework
+open; named on every send here: the default, ``auto``, takes the framework where the phone's
+framework.jar proves the transaction code, as the simulated phone's does) is used
+throughout, and the full run also times the framework
 path (``service call isms``: no window; at most 25 sends, as SmsUsageMonitor holds a
 package's 31st send of a minute). Prints:
 
@@ -275,6 +276,7 @@ async def fresh_agent_sends(root: Path, runs: int) -> float:
                 device=phone.serial,
                 key_path=key,
                 rate_limit=NO_RATE_LIMIT,
+                send_path="ui",
                 policy=SETTLED_AT_ONCE,
             ) as agent:
                 outcome = await agent.send(f"fresh-{index}", RECIPIENT, f"fresh {index}")
@@ -328,6 +330,8 @@ async def cli_sends(root: Path, runs: int) -> dict[str, float]:
                 f"cli message {index}",
                 "--rate-limit",
                 str(NO_RATE_LIMIT),
+                "--send-path",
+                "ui",
                 "--settle-after",
                 str(SETTLED_AT_ONCE_S),
                 "--framework-settle-after",
