@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from android_bridge._check import Check, checker
-from android_bridge._device import DeviceFacts
+from android_bridge._device import Device, DeviceFacts
 from android_bridge._parser import content_query, parse_int_rows, parse_text_column
 from android_bridge._reader import SHELL_VISIBLE_TYPES
 from android_bridge._shell import StepOutput
@@ -325,3 +325,38 @@ def delivery_status(sent: StepOutput, creators: StepOutput) -> Check:
         )
         + "; a send is confirmed by its type-2 row, never by `status`",
     )
+
+
+async def framework_subscription(device: Device) -> tuple[bool | None, str]:
+    """Is subscription :data:`FRAMEWORK_SUB_ID`, the one the framework path sends on, this
+    phone's own? One round trip. True or False with the evidence, None when nothing tells.
+
+    From 14 the phone's own list answers (``dumpsys isub``: :data:`ISUB_COMMAND`). Before 14
+    no list is read (``SubscriptionController``'s dump was not read), so the rows stand for
+    it, an inference: the newest row that names a subscription (received or sent lately,
+    through the SIM in use) must name 1.
+
+    Raises:
+        BridgeError: transport failures (the read changes nothing on the phone).
+    """
+    facts = await device.facts()
+    if facts.sdk is not None and facts.sdk >= ISUB_SDK:
+        (step,) = await device.run([ISUB_COMMAND])
+        slots, _default = isub_subscriptions(step.output)
+        active = sorted({sub for sub in slots.values() if sub > 0})
+        if not active:
+            return None, "dumpsys isub printed no SIM of this phone"
+        shown = ", ".join(str(sub) for sub in active)
+        return FRAMEWORK_SUB_ID in active, f"the phone's SIMs (dumpsys isub): {shown}"
+    query = content_query(
+        _SMS, _LATEST_COLUMNS, "_id > 0", f"_id DESC LIMIT {LATEST_ROWS}",
+        prefix=device.content_prefix,
+    )  # fmt: skip
+    (step,) = await device.run([query])
+    rows = _rows(step, _LATEST_COLUMNS)
+    if isinstance(rows, str):
+        return None, f"the latest rows could not be read: {rows}"
+    newest = next((row[1] for row in rows if row[1] is not None and row[1] > 0), None)
+    if newest is None:
+        return None, "no recent row names a subscription (no list is read before Android 14)"
+    return newest == FRAMEWORK_SUB_ID, f"the newest row's subscription: {newest}"

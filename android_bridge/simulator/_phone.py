@@ -976,6 +976,8 @@ class SimulatedPhone:
             # no error_code written: the provider's default for a database made on this
             # release (0 on 10, NO_ERROR_CODE -1 from 11: MmsSmsDatabaseHelper)
             error_code=0 if self.release.version == 10 else NO_ERROR_CODE,
+            # the subscription it sends on: the phone's SIM (its first, the default for SMS)
+            sub_id=self.sim_sub_ids[0],
         )
 
     async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:

@@ -171,13 +171,17 @@ async def probe(
     from android_bridge import SEND_TEXT_CODES, BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import framework_proven
+    from starebrain_actions.phone.send_path import framework_proven, read_subscription
 
     async def proof(_device: str, handle: Device) -> tuple[bool, str]:
         facts = await handle.facts()
         expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
         kept = (codes or {}).get(facts.build)
-        return framework_proven((records or {}).get(_device, []), facts.build, kept, expected)
+        subscription = None
+        if kept is not None and kept.send_text is not None and kept.send_text == expected:
+            subscription = await read_subscription(handle)
+        history = (records or {}).get(_device, [])
+        return framework_proven(history, facts.build, kept, expected, subscription)
 
     async with contextlib.AsyncExitStack() as stack:
         try:

@@ -94,17 +94,22 @@ def framework_proven(
     build: str,
     codes: FrameworkCodes | None = None,
     expected: int | None = None,
+    subscription: tuple[bool | None, str] | None = None,
 ) -> tuple[bool, str]:
     """Does the phone's record prove the framework path on ``build``? ``records``: one phone's
     attempts, newest first; ``codes``: what the build's own framework jar proves (None: not
     read); ``expected``: the ``sendTextForSubscriber`` code the bridge sends with on the
-    phone's release. Returns the answer and, in words, why (for logs and the CLI).
+    phone's release; ``subscription``: whether subscription 1, the one the framework path
+    sends on, is the phone's (``android_bridge._doctor_provider.framework_subscription``;
+    None: not read). Returns the answer and, in words, why (for logs and the CLI).
 
     The rule, first match wins: a jar that proves another code than ``expected`` keeps the
     framework path shut (the bridge's code reaches another method there); else the last
     framework send that came to an end on this build decides (confirmed by a row of ours:
     yes; in review or ruled by an operator: no); else a jar that proves ``expected``
-    opens it from the first send; else no."""
+    opens it from the first send, where the phone shows subscription 1 is its own (a send
+    on a subscription the phone lacks sends nothing while reporting success: the code alone
+    does not prove that); else no."""
     if not build:
         return False, "the phone did not tell its build (ro.build.fingerprint)"
     proven_code = codes.send_text if codes is not None and codes.build == build else None
@@ -147,10 +152,17 @@ def framework_proven(
                 " ruled by an operator, with no row of ours read back"
             )
     if proven_code is not None:
-        return True, (
+        jar = (
             f"this build's own framework.jar proves sendTextForSubscriber code {proven_code},"
             " the code the framework path sends with"
         )
+        if subscription is None or subscription[0] is not True:
+            said = "it was not read" if subscription is None else subscription[1]
+            return False, (
+                f"{jar}, but nothing shows subscription 1, the one it sends on, is this"
+                f" phone's ({said}): a send on a subscription the phone lacks sends nothing"
+            )
+        return True, f"{jar}; subscription 1 is this phone's ({subscription[1]})"
     unread = (
         "its framework.jar was not read yet"
         if codes is None or codes.build != build
@@ -189,9 +201,31 @@ def ledger_proof(ledger: Ledger) -> FrameworkProof:
             known[facts.build] = codes
         records = await ledger.latest_attempts(name, PROOF_WINDOW)
         expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
-        return framework_proven(records, facts.build, codes, expected)
+        subscription = None
+        if codes is not None and codes.send_text is not None and codes.send_text == expected:
+            # read once per connection: a SIM swap resets it (the phone restarts its radio)
+            seen = subscriptions.get(id(device))
+            if seen is not None and seen[0] is device:
+                subscription = seen[1]
+            else:
+                subscription = await read_subscription(device)
+                subscriptions[id(device)] = (device, subscription)
+        return framework_proven(records, facts.build, codes, expected, subscription)
 
+    subscriptions: dict[int, tuple[Device, tuple[bool | None, str]]] = {}
     return proof
+
+
+async def read_subscription(device: Device) -> tuple[bool | None, str]:
+    """Whether subscription 1 is ``device``'s own (``framework_subscription``); a transport
+    failure answers None, with why."""
+    from android_bridge import BridgeError
+    from android_bridge._doctor_provider import framework_subscription
+
+    try:
+        return await framework_subscription(device)
+    except BridgeError as exc:
+        return None, f"the phone's subscriptions could not be read ({exc})"
 
 
 async def build_codes(ledger: Ledger, device: Device) -> FrameworkCodes:

@@ -89,6 +89,27 @@ async def test_a_vendor_jar_with_another_code_keeps_the_framework_shut(
     assert [MESSAGING] == senders(phone)
 
 
+@pytest.mark.parametrize("android", [12, 14])
+async def test_a_phone_without_subscription_1_keeps_the_app_though_its_jar_proves_the_code(
+    sms_phone: Any, agent_for: Any, android: int
+) -> None:
+    """The framework path sends on subscription 1; a phone whose SIM is subscription 2 (a SIM
+    swapped once) would take the call, report success and send nothing. ``auto`` asks the
+    phone first (14+: its own list, ``dumpsys isub``; before: the newest row's ``sub_id``)
+    and sends through the app, saying why: one SMS, sent by the app."""
+    phone = await sms_phone(android=android, sim_sub_ids=(2,))
+    phone.store.insert_incoming("+12025550143", "hi", date_ms=phone.now_ms(), sub_id=2)
+    async with agent_for(phone, send_path="auto") as agent:
+        assert "ui" == agent.phone.send_path
+        assert "subscription 1" in agent.phone.path_choice
+        assert ("isub): 2" if android >= 14 else "row's subscription: 2") in (
+            agent.phone.path_choice
+        )
+        outcome = await agent.send("A-1", TO, BODY, wait=5)
+    assert Status.SUCCEEDED is outcome.status
+    assert [MESSAGING] == senders(phone)
+
+
 @pytest.mark.parametrize(
     ("jar", "why"),
     [

@@ -159,8 +159,29 @@ def codes(send_text: int | None, build: str = BUILD) -> FrameworkCodes:
 
 
 def test_a_jar_that_proves_the_bridges_code_opens_the_path_with_no_send_yet() -> None:
-    ok, why = framework_proven([], BUILD, codes(5), expected=5)
+    """Where the phone shows subscription 1, the framework path's, is its own."""
+    ok, why = framework_proven([], BUILD, codes(5), 5, (True, "the phone's SIMs: 1"))
     assert (True, True) == (ok, "framework.jar proves sendTextForSubscriber code 5" in why)
+
+
+@pytest.mark.parametrize(
+    ("subscription", "said"),
+    [
+        ((False, "the phone's SIMs (dumpsys isub): 2"), "SIMs (dumpsys isub): 2"),
+        ((None, "no recent row names a subscription"), "no recent row"),
+        (None, "it was not read"),
+    ],
+    ids=["another-sim", "nothing-tells", "not-read"],
+)
+def test_the_jar_alone_does_not_open_the_path_without_subscription_1(
+    subscription: tuple[bool | None, str] | None, said: str
+) -> None:
+    """A send on a subscription the phone lacks sends nothing while reporting success: the
+    code alone proves nothing of it, so the app; a confirmed framework send still proves it
+    all at once."""
+    ok, why = framework_proven([], BUILD, codes(5), 5, subscription)
+    assert (False, True, True) == (ok, said in why, "subscription 1" in why)
+    assert framework_proven([proven(1)], BUILD, codes(5), 5, subscription)[0] is True
 
 
 def test_a_jar_that_proves_another_code_shuts_the_path_whatever_the_record() -> None:
@@ -173,8 +194,9 @@ def test_the_record_has_the_last_word_over_a_jar_that_proves_the_code() -> None:
     """A framework send that went to review on this build turns auto back to the app even
     where the jar proves the code (a SIM swap: the code is right, the subscription gone)."""
     lost = attempt(2, FRAMEWORK, review_reason=ReviewReason.UNVERIFIED)
-    assert framework_proven([lost], BUILD, codes(5), expected=5)[0] is False
-    assert framework_proven([proven(3), lost], BUILD, codes(5), expected=5)[0] is True
+    mine = (True, "the phone's SIMs: 1")
+    assert framework_proven([lost], BUILD, codes(5), 5, mine)[0] is False
+    assert framework_proven([proven(3), lost], BUILD, codes(5), 5, mine)[0] is True
 
 
 def test_codes_of_another_build_or_unproven_leave_the_old_rule() -> None:
