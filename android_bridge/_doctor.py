@@ -73,9 +73,10 @@ class Probe:
     fence_probe: str
 
 
-def probe_commands(fence_probe: str, *, prefix: str = "") -> list[str]:
+def probe_commands(fence_probe: str, *, prefix: str = "", sdk: int | None = None) -> list[str]:
     """The second round trip's commands, in the order :func:`checks` reads them; ``prefix``
-    goes before each ``content query`` (``su 1000 `` for reads as the system uid)."""
+    goes before each ``content query`` (``su 1000 `` for reads as the system uid); ``sdk``:
+    the release, which asks ``dumpsys isub`` from 14 only (``:`` in its place before)."""
     root = FENCE_ROOT
     probe = f"{root}/{fence_probe}"
     fence = (
@@ -101,7 +102,7 @@ def probe_commands(fence_probe: str, *, prefix: str = "") -> list[str]:
         fence,
         "settings get global adb_allowed_connection_time",
         *_provider.commands(prefix),
-        _provider.ISUB_COMMAND,
+        _provider.ISUB_COMMAND if sdk is not None and sdk >= _provider.ISUB_SDK else ":",
     ]
 
 
@@ -116,7 +117,9 @@ async def examine(
     facts = await device.facts()
     fence_probe = f".doctor-{secrets.token_hex(6)}"
     sent_ms = clock_ms()
-    steps = await device.run(probe_commands(fence_probe, prefix=device.content_prefix))
+    steps = await device.run(
+        probe_commands(fence_probe, prefix=device.content_prefix, sdk=facts.sdk)
+    )
     received_ms = clock_ms()
     return checks(
         facts,

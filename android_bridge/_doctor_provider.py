@@ -86,11 +86,16 @@ def commands(prefix: str = "") -> list[str]:
         content_query(_SMS, _SENT_COLUMNS, sent_where, sent_sort, prefix=prefix),
         content_query(_SMS, ("_id", "creator"), sent_where, sent_sort, prefix=prefix)
         + " 2>/dev/null",
-        content_query(
-            _SMS, _LATEST_COLUMNS, "_id > 0", f"_id DESC LIMIT {LATEST_ROWS}", prefix=prefix
-        ),
+        latest_rows_query(prefix),
         content_query(_SMS, ("_id",), "_id > 0", CHECKER_PROBE_SORT, prefix=prefix),
     ]
+
+
+def latest_rows_query(prefix: str = "") -> str:
+    """The latest rows' ``_id`` and ``sub_id``, newest first."""
+    return content_query(
+        _SMS, _LATEST_COLUMNS, "_id > 0", f"_id DESC LIMIT {LATEST_ROWS}", prefix=prefix
+    )
 
 
 def _rows(step: StepOutput, columns: Sequence[str]) -> list[tuple[int | None, ...]] | str:
@@ -348,11 +353,7 @@ async def framework_subscription(device: Device) -> tuple[bool | None, str]:
             return None, "dumpsys isub printed no SIM of this phone"
         shown = ", ".join(str(sub) for sub in active)
         return FRAMEWORK_SUB_ID in active, f"the phone's SIMs (dumpsys isub): {shown}"
-    query = content_query(
-        _SMS, _LATEST_COLUMNS, "_id > 0", f"_id DESC LIMIT {LATEST_ROWS}",
-        prefix=device.content_prefix,
-    )  # fmt: skip
-    (step,) = await device.run([query])
+    (step,) = await device.run([latest_rows_query(device.content_prefix)])
     rows = _rows(step, _LATEST_COLUMNS)
     if isinstance(rows, str):
         return None, f"the latest rows could not be read: {rows}"

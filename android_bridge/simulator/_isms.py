@@ -304,8 +304,8 @@ class IsmsHost:
         track: Callable[[Awaitable[None]], None],
         make_transmission: Callable[[str, str, int | None, int], Transmission],
         code_shift: Callable[[], int] = lambda: 0,
-        link_faults_before: Callable[[frozenset[Fault]], bool] = lambda _faults: True,
-        link_faults_after: Callable[[frozenset[Fault]], Awaitable[None]] | None = None,
+        link_faults_before: Callable[[frozenset[Fault]], bool],
+        link_faults_after: Callable[[frozenset[Fault]], Awaitable[None]],
     ) -> None:
         self.version = version
         #: Methods an OEM's ``ISms`` declares before AOSP's (``_framework_jar``'s
@@ -411,12 +411,6 @@ class IsmsService:
         text = _Text(sub_id=sub_id, package=package, address=address, body=body, persist=persist)
         return await self._send_text(text)
 
-    async def _after_send(self, faults: frozenset[Fault]) -> None:
-        """The link's faults once the call has sent (or handed the message to a radio that
-        never answers): the same as after the app's send key."""
-        if self._host.link_faults_after is not None:
-            await self._host.link_faults_after(faults)
-
     async def _send_text(self, text: _Text) -> bytes:
         host = self._host
         uid = host.uid()
@@ -444,7 +438,7 @@ class IsmsService:
             return _no_exception()  # killed as the call started: nothing was sent
         failed = Fault.SEND_FAILS in faults
         if Fault.STUCK_OUTBOX in faults:
-            await self._after_send(faults)
+            await host.link_faults_after(faults)
             return _no_exception()  # the radio never answers: no row is ever written
         address, body, sub_id, persist = text.address, text.body, text.sub_id, text.persist
 
@@ -485,7 +479,7 @@ class IsmsService:
             host.track(result())
         else:
             await result()
-        await self._after_send(faults)
+        await host.link_faults_after(faults)
         return _no_exception()
 
 

@@ -976,7 +976,11 @@ class SimulatedPhone:
             # no error_code written: the provider's default for a database made on this
             # release (0 on 10, NO_ERROR_CODE -1 from 11: MmsSmsDatabaseHelper)
             error_code=0 if self.release.version == 10 else NO_ERROR_CODE,
-            # the subscription it sends on: the phone's SIM (its first, the default for SMS)
+            # the subscription it sends on: the phone's SIM (its first, the default for SMS).
+            # SmsProvider.insert stores the sub_id the app passes (TelephonyProvider
+            # android-10.0.0_r30 to 15.0.0_r1); the apps' own code was not read. A row naming
+            # a SIM the phone lacks would be hidden from 14 (getSelectionBySubIds), which no
+            # app sending on its SIM writes
             sub_id=self.sim_sub_ids[0],
         )
 

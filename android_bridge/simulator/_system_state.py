@@ -317,7 +317,10 @@ class SystemState:
         """The head of ``SubscriptionManagerService.dump`` (frameworks/opt/telephony, read in
         the Android 14 SDK's sources, android-34): the modem count, the logical slot to
         subscription mapping, then the defaults; the rest of the dump (ICCIDs, SIM states,
-        every subscription's record, the local log) is left out."""
+        every subscription's record, the local log) is left out. 15 answers the same
+        although its dump was not read: a 15 that prints otherwise gives the product no SIM
+        list, and ``auto`` then keeps the framework path shut on the jar's proof alone (the
+        safe side). Before 14 (``SubscriptionController``) nothing is modelled."""
         subs = self._sim_sub_ids()
         first = subs[0] if subs else -1
         mapping = "".join(

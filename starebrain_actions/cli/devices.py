@@ -33,7 +33,7 @@ from starebrain_actions.cli.options import (
     key_option,
 )
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
-from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo
+from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo, phone_for
 
 if TYPE_CHECKING:
     from android_bridge import Device
@@ -168,20 +168,15 @@ async def probe(
 
     Returns (answered, fields of :class:`DeviceReport`); a failure is (False, {"error": …}).
     """
-    from android_bridge import SEND_TEXT_CODES, BridgeError, Device
+    from android_bridge import BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import framework_proven, read_subscription
+    from starebrain_actions.phone.send_path import proven_on, read_subscription
 
     async def proof(_device: str, handle: Device) -> tuple[bool, str]:
-        facts = await handle.facts()
-        expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
-        kept = (codes or {}).get(facts.build)
-        subscription = None
-        if kept is not None and kept.send_text is not None and kept.send_text == expected:
-            subscription = await read_subscription(handle)
+        kept = (codes or {}).get((await handle.facts()).build)
         history = (records or {}).get(_device, [])
-        return framework_proven(history, facts.build, kept, expected, subscription)
+        return await proven_on(handle, history, kept, read_subscription)
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -262,20 +257,6 @@ def doctor_line(verdicts: Sequence[CheckVerdict]) -> str:
         return "FAIL: " + ", ".join(failed)
     warned = sum(check.verdict == "warn" for check in verdicts)
     return f"{warned} warn" if warned else "ok"
-
-
-def phone_for(address: str, identity: str | None, phones: Sequence[PhoneInfo]) -> PhoneInfo | None:
-    """The ledger's phone answering at ``address`` with ``identity``, as ``Ledger.bind_phone``
-    would name it (read-only): the one bound to that identity, else a legacy one named by
-    the address and not bound yet, else (no identity read) the one the address reached."""
-    if identity is not None:
-        for phone in phones:
-            if phone.identity == identity:
-                return phone
-    for phone in phones:
-        if address in phone.addresses and (identity is None or phone.identity is None):
-            return phone
-    return None
 
 
 async def gather_reports(

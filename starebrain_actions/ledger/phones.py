@@ -18,6 +18,7 @@ The functions here run in the ledger's worker thread, inside its transactions.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 
 import attrs
@@ -207,6 +208,20 @@ def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
         )
     ]
     return sorted([*known, *legacy], key=lambda phone: phone.key)
+
+
+def phone_for(address: str, identity: str | None, phones: Sequence[PhoneInfo]) -> PhoneInfo | None:
+    """The ledger's phone answering at ``address`` with ``identity``, as ``Ledger.bind_phone``
+    would name it (read-only): the one bound to that identity, else a legacy one named by
+    the address and not bound yet, else (no identity read) the one the address reached."""
+    if identity is not None:
+        for phone in phones:
+            if phone.identity == identity:
+                return phone
+    for phone in phones:
+        if address in phone.addresses and (identity is None or phone.identity is None):
+            return phone
+    return None
 
 
 @attrs.frozen(kw_only=True)

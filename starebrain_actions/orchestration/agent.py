@@ -40,7 +40,7 @@ from starebrain_actions.core.model import (
     Status,
 )
 from starebrain_actions.core.ports import Phone
-from starebrain_actions.ledger.phones import PhoneBinding
+from starebrain_actions.ledger.phones import PhoneBinding, phone_for
 from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.orchestration.outcome import (
     ResumeItem,
@@ -563,32 +563,44 @@ LEFT_TO_THE_SEND: Final = frozenset({"screen", "sms-role"})
 
 
 async def vet_new_phone(ledger: Ledger, phone: AndroidPhone) -> None:
-    """The first time ``ledger`` meets ``phone`` (no phone of the ledger has its identity;
-    without one, none was reached at its address), run doctor's checks of it (one round
-    trip) and refuse it when one fails, but those in :data:`LEFT_TO_THE_SEND`: a phone that
-    breaks an assumption the guarantees rest on (a shell that is not the shell user, a
-    release outside 10 to 15, a fence the shell cannot write, a clock far off, an SMS store
-    it cannot read…) is stopped before its first send, not found out by a lost or doubled
-    SMS. A phone refused is not registered, so the next contact checks it again.
+    """The first time ``ledger`` meets ``phone`` (``ledger.phones.phone_for`` names none of
+    its phones, as ``Ledger.bind_phone`` would), run doctor's checks of it (one round trip)
+    and refuse it when one fails, but those in :data:`LEFT_TO_THE_SEND`: a phone that breaks
+    an assumption the guarantees rest on (a shell that is not the shell user, a release
+    outside 10 to 15, a fence the shell cannot write, a clock far off, an SMS store it cannot
+    read…) is stopped before its first send, not found out by a lost or doubled SMS. A phone
+    refused is not registered, so the next contact checks it again.
 
     Raises:
         PhoneUnavailable: a check failed (``retryable`` False), or the checks could not run
             (``retryable`` True); nothing was recorded.
     """
+    if phone_for(phone.address, phone.identity, await ledger.phones()) is not None:
+        return
+    await _refuse_failing_checks(
+        phone,
+        leave=LEFT_TO_THE_SEND,
+        lead="a phone this ledger never met is checked before its first send, and ",
+    )
+
+
+async def _refuse_failing_checks(
+    phone: AndroidPhone, *, leave: frozenset[str] = frozenset(), lead: str = ""
+) -> None:
+    """Doctor's checks of ``phone``, and a refusal naming each one that fails (warnings
+    pass: the product works with them, within their limits), but those named in ``leave``;
+    ``lead`` goes before the message's "doctor's checks failed".
+
+    Raises:
+        PhoneUnavailable: a check failed (``retryable`` False: someone must mend the phone),
+            or the checks could not run (``retryable`` True).
+    """
     from starebrain_actions.phone.android import PhoneUnavailable
 
-    identity = phone.identity
-    for known in await ledger.phones():
-        if (identity is not None and known.identity == identity) or (
-            identity is None and phone.address in known.addresses
-        ):
-            return
     checks = await phone.checks()
-    failed = [
-        check for check in checks if check.verdict == "fail" and check.name not in LEFT_TO_THE_SEND
-    ]
+    failed = [check for check in checks if check.verdict == "fail" and check.name not in leave]
     _log.info(
-        "new_phone_checked",
+        "phone_checked",
         device=phone.address,
         failed=[check.name for check in failed],
         warned=[check.name for check in checks if check.verdict == "warn"],
@@ -598,29 +610,7 @@ async def vet_new_phone(ledger: Ledger, phone: AndroidPhone) -> None:
             f"{check.name} ({check.evidence}): {check.consequence}" for check in failed
         )
         raise PhoneUnavailable(
-            f"{phone.address}: a phone this ledger never met is checked before its first"
-            f" send, and doctor's checks failed: {reasons}",
-            retryable=False,
-        )
-
-
-async def _refuse_failing_checks(phone: AndroidPhone) -> None:
-    """``SmsAgent.open(check=True)``: doctor's checks of ``phone``, and a refusal naming each
-    one that fails (warnings pass: the product works with them, within their limits).
-
-    Raises:
-        PhoneUnavailable: a check failed (``retryable`` False: someone must mend the phone),
-            or the checks could not run (``retryable`` True).
-    """
-    from starebrain_actions.phone.android import PhoneUnavailable
-
-    failed = [check for check in await phone.checks() if check.verdict == "fail"]
-    if failed:
-        reasons = "; ".join(
-            f"{check.name} ({check.evidence}): {check.consequence}" for check in failed
-        )
-        raise PhoneUnavailable(
-            f"{phone.device}: doctor's checks failed: {reasons}", retryable=False
+            f"{phone.device}: {lead}doctor's checks failed: {reasons}", retryable=False
         )
 
 

@@ -183,36 +183,50 @@ FrameworkProof = Callable[[str, "Device"], Awaitable[tuple[bool, str]]]
 RETRY_CODES_AFTER: Final = timedelta(hours=1)
 
 
+async def proven_on(
+    device: Device,
+    records: Sequence[ActionRecord],
+    codes: FrameworkCodes | None,
+    subscription: Callable[[Device], Awaitable[tuple[bool | None, str]]],
+) -> tuple[bool, str]:
+    """:func:`framework_proven` for ``device``'s build and release, ``subscription`` asked
+    only where the jar's codes would open the path (one round trip, or a kept answer)."""
+    from android_bridge import SEND_TEXT_CODES
+
+    facts = await device.facts()
+    expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
+    sub = None
+    if codes is not None and codes.send_text is not None and codes.send_text == expected:
+        sub = await subscription(device)
+    return framework_proven(records, facts.build, codes, expected, sub)
+
+
 def ledger_proof(ledger: Ledger) -> FrameworkProof:
     """``framework_proof`` for ``AndroidPhone.connect``, from ``ledger``: the phone's latest
     attempts, and its build's codes as the ledger keeps them. A build the ledger has no
     codes for has its jar read once (``android_bridge._isms_codes``: one round trip) and the
     finding kept, so that later sends, and other processes, read the ledger instead; this
-    proof keeps it in memory too."""
+    proof keeps a finished reading in memory too (one cut short is looked up again, to be
+    read again once its time has passed). Whether subscription 1 is the phone's is read
+    once per connection: a SIM swap restarts the phone's radio, and the connection with it."""
     known: dict[str, FrameworkCodes] = {}
+    asked: list[tuple[Device, tuple[bool | None, str]]] = []
+
+    async def subscription(device: Device) -> tuple[bool | None, str]:
+        if not asked or asked[-1][0] is not device:
+            asked[:] = [(device, await read_subscription(device))]
+        return asked[-1][1]
 
     async def proof(name: str, device: Device) -> tuple[bool, str]:
-        from android_bridge import SEND_TEXT_CODES
-
-        facts = await device.facts()
-        codes = known.get(facts.build) if facts.build else None
-        if codes is None and facts.build:
+        build = (await device.facts()).build
+        codes = known.get(build) if build else None
+        if codes is None and build:
             codes = await build_codes(ledger, device)
-            known[facts.build] = codes
+            if codes.retry_after is None:
+                known[build] = codes
         records = await ledger.latest_attempts(name, PROOF_WINDOW)
-        expected = SEND_TEXT_CODES.get(facts.sdk) if facts.sdk is not None else None
-        subscription = None
-        if codes is not None and codes.send_text is not None and codes.send_text == expected:
-            # read once per connection: a SIM swap resets it (the phone restarts its radio)
-            seen = subscriptions.get(id(device))
-            if seen is not None and seen[0] is device:
-                subscription = seen[1]
-            else:
-                subscription = await read_subscription(device)
-                subscriptions[id(device)] = (device, subscription)
-        return framework_proven(records, facts.build, codes, expected, subscription)
+        return await proven_on(device, records, codes, subscription)
 
-    subscriptions: dict[int, tuple[Device, tuple[bool | None, str]]] = {}
     return proof
 
 

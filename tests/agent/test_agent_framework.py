@@ -106,7 +106,11 @@ async def test_a_framework_send_whose_reply_is_lost_is_one_sms_never_resent(
     resets, the link stalls, or the phone reboots before the reply (or the connection resets
     as the call starts: the script ignores SIGHUP and the call runs on). However often the
     agent is asked again, the phone sends the message once, and no attempt is spent on it
-    but the first; a read proves it (after a reboot, once the phone is unlocked)."""
+    but the first; a read proves it (after a reboot, once the phone is unlocked). The faults
+    are the link's, as on the app's path: closing the stream hangs the script up through its
+    PTY (``StartSubprocess``, ``shell_service.cpp``, system/core android-10.0.0_r30 and
+    packages/modules/adb 11 to 15) and the send script ignores SIGHUP (mksh ``histrap.c``;
+    ``android_bridge._fence.run_to_the_end``), so ``service call`` runs on once started."""
     phone = await sms_phone(android=14)
     phone.inject_fault(fault)
     async with agent_for(phone, send_path="framework", command_timeout_s=1.0) as agent:

@@ -420,8 +420,10 @@ async def test_the_phones_own_subscriptions_are_read_from_14(
 ) -> None:
     """From Android 14 the check reads the phone's own SIMs (``dumpsys isub``'s slot mapping
     and default SMS subscription): a phone without subscription 1, the one the framework path
-    sends on, is warned of before any row says so. Before 14 the dump is not read (its format
-    is SubscriptionController's, not modelled), and an empty phone's rows say nothing."""
+    sends on, is warned of before any row says so (frameworks/opt/telephony
+    SubscriptionManagerService.dump, read in the Android 14 SDK's sources, android-34; 15 not
+    read). Before 14 the dump is not read (its format is SubscriptionController's, not
+    modelled), and an empty phone's rows say nothing."""
     phone = await phone_factory(android=android, sim_sub_ids=sims)
     _result, report = await doctor("--device", phone.serial, "--key", str(adb_key_path))
     check = by_name(report)["subscriptions"]
