@@ -261,22 +261,18 @@ async def build_codes(ledger: Ledger, device: Device) -> FrameworkCodes:
         found = CodesUnproven(reason=f"the framework jar could not be pulled ({exc})")
         retry_after = now + RETRY_CODES_AFTER
     if isinstance(found, CodesUnproven):
-        codes = FrameworkCodes(
-            build=facts.build,
-            sdk=facts.sdk,
-            send_text=None,
-            reason=found.reason,
-            read_at=now,
-            retry_after=retry_after,
-        )
+        text, multipart, reason = None, None, found.reason
     else:
-        codes = FrameworkCodes(
-            build=facts.build,
-            sdk=facts.sdk,
-            send_text=found.send_text,
-            send_multipart=found.send_multipart,
-            read_at=now,
-        )
+        text, multipart, reason = found.send_text, found.send_multipart, None
+    codes = FrameworkCodes(
+        build=facts.build,
+        sdk=facts.sdk,
+        send_text=text,
+        send_multipart=multipart,
+        reason=reason,
+        read_at=now,
+        retry_after=retry_after,
+    )
     await ledger.keep_framework_codes(codes)
     _log.info(
         "framework_codes_read",
