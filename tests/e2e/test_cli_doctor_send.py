@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from android_bridge._sent_row import delivery_report, parse_row
+from android_bridge._sent_row import delivery_report, parse_row, row_queries
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, Status
 from starebrain_actions.cli.devices import DEVICE_ENV
@@ -147,7 +147,9 @@ async def test_the_apps_delivery_report_is_read_from_the_status_column(
         await polled(lambda: bool(doctor_rows(phone)))
         (row,) = doctor_rows(phone)
         phone.store.update(row.id, {"status": 32})
-        await polled(lambda: any(f"_id = {row.id}" in cmd for cmd in phone.commands_run))
+        # doctor's own read of that row (the agent's reads may name `_id = N` too, with more)
+        watch = row_queries(row.id)[0]
+        await polled(lambda: any(watch in cmd for cmd in phone.commands_run))
         phone.store.update(row.id, {"status": 0})
 
     report_task = asyncio.create_task(the_network_reports())
