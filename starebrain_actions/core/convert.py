@@ -24,6 +24,7 @@ from starebrain_actions.core.model import (
     Action,
     ActionRecord,
     HistoryEntry,
+    QueueClaim,
     RetryGrant,
     RetryPolicy,
     SmsIntent,
@@ -279,6 +280,7 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
         planned_device=stored_planned_device(row),
         approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
         gate=stored_gate(row),
+        **stored_queue(row),
     )
 
 
@@ -292,6 +294,29 @@ def stored_gate(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     except ValueError as exc:
         raise CorruptRecord(f"action {row['action_id']!r} gate verdict is not JSON") from exc
     return data if isinstance(data, dict) else None
+
+
+def stored_queue(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An action's place in the queue, from a row of ``actions``, as ``Action``'s keyword
+    arguments (``pool``, ``queue_after``, ``claim``): none for a ledger older than version
+    11."""
+    names = row.keys()
+    if "pool" not in names:
+        return {}
+    what = f"action {row['action_id']!r}"
+    after = row["queue_after"]
+    claim = None
+    if row["claimed_by"] is not None:
+        claim = QueueClaim(
+            worker=str(row["claimed_by"]),
+            device=str(row["claimed_device"]),
+            claimed_at=structure(row["claimed_at"], datetime, what + " claimed_at"),
+        )
+    return {
+        "pool": row["pool"],
+        "queue_after": None if after is None else structure(after, datetime, what + " queue"),
+        "claim": claim,
+    }
 
 
 def stored_planned_device(row: Mapping[str, Any]) -> str | None:

@@ -475,6 +475,18 @@ class RetryGrant:
 
 
 @attrs.frozen(kw_only=True)
+class QueueClaim:
+    """The worker driving a queued action now, and the phone it took it for."""
+
+    #: the worker (``host:pid``) that claimed it
+    worker: str
+    #: the phone (its key) the worker took it for
+    device: str
+    #: when it was claimed
+    claimed_at: datetime = attrs.field(validator=_aware_utc)
+
+
+@attrs.frozen(kw_only=True)
 class Action:
     """One intended effect, named by a caller-supplied stable id."""
 
@@ -498,6 +510,14 @@ class Action:
     #: the policy gate's latest verdict that stopped it, as JSON (verdict, rule, detail,
     #: until, digest, at); None once it went through, or never stopped
     gate: Mapping[str, Any] | None = None
+    #: the pool of phones it was queued for (``send --queue``): a worker of that pool sends
+    #: it (None: not queued; its sender sends it)
+    pool: str | None = None
+    #: while queued, the earliest time a worker looks at it again (None: not waiting in the
+    #: queue: sent, refused, in a person's hands, or never queued)
+    queue_after: datetime | None = attrs.field(default=None, validator=_aware_utc)
+    #: the worker driving it now (None: none)
+    claim: QueueClaim | None = None
 
     @property
     def deadline(self) -> datetime | None:

@@ -30,6 +30,7 @@ from starebrain_actions.core.convert import (
     stored_grant,
     stored_intent,
     stored_planned_device,
+    stored_queue,
     structure,
 )
 from starebrain_actions.core.exceptions import CorruptRecord, InvalidInput
@@ -481,6 +482,7 @@ def _cached_action(row: Mapping[str, Any]) -> Action:
         planned_device=stored_planned_device(row),
         approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
         gate=stored_gate(row),
+        **stored_queue(row),
     )
 
 

@@ -85,60 +85,18 @@ class Receipts(LedgerConnection):
             InvalidInput: the id is empty, too long or holds spaces or control characters.
             FingerprintConflict: the id exists with another intent; nothing is written.
         """
-        check_action_id(action_id)
         when = require_aware("now", now) if now is not None else self.now()
-        policy = policy or RetryPolicy()
-        try:
-            fingerprint = intent.fingerprint
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(
-                f"the intent holds {exc.object[exc.start : exc.end]!r}, which is not valid"
-                " Unicode (a lone surrogate, e.g. from bytes that are not UTF-8)"
-            ) from exc
-        if device is not None and not device.strip():
-            raise InvalidInput("device must not be empty (an ADB serial or host:port)")
-        candidate = Action(
-            action_id=action_id,
-            fingerprint=fingerprint,
-            intent=intent,
-            policy=policy,
-            created_at=when,
-            planned_device=device,
-        )
+        candidate = new_action(action_id, intent, policy or RetryPolicy(), when, device=device)
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
-            deadline = candidate.deadline
-            inserted = db.execute(
-                "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
-                " policy_json, created_at, deadline, planned_device)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (action_id) DO NOTHING",
-                (
-                    action_id,
-                    fingerprint,
-                    to_json(to_jsonable(intent)),
-                    policy.maximum_attempts,
-                    to_json(to_jsonable(policy)),
-                    format_time(when),
-                    format_time(deadline) if deadline else None,
-                    device,
-                ),
-            )
-            if inserted.rowcount == 1:
-                return candidate, True
-            stored = row_dict(
-                db.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
-            )
-            if stored["fingerprint"] != fingerprint:
-                raise FingerprintConflict(action_id, stored["fingerprint"], fingerprint)
-            return action_from_row(stored), False
+            return insert_action(db, candidate)
 
         action, created = await self._write(work, inline=True)
         self._remember(action)
         _log.info(
             "action_created" if created else "action_reused",
             action_id=action_id,
-            fingerprint=fingerprint,
+            fingerprint=candidate.fingerprint,
         )
         return action
 
@@ -237,6 +195,79 @@ class Receipts(LedgerConnection):
         (so it holds across processes: SQLite lets one writer at a time); raising refuses
         the attempt and writes nothing. Subclasses add limits here (``starebrain mcp``'s
         hourly send cap); this one admits everything."""
+
+
+def new_action(
+    action_id: str,
+    intent: SmsIntent,
+    policy: RetryPolicy,
+    when: datetime,
+    *,
+    device: str | None = None,
+    pool: str | None = None,
+) -> Action:
+    """The action ``create_action`` (``device``: its planned phone) or ``enqueue`` (``pool``:
+    queued for that pool from ``when``) records, checked.
+
+    Raises:
+        InvalidInput: a bad id, an intent that is not valid Unicode, an empty device.
+    """
+    check_action_id(action_id)
+    try:
+        fingerprint = intent.fingerprint
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"the intent holds {exc.object[exc.start : exc.end]!r}, which is not valid"
+            " Unicode (a lone surrogate, e.g. from bytes that are not UTF-8)"
+        ) from exc
+    if device is not None and not device.strip():
+        raise InvalidInput("device must not be empty (an ADB serial or host:port)")
+    return Action(
+        action_id=action_id,
+        fingerprint=fingerprint,
+        intent=intent,
+        policy=policy,
+        created_at=when,
+        planned_device=device,
+        pool=pool,
+        queue_after=when if pool is not None else None,
+    )
+
+
+def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bool]:
+    """Insert ``candidate``, or read the action already stored under its id; and whether it
+    was inserted.
+
+    Raises:
+        FingerprintConflict: the id exists with another intent; nothing is written.
+    """
+    deadline = candidate.deadline
+    inserted = db.execute(
+        "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
+        " policy_json, created_at, deadline, planned_device, pool, queue_after)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (action_id) DO NOTHING",
+        (
+            candidate.action_id,
+            candidate.fingerprint,
+            to_json(to_jsonable(candidate.intent)),
+            candidate.policy.maximum_attempts,
+            to_json(to_jsonable(candidate.policy)),
+            format_time(candidate.created_at),
+            format_time(deadline) if deadline else None,
+            candidate.planned_device,
+            candidate.pool,
+            format_time(candidate.queue_after) if candidate.queue_after else None,
+        ),
+    )
+    if inserted.rowcount == 1:
+        return candidate, True
+    stored = row_dict(
+        db.execute("SELECT * FROM actions WHERE action_id = ?", (candidate.action_id,)).fetchone()
+    )
+    if stored["fingerprint"] != candidate.fingerprint:
+        raise FingerprintConflict(candidate.action_id, stored["fingerprint"], candidate.fingerprint)
+    return action_from_row(stored), False
 
 
 def _check_lease(db: sqlite3.Connection, device: str) -> None:

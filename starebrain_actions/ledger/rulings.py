@@ -35,6 +35,7 @@ from starebrain_actions.core.model import (
 )
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.queries import ActionReads
+from starebrain_actions.ledger.queue import requeue
 from starebrain_actions.ledger.read import load_action, load_attempts
 from starebrain_actions.ledger.updates import apply_transition, history_row, log_transition, to_json
 
@@ -94,7 +95,9 @@ class Rulings(ActionReads):
                 force=force,
                 row=row,
             )
-            return transition, apply_transition(db, transition)
+            result = apply_transition(db, transition)
+            requeue(db, action_id, when)
+            return transition, result
 
         transition, result = await self._write(work)
         if transition is None:
@@ -146,6 +149,7 @@ class Rulings(ActionReads):
                 "UPDATE actions SET grant_json = ? WHERE action_id = ?",
                 (to_json(to_jsonable(grant)), action_id),
             )
+            requeue(db, action_id, when)
             history_row(
                 db,
                 action_id,
@@ -221,6 +225,7 @@ class Rulings(ActionReads):
                     " text as a new action if it must go after all)"
                 )
             db.execute("UPDATE actions SET approval = ? WHERE action_id = ?", (ruling, action_id))
+            requeue(db, action_id, when)
             history_row(
                 db,
                 action_id,

@@ -8,6 +8,7 @@ PostgreSQL. ``Ledger`` is one class, composed of its parts, each a module of its
 ``gate``           the policy gate's part of a new attempt (counts, verdicts kept)
 ``updates``        transitions by compare-and-set, duplicates, a reconcile pass's writes
 ``rulings``        a person's decisions: ``resolve``, ``retry``, ``approve``, ``deny``
+``queue``          actions queued for a pool, their claims by workers, the phones held
 ``queries``        reads by action: summaries, pages, review, holds, derived generations
 ``devices``        reads by phone (leases, rows claimed, send rates) and the phones
 ``read``           the file checks and one action's reads, without asyncio
@@ -32,6 +33,7 @@ from starebrain_actions.ledger.devices import dispatches_since as dispatches_sin
 from starebrain_actions.ledger.queries import SUMMARY_PAGE as SUMMARY_PAGE
 from starebrain_actions.ledger.queries import ActionReads
 from starebrain_actions.ledger.queries import LedgerTally as LedgerTally
+from starebrain_actions.ledger.queue import QueueWork
 from starebrain_actions.ledger.read import SCHEMA_VERSION as SCHEMA_VERSION
 from starebrain_actions.ledger.read import inspect_ledger as inspect_ledger
 from starebrain_actions.ledger.read import summarize as summarize
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 
-class Ledger(Receipts, Updates, Rulings, ActionReads, DeviceReads):
+class Ledger(Receipts, QueueWork, Updates, Rulings, ActionReads, DeviceReads):
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 
     @classmethod

@@ -186,9 +186,18 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
     assert 4 <= SCHEMA_VERSION
     for table in ("history", "sqlite_sequence"):
         assert before[table] == rows(path, table, ORDERS[table]), table
-    # versions 8 and 9: no grant, no phone named by a sender, no approval, no gate verdict
+    # versions 8, 9 and 11: no grant, no phone named by a sender, no approval, no gate
+    # verdict, not queued
+    queue = dict.fromkeys(("pool", "queue_after", "claimed_by", "claimed_device", "claimed_at"))
     assert [
-        {**row, "grant_json": None, "planned_device": None, "approval": None, "gate_json": None}
+        {
+            **row,
+            "grant_json": None,
+            "planned_device": None,
+            "approval": None,
+            "gate_json": None,
+            **queue,
+        }
         for row in before["actions"]
     ] == rows(path, "actions", ORDERS["actions"])
     expected_attempts = [
