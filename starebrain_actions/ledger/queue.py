@@ -140,7 +140,7 @@ def next_look(action: Action, attempts: Sequence[ActionRecord], now: datetime) -
         return None  # a person rules first; ``approve`` puts it back
     decision = _decisions.should_redispatch(action, attempts, now)
     if decision.redispatch:
-        return now
+        return _gate_wait(action, now)
     if decision.reason in _LEAVES:
         return None
     if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None:
@@ -264,16 +264,23 @@ class QueueWork(LedgerConnection):
         return claimed
 
     async def release(
-        self, action_id: str, worker: str, *, now: datetime | None = None
+        self,
+        action_id: str,
+        worker: str,
+        *,
+        now: datetime | None = None,
+        not_before: datetime | None = None,
     ) -> datetime | None:
         """Let go of ``worker``'s claim on the action, and set when a worker looks at it
-        again (``next_look``, returned; None: it left the queue). A claim another worker
-        holds now is left alone."""
+        again (``next_look``, or ``not_before`` if later; returned; None: it left the
+        queue). A claim another worker holds now is left alone."""
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> datetime | None:
             action = load_action(db, action_id)
             after = next_look(action, load_attempts(db, action_id), when)
+            if after is not None and not_before is not None:
+                after = max(after, not_before)
             db.execute(
                 "UPDATE actions SET queue_after = ?, claimed_by = NULL, claimed_device = NULL,"
                 " claimed_at = NULL WHERE action_id = ? AND claimed_by = ?",
@@ -418,6 +425,20 @@ class QueueWork(LedgerConnection):
             }
 
         return await self._run(work)
+
+
+def _gate_wait(action: Action, now: datetime) -> datetime:
+    """When an action that may start is due, after the gate's latest refusal of it: the end
+    of its quiet hours (WAIT), a recheck after a limit (OVER_LIMIT); now when none stands."""
+    from starebrain_actions.core.policy import Verdict
+
+    gate = action.gate or {}
+    verdict = gate.get("verdict")
+    if verdict == Verdict.WAIT.value and isinstance(gate.get("until"), str):
+        return max(now, structure(gate["until"], datetime, "gate until"))
+    if verdict == Verdict.OVER_LIMIT.value:
+        return now + RECHECK
+    return now
 
 
 def _after_verdict(verdict: GateDecision, when: datetime) -> datetime | None:

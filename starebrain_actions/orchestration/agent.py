@@ -308,7 +308,9 @@ class SmsAgent:
         display.
 
         Actions a person must rule on, unresolved attempts the pass could not settle, and
-        actions with nothing left to try are left as they are (``starebrain review``).
+        actions with nothing left to try are left as they are (``starebrain review``), and
+        so are actions queued for a pool (``Ledger.enqueue``): its workers send them (the
+        pass still reads this phone for their attempts).
         """
         index, count = share if share is not None else (0, 1)
         if count < 1 or not 0 <= index < count:
@@ -317,7 +319,11 @@ class SmsAgent:
         # from the ledger as it stands before any of them reads its phone: dealt later, the
         # list would already lack what a faster phone took, and the deal would shift
         before = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
-        anywhere = [s for s in before if not s.attempts and s.action.planned_device is None]
+        anywhere = [
+            s
+            for s in before
+            if not s.attempts and s.action.planned_device is None and s.action.pool is None
+        ]
         mine = {s.action.action_id for s in anywhere[index::count]} if share is not None else set()
         if on_step is not None:
             on_step("reading the phone")
@@ -326,7 +332,8 @@ class SmsAgent:
         chosen = [
             s
             for s in candidates
-            if s.attempts or s.action.planned_device is not None or s.action.action_id in mine
+            if s.action.pool is None  # a queued action is its pool's workers' to send
+            and (s.attempts or s.action.planned_device is not None or s.action.action_id in mine)
         ]
         items: list[ResumeItem] = []
         for position, summary in enumerate(chosen, start=1):

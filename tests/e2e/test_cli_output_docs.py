@@ -368,6 +368,9 @@ _VOLATILE = [
     (re.compile(r"\b(fence_epoch=)[0-9a-f]+"), r"\1<epoch>"),
     (re.compile(r"\b(send_window_ms=)\d+"), r"\1<ms>"),
     (re.compile(r'("(?:TotalTime|WaitTime|ThisTime)": ")\d+'), r"\1<ms>"),
+    # a history row's sequence is the ledger's, across every action: another action of the
+    # scenario writes one more row or one fewer depending on when its reads come
+    (re.compile(r"^(\s*)\d+(\s+<time>)", re.M), r"\1<seq>\2"),
     (re.compile(r" {2,}"), " "),
     (re.compile(r" +$", re.M), ""),
 ]
@@ -376,7 +379,8 @@ _VOLATILE = [
 def normalised(text: str) -> str:
     """``text`` without what changes from run to run: dispatch ids become ``<id1>``,
     ``<id2>``… by first appearance (so a sample still shows which rows share an attempt);
-    times, dates, ages, durations, commits and pids become placeholders; padding goes."""
+    times, dates, ages, durations, commits, pids and history sequences become placeholders;
+    padding goes."""
     numbers: dict[str, str] = {}
     text = _UUID.sub(lambda m: numbers.setdefault(m.group(), f"<id{len(numbers) + 1}>"), text)
     for pattern, replacement in _VOLATILE:

@@ -1,0 +1,199 @@
+"""The worker (``orchestration.worker.Worker``) against simulated phones, on both backends:
+it sends what is queued for its pool across its phones, once each (counted in the phones'
+own stores), one worker per phone, and leaves cleanly when stopped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from android_bridge.simulator import SimulatedPhone
+from starebrain_actions import Ledger, SmsIntent, Status
+from starebrain_actions.orchestration.agent import SmsAgent
+from starebrain_actions.orchestration.worker import Worker, WorkerEvent
+from tests.agent.conftest import FAST, sent_rows
+
+TO = "+12025550100"
+DONE = {Status.SUCCEEDED}
+
+
+def worker_for(
+    db: str, phones: list[SimulatedPhone], key: Path, **kwargs: Any
+) -> tuple[Worker, list[WorkerEvent]]:
+    events: list[WorkerEvent] = []
+    kwargs.setdefault("heartbeat_s", 0.2)
+    kwargs.setdefault("stale_after", timedelta(seconds=2))
+    kwargs.setdefault("idle_s", 0.05)
+    kwargs.setdefault("wait", 10.0)
+    worker = Worker(
+        db,
+        [phone.serial for phone in phones],
+        key_path=key,
+        command_timeout_s=2.0,
+        poll_interval_s=0.05,
+        read_as_system=True,
+        send_path="ui",
+        on_event=events.append,
+        **kwargs,
+    )
+    return worker, events
+
+
+async def queue(db: str, count: int, *, pool: str = "default", prefix: str = "Q") -> list[str]:
+    ids = [f"{prefix}-{n}" for n in range(count)]
+    async with Ledger.open(db) as ledger:
+        for action_id in ids:
+            await ledger.enqueue(
+                action_id, SmsIntent(recipient=TO, body=action_id), FAST, pool=pool
+            )
+    return ids
+
+
+async def until_settled(db: str, ids: list[str], *, within: float = 60.0) -> dict[str, Status]:
+    """Wait until every action SUCCEEDED (or the time is over); their statuses."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    async with Ledger.open(db) as ledger:
+        while True:
+            statuses = {i: (await ledger.summary(i)).status for i in ids}
+            if set(statuses.values()) <= DONE or loop.time() > end:
+                return statuses
+            await asyncio.sleep(0.1)
+
+
+async def seen(events: list[WorkerEvent], kind: str, *, within: float = 30.0) -> None:
+    """Wait until the worker told an event of this kind."""
+    for _ in range(int(within / 0.02)):
+        if any(e.event == kind for e in events):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no {kind} event within {within} s: {events}")
+
+
+def sent_once(phones: list[SimulatedPhone], ids: list[str]) -> dict[str, int]:
+    """How many SENT rows each action's text has, over every phone's own store."""
+    return {i: sum(len(sent_rows(phone, TO, i)) for phone in phones) for i in ids}
+
+
+async def test_a_worker_spreads_the_queue_over_its_phones_and_sends_each_once(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    phones = [await sms_phone(send_delay_ms=200), await sms_phone(send_delay_ms=200)]
+    ids = await queue(db_path, 8)
+    worker, events = worker_for(db_path, phones, adb_key_path)
+    running = asyncio.create_task(worker.run())
+    statuses = await until_settled(db_path, ids)
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert set(statuses.values()) == DONE, statuses
+    assert sent_once(phones, ids) == dict.fromkeys(ids, 1)
+    # both phones sent some of it
+    assert all(any(row for i in ids for row in sent_rows(p, TO, i)) for p in phones)
+    async with Ledger.open(db_path) as ledger:
+        assert await ledger.phone_workers() == []  # let go on the way out
+        where = {(await ledger.summary(i)).latest.device for i in ids}  # type: ignore[union-attr]
+        assert len(where) == 2
+        tally = (await ledger.queue_tally())["default"]
+        assert (tally["waiting"], tally["claimed"], tally["total"]) == (0, 0, 8)
+    assert {e.event for e in events} >= {"phone_ready", "claimed", "done", "stopped"}
+
+
+async def test_two_workers_never_share_a_phone(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    phone = await sms_phone()
+    ids = await queue(db_path, 4)
+    first, first_events = worker_for(db_path, [phone], adb_key_path, name="w-first")
+    running = [asyncio.create_task(first.run())]
+    await seen(first_events, "phone_ready")
+    second, second_events = worker_for(db_path, [phone], adb_key_path, name="w-second")
+    running.append(asyncio.create_task(second.run()))
+    statuses = await until_settled(db_path, ids)
+    held = [e for e in second_events if e.event == "phone_held"]
+    assert held and "w-first" in held[0].detail
+    assert not any(e.event == "claimed" for e in second_events)
+    # the first leaves: the second takes the phone and serves what is queued next
+    first.stop()
+    await asyncio.wait_for(running[0], 30)
+    more = await queue(db_path, 2, prefix="R")
+    later = await until_settled(db_path, more)
+    second.stop()
+    await asyncio.wait_for(running[1], 30)
+    assert set(statuses.values()) == DONE and set(later.values()) == DONE
+    assert sent_once([phone], ids + more) == dict.fromkeys(ids + more, 1)
+    assert any(e.event == "claimed" for e in second_events)
+
+
+async def test_a_silent_worker_s_phone_is_taken_over_after_its_heartbeat_stops(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    """A worker that stops beating without letting go (as after ``kill -9``, here on another
+    "host"): its phone and claims pass to the next worker once its heartbeat is stale."""
+    phone = await sms_phone()
+    ids = await queue(db_path, 3)
+    async with Ledger.open(db_path) as ledger:
+        async with SmsAgent.open(
+            db=db_path, device=phone.serial, key_path=adb_key_path, send_path="ui"
+        ) as agent:
+            key = agent.phone.device
+        from starebrain_actions.ledger.queue import PhoneWorker
+
+        now = ledger.now()
+        ghost = PhoneWorker(
+            device=key,
+            worker="elsewhere:1",
+            host="elsewhere",
+            pid=1,
+            pool="default",
+            address=phone.serial,
+            claimed_at=now,
+            heartbeat_at=now,
+        )
+        await ledger.hold_phones(ghost, [(key, phone.serial)])
+        assert await ledger.claim_next("default", key, "elsewhere:1") is not None
+    worker, events = worker_for(db_path, [phone], adb_key_path)
+    running = asyncio.create_task(worker.run())
+    statuses = await until_settled(db_path, ids)
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert set(statuses.values()) == DONE
+    assert sent_once([phone], ids) == dict.fromkeys(ids, 1)
+    kinds = [e.event for e in events]
+    assert kinds.index("phone_held") < kinds.index("phone_taken")
+
+
+async def test_stop_finishes_the_send_in_hand(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    phone = await sms_phone(send_delay_ms=500)
+    ids = await queue(db_path, 3)
+    worker, events = worker_for(db_path, [phone], adb_key_path)
+    running = asyncio.create_task(worker.run())
+    await seen(events, "claimed")
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    done = [e for e in events if e.event == "done"]
+    assert [e.action_id for e in done] == ["Q-0"]
+    async with Ledger.open(db_path) as ledger:
+        first = await ledger.summary("Q-0")
+        assert first.status in (Status.SUCCEEDED, Status.VERIFYING)
+        assert first.action.claim is None
+        assert (await ledger.summary("Q-2")).status is Status.PLANNED
+        assert await ledger.phone_workers() == []
+    assert sent_once([phone], ids) == {"Q-0": 1, "Q-1": 0, "Q-2": 0}
+
+
+async def test_resume_leaves_queued_actions_to_the_workers(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]],
+    agent_for: Callable[..., Any],
+    db_path: str,
+) -> None:
+    phone = await sms_phone()
+    ids = await queue(db_path, 2)
+    async with agent_for(phone) as agent:
+        report = await agent.resume(wait=2.0)
+    assert report.items == ()
+    assert sent_once([phone], ids) == dict.fromkeys(ids, 0)
