@@ -78,6 +78,7 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         "resume": "starebrain_actions.cli.recover:resume_command",
         "retry": "starebrain_actions.cli.recover:retry_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",
+        "worker": "starebrain_actions.cli.worker:worker_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

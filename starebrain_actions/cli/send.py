@@ -81,6 +81,7 @@ from starebrain_actions.render import values as _render_values
 
 if TYPE_CHECKING:
     from starebrain_actions.cli.progress import Progress
+    from starebrain_actions.ledger.queue import Queued
     from starebrain_actions.ledger.store import Ledger
     from starebrain_actions.orchestration.agent import SmsAgent
     from starebrain_actions.orchestration.outcome import SendOutcome
@@ -147,9 +148,22 @@ def send_exit_code(summary: ActionSummary) -> int:
 @click.command("send")
 @device_option(
     "device",
-    required=True,
     help="The phone to send through, as HOST:PORT (ADB over TCP) or usb:SERIAL (needs the"
-    f" [usb] extra). Also read from ${DEVICE_ENV}.",
+    f" [usb] extra). Also read from ${DEVICE_ENV}. Required unless --queue.",
+)
+@click.option(
+    "--queue",
+    "queue",
+    is_flag=True,
+    help="Record the message for a worker of the pool to send (`starebrain worker`) and"
+    " return at once: no phone is reached. The policy gate judges it now, and the worker's"
+    " gate again before it sends.",
+)
+@click.option(
+    "--pool",
+    default=None,
+    metavar="NAME",
+    help="With --queue: the pool of phones whose workers send it. [default: default]",
 )
 @click.option("--to", "to", required=True, help="Recipient phone number (E.164 preferred).")
 @click.option("--body", default=None, help="The message text, exactly as it should arrive.")
@@ -187,7 +201,9 @@ def send_exit_code(summary: ActionSummary) -> int:
 @click.pass_context
 def send(
     ctx: click.Context,
-    device: str,
+    device: str | None,
+    queue: bool,
+    pool: str | None,
     to: str,
     body: str | None,
     body_file: str | None,
@@ -228,6 +244,11 @@ def send(
     until the time it says), 9 the policy gate refused it (a recipient rule or a denial:
     never sent; or a limit: try later); 2 bad input or a changed intent under an existing
     action id, 1 anything else.
+
+    With --queue (and --pool): the message is recorded for the pool's workers and the command
+    returns at once with its id and status; exit 0 when it is queued (or its id is already in
+    the ledger: the record says how it stands), 8 or 9 when the policy gate holds or refuses
+    it, 2 bad input.
     """
     # Over 80 lines only by its signature (one parameter per option) and its help text (the
     # docstring is --help): the body is three steps, read the input, send, report.
@@ -250,6 +271,27 @@ def send(
     )
     gate = typed_command_gate(policy_path)
     window = timedelta(seconds=derived_id_window)
+    if pool is not None and not queue:
+        raise CliUsageError("--pool names the pool of a queued message: give --queue as well")
+    if queue:
+        if device is not None and ctx.get_parameter_source("device") is not (
+            click.core.ParameterSource.ENVIRONMENT
+        ):
+            raise CliUsageError(
+                "--queue records the message for a worker's phone: give no --device"
+            )
+        queued = _run_queue(
+            ledger_path(settings_of(ctx), create=True),
+            action_id,
+            intent,
+            policy,
+            pool=pool or "default",
+            gate=gate,
+            derived_id_window=window,
+        )
+        ctx.exit(_report_queued(queued, as_json, action_id is None, private=show_private))
+    if device is None:
+        raise click.MissingParameter(ctx=ctx, param_type="option", param_hint="'--device'")
     sent = _run_send(
         ledger_path(settings_of(ctx), create=True),
         device,
@@ -285,6 +327,62 @@ def _report_sent(
         _render_json.emit_json(sent_data(sent, code=code, derived=derived, show_private=private))
     else:
         _print_sent(sent, derived=derived, window=window, show_private=private)
+    return code
+
+
+def _run_queue(
+    path: LedgerTarget,
+    action_id: str | None,
+    intent: SmsIntent,
+    policy: RetryPolicy,
+    *,
+    pool: str,
+    gate: Any,
+    derived_id_window: timedelta,
+) -> Queued:
+    """``send --queue``: record the action for ``pool``'s workers (``Ledger.enqueue``, the
+    gate judging it) under ``action_id`` or the intent's derived id; no phone is reached."""
+
+    async def work() -> Queued:
+        async with open_ledger(path) as ledger:
+            chosen = action_id or await choose_derived_id(ledger, intent, window=derived_id_window)
+            return await ledger.enqueue(chosen, intent, policy, pool=pool, gate=gate)
+
+    try:
+        return run(work())
+    except FingerprintConflict as exc:
+        raise CliUsageError(f"changed intent, nothing queued: {exc}") from exc
+
+
+def _report_queued(queued: Queued, as_json: bool, derived: bool, *, private: bool) -> int:
+    """Print what ``send --queue`` recorded and return its exit status: 0, or the policy
+    gate's when it stopped the action."""
+    summary = queued.summary
+    code = gate_exit_code(queued.gate) if queued.gate is not None else EXIT_SUCCEEDED
+    pool = summary.action.pool
+    if as_json:
+        data = _render_values.summary_data(summary, show_private=private)
+        data["exit_code"] = code
+        data["action_id_derived"] = derived
+        data["queued"] = queued.created and pool is not None
+        data["pool"] = pool
+        data["gate"] = _render_values.gate_data(queued.gate) if queued.gate else None
+        _render_json.emit_json(data)
+        return code
+    out = _render.Output()
+    action_id = summary.action.action_id
+    if queued.gate is not None:
+        click.echo(f"starebrain send: {gate_text(queued.gate)}", err=True)
+    if not queued.created:
+        where = f"queued for pool {pool}" if pool is not None else "sent by its own sender"
+        out.line(f"action {action_id} is already in the ledger ({where}); nothing was queued now")
+    elif queued.gate is None or queued.gate.verdict.value in ("WAIT", "OVER_LIMIT"):
+        out.line(
+            f"queued action {action_id} for pool {pool}: a worker of the pool sends it"
+            f" (`starebrain worker --pool {pool} --device …`); follow it with `starebrain"
+            f" status {action_id}`"
+        )
+    _render_records.render_summary(out, summary, show_private=private)
     return code
 
 
