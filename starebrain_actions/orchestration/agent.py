@@ -41,6 +41,7 @@ from starebrain_actions.core.model import (
 )
 from starebrain_actions.core.ports import Phone
 from starebrain_actions.ledger.phones import PhoneBinding, phone_for
+from starebrain_actions.ledger.queue import DEFAULT_POOL, Queued
 from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.orchestration.outcome import (
     ResumeItem,
@@ -266,6 +267,27 @@ class SmsAgent:
             gate=gate,
         )
         return await self._drive(action_id, intent, how)
+
+    async def enqueue(
+        self,
+        action_id: str,
+        to: str,
+        body: str,
+        *,
+        pool: str = DEFAULT_POOL,
+        gate: Policy | None = None,
+    ) -> Queued:
+        """Record ``body`` to ``to`` for the workers of ``pool`` (``starebrain worker``) and
+        return at once: this agent's phone is not used (``Ledger.enqueue``, with this agent's
+        retry policy and region; ``gate``: the policy gate judging it now, None: the one
+        given at ``open``).
+
+        Raises:
+            InvalidInput: a bad id, pool, recipient or body; nothing is recorded.
+            FingerprintConflict: ``action_id`` exists with another recipient or body.
+        """
+        intent = SmsIntent(recipient=to, body=body, region=self.region)
+        return await self.ledger.enqueue(action_id, intent, self.policy, pool=pool, gate=gate)
 
     async def _drive(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """``send``'s path for an intent as given (``resume`` passes the stored one). When it

@@ -197,3 +197,20 @@ async def test_resume_leaves_queued_actions_to_the_workers(
         report = await agent.resume(wait=2.0)
     assert report.items == ()
     assert sent_once([phone], ids) == dict.fromkeys(ids, 0)
+
+
+async def test_an_agent_queues_without_its_phone(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]],
+    agent_for: Callable[..., Any],
+    db_path: str,
+) -> None:
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        queued = await agent.enqueue("E-1", TO, "E-1", pool="north")
+        again = await agent.enqueue("E-1", TO, "E-1", pool="south")
+    assert queued.created and not again.created
+    assert queued.summary.status is Status.PLANNED
+    assert (queued.summary.action.pool, again.summary.action.pool) == ("north", "north")
+    assert queued.summary.action.policy == FAST  # the agent's retry policy
+    assert queued.summary.attempts == ()
+    assert sent_once([phone], ["E-1"]) == {"E-1": 0}
