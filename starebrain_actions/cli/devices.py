@@ -1,7 +1,9 @@
 """``starebrain devices``: every phone the ledger or the user names, whether it answers, its
 identity and the ledger's name for it with the addresses it was reached at, its Android
-release, its default SMS app, which attempt holds its lease, the path a send with
-``--send-path auto`` would take, and ``doctor``'s checks of it in a line.
+release, its default SMS app, which attempt holds its lease, which worker holds it (with its
+heartbeat's age, and what it is doing), the path a send with ``--send-path auto`` would take,
+and ``doctor``'s checks of it in a line. A phone a worker holds is listed even before its
+first attempt.
 
 Each phone is asked in one connection and two round trips after the handshake (the handle's
 facts: uid, region, release, build, ``service check isms``; then ``getprop`` and the SMS role
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,6 +39,7 @@ from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo, phone_fo
 
 if TYPE_CHECKING:
     from android_bridge import Device
+    from starebrain_actions.ledger.queue import PhoneWorker
 
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
@@ -55,6 +58,62 @@ class Lease:
     attempt: int
     #: when it was dispatched
     since: datetime
+
+
+@attrs.frozen(kw_only=True)
+class WorkerHold:
+    """The worker holding a phone (``Ledger.phone_workers``), as ``devices`` reports it."""
+
+    #: the worker's name (``host:pid``)
+    worker: str
+    #: the host it runs on and its process id there
+    host: str
+    pid: int
+    #: the pool it serves
+    pool: str
+    #: the address it reaches the phone at
+    address: str
+    #: since when it holds the phone
+    claimed_at: datetime
+    #: its latest heartbeat
+    heartbeat_at: datetime
+    #: seconds since then
+    heartbeat_age: float
+    #: its heartbeat is older than the queue's ``STALE_AFTER``: another worker may take the
+    #: phone and its claims over
+    stale: bool
+    #: what it was doing at its latest heartbeat
+    doing: str
+
+
+def worker_holds(workers: Sequence[PhoneWorker], now: datetime) -> dict[str, WorkerHold]:
+    """Phone key -> the worker holding it, from ``Ledger.phone_workers``' rows at ``now``."""
+    return {
+        held.device: WorkerHold(
+            worker=held.worker,
+            host=held.host,
+            pid=held.pid,
+            pool=held.pool,
+            address=held.address,
+            claimed_at=held.claimed_at,
+            heartbeat_at=held.heartbeat_at,
+            heartbeat_age=max(0.0, round((now - held.heartbeat_at).total_seconds(), 3)),
+            stale=held.stale(now),
+            doing=held.doing,
+        )
+        for held in workers
+    }
+
+
+def worker_text(hold: WorkerHold | None, now: datetime) -> str:
+    """``devices``' ``worker`` cell: ``host:pid [pool] beat 3s ago: idle`` (``STALE (beat
+    45s ago)`` once the heartbeat stopped), ``-`` for none."""
+    from starebrain_actions.render.values import heartbeat_text
+
+    if hold is None:
+        return "-"
+    beat = heartbeat_text(hold.heartbeat_at, now, stale=hold.stale)
+    return f"{hold.worker} [{hold.pool}] {beat}" + (f": {hold.doing}" if hold.doing else "")
 
 
 @attrs.frozen(kw_only=True)
@@ -96,6 +155,8 @@ class DeviceReport:
     shell_uid: int | None = None
     #: the ledger's unresolved attempt holding this phone, if any
     lease: Lease | None = None
+    #: the worker holding this phone (``starebrain worker``), if any
+    worker: WorkerHold | None = None
     #: ``ro.build.fingerprint`` (None when not read)
     build: str | None = None
     #: the path a send with ``--send-path auto`` would take now: "framework" or "ui" (None
@@ -265,14 +326,18 @@ async def gather_reports(
     *,
     key_path: Path | None,
     timeout_s: float,
+    now: datetime | None = None,
 ) -> list[DeviceReport]:
     """Every phone named or in the ledger, probed concurrently: named ones first, in the
-    order given, then the ledger's (each at the address it was reached at last), sorted."""
+    order given, then the ledger's (those its attempts name and those a worker holds, each
+    at the address it was reached at last), sorted; each with the worker holding it at
+    ``now`` (default: the time of the ledger's read)."""
     from starebrain_actions.ledger.store import Ledger
     from starebrain_actions.phone.send_path import PROOF_WINDOW
 
     known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
     holders: dict[str, Lease] = {}
+    workers: dict[str, WorkerHold] = {}
     records: dict[str, Sequence[ActionRecord]] | None = None
     phones: list[PhoneInfo] = []
     codes: dict[str, FrameworkCodes] = {}
@@ -282,8 +347,13 @@ async def gather_reports(
         try:
             async with Ledger.open(ledger_path, read_only=True) as ledger:
                 phones = await ledger.phones()
-                for key in await ledger.devices():
-                    known.setdefault(await ledger.phone_address(key), key)
+                held = {worker.device: worker for worker in await ledger.phone_workers()}
+                workers = worker_holds(list(held.values()), now or ledger.now())
+                for key in sorted({*await ledger.devices(), *held}):
+                    address = await ledger.phone_address(key)
+                    if address == key and key in held:  # no address kept: the worker's
+                        address = held[key].address
+                    known.setdefault(address, key)
                 holders = lease_holders(await ledger.in_flight())
                 keys = {phone.key for phone in phones} | set(known.values())
                 keys |= {await ledger.phone_key_for(name) for name in named}
@@ -320,6 +390,7 @@ async def gather_reports(
                 in_ledger=name is not None,
                 answers=answered,
                 lease=holders.get(name) if name is not None else None,
+                worker=workers.get(name) if name is not None else None,
                 **fields,
             )
         )
@@ -345,11 +416,12 @@ def report_data(reports: Sequence[DeviceReport]) -> dict[str, Any]:
     }
 
 
-def render(reports: Sequence[DeviceReport]) -> None:
-    """The text table: one row per phone."""
+def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None:
+    """The text table: one row per phone (heartbeats' ages at ``now``, default: now)."""
     from starebrain_actions.render import output as _render
     from starebrain_actions.render import values as _render_values
 
+    at = now or datetime.now(UTC)
     rows = []
     for report in reports:
         android = "-"
@@ -384,6 +456,7 @@ def render(reports: Sequence[DeviceReport]) -> None:
                 report.auto_send_path or "-",
                 report.doctor or "-",
                 lease,
+                worker_text(report.worker, at),
                 report.error or report.note or "-",
             ]
         )
@@ -399,9 +472,11 @@ def render(reports: Sequence[DeviceReport]) -> None:
             "auto path",
             "doctor",
             "lease",
+            "worker",
             "error",
         ],
         rows,
+        wrap=("worker", "error"),
     )
 
 
@@ -431,9 +506,10 @@ def devices_command(
     timeout_s: float,
     as_json: bool,
 ) -> None:
-    """List the phones: each one the ledger's attempts name or --device gives, whether it
-    answers, its Android release, its default SMS app, the attempt holding it and `doctor`'s
-    checks of it in a line (`ok`, `N warn`, `FAIL: name`).
+    """List the phones: each one the ledger's attempts name, a worker holds or --device
+    gives, whether it answers, its Android release, its default SMS app, the attempt holding
+    it, the worker holding it (its heartbeat's age, `STALE` once it stopped, and what it is
+    doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL: name`).
 
     Never sends and never writes. Exit status: 0 when at least one phone answered and every
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none
@@ -447,7 +523,10 @@ def devices_command(
     # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
     known = is_url(settings.db) or Path(settings.db).exists()
     ledger_path = settings.db if known else None
-    reports = run(gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s))
+    now = datetime.now(UTC)
+    reports = run(
+        gather_reports(ledger_path, devices, key_path=key_path, timeout_s=timeout_s, now=now)
+    )
     if not reports:
         where = (
             "the ledger names none" if ledger_path else f"no ledger at {describe(settings.db)} yet"
@@ -459,5 +538,5 @@ def devices_command(
     if as_json:
         _render_json.emit_json(report_data(reports))
     else:
-        render(reports)
+        render(reports, now)
     ctx.exit(exit_code(reports))

@@ -2,13 +2,15 @@
 
 They never create a ledger, never reach a phone and start light: ``status`` and ``history``
 read one action through ``db.read_one`` (no asyncio), ``list`` and ``review`` stream the
-summaries from one snapshot, memory flat.
+summaries from one snapshot, memory flat. ``status`` shows a queued action's place in its
+pool's queue (the worker and phone driving it, or when a worker looks at it next), and
+``list`` where each action went, with the queue's tally per pool after its table.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -40,11 +42,15 @@ if TYPE_CHECKING:
 @show_private_option()
 @click.pass_context
 def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
-    """Show one action: its status, review reasons and every attempt on both axes."""
+    """Show one action: its status, review reasons, its place in the queue when it was
+    queued (the worker and phone driving it, or when a worker looks at it next), and every
+    attempt on both axes."""
     path = ledger_path(settings_of(ctx), create=False)
+    now = datetime.now(UTC)
     with ledger_errors():
         summary, duplicates = read_one(
-            path, lambda ledger: (ledger.summary(action_id), ledger.duplicates(action_id))
+            path,
+            lambda ledger: (ledger.summary(action_id, now=now), ledger.duplicates(action_id)),
         )
     if as_json:
         data = _render_values.summary_data(summary, show_private=show_private)
@@ -52,7 +58,7 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
         _render_json.emit_json(data)
         return
     out = _render.Output()
-    _render_records.render_summary(out, summary, show_private=show_private)
+    _render_records.render_summary(out, summary, show_private=show_private, now=now)
     if duplicates:
         out.table(
             ["device", "provider row", "repeats dispatch", "seen"],
@@ -86,6 +92,11 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
     " it was reached at (HOST:PORT, usb:SERIAL).",
 )
 @click.option(
+    "--pool",
+    default=None,
+    help="Only actions queued for this pool (`send --queue`).",
+)
+@click.option(
     "--limit",
     type=click.IntRange(min=0, max=1_000_000_000),
     default=50,
@@ -99,21 +110,40 @@ def list_command(
     ctx: click.Context,
     status_name: str | None,
     device: str | None,
+    pool: str | None,
     limit: int,
     as_json: bool,
     show_private: bool,
 ) -> None:
-    """List actions, newest first, with their derived status."""
+    """List actions, newest first, with their derived status and where each went (the phone
+    of its latest attempt, or its place in the queue); then, when actions were queued, the
+    queue's tally per pool."""
     path = ledger_path(settings_of(ctx), create=False)
     wanted = Status(status_name.upper()) if status_name else None
 
     async def listed(ledger: Ledger, now: datetime) -> AsyncIterator[ActionSummary]:
         # one phone whatever address reached it: the ledger's key of the phone named
         key = await ledger.phone_key_for(device) if device is not None else None
+        # the pool is kept here, over the summaries as they come: the limit counts those kept
+        left = limit or None
         async for summary in ledger.iter_summaries(
-            status=wanted, device=key, limit=limit or None, now=now
+            status=wanted, device=key, limit=None if pool is not None else left, now=now
         ):
+            if pool is not None and summary.action.pool != pool:
+                continue
             yield summary
+            if pool is not None and left is not None:
+                left -= 1
+                if left == 0:
+                    return
+
+    async def footer(ledger: Ledger, out: _render.Output, now: datetime) -> None:
+        tally = await ledger.queue_tally(now=now)
+        if pool is not None:
+            tally = {name: counts for name, counts in tally.items() if name == pool}
+        text = _render_values.queue_tally_text(tally)
+        if text is not None:
+            out.line(text)
 
     run(
         _stream_summaries(
@@ -122,6 +152,7 @@ def list_command(
             _render_records.stream_list,
             as_json=as_json,
             show_private=show_private,
+            footer=footer,
         )
     )
 
@@ -133,9 +164,11 @@ async def _stream_summaries(
     *,
     as_json: bool,
     show_private: bool,
+    footer: Callable[[Ledger, _render.Output, datetime], Awaitable[None]] | None = None,
 ) -> None:
-    """``list``/``review``: the summaries ``read`` yields, as a JSON array written item by
-    item, or laid out by ``render`` (``stream_list``/``stream_review``), memory flat."""
+    """``list``: the summaries ``read`` yields, as a JSON array written item by item, or laid
+    out by ``render`` (``stream_list``), memory flat, then ``footer`` (text only; the JSON
+    array keeps its shape), in the same snapshot."""
     async with open_ledger(path, read_only=True) as ledger:
         now = ledger.now()
 
@@ -150,7 +183,10 @@ async def _stream_summaries(
                     async for summary in summaries()
                 )
                 return
-            await render(_render.Output(), summaries, now=now, show_private=show_private)
+            out = _render.Output()
+            await render(out, summaries, now=now, show_private=show_private)
+            if footer is not None:
+                await footer(ledger, out, now)
 
 
 @click.command("history")

@@ -1,6 +1,6 @@
-"""Records printed for people on an :class:`Output`: one action with its attempts, lists of
-actions (read whole or streamed), history, the review queue, held phones and the actions
-waiting for approval."""
+"""Records printed for people on an :class:`Output`: one action with its attempts (and its
+place in the queue), lists of actions (read whole or streamed), history, the review queue,
+held phones and the actions waiting for approval."""
 
 from __future__ import annotations
 
@@ -16,17 +16,25 @@ from starebrain_actions.render.values import (
     body_text,
     evidence_text,
     provider_row_text,
+    queue_text,
     reasons_text,
     recipient_text,
     spent_attempts,
     status_meaning,
     when,
+    where_text,
 )
 
 
-def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -> None:
-    """Print one action: its intent (redacted by default), status, and every attempt."""
+def render_summary(
+    out: Output, summary: ActionSummary, *, show_private: bool, now: datetime | None = None
+) -> None:
+    """Print one action: its intent (redacted by default), status, its place in the queue
+    when it was queued (its pool; the worker and phone driving it, or when a worker looks at
+    it next, or that it left the queue: ``queue_text``, due now from ``now`` on), and every
+    attempt."""
     action = summary.action
+    queue = queue_text(summary, now)
     out.fields(
         [
             ("action", action.action_id),
@@ -45,10 +53,11 @@ def render_summary(out: Output, summary: ActionSummary, *, show_private: bool) -
             ("body", body_text(summary, show_private=show_private)),
             ("fingerprint", action.fingerprint),
             ("created", when(action.created_at)),
+            *([("pool", action.pool), ("queue", queue)] if action.pool and queue else []),
             ("attempts", attempts_text(summary)),
             ("duplicates", str(summary.duplicates)),
         ],
-        wrap=("meaning", "needs review", "superseded", "body"),
+        wrap=("meaning", "needs review", "superseded", "body", "queue"),
     )
     if summary.attempts:
         render_attempts(out, summary.attempts)
@@ -99,7 +108,7 @@ def render_list(
     out.table(LIST_COLUMNS, (list_cells(summary, now, show_private) for summary in summaries))
 
 
-#: The columns of ``starebrain list``.
+#: The columns of ``starebrain list`` (``device``: where the action went, ``where_text``).
 LIST_COLUMNS: Final = ("action", "status", "to", "attempts", "device", "age", "review")
 
 
@@ -110,7 +119,7 @@ def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> lis
         summary.status.value,
         recipient_text(summary, show_private=show_private),
         str(len(summary.attempts)),
-        summary.latest.device if summary.latest else "-",
+        where_text(summary),
         age(now - summary.action.created_at),
         reasons_text(summary),
     ]

@@ -1,6 +1,7 @@
 """A record's values in words and as JSON data: times, durations, provider rows, reasons,
-evidence, the budget spent, what a status means, and the JSON shapes of summaries, history,
-holds and gate verdicts (personal data redacted unless shown on purpose)."""
+evidence, the budget spent, what a status means, where an action went (its phone, or its
+place in the queue), and the JSON shapes of summaries, history, holds and gate verdicts
+(personal data redacted unless shown on purpose)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from starebrain_actions.core import decisions as _decisions
-from starebrain_actions.core.convert import format_time, to_jsonable
+from starebrain_actions.core.convert import age, format_time, to_jsonable
 from starebrain_actions.core.model import (
     ActionSummary,
     HistoryEntry,
@@ -175,6 +176,65 @@ def attempts_text(summary: ActionSummary) -> str:
             f" {when(grant.granted_at)}; its reason is in the history)"
         )
     return text
+
+
+def where_text(summary: ActionSummary) -> str:
+    """Where the action went, in one word (``list``'s ``device`` column): the phone of its
+    latest attempt; while it has none and was queued, ``claimed:WORKER`` (a worker drives it
+    now), ``queued:POOL`` (waiting for a worker of its pool) or ``pool:POOL`` (it left the
+    queue without an attempt: refused, or in a person's hands); ``-`` otherwise."""
+    if summary.latest is not None:
+        return summary.latest.device
+    action = summary.action
+    if action.claim is not None:
+        return f"claimed:{action.claim.worker}"
+    if action.pool is None:
+        return "-"
+    return f"queued:{action.pool}" if action.queue_after is not None else f"pool:{action.pool}"
+
+
+def queue_text(summary: ActionSummary, now: datetime | None = None) -> str | None:
+    """A queued action's place in its pool's queue, in words (``status``'s ``queue`` line):
+    the worker driving it and on which phone, since when; else when a worker looks at it
+    next (``due now`` from ``now`` on); else that it left the queue. None: never queued."""
+    action = summary.action
+    if action.pool is None:
+        return None
+    claim = action.claim
+    if claim is not None:
+        return (
+            f"claimed by worker {claim.worker} on phone {claim.device} since"
+            f" {when(claim.claimed_at)}"
+        )
+    after = action.queue_after
+    if after is None:
+        return (
+            "left the queue (sent, refused, or in a person's hands; a person's ruling puts it back)"
+        )
+    if now is not None and after <= now:
+        return f"waiting: due now (since {when(after)}), for the next free worker"
+    return f"waiting: a worker looks at it again from {when(after)}"
+
+
+def queue_tally_text(tally: Mapping[str, Mapping[str, int]]) -> str | None:
+    """``queue: default 12 waiting, 3 later, 2 claimed; bulk 0 waiting, …`` from
+    ``Ledger.queue_tally``: per pool, the actions due now, those due later (a backoff, a
+    recheck) and those a worker drives; None without any pool."""
+    if not tally:
+        return None
+    parts = [
+        f"{pool} {counts.get('waiting', 0)} waiting, {counts.get('later', 0)} later,"
+        f" {counts.get('claimed', 0)} claimed"
+        for pool, counts in tally.items()
+    ]
+    return "queue: " + "; ".join(parts)
+
+
+def heartbeat_text(heartbeat_at: datetime, now: datetime, *, stale: bool) -> str:
+    """A worker's heartbeat by its age: ``beat 3s ago``, or ``STALE (beat 45s ago)`` once
+    it is older than the queue's ``STALE_AFTER`` (its phone and claims may be taken over)."""
+    beat = f"beat {age(now - heartbeat_at)} ago"
+    return f"STALE ({beat})" if stale else beat
 
 
 def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:

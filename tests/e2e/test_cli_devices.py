@@ -90,7 +90,7 @@ async def test_devices_reports_release_sms_app_and_answer(
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
     expected = [
         "-", f"android_id:{phone.android_id}", "yes", "13", "(API", "33)",
-        "com.samsung.android.messaging", "dumpsys", "role", "ui", "5", "warn", "-", "-",
+        "com.samsung.android.messaging", "dumpsys", "role", "ui", "5", "warn", "-", "-", "-",
     ]  # fmt: skip
     # doctor's warnings on an empty phone with Samsung Messages: chat may be on, no SMS or MMS
     # row to read, no sent row to see the view by, no row to try SqlQueryChecker on
@@ -203,6 +203,7 @@ async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
         "named": True,
         "in_ledger": False,
         "lease": None,
+        "worker": None,
         "error": None,
         "shell_uid": 2000,
         "build": "starebrain/sb_sim/sbsim:10/QQ3A.200805.001/11269751:user/release-keys",
@@ -474,8 +475,8 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     assert expected[1][2].startswith("android_id:")
     assert actual[1][2] == f"android_id:{phone.android_id}"
     assert expected[1][:2] + expected[1][3:] == actual[1][:2] + actual[1][3:]
-    assert expected[2][:10] == actual[2][:10]
-    assert "GONE:" == actual[2][10]
+    assert expected[2][:11] == actual[2][:11]
+    assert "GONE:" == actual[2][11]
     assert ["$ echo $?", "0"] == after
 
 
