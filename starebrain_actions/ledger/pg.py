@@ -378,6 +378,15 @@ class PgConnection:
         #: (``savepoint``); off for a transaction's first run (no round trips spent on them)
         self.guarded = False
         self._unguarded_block = 0
+        #: the statements this connection sent to the server (each one round trip); the
+        #: database's total is ``PgDatabase.statements``
+        self.statements = 0
+        self._database: PgDatabase | None = None
+
+    def _sent(self) -> None:
+        self.statements += 1
+        if self._database is not None:
+            self._database.statements += 1
 
     @property
     def raw(self) -> Any:
@@ -387,6 +396,7 @@ class PgConnection:
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         import asyncpg
 
+        self._sent()
         try:
             return self._loop.call(coroutine)
         except asyncpg.IntegrityConstraintViolationError as exc:
@@ -570,6 +580,9 @@ class PgDatabase:
         self._held: set[str] = set()
         self._held_changed = threading.Condition()
         self.users = 0
+        #: statements sent to the server by this process's connections of the pool (each
+        #: one round trip): what a test or a benchmark counts per operation
+        self.statements = 0
 
     @classmethod
     def shared(cls, url: str, *, max_size: int = 4, connect_timeout_s: float = 10.0) -> PgDatabase:
@@ -640,13 +653,17 @@ class PgDatabase:
             raise LedgerUnavailable(
                 f"cannot reach ledger {self.where}: {redact_text(str(exc), self.url)}"
             ) from exc
+        connection = PgConnection(raw, self._loop, self.where, statement_timeout_s)
+        connection._database = self
         try:
-            yield PgConnection(raw, self._loop, self.where, statement_timeout_s)
+            yield connection
         finally:
             with contextlib.suppress(Exception):
                 if raw.is_in_transaction():
+                    self.statements += 1
                     self._loop.call(raw.execute("ROLLBACK"), timeout=10)
             with contextlib.suppress(Exception):
+                self.statements += 1  # the pool's reset query
                 self._loop.call(pool.release(raw), timeout=10)
 
     @contextlib.contextmanager

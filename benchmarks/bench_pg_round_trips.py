@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Round trips per receipt and per transition on PostgreSQL, and lifecycles per second on
+PostgreSQL against SQLite with 16 processes in the same run (issue 26 §2).
+
+Run: ``python benchmarks/bench_pg_round_trips.py [--quick] [--json]``. The server is
+``$STAREBRAIN_TEST_PG`` or ``postgresql://postgres@127.0.0.1:5432/test`` (a fresh schema per
+case, dropped after). Prints:
+
+* **round trips** (statements sent to the server, ``BEGIN``/``COMMIT`` and the pool's own
+  included, counted by ``PgDatabase.statements``) per ``begin_attempt`` (a receipt), per
+  ``apply`` (one transition) and per ``apply_many`` of a confirmation and an acceptance,
+  averaged over lifecycles on one process; target ≤ 2 for a receipt and for a transition;
+* **lifecycles per second** with 16 agent processes, each its own actions and device, on
+  PostgreSQL and on SQLite, one after the other in this run (``bench_postgres.py`` defines a
+  lifecycle: ``create_action``, ``begin_attempt``, ``apply`` of the submission, ``apply_many``
+  of the confirmation and the acceptance); target PG/SQLite ≥ 0.6.
+
+The machine's cores are shared: the lifecycle figures are noisy (the round trips are a count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_postgres import (  # noqa: E402
+    RECIPIENT,
+    _quiet,
+    fresh_schema,
+    lifecycle_figures,
+)
+
+from starebrain_actions import (  # noqa: E402
+    Ledger,
+    MatchVerdict,
+    RetryPolicy,
+    SmsIntent,
+    confirm_delivery,
+    try_accept,
+)
+from starebrain_actions.core import transitions as _core  # noqa: E402
+
+#: Targets: round trips per receipt and per transition; the PG/SQLite lifecycle ratio.
+TARGET_ROUND_TRIPS = 2
+TARGET_RATIO = 0.6
+PROCESSES = 16
+
+
+async def round_trips(lifecycles: int) -> dict[str, float]:
+    """Statements sent per operation of a lifecycle, averaged (the first lifecycle, which
+    prepares the statements and fills the pool, is left out)."""
+    async with fresh_schema() as url, Ledger.open(url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        totals = {"create_action": 0, "begin_attempt": 0, "apply": 0, "apply_many(2)": 0}
+
+        def mark() -> int:
+            return database.statements
+
+        for n in range(lifecycles + 1):
+            counted: dict[str, int] = {}
+            at = mark()
+            await ledger.create_action(
+                f"rt-{n}", SmsIntent(recipient=RECIPIENT, body=f"m {n}"), RetryPolicy()
+            )
+            counted["create_action"], at = mark() - at, mark()
+            record = await ledger.begin_attempt(f"rt-{n}", "rt-device")
+            counted["begin_attempt"], at = mark() - at, mark()
+            now = datetime.now(UTC)
+            submitted = _core.record_submission(
+                record, watermark_id=n, device_clock_ms=n + 1, now=now
+            )
+            record = await ledger.apply(submitted)
+            counted["apply"], at = mark() - at, mark()
+            confirmed = confirm_delivery(record, provider_object_id=n + 1, now=now)
+            accepted = try_accept(confirmed.after, MatchVerdict(matched=True), now=now)
+            results = await ledger.apply_many([confirmed, accepted])
+            assert not [r for r in results if isinstance(r, Exception)], results
+            counted["apply_many(2)"] = mark() - at
+            if n:
+                for key, value in counted.items():
+                    totals[key] += value
+        return {key: value / lifecycles for key, value in totals.items()}
+
+
+def measure(quick: bool) -> dict[str, Any]:
+    _quiet()
+    figures: dict[str, Any] = {"quick": quick}
+    figures["round_trips"] = asyncio.run(round_trips(20 if quick else 100))
+    count = 4 if quick else PROCESSES
+    life = asyncio.run(lifecycle_figures(1.0 if quick else 5.0, (count,)))
+    figures["processes"] = count
+    figures["pg_per_s"] = life[f"postgresql:{count}"]["per_s"]
+    figures["sqlite_per_s"] = life[f"sqlite:{count}"]["per_s"]
+    figures["ratio"] = figures["pg_per_s"] / figures["sqlite_per_s"]
+    return figures
+
+
+def report(figures: dict[str, Any]) -> None:
+    print("round trips per operation on PostgreSQL (statements sent, BEGIN/COMMIT included):")
+    for key, value in figures["round_trips"].items():
+        print(f"  {key:<15} {value:5.2f}")
+    print(
+        f"lifecycles per second, {figures['processes']} processes: PostgreSQL"
+        f" {figures['pg_per_s']:.1f}/s, SQLite {figures['sqlite_per_s']:.1f}/s,"
+        f" ratio {figures['ratio']:.2f}"
+    )
+
+
+def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    trips = figures["round_trips"]
+    receipt, transition = trips["begin_attempt"], trips["apply"]
+    quick = figures["quick"]
+    return [
+        {
+            "work": "PostgreSQL: round trips per receipt (`begin_attempt`), per transition"
+            " (`apply`), per `apply_many` of two",
+            "figure": f"{receipt:.2f}, {transition:.2f}, {trips['apply_many(2)']:.2f}",
+            "target": f"≤ {TARGET_ROUND_TRIPS} per receipt and per transition",
+            "met": receipt <= TARGET_ROUND_TRIPS and transition <= TARGET_ROUND_TRIPS,
+        },
+        {
+            "work": f"PostgreSQL vs SQLite: lifecycles/s, {figures['processes']} processes"
+            " (same run)",
+            "figure": f"PG {figures['pg_per_s']:.0f}/s, SQLite {figures['sqlite_per_s']:.0f}/s:"
+            f" {figures['ratio']:.2f}",
+            "target": f"PG/SQLite ≥ {TARGET_RATIO} at {PROCESSES} processes",
+            "met": None if quick else figures["ratio"] >= TARGET_RATIO,
+        },
+    ]
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    """Measure, print the details, and return the rows of the benchmark table."""
+    figures = measure(quick)
+    report(figures)
+    return rows(figures)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    figures = measure(args.quick)
+    report(figures)
+    for row in rows(figures):
+        mark = {True: "met", False: "MISSED", None: "-"}[row["met"]]
+        print(f"{row['work']}: {row['figure']} (target {row['target']}: {mark})")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
