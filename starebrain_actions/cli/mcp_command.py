@@ -114,6 +114,16 @@ def _announce(message: str) -> None:
     " wrong after 20 texts, under Android's own 30 per 30 minutes.",
 )
 @click.option(
+    "--pool",
+    "pools",
+    multiple=True,
+    metavar="NAME",
+    help="A pool send_sms may queue actions for (its pool argument), for the workers beside"
+    " that pool's phones (`starebrain worker --pool NAME`) to send; repeatable. Queued"
+    " actions count in --max-sends-per-hour. A client of --clients queues only for the pools"
+    ' its table names (pools = ["NAME"]). [default: none: the server queues nothing]',
+)
+@click.option(
     "--allow-resolve",
     is_flag=True,
     help="Offer the resolve tool (an operator's ruling). Off by default: rulings are a"
@@ -169,6 +179,7 @@ def mcp_command(
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
     max_sends_per_hour: int,
+    pools: tuple[str, ...],
     allow_resolve: bool,
     operator: str,
     default_wait: float,
@@ -198,7 +209,7 @@ def mcp_command(
     Only the protocol goes to stdout; logs go to stderr, with numbers and bodies redacted.
     `starebrain mcp token` prints the token HTTP clients send.
     """
-    # Kept whole: its length is its 29 options and the server's config made of them, one
+    # Kept whole: its length is its 30 options and the server's config made of them, one
     # field each; the steps around them (usage, logging, the SDK, the gates, serving) are
     # functions of their own.
     if ctx.invoked_subcommand is not None:
@@ -256,6 +267,7 @@ def mcp_command(
             operator=operator,
             show_private=show_private,
             derived_id_window_s=derived_id_window,
+            pools=tuple(dict.fromkeys(pools)),
         )
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc

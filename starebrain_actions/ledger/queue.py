@@ -180,6 +180,8 @@ class QueueWork(LedgerConnection):
             if active is not None:
                 _pg.lock(db, "policy-gate")
             action, created = insert_action(db, candidate)
+            if created:
+                self._admit_queued(db, action, when)
             verdict = None
             if created and active is not None:
                 verdict = gate_refusal(db, active, action, [], when)
@@ -201,6 +203,11 @@ class QueueWork(LedgerConnection):
             verdict=queued.gate.verdict.value if queued.gate is not None else None,
         )
         return queued
+
+    def _admit_queued(self, db: sqlite3.Connection, action: Action, when: datetime) -> None:
+        """A last check of a new queued action, run inside ``enqueue``'s write transaction
+        (as ``_admit`` is in a receipt's); raising refuses it and writes nothing. Subclasses
+        add limits here (``starebrain mcp``'s hourly send cap); this one admits everything."""
 
     async def claim_next(
         self,

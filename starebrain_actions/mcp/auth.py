@@ -70,7 +70,7 @@ MIN_TOKEN_LENGTH: Final = 32
 SCOPE_SEPARATOR: Final = "/"
 _CLIENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
-_CLIENT_KEYS: Final = frozenset({"token", "policy"})
+_CLIENT_KEYS: Final = frozenset({"token", "policy", "pools"})
 
 
 class McpAuthError(StarebrainError):
@@ -92,6 +92,9 @@ class McpClient:
     #: clients file's directory: its gate replaces the server's (``--policy``) for this
     #: client's sends
     policy: Path | None = None
+    #: the pools this client may queue actions for (``pools = [...]`` in its table), among
+    #: the server's own (``--pool``); none: it may not queue
+    pools: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -113,8 +116,12 @@ class Clients:
         return found
 
     def scope_of(self, client_name: str) -> ActionScope:
-        """How the client ``client_name``'s action ids map to the ledger's."""
-        return ActionScope(client=client_name) if self.scoped else UNSCOPED
+        """How the client ``client_name``'s action ids map to the ledger's, and the pools
+        it may queue for."""
+        if not self.scoped:
+            return UNSCOPED
+        pools = next((c.pools for c in self.clients if c.name == client_name), ())
+        return ActionScope(client=client_name, pools=pools)
 
 
 class ClientTokens:
@@ -136,10 +143,23 @@ class ClientTokens:
 @attrs.frozen
 class ActionScope:
     """A client's view of the ledger's action ids: ``NAME/ID`` for a named client of
-    ``--clients``, the id itself otherwise."""
+    ``--clients``, the id itself otherwise; and the pools it may queue for."""
 
     #: the client's name (None: action ids are exactly as given)
     client: str | None = None
+    #: the pools the client may queue for, among the server's (None: every pool of the
+    #: server's, for the server's own token and stdio; a client of ``--clients`` names its
+    #: own, and may queue for none unless it does)
+    pools: tuple[str, ...] | None = None
+
+    def may_queue(self, pool: str, server_pools: tuple[str, ...]) -> bool:
+        """May this client queue an action for ``pool``: one of the server's pools
+        (``--pool``), and of the client's own when it is a client of ``--clients``."""
+        return pool in server_pools and (self.pools is None or pool in self.pools)
+
+    def queue_pools(self, server_pools: tuple[str, ...]) -> tuple[str, ...]:
+        """The pools this client may queue for."""
+        return tuple(pool for pool in server_pools if self.may_queue(pool, server_pools))
 
     def ledger_id(self, action_id: str) -> str:
         """The ledger's id of the client's ``action_id``."""
@@ -163,6 +183,7 @@ def load_clients(path: Path) -> Clients:
         [clients.alice]
         token = "…"                  # at least 32 printable characters, no spaces
         policy = "alice-policy.toml"  # optional: this client's policy gate
+        pools = ["office"]            # optional: the pools it may queue for (of --pool's)
 
     The file holds secrets: it must not be readable by group or others.
 
@@ -191,7 +212,9 @@ def load_clients(path: Path) -> Clients:
             raise McpAuthError(f"{where}: expected a table with a token")
         extra = set(table) - _CLIENT_KEYS
         if extra:
-            raise McpAuthError(f"{where}: unknown key(s) {sorted(extra)}; expected token, policy")
+            raise McpAuthError(
+                f"{where}: unknown key(s) {sorted(extra)}; expected token, policy, pools"
+            )
         token = table.get("token")
         if not isinstance(token, str):
             raise McpAuthError(f'{where}: token = "…" is required')
@@ -204,12 +227,30 @@ def load_clients(path: Path) -> Clients:
                 name=name,
                 token=token,
                 policy=(path.parent / policy) if policy is not None else None,
+                pools=_client_pools(table.get("pools", []), where=where),
             )
         )
     tokens = [client.token for client in clients]
     if len(set(tokens)) != len(tokens):
         raise McpAuthError(f"{path}: two clients share a token; give each its own")
     return Clients(clients=tuple(clients), scoped=True)
+
+
+def _client_pools(pools: object, *, where: str) -> tuple[str, ...]:
+    """A client's ``pools = ["NAME", …]``, checked.
+
+    Raises:
+        McpAuthError: not a list of pool names.
+    """
+    from starebrain_actions.core.exceptions import InvalidInput
+    from starebrain_actions.ledger.queue import check_pool
+
+    if not isinstance(pools, list) or not all(isinstance(pool, str) for pool in pools):
+        raise McpAuthError(f'{where}: pools is a list of pool names, e.g. pools = ["office"]')
+    try:
+        return tuple(dict.fromkeys(check_pool(pool) for pool in pools))
+    except InvalidInput as exc:
+        raise McpAuthError(f"{where}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------- the server's token

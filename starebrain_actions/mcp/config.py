@@ -12,6 +12,7 @@ import attrs
 from starebrain_actions.core.derived_ids import DERIVED_ID_WINDOW
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import RetryPolicy
+from starebrain_actions.ledger.queue import check_pool
 from starebrain_actions.orchestration.agent import RATE_LIMIT_PER_MINUTE
 
 __all__ = ["WAIT_CEILING_S", "ServerConfig"]
@@ -70,6 +71,9 @@ class ServerConfig:
     #: a client's own gate (``policy = "FILE"`` in ``--clients``), by client name: it
     #: replaces the server's for that client's sends
     client_gates: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the pools ``send_sms`` may queue an action for (``--pool``), for the workers beside
+    #: their phones to send (``starebrain worker``); empty: the server queues nothing
+    pools: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.devices:
@@ -80,3 +84,5 @@ class ServerConfig:
             raise InvalidInput(f"max_wait_s must be between 1 and {WAIT_CEILING_S:g}")
         if self.max_sends_per_hour is not None and self.max_sends_per_hour < 1:
             raise InvalidInput("max_sends_per_hour must be at least 1")
+        for pool in self.pools:
+            check_pool(pool)

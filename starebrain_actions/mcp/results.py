@@ -37,6 +37,7 @@ __all__ = [
     "OPEN_STATUSES",
     "AttemptView",
     "ChangeView",
+    "ClaimView",
     "DeviceView",
     "ReconcileResult",
     "ReviewList",
@@ -76,6 +77,14 @@ class PolicyView(BaseModel):
     rule: str = Field(description="The rule that decided, as the policy file names it.")
     detail: str = Field(description="Why, in a sentence.")
     until: str | None = Field(default=None, description="WAIT: when the quiet hours end (UTC).")
+
+
+class ClaimView(BaseModel):
+    """The worker driving a queued action now, and the phone it took it for."""
+
+    worker: str = Field(description="The worker (host:pid) that took the action.")
+    device: str = Field(description="The phone it took it for (its key in the ledger).")
+    claimed_at: str = Field(description="When it took it (UTC).")
 
 
 class HoldView(BaseModel):
@@ -123,7 +132,7 @@ class SmsResult(BaseModel):
         " still mark it failed until settles_at): never report it as delivered, never send it"
         " again. FAILED: nothing went out. MISMATCH: something other than the intended text"
         " went out (or the phone showed it sent, then marked it failed: see next_step)."
-        " PLANNED: no attempt started yet."
+        " PLANNED: no attempt started yet (a queued action: waiting for a worker of its pool)."
     )
     next_step: str = Field(description="What to do now, in one sentence.")
     delivery: DeliveryState | None = Field(
@@ -154,6 +163,16 @@ class SmsResult(BaseModel):
         default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
     )
     device: str | None = Field(default=None, description="The phone of the latest attempt.")
+    pool: str | None = Field(
+        default=None,
+        description="The pool of phones the action was queued for (send_sms with pool): a"
+        " worker beside those phones sends it, never this server. Null: not queued.",
+    )
+    claim: ClaimView | None = Field(
+        default=None,
+        description="A queued action a worker is driving now: which worker, and the phone it"
+        " took it for. Null otherwise.",
+    )
     policy: PolicyView | None = Field(
         default=None,
         description="The policy gate's verdict when it stopped this action: DENY (never"
@@ -275,11 +294,29 @@ class _Facts(NamedTuple):
     when: str
     #: the review reasons that stop a retry (a MISMATCH a retry may mend does not)
     blocking: list[ReviewReason]
+    #: the pool the action is queued for (its workers send it, never a call): None, not
+    #: queued
+    pool: str | None = None
+
+    def retry(self, what: str = "retry") -> str:
+        """The sentence saying how the action is retried: a call, or its pool's workers."""
+        if self.pool is None:
+            return f"{self.again_first}{self.when} to {what}."
+        done = "retries it" if what == "retry" else f"will {what}"
+        return (
+            f"A worker of pool {self.pool!r} {done}{self.when} on its own; {self.again} to"
+            " follow it (never send it under another action_id)."
+        )
 
 
 def _facts(summary: ActionSummary, now: datetime) -> _Facts:
     action_id = summary.action.action_id
-    again = f"call send_sms again with action_id {action_id!r}"
+    pool = summary.action.pool
+    again = (
+        f"call send_sms again with action_id {action_id!r}"
+        if pool is None
+        else f"call sms_status with action_id {action_id!r}"
+    )
     decision = should_redispatch(summary.action, summary.attempts, now)
     retry_allowed = decision.redispatch or decision.reason is RedispatchReason.BACKOFF
     return _Facts(
@@ -297,6 +334,7 @@ def _facts(summary: ActionSummary, now: datetime) -> _Facts:
             for reason in summary.review_reasons
             if not (reason is ReviewReason.MISMATCH and retry_allowed)
         ],
+        pool=pool,
     )
 
 
@@ -307,6 +345,8 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
     if status is Status.SUCCEEDED:
         return _succeeded_step(facts)
     if status is Status.PLANNED:
+        if facts.pool is not None:
+            return _queued_step(summary, facts)
         return _planned_step(facts, sending=sending)
     if status in OPEN_STATUSES:
         return _open_step(summary, facts)
@@ -333,6 +373,22 @@ def _planned_step(facts: _Facts, *, sending: bool) -> str:
     return f"Nothing has been sent yet: {facts.again} to send it."
 
 
+def _queued_step(summary: ActionSummary, facts: _Facts) -> str:
+    """PLANNED and queued for a pool: a worker beside its phones sends it."""
+    claim = summary.action.claim
+    if claim is not None:
+        return (
+            f"Queued for pool {facts.pool!r} and taken by worker {claim.worker} for phone"
+            f" {claim.device}: the send is starting there. Wait a few seconds and"
+            f" {facts.again} to learn how it went; a repeated send_sms never sends it twice."
+        )
+    return (
+        f"Queued for pool {facts.pool!r}: nothing has been sent yet; a worker beside that"
+        f" pool's phones sends it{facts.when}. {facts.again_first} later to learn how it went;"
+        " a repeated send_sms never queues or sends it twice."
+    )
+
+
 def _open_step(summary: ActionSummary, facts: _Facts) -> str:
     """IN_FLIGHT, UNKNOWN or VERIFYING: not proven yet."""
     again, blocking = facts.again, facts.blocking
@@ -348,8 +404,9 @@ def _open_step(summary: ActionSummary, facts: _Facts) -> str:
             return (
                 "Sent by the phone, not yet settled: the messaging app may still mark it"
                 f" failed until {format_time(due)}. Do not tell the user it was delivered"
-                f" and do not send it again under any action_id; {again} or call"
-                " sms_status after that time to learn whether it settled."
+                f" and do not send it again under any action_id; {again}"
+                f"{' or call sms_status' if facts.pool is None else ''} after that time to"
+                " learn whether it settled."
             )
         return (
             "The phone shows the SMS went out; its text is being checked. Wait a few"
@@ -360,10 +417,15 @@ def _open_step(summary: ActionSummary, facts: _Facts) -> str:
             "Being sent; not proven yet. Wait a few seconds and"
             f" {again} (it never sends twice). Never retry under a new action_id."
         )
+    read = (
+        " or call reconcile to read the phone"
+        if facts.pool is None
+        else f" (the worker of pool {facts.pool!r} reads its phone)"
+    )
     return (
         "Not proven yet, past the grace window: the SMS may have gone out. Do not send it"
-        f" under a new action_id; {again} later or call reconcile to read the phone; if it"
-        " stays UNKNOWN, tell the user a person must check the phone."
+        f" under a new action_id; {again} later{read}; if it stays UNKNOWN, tell the user a"
+        " person must check the phone."
     )
 
 
@@ -372,10 +434,14 @@ def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
     again, when, blocking = facts.again, facts.when, facts.blocking
     remedy = _not_ready(summary)
     if remedy is not None and facts.retry_allowed and not blocking:
+        then = (
+            f"once it is done, {again}{when} (it never sends twice)."
+            if facts.pool is None
+            else f"once it is done, a worker of pool {facts.pool!r} sends it; {again} to follow it."
+        )
         return (
             f"The phone is not ready, so nothing went out and no attempt was spent; a person"
-            f" must {remedy}. Tell the user so; once it is done, {again}{when} (it never"
-            " sends twice)."
+            f" must {remedy}. Tell the user so; {then}"
         )
     if blocking:
         return (
@@ -383,7 +449,7 @@ def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
             " resend under a new action_id; tell the user."
         )
     if facts.retry_allowed:
-        return f"Nothing went out (proven). {facts.again_first}{when} to retry."
+        return f"Nothing went out (proven). {facts.retry()}"
     return (
         "Nothing went out and the action has no attempt left"
         f" ({facts.decision.reason.value}). Tell the user; do not resend under a new action_id"
@@ -394,7 +460,7 @@ def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
 def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
     """MISMATCH: something else went out, or the phone showed it sent, then marked it
     failed."""
-    again_first, when, blocking = facts.again_first, facts.when, facts.blocking
+    blocking = facts.blocking
     retry = facts.retry_allowed and not blocking
     latest = summary.latest
     if latest is not None and _decisions.failed_after_sent(latest):
@@ -402,7 +468,7 @@ def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
         if retry:
             return (
                 "Nothing went out: the phone showed the SMS sent, then marked it failed."
-                f" {again_first}{when} to retry."
+                f" {facts.retry()}"
             )
         return (
             "Nothing went out (the phone showed the SMS sent, then marked it failed) and no"
@@ -413,7 +479,7 @@ def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
     if retry:
         return (
             "An incident: the phone sent something other than the intended text (tell the"
-            f" user). {again_first}{when} to send the intended text once."
+            f" user). {facts.retry('send the intended text once')}"
         )
     return (
         "An incident: the phone sent something other than the intended text, and no resend is"
@@ -430,6 +496,9 @@ def _gate_step(summary: ActionSummary) -> str | None:
     action_id = summary.action.action_id
     rule = f"rule {gate.get('rule')}: {gate.get('detail')}"
     verdict = gate.get("verdict")
+    pool = summary.action.pool
+    if pool is not None and verdict != "DENY":
+        return _queued_gate_step(action_id, pool, rule, verdict, gate.get("until"))
     if verdict == "DENY":
         return (
             f"The policy gate denied it ({rule}): nothing was sent and nothing ever will be"
@@ -450,6 +519,29 @@ def _gate_step(summary: ActionSummary) -> str | None:
     return (
         f"Refused over a limit of the policy ({rule}): nothing was sent. Tell the user; try"
         f" again later with action_id {action_id!r}, never under another one."
+    )
+
+
+def _queued_gate_step(action_id: str, pool: str, rule: str, verdict: object, until: object) -> str:
+    """What to do about a queued action the policy gate stopped, but did not deny: its
+    pool's workers send it once it may go, never a call."""
+    follow = f"call sms_status with action_id {action_id!r}"
+    if verdict == "HOLD":
+        return (
+            f"Held by the policy gate for a person's approval ({rule}): nothing was sent."
+            " Tell the user a person must approve it (`starebrain approve"
+            f" {action_id}`); you cannot. Once approved, a worker of pool {pool!r} sends it:"
+            f" {follow} to follow it."
+        )
+    if verdict == "WAIT":
+        return (
+            f"Quiet hours at the recipient ({rule}): nothing was sent. A worker of pool"
+            f" {pool!r} sends it after {until}; {follow} then."
+        )
+    return (
+        f"Refused over a limit of the policy ({rule}): nothing was sent yet. A worker of pool"
+        f" {pool!r} tries it again later; {follow} to follow it, and never send it under"
+        " another action_id."
     )
 
 
@@ -519,6 +611,16 @@ def sms_result(
             else None
         ),
         device=latest.device if latest else None,
+        pool=action.pool,
+        claim=(
+            ClaimView(
+                worker=claim.worker,
+                device=claim.device,
+                claimed_at=format_time(claim.claimed_at),
+            )
+            if (claim := action.claim) is not None
+            else None
+        ),
         policy=(
             PolicyView(
                 verdict=str(gate.get("verdict")),

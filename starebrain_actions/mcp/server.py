@@ -173,6 +173,17 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
             str | None,
             Field(description="Which of the server's phones to send a new action through."),
         ] = None,
+        pool: Annotated[
+            str | None,
+            Field(
+                description="Queue the action for this pool's workers instead of sending it"
+                " here: the call reaches no phone and returns at once (status PLANNED while"
+                " it waits); a worker beside the pool's phones sends it. Follow it with"
+                " sms_status. Not with device.",
+                min_length=1,
+                max_length=100,
+            ),
+        ] = None,
         ctx: Context,
     ) -> SmsResult:
         return await service.send_sms(
@@ -182,6 +193,7 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
             wait_seconds=wait_seconds,
             device=device,
             scope=scope_of(ctx),
+            pool=pool,
         )
 
     server.add_tool(
@@ -226,6 +238,15 @@ def _send_sms_description(config: ServerConfig) -> str:
         " same action_id, never a new one), FAILED (nothing went out), MISMATCH (another"
         " text went out). Follow next_step.\n\n"
         f"Phones: {devices} (the first is the default)."
+        + (
+            f" With pool (this server's: {', '.join(config.pools)}), the action is queued"
+            " instead, for the workers beside that pool's phones: the call reaches no phone,"
+            " returns at once with the action's status (PLANNED, or the policy gate's"
+            " verdict) and its pool, and a repeat never queues it twice; sms_status follows"
+            " it (claim: the worker and phone driving it)."
+            if config.pools
+            else " This server queues for no pool: leave pool out."
+        )
         + (
             f" At most {config.max_sends_per_hour} sends per hour; a call over it is an"
             " error and sends nothing."

@@ -6,6 +6,11 @@ up on (a timeout) leaves the send to finish its step on the phone instead of cut
 mid-command, and a repeat joins it. Calls for different actions on one phone share one ADB
 connection (``android_bridge.Device`` runs one command at a time) and one ``SmsAgent``; the
 ledger's device lease keeps a single send in flight per phone, across processes too.
+
+A call naming a ``pool`` reaches no phone: it queues the action in the ledger
+(``Ledger.enqueue``, the policy gate judging it there and then) for the workers beside that
+pool's phones (``starebrain worker --pool``), and returns at once. A queued action is the
+workers' to send: a later call without ``pool`` answers with its status and sends nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from starebrain_actions.core.model import (
     Status,
     check_action_id,
 )
+from starebrain_actions.ledger.queue import check_pool
 from starebrain_actions.mcp.auth import UNSCOPED, ActionScope
 from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.phones import Phones
@@ -95,7 +101,7 @@ class SmsService:
         #: the step each running send is at (``SmsAgent.send``'s ``on_step``)
         self._steps: dict[str, str] = {}
         self._cap = (
-            SendCap(limit=config.max_sends_per_hour, devices=config.devices)
+            SendCap(limit=config.max_sends_per_hour, devices=config.devices, pools=config.pools)
             if config.max_sends_per_hour is not None
             else None
         )
@@ -112,9 +118,22 @@ class SmsService:
         wait_seconds: float | None,
         device: str | None,
         scope: ActionScope = UNSCOPED,
+        pool: str | None = None,
     ) -> SmsResult:
         """Send at most once per action; see the tool's description. ``scope``: the calling
-        client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger)."""
+        client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger) and
+        the pools it may queue for. ``pool``: queue it for that pool's workers instead, and
+        return at once (``queue_sms``)."""
+        if pool is not None:
+            if device is not None:
+                raise ToolError(
+                    "give device or pool, not both: nothing sent or queued. pool queues the"
+                    " action for the workers beside that pool's phones; device sends it"
+                    " through one of this server's phones"
+                )
+            return await self.queue_sms(
+                action_id=action_id, to=to, body=body, pool=pool, scope=scope
+            )
         loop = asyncio.get_running_loop()
         wait = self.config.default_wait_s if wait_seconds is None else wait_seconds
         give_up = loop.time() + min(max(wait, 0.0), self.config.max_wait_s)
@@ -157,10 +176,111 @@ class SmsService:
                 )
             # the send this call joined had a shorter wait: carry on with the time left
 
+    async def queue_sms(
+        self,
+        *,
+        action_id: str | None,
+        to: str,
+        body: str,
+        pool: str,
+        scope: ActionScope = UNSCOPED,
+    ) -> SmsResult:
+        """Queue the action for ``pool``'s workers, reaching no phone, and return at once:
+        the policy gate (the client's own, else the server's) judges it now, its refusal
+        kept and returned (DENY and HOLD take it out of the queue); the same id again
+        answers with the stored action, queued again never.
+
+        Raises:
+            ToolError: a pool the client may not queue for, bad input, another intent under
+                the id, or the send limit used up; nothing is written.
+        """
+        self._check_pool(pool, scope)
+        # the send path is the worker's to check: it may send another way than this server
+        intent = self._checked_intent(action_id, to, body, None, scope, send_path=False)
+        derived = action_id is None
+        chosen = (
+            scope.ledger_id(action_id)
+            if action_id is not None
+            else await self._derived_id(intent, scope)
+        )
+        try:
+            known: ActionSummary | None = await self.ledger.summary(chosen)
+        except NotFound:
+            known = None
+        try:
+            queued = await self.ledger.enqueue(
+                chosen,
+                intent,
+                self.config.policy,
+                pool=pool,
+                gate=self.config.client_gates.get(scope.client or ""),
+            )
+        except FingerprintConflict as exc:
+            raise self._changed_intent(chosen, scope) from exc
+        except InvalidInput as exc:
+            raise ToolError(f"bad input, nothing queued: {exc}") from exc
+        except SendLimitReached as exc:
+            _log.warning("mcp_send_limit_reached", action_id=chosen, pool=pool)
+            raise ToolError(
+                f"{own_ids(str(exc), chosen, scope)}. Nothing was queued or sent. Do not retry"
+                " under another action_id; tell the user, or try again later with the same one."
+            ) from exc
+        summary = queued.summary
+        _log.info(
+            "mcp_action_queued" if queued.created else "mcp_queued_action_reused",
+            action_id=chosen,
+            pool=summary.action.pool,
+            verdict=queued.gate.verdict.value if queued.gate is not None else None,
+        )
+        result = self._result(
+            summary, scope, derived=derived, earlier=earlier_message(known, summary)
+        )
+        stored = summary.action.pool
+        if not queued.created and stored != pool:
+            shown = scope.own(chosen) or chosen
+            where = (
+                "it is this server's to send: call send_sms with it and without pool"
+                if stored is None
+                else f"it is queued for pool {stored!r}"
+            )
+            result.next_step = (
+                f"Action {shown!r} was already in the ledger, not queued for pool {pool!r};"
+                f" this call queued nothing ({where}). {result.next_step}"
+            )
+        return result
+
+    def _check_pool(self, pool: str, scope: ActionScope) -> None:
+        """Raises ToolError unless ``pool`` is a pool the calling client may queue for."""
+        try:
+            check_pool(pool)
+        except InvalidInput as exc:
+            raise ToolError(f"bad input, nothing queued: {exc}") from exc
+        if scope.may_queue(pool, self.config.pools):
+            return
+        allowed = scope.queue_pools(self.config.pools)
+        if not self.config.pools:
+            why = "this server queues for no pool (start it with --pool NAME to allow one)"
+        elif not allowed:
+            why = (
+                "this client may queue for no pool (its table in --clients names none:"
+                ' pools = ["NAME"])'
+            )
+        else:
+            why = f"the pools it may queue for are {', '.join(allowed)}"
+        raise ToolError(f"unknown pool {pool!r}, nothing queued: {why}")
+
     def _checked_intent(
-        self, action_id: str | None, to: str, body: str, device: str | None, scope: ActionScope
+        self,
+        action_id: str | None,
+        to: str,
+        body: str,
+        device: str | None,
+        scope: ActionScope,
+        *,
+        send_path: bool = True,
     ) -> SmsIntent:
-        """The call's intent, once its phone, action id, recipient and text are checked.
+        """The call's intent, once its phone, action id, recipient and text (for this
+        server's send path, with ``send_path``) are checked.
 
         Raises:
             ToolError: bad input; nothing is sent.
@@ -175,7 +295,8 @@ class SmsService:
             if action_id is not None:
                 check_action_id(action_id)
                 check_scoped_id(action_id, scope)
-            check_send_path(self.config.send_path, intent.body)
+            if send_path:
+                check_send_path(self.config.send_path, intent.body)
         except InvalidInput as exc:
             raise ToolError(f"bad input, nothing sent: {exc}") from exc
         return intent
@@ -222,7 +343,8 @@ class SmsService:
         the call)."""
         summary = await self.ledger.summary(action_id)
         earlier = earlier_message(known, summary)
-        if settled(summary, datetime.now(UTC)):
+        if settled(summary, datetime.now(UTC)) or summary.action.pool is not None:
+            # a queued action is its pool's workers' to send, never this server's
             return self._result(summary, scope, derived=derived, earlier=earlier)
         target = await self._device_for(summary, device)
         if target is None:

@@ -126,7 +126,7 @@ async def test_tools_are_described_for_a_model_with_schemas(client_for: OpenClie
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert ["list_review", "reconcile", "send_sms", "sms_status"] == sorted(tools)
     send = tools["send_sms"]
-    assert ["action_id", "to", "body", "wait_seconds", "device"] == list(
+    assert ["action_id", "to", "body", "wait_seconds", "device", "pool"] == list(
         send.input_schema["properties"]
     )
     assert ["to", "body"] == send.input_schema["required"]
