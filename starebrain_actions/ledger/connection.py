@@ -176,7 +176,13 @@ class LedgerConnection:
         """SQLite's errors as the ledger's (``read.sqlite_errors``)."""
         return sqlite_errors(self.path)
 
-    async def _write(self, work: Callable[[sqlite3.Connection], T], *, inline: bool = False) -> T:
+    async def _write(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        inline: bool = False,
+        pg_mode: str = "transaction",
+    ) -> T:
         """Run ``work`` inside ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error.
 
         ``inline``, for the short writes of the send path (a receipt, one transition): run it
@@ -187,6 +193,11 @@ class LedgerConnection:
         which waits for the lock for as long as the busy timeout. The transaction, its
         ``synchronous=FULL`` commit and its result are the same either way; inline, the
         write also cannot be interrupted halfway by a cancellation of the caller.
+
+        ``pg_mode``, on PostgreSQL: ``"transaction"`` (``BEGIN`` … ``COMMIT``); ``"one"``, for
+        a ``work`` whose only write is its first statement (autocommitted: no round trip for
+        ``BEGIN`` or ``COMMIT``); ``"locked"``, for a receipt (``PgBackend.write_locked``:
+        session locks, released by its last write's own statement).
         """
 
         def transaction(db: sqlite3.Connection) -> T:
@@ -195,6 +206,10 @@ class LedgerConnection:
 
         if self._pg is not None:
             with self._translated():
+                if pg_mode == "one":
+                    return await self._pg.write_one(work)
+                if pg_mode == "locked":
+                    return await self._pg.write_locked(work)
                 return await self._pg.write(work)
         assert self._connection is not None
         if inline and self._on_worker == 0:

@@ -32,6 +32,8 @@ def gate_refusal(
     action: Action,
     attempts: Sequence[ActionRecord],
     when: datetime,
+    *,
+    counted: Sequence[int] | None = None,
 ) -> GateDecision | None:
     """The verdict refusing a new attempt of ``action`` now (None: the gate allows it). With a
     ``gate``, its rules' verdict, kept on the action (and in its history when it changed)
@@ -39,23 +41,31 @@ def gate_refusal(
     approval another sender's gate recorded (``standing_verdict``): nothing bypasses them.
 
     A refusing verdict is to be committed (it is kept) and then raised as ``PolicyRefused``.
+    ``counted``: the counts of ``gate_counts`` if the caller read them already, under the
+    same lock (a receipt on PostgreSQL reads them with the action, ``PgConnection.lock_and_read``).
     """
     if gate is None:
         return standing_verdict(action)
-    verdict = judge_attempt(db, gate, action, when)
+    verdict = judge_attempt(db, gate, action, when, counted=counted)
     if not verdict.allowed or action.gate is not None:
         note_verdict(db, action, attempts, verdict, when)
     return None if verdict.allowed else verdict
 
 
-def judge_attempt(
-    db: sqlite3.Connection, gate: Policy, action: Action, when: datetime
-) -> GateDecision:
-    """The gate's verdict on a new attempt of ``action`` now, counted in the ledger."""
-    from starebrain_actions.core.policy import GateCounts, judge
+def gate_since(when: datetime) -> tuple[str, str]:
+    """The starts of the windows the gate counts in (a day, an hour before ``when``), in
+    stored form."""
+    return format_time(when - timedelta(days=1)), format_time(when - timedelta(hours=1))
 
+
+def gate_counts(db: sqlite3.Connection, action: Action, when: datetime) -> tuple[int, int, int]:
+    """What the gate's rules count for a new attempt of ``action`` now: other actions sent
+    to its recipient in the last day, other actions sent in the last hour, and confirmed
+    attempts to its recipient (``starebrain_lock_and_read``, PostgreSQL migration 0007,
+    counts the same in a receipt's first round trip)."""
     recipient = _RECIPIENT[_pg.dialect(db)]
     here = action.intent.recipient
+    day, hour = gate_since(when)
 
     def count(sql: str, *params: Any) -> int:
         return int(db.execute(sql, params).fetchone()[0])
@@ -65,21 +75,35 @@ def judge_attempt(
         " JOIN actions ON actions.action_id = attempts.action_id"
         " WHERE attempts.dispatched_at >= ? AND attempts.action_id <> ?"
     )
-    counts = GateCounts(
-        to_recipient_today=count(
-            f"{others} AND {recipient} = ?",
-            format_time(when - timedelta(days=1)),
-            action.action_id,
-            here,
-        ),
-        last_hour=count(others, format_time(when - timedelta(hours=1)), action.action_id),
-        known_recipient=count(
+    return (
+        count(f"{others} AND {recipient} = ?", day, action.action_id, here),
+        count(others, hour, action.action_id),
+        count(
             "SELECT count(*) FROM attempts JOIN actions"
             " ON actions.action_id = attempts.action_id"
             f" WHERE attempts.delivery = 'CONFIRMED' AND {recipient} = ?",
             here,
-        )
-        > 0,
+        ),
+    )
+
+
+def judge_attempt(
+    db: sqlite3.Connection,
+    gate: Policy,
+    action: Action,
+    when: datetime,
+    *,
+    counted: Sequence[int] | None = None,
+) -> GateDecision:
+    """The gate's verdict on a new attempt of ``action`` now, counted in the ledger (or
+    ``counted``, ``gate_counts`` read by the caller)."""
+    from starebrain_actions.core.policy import GateCounts, judge
+
+    today, last_hour, known = counted if counted is not None else gate_counts(db, action, when)
+    counts = GateCounts(
+        to_recipient_today=int(today),
+        last_hour=int(last_hour),
+        known_recipient=int(known) > 0,
         approved=action.approval == "APPROVED",
         denied=action.approval == "DENIED",
     )

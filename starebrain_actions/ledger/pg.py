@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import re
 import sqlite3
 import threading
@@ -330,6 +331,16 @@ def _loop() -> _Loop:
         return _LOOP
 
 
+#: Statements that return rows (``_run``), and that write nothing (``locked`` mode).
+_READS: Final = ("SELECT", "WITH", "VALUES", "FETCH")
+#: Statements that leave session state the pool's reset must undo.
+_SESSION_STATE: Final = ("SET ", "RESET", "LISTEN", "DECLARE", "PREPARE")
+
+
+async def _no_reset(_connection: Any) -> None:
+    """The pool's reset of a connection given back: nothing to send (``PgDatabase``)."""
+
+
 class Unguarded(Exception):
     """A statement the caller expects may be refused (it runs it under ``savepoint``) was
     refused in a transaction run without savepoints: PostgreSQL has aborted the whole
@@ -382,6 +393,14 @@ class PgConnection:
         #: database's total is ``PgDatabase.statements``
         self.statements = 0
         self._database: PgDatabase | None = None
+        #: ``locked`` mode (``PgBackend.write_locked``): no transaction is begun; ``lock``
+        #: takes session locks, held until the work's last write (``finish``) releases them
+        #: in its own statement, or until ``end_locked``
+        self.locked_mode = False
+        self._session_locks: list[str] = []
+        #: session state the pool's reset must undo (a script ran, a SET, a session lock
+        #: left): otherwise the connection goes back to the pool with no reset statement
+        self.dirty = False
 
     def _sent(self) -> None:
         self.statements += 1
@@ -428,11 +447,27 @@ class PgConnection:
             if isinstance(parameters, Mapping):
                 raise TypeError("positional placeholders need a sequence of parameters")
             args = list(parameters)
+        head = text.lstrip()[:8].upper()
+        if head.startswith(_SESSION_STATE):
+            self.dirty = True
+        if self.locked_mode and not head.startswith(_READS) and not self.in_transaction:
+            # a write before the last one (a verdict kept, say): the rest of the work becomes
+            # one transaction, committed by ``end_locked`` (an unusual path: one more trip)
+            self._begin()
         return self._call(self._run(text, args))
+
+    @property
+    def in_transaction(self) -> bool:
+        """Is a transaction block open (as the server last said; no round trip)?"""
+        return bool(self._raw.is_in_transaction())
+
+    def _begin(self) -> None:
+        self.guarded = True
+        self._call(self._raw.execute(_BEGIN["BEGIN"]))
 
     async def _run(self, text: str, args: Sequence[Any]) -> PgCursor:
         head = text.lstrip()[:6].upper()
-        if head.startswith(("SELECT", "WITH", "VALUES", "FETCH")):
+        if head.startswith(_READS):
             rows = await self._raw.fetch(text, *args, timeout=self._timeout)
             return PgCursor(rows, -1)
         status = await self._raw.execute(text, *args, timeout=self._timeout)
@@ -441,6 +476,7 @@ class PgConnection:
 
     def script(self, sql: str) -> None:
         """Run a script of several statements, no parameters (a migration)."""
+        self.dirty = True
         self._call(self._raw.execute(sql))
 
     def copy_records(
@@ -459,12 +495,104 @@ class PgConnection:
         transactions never wait on each other crosswise), in one round trip; released at
         COMMIT or ROLLBACK."""
         ordered = sorted(set(names))
+        function = "pg_advisory_xact_lock"
+        if self.locked_mode and not self.in_transaction:
+            # held past this statement, until ``finish`` or ``end_locked``
+            ordered = [name for name in ordered if name not in self._session_locks]
+            self._session_locks.extend(ordered)
+            function = "pg_advisory_lock"
         if ordered:
             calls = ", ".join(
-                f"pg_advisory_xact_lock({LOCK_KEY_SQL.replace('$1', f'${n}')})"
+                f"{function}({LOCK_KEY_SQL.replace('$1', f'${n}')})"
                 for n in range(1, len(ordered) + 1)
             )
             self._call(self._raw.execute(f"SELECT {calls}", *ordered))
+
+    # ------------------------------------------------------------------ fewer round trips
+
+    def lock_and_read(
+        self,
+        names: Sequence[str],
+        action_id: str,
+        device: str,
+        releasing: Sequence[str],
+        gate_since: tuple[str, str] | None,
+    ) -> dict[str, Any]:
+        """A receipt's first round trip, in ``locked`` mode (``starebrain_lock_and_read``,
+        migration 0007): session locks on ``names``, then, read under them, the action
+        (``action``: its row, or None), its attempts (``attempts``: rows, oldest first), the
+        unresolved attempt holding ``device`` (``lease``: ``[dispatch_id, action_id,
+        dispatched_at]`` or None; ``releasing``: the reviews that free a phone) and, with
+        ``gate_since`` (the day's and the hour's start), the gate's counts (``counts``)."""
+        if not self.locked_mode or self.in_transaction:
+            raise RuntimeError("internal: lock_and_read needs locked mode, no transaction")
+        ordered = sorted(set(names) - set(self._session_locks))
+        self._session_locks.extend(ordered)  # before the call: a failure still releases them
+        day, hour = gate_since if gate_since is not None else (None, None)
+        text = self._call(
+            self._raw.fetchval(
+                "SELECT starebrain_lock_and_read($1, $2, $3, $4, $5, $6)",
+                ordered,
+                action_id,
+                device,
+                list(releasing),
+                day,
+                hour,
+                timeout=self._timeout,
+            )
+        )
+        found: dict[str, Any] = json.loads(text)
+        return found
+
+    def finish(self, sql: str, parameters: Mapping[str, Any]) -> None:
+        """The last write of a ``locked`` work (``:name`` placeholders): with no transaction
+        open, one statement that writes and releases the session locks
+        (``starebrain_release``: the names stay locked until that statement commits); in a
+        transaction, the write alone (``end_locked`` commits, then releases them)."""
+        if not self.locked_mode or self.in_transaction or not self._session_locks:
+            self.execute(sql, parameters)
+            return
+        text, names = translate(sql)
+        args = [parameters[name] for name in names or ()]
+        held = sorted(self._session_locks)
+        self._call(
+            self._raw.execute(
+                f"WITH written AS ({text}) SELECT starebrain_release(${len(args) + 1})",
+                *args,
+                held,
+                timeout=self._timeout,
+            )
+        )
+        self._session_locks.clear()
+
+    def end_locked(self, ok: bool) -> None:
+        """End a ``locked`` work: commit (``ok``) or roll back the transaction it may have
+        begun, then give up the session locks still held."""
+        try:
+            if self.in_transaction:
+                self._call(self._raw.execute("COMMIT" if ok else "ROLLBACK"))
+        finally:
+            self.locked_mode = False
+            if self._session_locks:
+                self._session_locks.clear()
+                self.dirty = True  # the pool's reset releases them if this fails
+                self._call(self._raw.execute("SELECT pg_advisory_unlock_all()"))
+                self.dirty = False
+
+    def apply_batch(self, items: Sequence[Mapping[str, Any]], *, guarded: bool) -> list[Any]:
+        """Compare-and-set transitions in one statement (``starebrain_apply``, migration
+        0007): one result per item (see there). Unguarded, a refusal is raised
+        (``sqlite3.IntegrityError``) and nothing of the call is written."""
+        text = self._call(
+            self._raw.fetchval(
+                "SELECT starebrain_apply($1::jsonb, $2)",
+                json.dumps(items, ensure_ascii=False, separators=(",", ":")),
+                guarded,
+                timeout=self._timeout,
+            )
+        )
+        results: list[Any] = json.loads(text)
+        return results
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -472,6 +600,8 @@ class PgConnection:
         rollback) and the transaction goes on: in a transaction run ``guarded`` (see
         :class:`Unguarded`); otherwise nothing is added, and a refusal is raised as
         :class:`Unguarded` so that the transaction is run again, guarded."""
+        if self.locked_mode and not self.in_transaction:
+            self._begin()  # a savepoint needs a transaction (an unusual path of locked mode)
         if not self.guarded:
             self._unguarded_block += 1
             try:
@@ -500,21 +630,38 @@ async def _acquire(pool: Any, wait_s: float) -> Any:
 def _message(exc: Exception) -> str:
     """The server's refusal in SQLite's words where SQLite has some (``UNIQUE constraint
     failed: …``), so that one refusal reads the same on both backends; the details after."""
-    import asyncpg
+    return refusal_message(
+        str(getattr(exc, "sqlstate", None) or ""),
+        str(getattr(exc, "message", None) or exc),
+        table=getattr(exc, "table_name", None),
+        constraint=getattr(exc, "constraint_name", None),
+        column=getattr(exc, "column_name", None),
+        detail=getattr(exc, "detail", None),
+    )
 
-    table = getattr(exc, "table_name", None) or "?"
-    constraint = getattr(exc, "constraint_name", None) or "?"
-    detail = getattr(exc, "detail", None)
-    if isinstance(exc, asyncpg.UniqueViolationError):
+
+def refusal_message(
+    sqlstate: str,
+    message: str,
+    *,
+    table: str | None = None,
+    constraint: str | None = None,
+    column: str | None = None,
+    detail: str | None = None,
+) -> str:
+    """A refusal's text from its fields (``_message``; ``starebrain_apply``'s "refused")."""
+    table = table or "?"
+    constraint = constraint or "?"
+    if sqlstate == "23505":
         head = f"UNIQUE constraint failed: {table} ({constraint})"
-    elif isinstance(exc, asyncpg.CheckViolationError):
+    elif sqlstate == "23514":
         head = f"CHECK constraint failed: {constraint}"
-    elif isinstance(exc, asyncpg.NotNullViolationError):
-        head = f"NOT NULL constraint failed: {table}.{getattr(exc, 'column_name', '?')}"
-    elif isinstance(exc, asyncpg.ForeignKeyViolationError):
+    elif sqlstate == "23502":
+        head = f"NOT NULL constraint failed: {table}.{column or '?'}"
+    elif sqlstate == "23503":
         head = "FOREIGN KEY constraint failed"
     else:
-        return str(getattr(exc, "message", None) or exc)
+        return message
     return f"{head}: {detail}" if detail else head
 
 
@@ -619,6 +766,10 @@ class PgDatabase:
                 max_size=max_size,
                 timeout=self._connect_timeout,
                 command_timeout=None,
+                # no reset query on release (a round trip per operation): the ledger's
+                # connections keep no session state, and one that did (``dirty``) is reset
+                # by ``connection`` before it goes back
+                reset=_no_reset,
             )
 
         try:
@@ -662,8 +813,11 @@ class PgDatabase:
                 if raw.is_in_transaction():
                     self.statements += 1
                     self._loop.call(raw.execute("ROLLBACK"), timeout=10)
+            if connection.dirty or connection._session_locks:
+                with contextlib.suppress(Exception):
+                    self.statements += 1
+                    self._loop.call(raw.execute(raw.get_reset_query()), timeout=10)
             with contextlib.suppress(Exception):
-                self.statements += 1  # the pool's reset query
                 self._loop.call(pool.release(raw), timeout=10)
 
     @contextlib.contextmanager

@@ -82,6 +82,42 @@ class PgBackend:
             raise LedgerUnavailable("internal: no write inside a read snapshot")
         return await asyncio.to_thread(self._call, work, True)
 
+    async def write_one(self, work: Callable[[Any], T]) -> T:
+        """``work`` that writes with one statement (reads may follow it, none precede it),
+        autocommitted: the statement is its own transaction, atomic as any, and no round trip
+        goes to ``BEGIN`` or ``COMMIT``."""
+        if self._read_only:
+            raise LedgerUnavailable(f"ledger {self.where} was opened read-only: nothing is written")
+        if self._pinned.get() is not None:
+            raise LedgerUnavailable("internal: no write inside a read snapshot")
+        return await asyncio.to_thread(self._call, work, False)
+
+    async def write_locked(self, work: Callable[[Any], T]) -> T:
+        """``work`` in ``locked`` mode (:class:`PgConnection`): no ``BEGIN``; its locks are
+        session locks (``lock``, ``lock_and_read``) held from when they are taken until its
+        last write (``finish``) commits, which releases them in the same statement. A write
+        before the last one begins a transaction then (committed at the end). Every read
+        happens under the locks, as in a transaction that took them first; the locks are
+        given up whatever happens."""
+        if self._read_only:
+            raise LedgerUnavailable(f"ledger {self.where} was opened read-only: nothing is written")
+        if self._pinned.get() is not None:
+            raise LedgerUnavailable("internal: no write inside a read snapshot")
+        return await asyncio.to_thread(self._call_locked, work)
+
+    def _call_locked(self, work: Callable[[Any], T]) -> T:
+        with self.database.connection(self._timeout) as db:
+            db.locked_mode = True
+            db.guarded = False
+            try:
+                result = work(db)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the pool's reset undoes what is left
+                    db.end_locked(False)
+                raise
+            db.end_locked(True)
+            return result
+
     def _call(self, work: Callable[[Any], T], transaction: bool) -> T:
         with self.database.connection(self._timeout) as db:
             if not transaction:

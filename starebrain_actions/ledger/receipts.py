@@ -16,9 +16,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import decisions as _decisions
-from starebrain_actions.core.convert import action_from_row, format_time, to_jsonable
+from starebrain_actions.core.convert import (
+    ATTEMPT_COLUMNS,
+    action_from_row,
+    format_time,
+    record_from_row,
+    to_jsonable,
+)
 from starebrain_actions.core.exceptions import (
     AttemptInFlight,
     AttemptRefused,
@@ -26,9 +34,11 @@ from starebrain_actions.core.exceptions import (
     DeviceBusy,
     FingerprintConflict,
     InvalidInput,
+    NotFound,
     PolicyRefused,
 )
 from starebrain_actions.core.model import (
+    LEASE_RELEASING_REVIEWS,
     Action,
     ActionRecord,
     RedispatchDecision,
@@ -42,7 +52,7 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.devices import lease_holder
-from starebrain_actions.ledger.gate import gate_refusal
+from starebrain_actions.ledger.gate import gate_refusal, gate_since
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
 from starebrain_actions.ledger.updates import to_json
 
@@ -50,6 +60,9 @@ if TYPE_CHECKING:
     from starebrain_actions.core.policy import GateDecision, Policy
 
 _log = get_logger("starebrain.ledger")
+
+#: The columns of an attempt's row ``record_from_row`` reads.
+_ATTEMPT_NAMES: Final = tuple(name.strip() for name in ATTEMPT_COLUMNS.split(","))
 
 #: A new attempt's receipt: both axes PENDING, version 0, and its ``created`` history row
 #: (written by the table's trigger from ``last_event``).
@@ -91,7 +104,8 @@ class Receipts(LedgerConnection):
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
             return insert_action(db, candidate)
 
-        action, created = await self._write(work, inline=True)
+        # PostgreSQL: its INSERT is the only write and comes first, autocommitted
+        action, created = await self._write(work, inline=True, pg_mode="one")
         self._remember(action)
         _log.info(
             "action_created" if created else "action_reused",
@@ -150,18 +164,19 @@ class Receipts(LedgerConnection):
         active = gate if gate is not None else self.gate
 
         def work(db: sqlite3.Connection) -> ActionRecord | GateDecision:
-            action, attempts = self._lock_and_load(db, action_id, device, gated=active is not None)
+            loaded = self._lock_and_load(db, action_id, device, gated=active is not None, when=when)
+            action, attempts = loaded.action, loaded.attempts
             decision = _decisions.should_redispatch(action, attempts, when)
             if not decision:
                 raise _refusal(action_id, decision)
-            refusing = gate_refusal(db, active, action, attempts, when)
+            refusing = gate_refusal(db, active, action, attempts, when, counted=loaded.counts)
             if refusing is not None:
                 return refusing  # committed with the verdict the gate kept, raised below
-            _check_lease(db, device)
+            _check_lease(db, device, loaded)
             self._admit(db, action_id, device, when)
             return _insert_receipt(db, action, attempts, device, when, actor=actor, evidence=kept)
 
-        made = await self._write(work, inline=True)
+        made = await self._write(work, inline=True, pg_mode="locked")
         if not isinstance(made, ActionRecord):
             raise _policy_refused(action_id, made)
         _log.info(
@@ -174,21 +189,51 @@ class Receipts(LedgerConnection):
         return made
 
     def _lock_and_load(
-        self, db: sqlite3.Connection, action_id: str, device: str, *, gated: bool
-    ) -> tuple[Action, list[ActionRecord]]:
+        self, db: sqlite3.Connection, action_id: str, device: str, *, gated: bool, when: datetime
+    ) -> Loaded:
         """The first step of ``begin_attempt``: from here to COMMIT one writer per action and
         per device (SQLite: the write lock already; PostgreSQL: advisory locks), so that the
         checks after hold at insert; ``gated``, one writer of every gated attempt (the gate's
         counts span all actions). Then the action and its attempts, read afresh (an
         operator's grant, ``retry``, may have changed it since it was cached).
 
+        On PostgreSQL the locks are session locks, held until the receipt's own statement
+        commits (``PgBackend.write_locked``), and the reads come with them in one round
+        trip (``PgConnection.lock_and_read``): the lease holder and, ``gated``, the gate's
+        counts too, read under the same locks.
+
         Raises:
             NotFound: no such action.
         """
         gate_lock = ("policy-gate",) if gated else ()
-        _pg.lock(db, f"action:{action_id}", f"device:{device}", *gate_lock)
+        names = (f"action:{action_id}", f"device:{device}", *gate_lock)
+        if isinstance(db, _pg.PgConnection) and db.locked_mode:
+            found = db.lock_and_read(
+                names,
+                action_id,
+                device,
+                sorted(reason.value for reason in LEASE_RELEASING_REVIEWS),
+                gate_since(when) if gated else None,
+            )
+            if found["action"] is None:
+                raise NotFound(f"no action with id {action_id!r}")
+            action = self._remember(action_from_row(found["action"]))
+            attempts = [
+                record_from_row({name: row.get(name) for name in _ATTEMPT_NAMES})
+                for row in found["attempts"]
+            ]
+            lease = found["lease"]
+            counts = found["counts"]
+            return Loaded(
+                action,
+                attempts,
+                tuple(lease) if lease is not None else None,
+                tuple(counts) if counts is not None else None,
+                prefetched=True,
+            )
+        _pg.lock(db, *names)
         action = self._remember(load_action(db, action_id))
-        return action, load_attempts(db, action_id)
+        return Loaded(action, load_attempts(db, action_id))
 
     def _admit(self, db: sqlite3.Connection, action_id: str, device: str, when: datetime) -> None:
         """A last check of a new attempt, run inside ``begin_attempt``'s write transaction
@@ -270,14 +315,29 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
     return action_from_row(stored), False
 
 
-def _check_lease(db: sqlite3.Connection, device: str) -> None:
-    """Refuse a new attempt on a phone another unresolved attempt holds.
+@attrs.frozen
+class Loaded:
+    """What ``_lock_and_load`` read: the action and its attempts; on PostgreSQL also the
+    lease holder (``lease``, as ``lease_holder`` gives it; None: the phone is free) and the
+    gate's counts (``counts``, None: not read), taken in the same round trip."""
+
+    action: Action
+    attempts: list[ActionRecord]
+    lease: tuple[Any, ...] | None = None
+    counts: tuple[int, ...] | None = None
+    #: were the lease and the counts read (False: ask the database)
+    prefetched: bool = False
+
+
+def _check_lease(db: sqlite3.Connection, device: str, loaded: Loaded | None = None) -> None:
+    """Refuse a new attempt on a phone another unresolved attempt holds (read under the
+    receipt's lock by ``_lock_and_load`` on PostgreSQL, ``loaded``).
 
     Raises:
         DeviceBusy: naming the holder (``holder_dispatch_id``, ``holder_action_id``,
             ``holder_since``).
     """
-    holder = lease_holder(db, device)
+    holder = loaded.lease if loaded is not None and loaded.prefetched else lease_holder(db, device)
     if holder is None:
         return
     busy = DeviceBusy(
@@ -325,7 +385,10 @@ def _insert_receipt(
         "record_evidence_json": to_json(dict(evidence)),
     }
     try:
-        db.execute(INSERT_ATTEMPT, params)
+        if isinstance(db, _pg.PgConnection):
+            db.finish(INSERT_ATTEMPT, params)  # written, and the locks released, at once
+        else:
+            db.execute(INSERT_ATTEMPT, params)
     except sqlite3.IntegrityError as exc:
         raise AttemptInFlight(
             f"action {action.action_id}: a concurrent attempt won: {exc}"

@@ -90,9 +90,12 @@ class Updates(LedgerConnection):
         """
 
         def work(db: sqlite3.Connection) -> list[ActionRecord | LedgerError]:
-            return [apply_transition(db, transition) for transition in transitions]
+            return apply_transitions(db, transitions)
 
-        results = await self._write(work, inline=len(transitions) <= _INLINE_TRANSITIONS)
+        # PostgreSQL: one statement (``starebrain_apply``), autocommitted
+        results = await self._write(
+            work, inline=len(transitions) <= _INLINE_TRANSITIONS, pg_mode="one"
+        )
         for transition, result in zip(transitions, results, strict=True):
             log_transition(transition, result)
         return results
@@ -172,7 +175,7 @@ class Updates(LedgerConnection):
         ]:
             if snapshot is not None:
                 _check_pass_current(db, *snapshot)
-            results = [apply_transition(db, transition) for transition in transitions]
+            results = apply_transitions(db, transitions)
             added: list[tuple[DuplicateSighting, Transition | None]] = []
             for sighting in sightings:
                 try:
@@ -274,6 +277,89 @@ def history_row(
 _IDENTITY_FIELDS: Final[frozenset[str]] = frozenset(
     {"action_id", "dispatch_id", "attempt", "device", "dispatched_at"}
 )
+
+
+def apply_transitions(
+    db: sqlite3.Connection, transitions: Sequence[Transition]
+) -> list[ActionRecord | LedgerError]:
+    """``apply_transition`` of each, in order. On PostgreSQL all of them in one statement
+    (``starebrain_apply``, migration 0007: the same compare-and-set UPDATEs, run by the
+    server), so that a batch costs one round trip however many it holds; outside a
+    transaction that statement is the transaction.
+
+    Raises:
+        InvariantViolation: a transition changes a field naming the attempt (nothing is
+            written: checked before anything is sent).
+    """
+    if not isinstance(db, _pg.PgConnection) or not transitions:
+        return [apply_transition(db, transition) for transition in transitions]
+    items = [_batch_item(transition) for transition in transitions]
+    if db.in_transaction:
+        if db.guarded:
+            answers = db.apply_batch(items, guarded=True)
+        else:
+            with db.savepoint():  # a refusal: the transaction is run again, guarded
+                answers = db.apply_batch(items, guarded=False)
+    else:
+        try:
+            answers = db.apply_batch(items, guarded=False)
+        except sqlite3.IntegrityError:
+            # one was refused and nothing was written: again, each under a subtransaction
+            answers = db.apply_batch(items, guarded=True)
+    return [
+        _batch_result(transition, answer)
+        for transition, answer in zip(transitions, answers, strict=True)
+    ]
+
+
+def _batch_item(transition: Transition) -> dict[str, Any]:
+    """One transition as ``starebrain_apply`` takes it: the columns it writes and their
+    values, and the states and version it expects."""
+    before, after = transition.before, transition.after
+    changed = transition.changed or _diff(before, after)
+    values: dict[str, Any] = {
+        "last_event": transition.event.value,
+        "last_event_at": format_time(transition.at),
+        "last_actor": transition.actor,
+        "last_evidence_json": to_json(transition.evidence),
+    }
+    for name in changed:
+        if name in _IDENTITY_FIELDS:
+            raise InvariantViolation(f"a transition cannot change the attempt's {name}")
+        value = getattr(after, name)
+        if name == "evidence":
+            values["evidence_json"] = to_json(value)
+        else:
+            values[name] = _column_value(value)
+    return {
+        "dispatch_id": before.dispatch_id,
+        "delivery": before.delivery.value,
+        "acceptance": before.acceptance.value,
+        "version": before.version,
+        "columns": list(values),
+        "values": values,
+    }
+
+
+def _batch_result(transition: Transition, answer: Any) -> ActionRecord | LedgerError:
+    """``starebrain_apply``'s answer for one transition as ``apply_transition`` returns it."""
+    before = transition.before
+    if answer == "applied":
+        return transition.after
+    if answer == "missing":
+        return NotFound(f"no attempt with dispatch id {before.dispatch_id!r}")
+    kind, *rest = answer
+    if kind == "stale":
+        return StaleTransition(
+            before.dispatch_id,
+            expected=f"{before.delivery.value}/{before.acceptance.value} v{before.version}",
+            found=f"{rest[0]}/{rest[1]} v{rest[2]}",
+        )
+    sqlstate, message, table, constraint, column, detail = rest
+    refused = _pg.refusal_message(
+        sqlstate, message, table=table, constraint=constraint, column=column, detail=detail
+    )
+    return LedgerError(f"attempt {before.dispatch_id}: the database refused it: {refused}")
 
 
 def apply_transition(db: sqlite3.Connection, transition: Transition) -> ActionRecord | LedgerError:
