@@ -223,3 +223,105 @@ async def test_a_waiter_cancelled_while_another_host_holds_the_lock_leaves_it_fr
             assert await other_host.fetchval(f"SELECT pg_try_advisory_lock({LOCK_KEY_SQL})", "x")
     finally:
         await other_host.close()
+
+
+#: The lock names the receipts of these tests take.
+_NAMES = ["policy-gate", "device:dev", "device:dev-2"] + [
+    f"action:{p}-{n}" for p in "RL" for n in range(9)
+]
+
+
+async def _advisory_locks_held(url: str) -> int:
+    """Locks of this ledger (``_NAMES``, keyed as ``LOCK_KEY_SQL``) held or awaited by any
+    session of the server right now."""
+    connection = await asyncpg.connect(url)
+    try:
+        keys = f"SELECT {LOCK_KEY_SQL.replace('$1', 'name')} AS key FROM unnest($1::text[]) name"
+        return int(
+            await connection.fetchval(
+                f"SELECT count(*) FROM pg_locks JOIN ({keys}) k"
+                " ON (classid::bigint << 32 | objid::bigint) = k.key"
+                " WHERE locktype = 'advisory' AND objsubid = 1",
+                _NAMES,
+            )
+        )
+    finally:
+        await connection.close()
+
+
+async def test_a_receipt_and_a_transition_take_at_most_two_round_trips(pg_url: str) -> None:
+    """Issue 26: statements sent to the server (``BEGIN``, ``COMMIT`` and the pool's own
+    counted) per receipt, per transition and per batch of transitions. A count, not a time:
+    ``begin_attempt`` ≤ 2, ``apply`` ≤ 2, ``apply_many`` of two ≤ 2, ``create_action`` ≤ 2;
+    and no lock is left held after them."""
+    from starebrain_actions import MatchVerdict, try_accept
+    from starebrain_actions.core import transitions as core
+
+    async with Ledger.open(pg_url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        counted: dict[str, list[int]] = {}
+
+        def count(name: str, before: int) -> None:
+            counted.setdefault(name, []).append(database.statements - before)
+
+        for n in range(3):
+            before = database.statements
+            await ledger.create_action(f"R-{n}", intent(n))
+            count("create_action", before)
+            before = database.statements
+            record = await ledger.begin_attempt(f"R-{n}", "dev")
+            count("begin_attempt", before)
+            now = ledger.now()
+            before = database.statements
+            record = await ledger.apply(
+                core.record_submission(record, watermark_id=n, device_clock_ms=n, now=now)
+            )
+            count("apply", before)
+            confirmed = confirm_delivery(record, provider_object_id=n + 1, now=now)
+            accepted = try_accept(confirmed.after, MatchVerdict(matched=True), now=now)
+            before = database.statements
+            results = await ledger.apply_many([confirmed, accepted])
+            count("apply_many", before)
+            assert not [r for r in results if isinstance(r, Exception)]
+        assert all(max(values) <= 2 for values in counted.values()), counted
+        assert [2, 2, 2] == counted["begin_attempt"]
+        assert 0 == await _advisory_locks_held(pg_url)
+
+
+async def test_a_refused_receipt_leaves_no_lock_and_writes_nothing(pg_url: str) -> None:
+    """A receipt refused after its locks are taken (no such action, an unresolved attempt, a
+    phone leased to another action, a concurrent winner) gives them up, in at most one more
+    round trip, and writes nothing; the next receipt on the phone is not kept waiting."""
+    from starebrain_actions import AttemptInFlight, DeviceBusy, NotFound
+
+    async with Ledger.open(pg_url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        await ledger.create_action("L-1", intent(1))
+        await ledger.create_action("L-2", intent(2))
+        first = await ledger.begin_attempt("L-1", "dev")
+        for action_id, error in (
+            ("missing", NotFound),
+            ("L-1", AttemptInFlight),  # its attempt is unresolved
+            ("L-2", DeviceBusy),  # dev is leased to L-1's attempt
+        ):
+            before = database.statements
+            with pytest.raises(error):
+                await ledger.begin_attempt(action_id, "dev")
+            assert database.statements - before <= 3
+            assert 0 == await _advisory_locks_held(pg_url)
+        assert [first.dispatch_id] == [r.dispatch_id for r in await ledger.attempts("L-1")]
+        assert [] == await ledger.attempts("L-2")
+        # many at once on one phone: one wins, the others are refused, no lock is left
+        for n in range(3, 9):
+            await ledger.create_action(f"L-{n}", intent(n))
+        await ledger.apply(confirm_delivery(first, provider_object_id=1, now=ledger.now()))
+        outcomes = await asyncio.gather(
+            *(ledger.begin_attempt(f"L-{n}", "dev-2") for n in range(3, 9)),
+            return_exceptions=True,
+        )
+        won = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert 1 == len(won), outcomes
+        assert all(isinstance(o, DeviceBusy | AttemptInFlight) for o in outcomes if o not in won)
+        assert 0 == await _advisory_locks_held(pg_url)
