@@ -341,6 +341,41 @@ async def _no_reset(_connection: Any) -> None:
     """The pool's reset of a connection given back: nothing to send (``PgDatabase``)."""
 
 
+class _Unreachable(Exception):
+    """The pool gave no connection (the message is ``LedgerUnavailable``'s, redacted)."""
+
+
+class _LazyConnection:
+    """A connection of the pool, acquired by the first statement's own call on the loop (no
+    round trip of the calling thread to the loop for it): ``execute``, ``fetch``, ``fetchval``
+    … of asyncpg's connection, as coroutines that acquire it first if need be."""
+
+    def __init__(self, database: PgDatabase, pool: Any) -> None:
+        self._database = database
+        self._pool = pool
+        self.raw: Any = None
+
+    async def acquired(self) -> Any:
+        if self.raw is None:
+            self.raw = await self._database._acquired(self._pool)
+        return self.raw
+
+    def is_in_transaction(self) -> bool:
+        return self.raw is not None and bool(self.raw.is_in_transaction())
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            raw = await self.acquired()
+            return await getattr(raw, name)(*args, **kwargs)
+
+        return call
+
+
+async def _release(pool: Any, raw: Any) -> None:
+    with contextlib.suppress(Exception):
+        await pool.release(raw, timeout=10)
+
+
 class Unguarded(Exception):
     """A statement the caller expects may be refused (it runs it under ``savepoint``) was
     refused in a transaction run without savepoints: PostgreSQL has aborted the whole
@@ -418,6 +453,8 @@ class PgConnection:
         self._sent()
         try:
             return self._loop.call(coroutine)
+        except _Unreachable as exc:
+            raise LedgerUnavailable(str(exc)) from exc.__cause__
         except asyncpg.IntegrityConstraintViolationError as exc:
             if self._unguarded_block:
                 raise Unguarded(_message(exc)) from exc
@@ -623,10 +660,6 @@ class PgConnection:
             self._savepoints -= 1
 
 
-async def _acquire(pool: Any, wait_s: float) -> Any:
-    return await pool.acquire(timeout=wait_s)
-
-
 def _message(exc: Exception) -> str:
     """The server's refusal in SQLite's words where SQLite has some (``UNIQUE constraint
     failed: …``), so that one refusal reads the same on both backends; the details after."""
@@ -789,11 +822,35 @@ class PgDatabase:
     def connection(self, statement_timeout_s: float = 60.0) -> Iterator[PgConnection]:
         """A connection of the pool for the block (returned to it after, rolled back if the
         block left a transaction open)."""
-        import asyncpg
 
         pool = self._ensure_pool()
+        # acquired by the block's first statement, in the same call to the loop
+        lazy = _LazyConnection(self, pool)
+        connection = PgConnection(lazy, self._loop, self.where, statement_timeout_s)
+        connection._database = self
         try:
-            raw = self._loop.call(_acquire(pool, self._connect_timeout))
+            yield connection
+        finally:
+            raw = lazy.raw
+            if raw is not None:
+                with contextlib.suppress(Exception):
+                    if raw.is_in_transaction():
+                        self.statements += 1
+                        self._loop.call(raw.execute("ROLLBACK"), timeout=10)
+                if connection.dirty or connection._session_locks:
+                    with contextlib.suppress(Exception):
+                        self.statements += 1
+                        self._loop.call(raw.execute(raw.get_reset_query()), timeout=10)
+                # given back without waiting for it: the loop runs it before anything this
+                # thread asks next, and a connection the pool cannot take back is closed
+                asyncio.run_coroutine_threadsafe(_release(pool, raw), self._loop.loop)
+
+    async def _acquired(self, pool: Any) -> Any:
+        """A connection of ``pool`` (on the loop), or ``_Unreachable``."""
+        import asyncpg
+
+        try:
+            return await pool.acquire(timeout=self._connect_timeout)
         except (
             OSError,
             asyncpg.PostgresError,
@@ -801,24 +858,9 @@ class PgDatabase:
             TimeoutError,
             ValueError,  # a setting asyncpg reads from the URL and refuses (sslmode=...)
         ) as exc:
-            raise LedgerUnavailable(
+            raise _Unreachable(
                 f"cannot reach ledger {self.where}: {redact_text(str(exc), self.url)}"
             ) from exc
-        connection = PgConnection(raw, self._loop, self.where, statement_timeout_s)
-        connection._database = self
-        try:
-            yield connection
-        finally:
-            with contextlib.suppress(Exception):
-                if raw.is_in_transaction():
-                    self.statements += 1
-                    self._loop.call(raw.execute("ROLLBACK"), timeout=10)
-            if connection.dirty or connection._session_locks:
-                with contextlib.suppress(Exception):
-                    self.statements += 1
-                    self._loop.call(raw.execute(raw.get_reset_query()), timeout=10)
-            with contextlib.suppress(Exception):
-                self._loop.call(pool.release(raw), timeout=10)
 
     @contextlib.contextmanager
     def session_lock(
