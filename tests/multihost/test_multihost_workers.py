@@ -58,7 +58,8 @@ class WorkerProcess:
         with log.open("a", encoding="utf-8") as stderr:
             process = await asyncio.create_subprocess_exec(
                 *starebrain_command(), "--log-level", "info", "--db", url, "worker", *devices,
-                "--key", str(key), "--json", "--stale-after", "3", "--wait", "5", "--command-timeout", "2",
+                "--key", str(key), "--json", "--stale-after", "3", "--wait", "5",
+                "--command-timeout", "2",
                 stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env,
             )  # fmt: skip
         return cls(name, process)
