@@ -85,12 +85,19 @@ class PgBackend:
     async def write_one(self, work: Callable[[Any], T]) -> T:
         """``work`` that writes with one statement (reads may follow it, none precede it),
         autocommitted: the statement is its own transaction, atomic as any, and no round trip
-        goes to ``BEGIN`` or ``COMMIT``."""
+        goes to ``BEGIN`` or ``COMMIT``.
+
+        Run inline, on the caller's thread (as SQLite's short writes are, ``Ledger._write``):
+        the thread switches to and from a worker cost more than the statement. It takes no
+        advisory lock, and no transaction of the ledger's stays open across an ``await``, so
+        the caller's event loop waits at most for one statement and any row lock another
+        process's short transaction holds; like an inline SQLite write, it cannot be
+        interrupted halfway by a cancellation of the caller."""
         if self._read_only:
             raise LedgerUnavailable(f"ledger {self.where} was opened read-only: nothing is written")
         if self._pinned.get() is not None:
             raise LedgerUnavailable("internal: no write inside a read snapshot")
-        return await asyncio.to_thread(self._call, work, False)
+        return self._call(work, False)
 
     async def write_locked(self, work: Callable[[Any], T]) -> T:
         """``work`` in ``locked`` mode (:class:`PgConnection`): no ``BEGIN``; its locks are
