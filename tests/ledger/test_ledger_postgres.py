@@ -325,3 +325,37 @@ async def test_a_refused_receipt_leaves_no_lock_and_writes_nothing(pg_url: str) 
         assert 1 == len(won), outcomes
         assert all(isinstance(o, DeviceBusy | AttemptInFlight) for o in outcomes if o not in won)
         assert 0 == await _advisory_locks_held(pg_url)
+
+
+async def test_a_batch_of_one_shape_is_one_statement_and_reports_the_stale_in_place(
+    pg_url: str,
+) -> None:
+    """A batch of transitions writing the same columns of different attempts (a reconcile
+    pass's acceptances) is one UPDATE on the server, in one round trip; one that finds its
+    attempt moved on is reported in its place as ``StaleTransition``, the others apply."""
+    from starebrain_actions import AcceptanceState, MatchVerdict, StaleTransition, try_accept
+
+    async with Ledger.open(pg_url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        confirmed = []
+        for n in range(5):
+            await ledger.create_action(f"B-{n}", intent(n))
+            record = await ledger.begin_attempt(f"B-{n}", f"dev-{n}")
+            confirmed.append(
+                await ledger.apply(
+                    confirm_delivery(record, provider_object_id=n + 1, now=ledger.now())
+                )
+            )
+        now = ledger.now()
+        batch = [try_accept(record, MatchVerdict(matched=True), now=now) for record in confirmed]
+        await ledger.apply(batch[2])  # moved on: the batch's copy is stale
+        before = database.statements
+        results = await ledger.apply_many(batch)
+        assert 1 == database.statements - before
+        assert isinstance(results[2], StaleTransition)
+        applied = [r for n, r in enumerate(results) if n != 2]
+        assert all(r.acceptance is AcceptanceState.ACCEPTED for r in applied)  # type: ignore[union-attr]
+        stored = await ledger.attempts_by_id(r.dispatch_id for r in confirmed)
+        assert {AcceptanceState.ACCEPTED} == {r.acceptance for r in stored.values()}
+        assert 1 == sum(e.event.value == "accept" for e in await ledger.history("B-2"))

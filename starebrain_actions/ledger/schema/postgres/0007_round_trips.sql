@@ -20,6 +20,9 @@
 --   p_guarded: each UPDATE under a subtransaction of its own, so that a refused one leaves the
 --   others) ["refused", sqlstate, message, table, constraint, column, detail]. Unguarded, a
 --   refusal is raised and nothing of the call is written (the caller runs it again guarded).
+--   A batch whose transitions write the same columns of different attempts (a reconcile
+--   pass's acceptances, say) is one UPDATE ... FROM the batch's rows, unguarded; otherwise
+--   (chained transitions of one attempt, mixed shapes, guarded) one UPDATE per transition.
 
 CREATE FUNCTION starebrain_lock_and_read(
     p_locks text[], p_action_id text, p_device text, p_releasing text[],
@@ -96,33 +99,64 @@ DECLARE
     e_constraint text;
     e_column text;
     e_detail text;
+    position bigint := 0;
+    done bigint[];
 BEGIN
-    FOR item IN SELECT value FROM jsonb_array_elements(p_transitions) LOOP
+    IF NOT p_guarded AND jsonb_array_length(p_transitions) > 1 AND (
+        SELECT count(DISTINCT e -> 'columns') = 1
+            AND count(DISTINCT e ->> 'dispatch_id') = count(*)
+        FROM jsonb_array_elements(p_transitions) AS e
+    ) THEN
+        -- one shape, different attempts: one UPDATE for the whole batch
         SELECT format(
-            'UPDATE attempts SET %s FROM jsonb_populate_record(NULL::attempts, $1) AS n'
-            ' WHERE attempts.dispatch_id = $2 AND attempts.delivery = $3'
-            ' AND attempts.acceptance = $4 AND attempts.version = $5',
-            string_agg(format('%I = n.%I', name, name), ', '))
+            'WITH batch AS MATERIALIZED ('
+            ' SELECT e.i, e.item, jsonb_populate_record(NULL::attempts, e.item -> ''values'') AS n'
+            ' FROM jsonb_array_elements($1) WITH ORDINALITY AS e(item, i)),'
+            ' written AS (UPDATE attempts SET %s FROM batch'
+            ' WHERE attempts.dispatch_id = batch.item ->> ''dispatch_id'''
+            ' AND attempts.delivery = batch.item ->> ''delivery'''
+            ' AND attempts.acceptance = batch.item ->> ''acceptance'''
+            ' AND attempts.version = (batch.item ->> ''version'')::bigint'
+            ' RETURNING batch.i)'
+            ' SELECT coalesce(array_agg(i), ''{}'') FROM written',
+            string_agg(format('%I = (batch.n).%I', name, name), ', '))
         INTO statement
-        FROM jsonb_array_elements_text(item -> 'columns') AS name;
-        IF p_guarded THEN
-            BEGIN
+        FROM jsonb_array_elements_text(p_transitions -> 0 -> 'columns') AS name;
+        EXECUTE statement INTO done USING p_transitions;
+    END IF;
+    FOR item IN SELECT value FROM jsonb_array_elements(p_transitions) LOOP
+        position := position + 1;
+        IF done IS NOT NULL THEN
+            applied := CASE WHEN position = ANY (done) THEN 1 ELSE 0 END;
+        ELSE
+            SELECT format(
+                'UPDATE attempts SET %s FROM jsonb_populate_record(NULL::attempts, $1) AS n'
+                ' WHERE attempts.dispatch_id = $2 AND attempts.delivery = $3'
+                ' AND attempts.acceptance = $4 AND attempts.version = $5',
+                string_agg(format('%I = n.%I', name, name), ', '))
+            INTO statement
+            FROM jsonb_array_elements_text(item -> 'columns') AS name;
+            IF p_guarded THEN
+                BEGIN
+                    EXECUTE statement USING item -> 'values', item ->> 'dispatch_id',
+                        item ->> 'delivery', item ->> 'acceptance', (item ->> 'version')::bigint;
+                    GET DIAGNOSTICS applied = ROW_COUNT;
+                EXCEPTION WHEN integrity_constraint_violation OR not_null_violation
+                    OR foreign_key_violation OR unique_violation OR check_violation THEN
+                    GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE,
+                        e_message = MESSAGE_TEXT, e_table = TABLE_NAME,
+                        e_constraint = CONSTRAINT_NAME, e_column = COLUMN_NAME,
+                        e_detail = PG_EXCEPTION_DETAIL;
+                    results := results || jsonb_build_array(jsonb_build_array(
+                        'refused', e_state, e_message, e_table, e_constraint, e_column,
+                        e_detail));
+                    CONTINUE;
+                END;
+            ELSE
                 EXECUTE statement USING item -> 'values', item ->> 'dispatch_id',
                     item ->> 'delivery', item ->> 'acceptance', (item ->> 'version')::bigint;
                 GET DIAGNOSTICS applied = ROW_COUNT;
-            EXCEPTION WHEN integrity_constraint_violation OR not_null_violation
-                OR foreign_key_violation OR unique_violation OR check_violation THEN
-                GET STACKED DIAGNOSTICS e_state = RETURNED_SQLSTATE, e_message = MESSAGE_TEXT,
-                    e_table = TABLE_NAME, e_constraint = CONSTRAINT_NAME,
-                    e_column = COLUMN_NAME, e_detail = PG_EXCEPTION_DETAIL;
-                results := results || jsonb_build_array(jsonb_build_array(
-                    'refused', e_state, e_message, e_table, e_constraint, e_column, e_detail));
-                CONTINUE;
-            END;
-        ELSE
-            EXECUTE statement USING item -> 'values', item ->> 'dispatch_id',
-                item ->> 'delivery', item ->> 'acceptance', (item ->> 'version')::bigint;
-            GET DIAGNOSTICS applied = ROW_COUNT;
+            END IF;
         END IF;
         IF applied = 1 THEN
             results := results || '["applied"]'::jsonb;
