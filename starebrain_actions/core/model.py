@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -261,14 +262,22 @@ def canonical_recipient(recipient: str, region: str | None = None) -> str:
     """
     if not isinstance(recipient, str) or not recipient.strip():
         raise InvalidInput("recipient must not be empty")
+    normalized, reason = _normalized_recipient(recipient, region)
+    if reason is not None:
+        raise InvalidInput(f"recipient is not a phone number or short code: {reason}")
+    return normalized
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized_recipient(recipient: str, region: str | None) -> tuple[str, str | None]:
+    """``normalize_recipient``'s (value, reason), remembered: an intent's fingerprint reads
+    its recipient again every time, and parsing a number is the dearest step of it."""
     # imported here: reading a stored intent the fingerprint vouches for needs no phonenumbers
     # (``core.convert._trusted_intent``), and the command line starts without it
     from android_bridge.recipients import normalize_recipient
 
     normalized = normalize_recipient(recipient, region)
-    if normalized.reason is not None:
-        raise InvalidInput(f"recipient is not a phone number or short code: {normalized.reason}")
-    return normalized.value
+    return normalized.value, normalized.reason
 
 
 #: What a NUL character (U+0000) in text bound for the ledger becomes (U+FFFD, the replacement

@@ -363,7 +363,13 @@ class SmsAgent:
             if on_step is not None:
                 on_step(f"action {position} of {len(chosen)}: {action.action_id}")
             try:
-                how = How(wait=wait, clock=clock, hard_deadline=True, follow_settling=False)
+                how = How(
+                    wait=wait,
+                    clock=clock,
+                    hard_deadline=True,
+                    follow_settling=False,
+                    recorded=True,
+                )
                 outcome = await self._drive(action.action_id, action.intent, how)
             except InvalidInput as exc:
                 item = ResumeItem(

@@ -62,6 +62,8 @@ class How:
     follow_settling: bool = True
     #: the policy gate of this send (None: the ledger's)
     gate: Policy | None = None
+    #: the action is in the ledger already (``resume``, a worker): it is not created again
+    recorded: bool = False
 
 
 @attrs.define
@@ -115,14 +117,16 @@ class SendLoop:
         self.blocked_pass_at = 0.0
 
     async def run(self) -> SendOutcome:
-        """Create the action (idempotent), then go round until a round returns the outcome."""
+        """Create the action (idempotent; unless it is ``recorded``), then go round until a
+        round returns the outcome."""
         agent, clock = self.agent, self.clock
         check_body = getattr(agent.phone, "check_body", None)
         if callable(check_body):
             check_body(self.intent.body)  # a path named by the caller that cannot send it
-        await self.ledger.create_action(
-            self.action_id, self.intent, agent.policy, device=agent.phone.device
-        )
+        if not self.how.recorded:
+            await self.ledger.create_action(
+                self.action_id, self.intent, agent.policy, device=agent.phone.device
+            )
         self.give_up = clock() + max(0.0, self.how.wait)
         self.blocked_pass_at = clock()
         while True:

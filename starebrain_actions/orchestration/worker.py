@@ -19,6 +19,7 @@ and unresolved attempts that the phone's next holder settles by reading, as ever
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import socket
@@ -150,6 +151,10 @@ class Worker:
         self._stopping = asyncio.Event()
         #: phone key -> address, for the phones this worker holds now
         self._held: dict[str, str] = {}
+        #: phone key -> when this worker's sends of the last minute started (monotonic),
+        #: and how many of its agent's dispatches are counted there
+        self._sent: dict[str, collections.deque[float]] = {}
+        self._counted: dict[str, int] = {}
         self._ledger: Ledger | None = None
 
     # ------------------------------------------------------------------ running
@@ -304,6 +309,7 @@ class Worker:
                 hard_deadline=True,
                 follow_settling=False,
                 gate=self.gate,
+                recorded=True,
             )
             try:
                 return await agent._drive(action_id, intent, how)
@@ -321,6 +327,20 @@ class Worker:
                 )
 
     async def _within_rate(self, agent: SmsAgent) -> bool:
+        """May the phone start another send now? Asked of the ledger (every sender's sends
+        count) only once this worker's own sends of the last minute come near the limit:
+        below it, the send's own check (``SmsAgent._within_rate``) is enough."""
+        key = agent.phone.device
+        now = time.monotonic()
+        times = self._sent.setdefault(key, collections.deque())
+        # the agent's dispatches since the last look, stamped now (a little late: safe)
+        times.extend([now] * (agent.dispatches - self._counted.get(key, 0)))
+        self._counted[key] = agent.dispatches
+        while times and now - times[0] > 60.0:
+            times.popleft()
+        recent = len(times)
+        if recent < agent.rate_limit // 2:
+            return True
         since = agent.ledger.now() - timedelta(minutes=1)
         return await agent.ledger.dispatches_since(agent.phone.device, since) < agent.rate_limit
 

@@ -214,3 +214,25 @@ async def test_an_agent_queues_without_its_phone(
     assert queued.summary.action.policy == FAST  # the agent's retry policy
     assert queued.summary.attempts == ()
     assert sent_once([phone], ["E-1"]) == {"E-1": 0}
+
+
+async def test_a_worker_keeps_to_the_phones_rate_limit(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    phone = await sms_phone()
+    ids = await queue(db_path, 4)
+    worker, events = worker_for(db_path, [phone], adb_key_path, rate_limit=2)
+    running = asyncio.create_task(worker.run())
+    await seen(events, "done")
+    for _ in range(100):
+        if sum(1 for e in events if e.event == "done") >= 2:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.5)  # long enough for two more sends, were they allowed
+    doing = worker.doing[phone.serial]
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert sum(sent_once([phone], ids).values()) == 2
+    assert "send limit" in doing
+    async with Ledger.open(db_path) as ledger:
+        assert (await ledger.queue_tally())["default"]["waiting"] == 2

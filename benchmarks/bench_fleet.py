@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""The fleet as users run it: agents queue, ``starebrain worker`` processes beside the phones
+send, one PostgreSQL ledger between them.
+
+Run: ``python benchmarks/bench_fleet.py [--quick | --full] [--phones N --actions M
+--workers W --agents A]``. The server is ``$STAREBRAIN_TEST_PG`` or the local default
+(a fresh schema, dropped after). The simulated phones (30 ms latency, 200 ms radio send delay,
+the messaging app's focus delay) run in processes of their own, as in ``bench_postgres.py``'s
+fleet; ``A`` agent processes queue ``M`` actions (``Ledger.enqueue``), then ``W`` worker
+processes (``starebrain worker --json --send-path ui``), each holding its share of the
+phones, send them.
+
+Printed:
+
+* throughput, from the first claim to the last message done, as a share of the phones'
+  aggregate floor (a phone sends one message at a time; floor = phones / (2 round trips +
+  focus delay + send delay)), target >= 80% with 20 phones;
+* CPU per send: ours (the workers and the queueing agents, by the kernel's account of those
+  processes), the simulated phones' own, the PostgreSQL server's, and the whole machine's
+  busy share: where the time went when the throughput stays under the floor;
+* the duplicates counted in the phones' own stores (a body sent twice; must be 0).
+
+Default: 20 phones, 4 workers, 4 agents, 1,000 actions; ``--quick``: 6 phones, 2 workers,
+2 agents, 120 actions; ``--full``: 100 phones, 4 workers, 4 agents, 10,000 actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import os
+import resource
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_postgres import (  # noqa: E402
+    _cpu_seconds_of,
+    _machine_busy,
+    _phones_worker,
+    _quiet,
+    _store_counts,
+    fresh_schema,
+    send_floor_s,
+)
+
+from android_bridge import ensure_key  # noqa: E402
+from starebrain_actions import Ledger, RetryPolicy, SmsIntent  # noqa: E402
+
+RECIPIENT = "+12025550143"
+TARGET_FLOOR_SHARE = 0.8
+#: rows settle when first seen: the figures are the sends' work, not the wait for an app's
+#: SENT row to settle (26 min by default)
+POLICY = RetryPolicy(settle_after=timedelta(0), framework_settle_after=timedelta(0))
+
+
+def _queue_worker(url: str, ids: list[int], outbox: Any) -> None:
+    """An agent process: queue its actions, report its CPU."""
+    _quiet()
+
+    async def queue() -> float:
+        cpu = time.process_time()
+        async with Ledger.open(url) as ledger:
+            for i in ids:
+                await ledger.enqueue(
+                    f"F-{i}", SmsIntent(recipient=RECIPIENT, body=f"fleet message {i}"), POLICY
+                )
+        return time.process_time() - cpu
+
+    outbox.put({"cpu_s": asyncio.run(queue())})
+
+
+def _starebrain(profile: str | None = None) -> list[str]:
+    if profile is not None:
+        # ``$BENCH_FLEET_PROFILE=DIR``: each worker under cProfile, its profile in DIR
+        return [sys.executable, "-m", "cProfile", "-o", profile, "-m", "starebrain_actions.cli"]
+    script = Path(sys.executable).parent / "starebrain"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
+
+
+async def _worker(
+    url: str, key: Path, serials: list[str], index: int
+) -> asyncio.subprocess.Process:
+    devices = [arg for serial in serials for arg in ("--device", serial)]
+    env = {k: v for k, v in os.environ.items() if k != "STAREBRAIN_DB"}
+    folder = os.environ.get("BENCH_FLEET_PROFILE")
+    profile = str(Path(folder) / f"worker-{index}.prof") if folder else None
+    return await asyncio.create_subprocess_exec(
+        *_starebrain(profile), "--db", url, "worker", *devices, "--key", str(key), "--json",
+        "--send-path", "ui", "--rate-limit", "100000", "--command-timeout", "30",
+        "--wait", "60",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+
+
+async def _events(process: asyncio.subprocess.Process, sink: list[dict[str, Any]]) -> None:
+    assert process.stdout is not None
+    async for line in process.stdout:
+        with contextlib.suppress(ValueError):
+            sink.append(json.loads(line))
+
+
+async def fleet_figures(phones: int, workers: int, agents: int, actions: int) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-workers-") as tmp:
+        root = Path(tmp)
+        key = ensure_key(root / "adbkey")
+        authorized = root / "adb_keys"
+        public = Path(f"{key}.pub").read_text()  # noqa: ASYNC240 (set-up, before the clock)
+        authorized.write_text(public.strip() + "\n")
+        phone_box = context.Queue()
+        servers = []
+        phone_processes = max(1, min(4, phones // 10))
+        share = -(-phones // phone_processes)
+        for first in range(0, phones, share):
+            inbox = context.Queue()
+            count = min(share, phones - first)
+            process = context.Process(
+                target=_phones_worker,
+                args=(str(root), first, count, str(authorized), phone_box, inbox),
+                daemon=True,
+            )
+            process.start()
+            servers.append((process, inbox))
+        ready = sorted((phone_box.get(timeout=120) for _ in servers), key=lambda a: a["first"])
+        serials = [serial for answer in ready for serial in answer["serials"]]
+        async with fresh_schema() as url:
+            async with Ledger.open(url):
+                pass
+            # the agents queue everything first
+            agent_box = context.Queue()
+            queuers = [
+                context.Process(
+                    target=_queue_worker,
+                    args=(url, list(range(n, actions, agents)), agent_box),
+                    daemon=True,
+                )
+                for n in range(agents)
+            ]
+            queued_at = time.monotonic()
+            for process in queuers:
+                process.start()
+            agent_cpu = sum(agent_box.get(timeout=600)["cpu_s"] for _ in queuers)
+            queue_s = time.monotonic() - queued_at
+            for process in queuers:
+                process.join(timeout=30)
+            # then the workers, each with its share of the phones
+            for _process, inbox in servers:
+                inbox.put("go")
+            children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            busy0, total0 = _machine_busy()
+            pg0 = _cpu_seconds_of("postgres")
+            events: list[dict[str, Any]] = []
+            running = [await _worker(url, key, serials[n::workers], n) for n in range(workers)]
+            readers = [asyncio.create_task(_events(p, events)) for p in running]
+            while sum(1 for e in events if e["event"] == "done") < actions:
+                await asyncio.sleep(0.2)
+                if any(p.returncode is not None for p in running):
+                    raise RuntimeError("fleet: a worker exited early")
+            busy1, total1 = _machine_busy()
+            pg1 = _cpu_seconds_of("postgres")
+            for process in running:
+                process.terminate()
+            for process in running:
+                await process.wait()
+            await asyncio.gather(*readers)
+            children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            import asyncpg
+
+            conn = await asyncpg.connect(url)
+            try:
+                succeeded = await conn.fetchval(
+                    "SELECT count(*) FROM attempts WHERE delivery = 'CONFIRMED'"
+                    " AND acceptance = 'ACCEPTED'"
+                )
+                attempts = await conn.fetchval("SELECT count(*) FROM attempts")
+            finally:
+                await conn.close()
+        phones_cpu = 0.0
+        for _process, inbox in servers:
+            inbox.put("stop")
+        for _ in servers:
+            phones_cpu += phone_box.get(timeout=120)["cpu_s"]
+        for process, _inbox in servers:
+            process.join(timeout=30)
+        sent, twice, extra = _store_counts(root, phones)
+    claims = [e["at"] for e in events if e["event"] == "claimed"]
+    dones = [e["at"] for e in events if e["event"] == "done"]
+    from starebrain_actions.core.convert import parse_time
+
+    elapsed = (parse_time(max(dones)) - parse_time(min(claims))).total_seconds()
+    workers_cpu = (children1.ru_utime + children1.ru_stime) - (
+        children0.ru_utime + children0.ru_stime
+    )
+    floor = phones / send_floor_s()
+    return {
+        "phones": phones,
+        "workers": workers,
+        "agents": agents,
+        "actions": actions,
+        "queue_s": queue_s,
+        "seconds": elapsed,
+        "sent": sent,
+        "succeeded": succeeded,
+        "attempts": attempts,
+        "sends_per_s": sent / elapsed,
+        "floor_per_s": floor,
+        "floor_share": sent / elapsed / floor,
+        "bodies_sent_twice": twice,
+        "extra_copies": extra,
+        "ours_ms_per_send": (workers_cpu + agent_cpu) / sent * 1000,
+        "workers_ms_per_send": workers_cpu / sent * 1000,
+        "queueing_ms_per_send": agent_cpu / sent * 1000,
+        "phones_ms_per_send": phones_cpu / sent * 1000,
+        "postgres_ms_per_send": (pg1 - pg0) / sent * 1000,
+        "machine_busy": (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0,
+        "cores": len(os.sched_getaffinity(0)),
+    }
+
+
+def report(figures: dict[str, Any]) -> list[str]:
+    f = figures
+    met = f["floor_share"] >= TARGET_FLOOR_SHARE
+    return [
+        f"fleet of workers: {f['phones']} phones, {f['workers']} workers, {f['agents']} agents,"
+        f" {f['actions']} actions queued in {f['queue_s']:.1f} s",
+        f"  throughput {f['sends_per_s']:.1f} sends/s over {f['seconds']:.1f} s; the phones'"
+        f" floor {f['floor_per_s']:.1f}/s: {f['floor_share']:.0%} (target >= 80%:"
+        f" {'met' if met else 'missed'})",
+        f"  CPU per send: ours {f['ours_ms_per_send']:.1f} ms (workers"
+        f" {f['workers_ms_per_send']:.1f}, queueing {f['queueing_ms_per_send']:.1f}); the"
+        f" simulated phones {f['phones_ms_per_send']:.1f} ms; PostgreSQL"
+        f" {f['postgres_ms_per_send']:.1f} ms; machine {f['machine_busy']:.0%} busy on"
+        f" {f['cores']} cores",
+        f"  from the phones: {f['sent']} sent, {f['bodies_sent_twice']} sent twice"
+        f" ({f['extra_copies']} extra copies); ledger: {f['succeeded']} SUCCEEDED,"
+        f" {f['attempts']} attempts",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true")
+    size.add_argument("--full", action="store_true")
+    parser.add_argument("--phones", type=int)
+    parser.add_argument("--actions", type=int)
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--agents", type=int)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    phones, workers, agents, actions = (6, 2, 2, 120) if args.quick else (20, 4, 4, 1_000)
+    if args.full:
+        phones, workers, agents, actions = 100, 4, 4, 10_000
+    figures = asyncio.run(
+        fleet_figures(
+            args.phones or phones,
+            args.workers or workers,
+            args.agents or agents,
+            args.actions or actions,
+        )
+    )
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print("\n".join(report(figures)))
+
+
+if __name__ == "__main__":
+    main()
