@@ -8,12 +8,15 @@ address and senders reaching the phones by a second address (see ``tests/chaos/h
 lets the system settle, and measures from the
 phones' own stores: tracker-caused duplicate SMS, lost receipts, invariant violations and
 lies (all must be 0 for the ledger agent). The same workload then runs with a naive agent
-that sends through the bridge's dispatcher and retries on any error, with no ledger.
+that sends through the bridge's dispatcher and retries on any error, with no ledger. With
+``--worker`` the same workload runs once more in worker mode: the actions queued for one pool
+and sent by ``starebrain worker`` processes over both phones, killed and restarted (its
+metrics must be 0 too); ``--worker-only`` runs that alone.
 
 Prints a table of both runs, the ledger run's outcomes and faults, and what explains any
 non-zero figure; the work folders (ledger, phones' stores, ``sends.jsonl``, ``humans.json``,
 the children's logs) are kept with ``--keep``. Exits 1 when a metric of the ledger agent is
-not zero.
+not zero (or one of the worker mode's, with ``--worker``).
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-attempts", type=int, default=3)
     parser.add_argument("--naive-tries", type=int, default=3)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive agent's run")
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="also run the workload in worker mode (queued for a pool, `starebrain worker`s)",
+    )
+    parser.add_argument("--worker-only", action="store_true", help="run the worker mode alone")
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     return parser
 
@@ -118,7 +127,11 @@ def _say(text: str) -> None:
 
 
 async def _run(args: argparse.Namespace, root: Path) -> list[ChaosReport]:
+    if args.worker_only:
+        return [await run_chaos(_config(args, "worker"), root / "worker", say=_say)]
     reports = [await run_chaos(_config(args, "ledger"), root / "ledger", say=_say)]
+    if args.worker:
+        reports.append(await run_chaos(_config(args, "worker"), root / "worker", say=_say))
     if not args.no_naive:
         reports.append(await run_chaos(_config(args, "naive"), root / "naive", say=_say))
     return reports
@@ -133,19 +146,21 @@ def main() -> int:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    ledger = reports[0]
+    checked = [report for report in reports if report.config.agent != "naive"]
     print()
     print(format_table(reports))
-    print()
-    print("ledger agent, actions at the end:")
-    for name, count in sorted(ledger.statuses.items()):
-        print(f"  {name:28} {count}")
-    print("faults consumed (both phones):")
-    for name, count in ledger.faults_consumed.items():
-        print(f"  {name:28} {count}")
-    print("workload:")
-    for name, count in sorted(ledger.counts.items()):
-        print(f"  {name:28} {count}")
+    for report in checked:
+        agent = report.config.agent
+        print()
+        print(f"{agent} agent, actions at the end:")
+        for name, count in sorted(report.statuses.items()):
+            print(f"  {name:28} {count}")
+        print(f"{agent} agent, faults consumed (both phones):")
+        for name, count in report.faults_consumed.items():
+            print(f"  {name:28} {count}")
+        print(f"{agent} agent, workload:")
+        for name, count in sorted(report.counts.items()):
+            print(f"  {name:28} {count}")
     for report in reports:
         lines = list(iter_details(report))
         if lines:
@@ -154,12 +169,14 @@ def main() -> int:
                 print(f"  {line}")
     if args.keep:
         print(f"\nwork folders kept in {root}")
-    print(
-        f"\nseed {args.seed}: ledger agent {'clean' if ledger.clean else 'NOT CLEAN'}"
-        f" ({ledger.tracker_duplicates} duplicates, {ledger.lost_receipts} lost receipts,"
-        f" {ledger.invariant_violations} invariant violations, {ledger.lies} lies)"
-    )
-    return 0 if ledger.clean else 1
+    for report in checked:
+        print(
+            f"\nseed {args.seed}: {report.config.agent} agent"
+            f" {'clean' if report.clean else 'NOT CLEAN'}"
+            f" ({report.tracker_duplicates} duplicates, {report.lost_receipts} lost receipts,"
+            f" {report.invariant_violations} invariant violations, {report.lies} lies)"
+        )
+    return 0 if all(report.clean for report in checked) else 1
 
 
 if __name__ == "__main__":

@@ -47,8 +47,23 @@ from ground truth, not from what the ledger says:
   sent, not the intent, or more SUCCEEDED twins than sends), and FAILED actions while a send
   of their intent went out that no other action of the intent accounts for.
 
+**Worker mode** (``ChaosConfig(agent="worker")``, issue 26): the actions are queued in the
+ledger for one pool (half of them up front, the rest by a queueing child, killed and restarted
+like the rest, which queues some again), and the sender slots are ``starebrain worker``
+processes (``--json``), each given its phones: one phone alone, or both, so that a worker
+waits as a standby for a phone another holds, and takes it over when its holder is killed. The
+killer ``kill -9``s them and they are restarted; outages, faults, owners texting, deletions and
+the wipe go on as in the ledger mode; a reconcile child and ``starebrain reconcile`` run beside
+them. An action may leave any phone of the pool, so its intent has no phone (``ANY_PHONE``):
+each send is mapped to its action through the fence claim's dispatch id and counted across
+phones (a duplicate is an action's text sent by its attempts more than once, on one phone or
+on two); receipts are checked per phone (sends of an intent on a phone against the ledger's
+attempts there), and a SUCCEEDED action's confirming row is read on the phone its attempt
+names. The harness stops the workers (SIGTERM: they finish the send in hand) once every action
+is settled, or before the end of the settle phase.
+
 Run it through ``tests/chaos/test_chaos.py`` or ``benchmarks/chaos.py``. The harness also runs
-its own children: ``python -m tests.chaos.harness agent|naive|reconcile SPEC.json``.
+its own children: ``python -m tests.chaos.harness agent|naive|reconcile|queue SPEC.json``.
 """
 
 from __future__ import annotations
@@ -105,6 +120,10 @@ HUMAN_TEXTS: Final = (
     "Dinner at 7?",
     "Thanks!",
 )
+#: An intent's phone in worker mode: any phone of the pool may send it.
+ANY_PHONE: Final = -1
+#: What a worker-mode run's ledger agents are (the ledger's metrics apply to them).
+LEDGER_AGENTS: Final = ("ledger", "worker")
 #: Action texts: each one meets a fault that changes it (autocorrect, accents) visibly.
 BODY_TEMPLATES: Final = (
     "Your code is {code}",
@@ -134,8 +153,16 @@ class ChaosConfig:
     #: share of the worker slots that send through ``starebrain send`` (one process per
     #: action) instead of a child holding ``SmsAgent.open``
     cli_senders: float = 0.0
-    #: "ledger" (SmsAgent) or "naive" (SmsDispatcher, retry on any error, no ledger)
+    #: "ledger" (SmsAgent), "naive" (SmsDispatcher, retry on any error, no ledger) or
+    #: "worker" (actions queued for one pool, sent by ``starebrain worker`` processes)
     agent: str = "ledger"
+    #: worker mode: the pool the actions are queued for
+    pool: str = "chaos"
+    #: worker mode: the share of the actions queued before the workers start (the rest by a
+    #: queueing child during the chaos)
+    queued_up_front: float = 0.5
+    #: worker mode: ``starebrain worker --stale-after`` (3 s at least)
+    stale_after_s: float = 3.0
     #: tries per action of the naive agent
     naive_tries: int = 3
     #: the chaos lasts this long at most (less when every sender is done sooner)
@@ -205,8 +232,8 @@ class ChaosConfig:
     resume_every_s: float | None = 4.0
 
     def __attrs_post_init__(self) -> None:
-        if self.agent not in ("ledger", "naive"):
-            raise ValueError("agent must be 'ledger' or 'naive'")
+        if self.agent not in ("ledger", "naive", "worker"):
+            raise ValueError("agent must be 'ledger', 'naive' or 'worker'")
         if not 1 <= self.phones <= 2:
             raise ValueError("one or two phones")
         if self.actions < 2 * self.twins + 1 or self.workers < 1:
@@ -223,14 +250,15 @@ class ActionSpec:
     #: E.164
     recipient: str
     body: str
-    #: index of the phone it is sent through
+    #: index of the phone it is sent through (``ANY_PHONE``: any phone of the pool)
     phone: int
     #: the action whose intent this twin shares
     twin_of: str | None = None
 
     @property
     def intent_key(self) -> tuple[int, str, str]:
-        """Phone, recipient and canonical body: twins share it."""
+        """Phone (``ANY_PHONE`` in worker mode), recipient and canonical body: twins share
+        it."""
         return (self.phone, self.recipient, canonical_body(self.body))
 
 
@@ -251,7 +279,7 @@ def plan_actions(config: ChaosConfig) -> tuple[ActionSpec, ...]:
                 action_id=f"chaos-{config.seed}-{index:04d}",
                 recipient=rng.choice(recipients),
                 body=body,
-                phone=index % config.phones,
+                phone=ANY_PHONE if config.agent == "worker" else index % config.phones,
             )
         )
     for index, original in enumerate(rng.sample(specs, k=config.twins)):
@@ -282,6 +310,30 @@ def plan_workers(config: ChaosConfig, actions: Sequence[ActionSpec]) -> tuple[tu
             other = (home[spec.action_id] + rng.randrange(1, config.workers)) % config.workers
             lists[other].insert(rng.randrange(len(lists[other]) + 1), spec.action_id)
     return tuple(tuple(items) for items in lists)
+
+
+def plan_worker_phones(config: ChaosConfig) -> tuple[tuple[int, ...], ...]:
+    """Worker mode: the phones each worker slot is given. With two phones, slot 0 holds phone
+    0 alone (read through su), slot 1 phone 1 alone, slot 2 both (a standby for whichever is
+    free or whose holder was killed), and so on round; with one phone, every slot has it."""
+    if config.phones == 1:
+        return tuple((0,) for _ in range(config.workers))
+    shapes = ((0,), (1,), (0, 1))
+    return tuple(shapes[index % len(shapes)] for index in range(config.workers))
+
+
+def plan_queue(config: ChaosConfig, actions: Sequence[ActionSpec]) -> tuple[list[str], list[str]]:
+    """Worker mode: the action ids queued up front, and those the queueing child queues during
+    the chaos, in its order (with a few of the first queued again: ``enqueue`` keeps them)."""
+    rng = random.Random(f"{config.seed}:queue")
+    order = [spec.action_id for spec in actions]
+    rng.shuffle(order)
+    split = round(len(order) * config.queued_up_front)
+    first, later = order[:split], order[split:]
+    again = [action_id for action_id in first if rng.random() < config.shared]
+    for action_id in again:
+        later.insert(rng.randrange(len(later) + 1), action_id)
+    return first, later
 
 
 def fault_order(config: ChaosConfig, phone: int) -> list[Fault]:
@@ -588,6 +640,8 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
         following = rig.sends[position + 1] if position + 1 < len(rig.sends) else None
         tx_top = following.transmissions_before if following else len(transmissions)
         key = (rig.index, _e164(send.address), canonical_body(send.body))
+        # on this phone: its own intent; in worker mode, the intent of any phone
+        intent = key if key in intents else (ANY_PHONE, key[1], key[2])
         own_rows = [
             row
             for kind, row_id, date in send.rows
@@ -627,7 +681,7 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
         outcomes.append(
             SendOutcome(
                 phone=rig.index,
-                intent=key if key in intents else None,
+                intent=intent if intent in intents else None,
                 out=bool(out_sms or out_mms or out_rcs or out_framework),
                 sent=bool(sent_sms or sent_mms or out_rcs or out_framework),
                 doubled=send.path == "app" and Fault.DUPLICATE_SEND in send.faults,
@@ -641,6 +695,18 @@ def send_outcomes(rig: PhoneRig, intents: Mapping[tuple[int, str, str], Any]) ->
 
 
 Intent = tuple[int, str, str]
+
+
+def _on(key: Intent) -> str:
+    """Where an intent is sent, in words: "phone N", or "any phone" (worker mode)."""
+    return "any phone" if key[0] == ANY_PHONE else f"phone {key[0]}"
+
+
+def same_intent(phone: int, address: str | None, body: str | None, key: Intent) -> bool:
+    """Is a text to ``address`` on phone ``phone`` the intent ``key`` (of any phone, when
+    its phone is ``ANY_PHONE``)?"""
+    here = (phone if key[0] != ANY_PHONE else ANY_PHONE, _e164(address), canonical_body(body or ""))
+    return here == key
 
 
 @attrs.frozen(kw_only=True)
@@ -715,7 +781,7 @@ def tracker_duplicates_of(
             if extra > 0:
                 total += extra
                 explained.append(
-                    f"{spec.action_id} (phone {key[0]}): {tally.out_of[spec.action_id]} sends of"
+                    f"{spec.action_id} ({_on(key)}): {tally.out_of[spec.action_id]} sends of"
                     " its attempts went out"
                 )
         bare = sum(1 for spec in specs if tally.out_of[spec.action_id] == 0)
@@ -723,7 +789,7 @@ def tracker_duplicates_of(
         if extra > 0:
             total += extra
             explained.append(
-                f"{', '.join(s.action_id for s in specs)} (phone {key[0]}):"
+                f"{', '.join(s.action_id for s in specs)} ({_on(key)}):"
                 f" {tally.loose_out[key]} sends of the text by unknown attempts went out for"
                 f" {bare} action(s) with none of their own"
             )
@@ -986,6 +1052,11 @@ class ChaosRun:
         self.running: dict[str, asyncio.subprocess.Process] = {}
         #: actions the naive agent reported done (a restart skips them)
         self.naive_done: set[str] = set()
+        #: worker mode: actions the queueing child reported queued (a restart skips them),
+        #: the worker slots, and the end of the workers (SIGTERM once every action settled)
+        self.queue_reported: set[str] = set()
+        self.worker_slots: list[asyncio.Task[Any]] = []
+        self.workers_stop = asyncio.Event()
         #: what the children reported (``events.jsonl`` in the work folder)
         self.events: list[dict[str, Any]] = []
         self.chaos_over = asyncio.Event()
@@ -1080,15 +1151,15 @@ class ChaosRun:
 
     async def _run(self) -> ChaosReport:
         config = self.config
-        ledger = config.agent == "ledger"
+        ledger = config.agent in LEDGER_AGENTS
         self.say(
             f"{config.agent} agent: {len(self.actions)} actions ({config.twins} twin pairs),"
             f" {config.phones} phone(s), {config.workers} senders, seed {config.seed}"
         )
-        cli_slots = round(config.workers * config.cli_senders) if ledger else 0
+        cli_slots = round(config.workers * config.cli_senders) if config.agent == "ledger" else 0
         alias_slots = round(config.workers * config.alias_senders)
-        senders = []
-        for index, action_ids in enumerate(self.lists):
+        senders = await self._start_workers(alias_slots) if config.agent == "worker" else []
+        for index, action_ids in enumerate(self.lists if config.agent != "worker" else ()):
             kind = "cli" if index < cli_slots else ("agent" if ledger else "naive")
             # the last slots reach the phones by their other address
             alias = index >= config.workers - alias_slots
@@ -1202,6 +1273,8 @@ class ChaosRun:
             "send_wait_s": config.send_wait_s,
             "reconcile_every_s": config.reconcile_every_s,
             "naive_tries": config.naive_tries,
+            "pool": config.pool,
+            "queue_every_s": 0.4 * config.chaos_s / max(1, len(action_ids)),
         }
 
     async def _sender_slot(
@@ -1223,6 +1296,8 @@ class ChaosRun:
             ids = (
                 [a for a in action_ids if a not in self.naive_done]
                 if kind == "naive"
+                else [a for a in action_ids if a not in self.queue_reported]
+                if kind == "queue"
                 else action_ids
             )
             if kind != "reconcile" and not ids:
@@ -1274,6 +1349,16 @@ class ChaosRun:
             return
         self.events.append({"slot": name, "at": round(time.time(), 3), **data})
         event = data.get("event")
+        if kind == "worker" and isinstance(event, str):
+            # ``starebrain worker --json``: phone_ready, phone_held, phone_taken, claimed, done...
+            self.counts[f"worker_{event}"] += 1
+            if event == "done":
+                self.counts["send_calls"] += 1
+            return
+        if kind == "queue" and event == "queued":
+            self.queue_reported.add(str(data.get("action_id")))
+            self.counts["queued" if data.get("created") else "queued_again"] += 1
+            return
         if event == "done" and kind == "naive":
             self.naive_done.add(str(data.get("action_id")))
         elif event == "error":
@@ -1286,6 +1371,115 @@ class ChaosRun:
             self.counts["reconcile_changes"] += int(data.get("changes", 0))
         elif event == "outcome":
             self.counts["send_calls"] += 1
+
+    # -- worker mode -------------------------------------------------------------------
+
+    async def _start_workers(self, alias_slots: int) -> list[asyncio.Task[Any]]:
+        """Queue the first actions, then start the queueing child (the rest) and the worker
+        slots, and the watch that stops the workers once every action is settled; the tasks
+        the run waits for as its senders."""
+        config = self.config
+        first, later = plan_queue(config, self.actions)
+        await self._enqueue(first)
+        self.counts["queued_up_front"] = len(first)
+        senders = [self._spawn(self._child_slot("queue-0", "queue", later))]
+        for index, phones in enumerate(plan_worker_phones(config)):
+            # the last slots reach the phones by their other address
+            alias = index >= config.workers - alias_slots
+            self.counts["alias_senders"] += alias
+            name = f"worker-{index}{'-alias' if alias else ''}"
+            self.worker_slots.append(self._spawn(self._worker_slot(name, phones, alias)))
+        self._spawn(self._watch_queue(senders[0]))
+        return senders + self.worker_slots
+
+    async def _enqueue(self, action_ids: Sequence[str]) -> None:
+        """Queue ``action_ids`` for the pool, as an agent would (``send --queue``)."""
+        from starebrain_actions.core.model import SmsIntent
+        from starebrain_actions.ledger.store import Ledger
+
+        policy = _policy({"policy": self._policy_spec()})
+        async with Ledger.open(self.db) as ledger:
+            for action_id in action_ids:
+                spec = self.by_id[action_id]
+                intent = SmsIntent(recipient=spec.recipient, body=spec.body)
+                queued = await ledger.enqueue(action_id, intent, policy, pool=self.config.pool)
+                self.counts["queued" if queued.created else "queued_again"] += 1
+
+    def _worker_command(self, phones: Sequence[int], alias: bool) -> list[str]:
+        rigs = [self.rigs[index] for index in phones]
+        config = self.config
+        return [
+            str(Path(sys.executable).parent / "starebrain"),
+            "--db",
+            str(self.db),
+            # su only where every phone of the worker is a userdebug build (phone 0)
+            *(["--read-as-system"] if all(rig.read_as_system for rig in rigs) else []),
+            "worker",
+            *(arg for rig in rigs for arg in ("--device", self._address(rig, alias))),
+            "--pool",
+            config.pool,
+            "--key",
+            str(self.key),
+            "--json",
+            "--stale-after",
+            str(config.stale_after_s),
+            "--wait",
+            str(config.send_wait_s),
+            "--rate-limit",
+            "1000",
+            "--connect-timeout",
+            "1",
+            "--command-timeout",
+            str(config.command_timeout_s),
+        ]
+
+    async def _worker_slot(self, name: str, phones: Sequence[int], alias: bool) -> None:
+        """Run one ``starebrain worker`` until the harness stops it (SIGTERM: it finishes the
+        send in hand and exits 0); restart it when it was killed."""
+        command = self._worker_command(phones, alias)
+        runs = 0
+        while not self.workers_stop.is_set() and time.time() < self.deadline:
+            runs += 1
+            code = await self._run_process(name, "worker", command, self.logs / f"{name}.log")
+            if self.workers_stop.is_set() and code in (0, -signal.SIGKILL):
+                return
+            if code == -signal.SIGKILL:
+                self.counts["restarts_worker"] += 1
+                await asyncio.sleep(self._rng["restarts"].uniform(*self.config.restart_after_s))
+                continue
+            self.details["child errors"].append(f"{name} run {runs} exited {code} (see logs)")
+            self.counts["child_crashes"] += 1
+            await asyncio.sleep(0.5)
+
+    async def _watch_queue(self, queueing: asyncio.Task[Any]) -> None:
+        """Once everything is queued and every action settled (or shortly before the end of
+        the settle phase, leaving the workers time to finish the send in hand), stop the
+        workers with SIGTERM, and any worker still starting as it comes up."""
+        from starebrain_actions.ledger.store import Ledger
+
+        stop_at = self.deadline - (self.config.send_wait_s + 3.0)
+        async with Ledger.open(self.db) as ledger:
+            while time.time() < stop_at:
+                await asyncio.sleep(0.5)
+                if not queueing.done():
+                    continue
+                try:
+                    found = {s.action.action_id: s for s in await ledger.summaries()}
+                except Exception:  # the ledger busy with the workers: look again
+                    continue
+                if all(i in found and settled(found[i]) for i in self.by_id):
+                    self.counts["settled_ms"] = int((time.monotonic() - self.started) * 1000)
+                    break
+        self.workers_stop.set()
+        signalled: set[int] = set()
+        while not all(slot.done() for slot in self.worker_slots):
+            for name, process in list(self.running.items()):
+                if name.startswith("worker") and process.pid not in signalled:
+                    signalled.add(process.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        process.send_signal(signal.SIGTERM)
+                    self.counts["worker_sigterms"] += 1
+            await asyncio.sleep(0.25)
 
     async def _cli_sender(self, name: str, action_ids: Sequence[str], alias: bool = False) -> None:
         """``starebrain send`` once per action (again when the run was killed: a rerun is
@@ -1515,7 +1709,7 @@ class ChaosRun:
 
     def _in_flight(self, rig: PhoneRig) -> list[str]:
         """Actions with an unresolved attempt on the phone now (from the ledger, read only)."""
-        if self.config.agent != "ledger" or not self.db.exists():
+        if self.config.agent not in LEDGER_AGENTS or not self.db.exists():
             return []
         try:
             with contextlib.closing(_connect_ro(self.db)) as connection:
@@ -1536,7 +1730,7 @@ class ChaosRun:
                 break
             rig = self.rigs[rng.randrange(len(self.rigs))]
             same = rng.random() < self.config.human_same_text
-            mine = [spec for spec in self.actions if spec.phone == rig.index]
+            mine = [spec for spec in self.actions if spec.phone in (rig.index, ANY_PHONE)]
             flying = self._in_flight(rig)
             if flying and rng.random() < 0.6:
                 target = self.by_id[flying[rng.randrange(len(flying))]]
@@ -1792,7 +1986,7 @@ class ChaosRun:
         return summaries
 
     async def _measure(self) -> ChaosReport:
-        ledger = self.config.agent == "ledger"
+        ledger = self.config.agent in LEDGER_AGENTS
         groups: dict[Intent, list[ActionSpec]] = defaultdict(list)
         for spec in self.actions:
             groups[spec.intent_key].append(spec)
@@ -1825,6 +2019,8 @@ class ChaosRun:
         for rig in self.rigs:
             consumed.update(rig.consumed())
         faults_consumed = {fault.value: consumed.get(fault, 0) for fault in Fault}
+        if self.config.agent == "worker":
+            self._count_phones(outcomes, owner_of, attempts)
         lost = invariants = lies = 0
         statuses: Counter[str] = Counter()
         if ledger:
@@ -1859,6 +2055,27 @@ class ChaosRun:
             details={key: list(value) for key, value in self.details.items() if value},
             workdir=str(self.workdir),
         )
+
+    def _count_phones(
+        self,
+        outcomes: Sequence[SendOutcome],
+        owner_of: Mapping[str, str],
+        attempts: Sequence[sqlite3.Row],
+    ) -> None:
+        """Worker mode: where the actions went: sends of an action's attempts that went out,
+        per phone; the phones that sent any; actions with attempts on two phones."""
+        phones_of: dict[str, set[int]] = defaultdict(set)
+        for row in attempts:
+            rig = self._rig_of(row["device"])
+            if rig is not None:
+                phones_of[row["action_id"]].add(rig.index)
+        out_on: Counter[int] = Counter(
+            o.phone for o in outcomes if o.out and owner_of.get(o.dispatch_id or "") is not None
+        )
+        for index, count in sorted(out_on.items()):
+            self.counts[f"sends_out_phone_{index}"] = count
+        self.counts["phones_sent_on"] = len(out_on)
+        self.counts["actions_on_two_phones"] = sum(1 for s in phones_of.values() if len(s) > 1)
 
     def _write_ground_truth(
         self, outcomes: Sequence[SendOutcome], owner_of: Mapping[str, str]
@@ -1913,12 +2130,17 @@ class ChaosRun:
         more sends of an intent on a phone than attempts of it there; a send of a text no
         action has."""
         known = {row["dispatch_id"] for row in attempts}
-        attempts_by: Counter[Intent] = Counter()
+        # per phone and intent: in worker mode an intent may leave any phone, each of its
+        # sends on a phone against the ledger's attempts there
+        attempts_by: Counter[tuple[int, Intent]] = Counter()
         for row in attempts:
             spec = self.by_id.get(row["action_id"])
             rig = self._rig_of(row["device"])
-            if spec is not None and rig is not None and rig.index == spec.phone:
-                attempts_by[spec.intent_key] += 1
+            if spec is not None and rig is not None and spec.phone in (rig.index, ANY_PHONE):
+                attempts_by[(rig.index, spec.intent_key)] += 1
+        sends_by: Counter[tuple[int, Intent]] = Counter(
+            (outcome.phone, outcome.intent) for outcome in outcomes if outcome.intent is not None
+        )
         lost = 0
         for rig in self.rigs:
             for dispatch_id in sorted(fence_dispatch_ids(rig) - known):
@@ -1927,12 +2149,12 @@ class ChaosRun:
                     f"phone {rig.index}: a send script ran for dispatch {dispatch_id}, unknown"
                     " to the ledger"
                 )
-        for key, sends in tally.sends.items():
-            if sends > attempts_by[key]:
-                lost += sends - attempts_by[key]
+        for (phone, key), sends in sends_by.items():
+            if sends > attempts_by[(phone, key)]:
+                lost += sends - attempts_by[(phone, key)]
                 names = ", ".join(s.action_id for s in groups[key])
                 self.details["lost receipts"].append(
-                    f"{names}: {sends} sends on phone {key[0]}, {attempts_by[key]} attempts"
+                    f"{names}: {sends} sends on phone {phone}, {attempts_by[(phone, key)]} attempts"
                 )
         for rig in self.rigs:
             missed = rig.unrecorded_framework_sends()
@@ -1960,19 +2182,26 @@ class ChaosRun:
         account for."""
         lies = 0
         for key, specs in groups.items():
-            rig = self.rigs[key[0]]
             succeeded = [s for s in specs if _status(summaries, s) is Status.SUCCEEDED]
             failed = [s for s in specs if _status(summaries, s) is Status.FAILED]
             wrong_rows = 0
             for spec in succeeded:
                 record = summaries[spec.action_id].latest
                 assert record is not None
+                # the phone its confirming attempt names (in worker mode, any of the pool)
+                rig = self.rigs[key[0]] if key[0] != ANY_PHONE else self._rig_of(record.device)
+                if rig is None:
+                    wrong_rows += 1
+                    self.details["lies"].append(
+                        f"{spec.action_id} SUCCEEDED on {record.device}, no phone of the run"
+                    )
+                    continue
                 problem = _confirming_row_problem(rig, record, key)
                 if problem == "human":
                     self.counts["confirmed_on_a_human_row"] += 1
                     self.details["confirmed on a human row"].append(
                         f"{spec.action_id}: {record.dispatch_id} confirmed by the owner's sms"
-                        f" _id {record.provider_object_id} on phone {key[0]}"
+                        f" _id {record.provider_object_id} on phone {rig.index}"
                     )
                 elif problem:
                     wrong_rows += 1
@@ -1981,7 +2210,7 @@ class ChaosRun:
             excess = len(empty) - tally.loose_sent[key]
             if excess > 0:
                 self.details["lies"].append(
-                    f"{', '.join(s.action_id for s in empty)} SUCCEEDED (phone {key[0]}) but no"
+                    f"{', '.join(s.action_id for s in empty)} SUCCEEDED ({_on(key)}) but no"
                     f" send of their attempts went out ({tally.loose_sent[key]} sends of the"
                     " text by unknown attempts)"
                 )
@@ -1990,7 +2219,7 @@ class ChaosRun:
                 if tally.out_of[spec.action_id]:
                     lies += 1
                     self.details["lies"].append(
-                        f"{spec.action_id} FAILED (phone {key[0]}) while"
+                        f"{spec.action_id} FAILED ({_on(key)}) while"
                         f" {tally.out_of[spec.action_id]} send(s) of its attempts went out"
                     )
             if failed and tally.loose_out[key]:
@@ -1999,7 +2228,7 @@ class ChaosRun:
                 if unexplained > 0:
                     lies += min(unexplained, len(failed))
                     self.details["lies"].append(
-                        f"{', '.join(s.action_id for s in failed)} FAILED (phone {key[0]}) while"
+                        f"{', '.join(s.action_id for s in failed)} FAILED ({_on(key)}) while"
                         f" {tally.loose_out[key]} sends of the text by unknown attempts went out"
                     )
         return lies
@@ -2026,13 +2255,13 @@ def _confirming_row_problem(rig: PhoneRig, record: Any, key: tuple[int, str, str
         if found is None or found.msg_box != MMS_SENT:
             return f"mms _id {provider_id} is not a sent MMS on phone {rig.index}"
         address = found.addresses[0] if found.addresses else ""
-        if (rig.index, _e164(address), canonical_body(found.body)) != key:
+        if not same_intent(rig.index, address, found.body, key):
             return f"mms _id {provider_id} carries another text"
         return ""
     row = rig.sms_row(provider_id, dated) if dated is not None else rig.phone.store.row(provider_id)
     if row is None or row.type != SENT:
         return f"sms _id {provider_id} is not a sent SMS on phone {rig.index}"
-    if (rig.index, _e164(row.address), canonical_body(row.body or "")) != key:
+    if not same_intent(rig.index, row.address, row.body, key):
         return f"sms _id {provider_id} carries another text"
     if (provider_id, row.date) in rig.human:
         return "human"
@@ -2055,13 +2284,16 @@ def metric_rows(reports: Sequence[ChaosReport]) -> list[tuple[str, list[str]]]:
         ("tracker-caused duplicate SMS", [str(r.tracker_duplicates) for r in reports]),
         (
             "lost receipts",
-            [str(r.lost_receipts) if r.config.agent == "ledger" else "n/a" for r in reports],
+            [str(r.lost_receipts) if r.config.agent in LEDGER_AGENTS else "n/a" for r in reports],
         ),
         (
             "invariant violations",
-            [str(r.invariant_violations) if r.config.agent == "ledger" else "n/a" for r in reports],
+            [
+                str(r.invariant_violations) if r.config.agent in LEDGER_AGENTS else "n/a"
+                for r in reports
+            ],
         ),
-        ("lies", [str(r.lies) if r.config.agent == "ledger" else "n/a" for r in reports]),
+        ("lies", [str(r.lies) if r.config.agent in LEDGER_AGENTS else "n/a" for r in reports]),
         ("actions (twins included)", counted("actions")),
         ("sends the phones made (app and framework)", counted("app_sends")),
         ("... through the framework (service call isms)", counted("framework_sends")),
@@ -2320,14 +2552,38 @@ async def _reconcile_child(spec: Mapping[str, Any]) -> int:
     return 0
 
 
+async def _queue_child(spec: Mapping[str, Any]) -> int:
+    """Worker mode: queue the actions for the pool one after another, as an agent would
+    (``send --queue``); an id already queued is kept as it is."""
+    from starebrain_actions.core.model import SmsIntent
+    from starebrain_actions.ledger.store import Ledger
+
+    policy = _policy(spec)
+    deadline = float(spec["deadline"])
+    async with Ledger.open(spec["db"]) as ledger:
+        for action in spec["actions"]:
+            if time.time() >= deadline:
+                return _UNSETTLED
+            intent = SmsIntent(recipient=action["to"], body=action["body"])
+            queued = await ledger.enqueue(action["action_id"], intent, policy, pool=spec["pool"])
+            _emit(event="queued", action_id=action["action_id"], created=queued.created)
+            await asyncio.sleep(spec["queue_every_s"])
+    return 0
+
+
 def child_main(argv: Sequence[str]) -> int:
-    """``python -m tests.chaos.harness agent|naive|reconcile SPEC.json``."""
+    """``python -m tests.chaos.harness agent|naive|reconcile|queue SPEC.json``."""
     from starebrain_actions._logging import configure_logging
 
     mode, path = argv
     configure_logging(level=logging.WARNING, json=True)
     spec = json.loads(Path(path).read_text(encoding="utf-8"))
-    runner = {"agent": _agent_child, "naive": _naive_child, "reconcile": _reconcile_child}[mode]
+    runner = {
+        "agent": _agent_child,
+        "naive": _naive_child,
+        "reconcile": _reconcile_child,
+        "queue": _queue_child,
+    }[mode]
     return asyncio.run(runner(spec))
 
 
