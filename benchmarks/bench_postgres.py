@@ -200,8 +200,13 @@ async def target_for(backend: str, folder: Path, name: str) -> AsyncIterator[str
         yield str(path)
 
 
-async def lifecycle_figures(duration_s: float, counts: tuple[int, ...]) -> dict[str, Any]:
-    """Lifecycles per second for each backend and process count (workers spawned once)."""
+async def lifecycle_figures(
+    duration_s: float, counts: tuple[int, ...], rounds: int = 1
+) -> dict[str, Any]:
+    """Lifecycles per second for each backend and process count (workers spawned once).
+    ``rounds`` > 1: each count measured that many times, the backends alternating which goes
+    first, on a shared machine whose load drifts; the figures are each backend's median, and
+    ``ratios:N`` lists each round's PG/SQLite ratio (``ratio:N`` their median)."""
     context = multiprocessing.get_context("spawn")
     outbox = context.Queue()
     workers = []
@@ -213,9 +218,12 @@ async def lifecycle_figures(duration_s: float, counts: tuple[int, ...]) -> dict[
     figures: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp:
-            for count in counts:
-                for backend in ("postgresql", "sqlite"):
-                    async with target_for(backend, Path(tmp), f"life-{count}") as target:
+            measured: dict[str, list[dict[str, Any]]] = {}
+            for count, round_ in ((c, r) for c in counts for r in range(rounds)):
+                order = ("postgresql", "sqlite") if round_ % 2 == 0 else ("sqlite", "postgresql")
+                for backend in order:
+                    name = f"life-{count}-{round_}"
+                    async with target_for(backend, Path(tmp), name) as target:
                         used = workers[:count]
                         for index, (_process, inbox) in enumerate(used):
                             job = {
@@ -237,12 +245,28 @@ async def lifecycle_figures(duration_s: float, counts: tuple[int, ...]) -> dict[
                         raise RuntimeError(f"{backend}, {count} processes: {errors[0]}")
                     elapsed = max(r["finished"] for r in results) - start_at
                     done = sum(r["done"] for r in results)
-                    figures[f"{backend}:{count}"] = {
-                        "lifecycles": done,
-                        "seconds": elapsed,
-                        "per_s": done / elapsed,
-                        "agent_cpu_s": sum(r["cpu_s"] for r in results),
-                    }
+                    measured.setdefault(f"{backend}:{count}", []).append(
+                        {
+                            "lifecycles": done,
+                            "seconds": elapsed,
+                            "per_s": done / elapsed,
+                            "agent_cpu_s": sum(r["cpu_s"] for r in results),
+                        }
+                    )
+            for key, runs in measured.items():
+                figures[key] = sorted(runs, key=lambda run: run["per_s"])[len(runs) // 2]
+            if rounds > 1:
+                for count in counts:
+                    ratios = [
+                        pg["per_s"] / lite["per_s"]
+                        for pg, lite in zip(
+                            measured[f"postgresql:{count}"],
+                            measured[f"sqlite:{count}"],
+                            strict=True,
+                        )
+                    ]
+                    figures[f"ratios:{count}"] = ratios
+                    figures[f"ratio:{count}"] = statistics.median(ratios)
     finally:
         for _process, inbox in workers:
             inbox.put(None)
@@ -698,7 +722,7 @@ def measure(quick: bool, only: set[str] | None = None) -> dict[str, Any]:
 
 def _counts(life: dict[str, Any]) -> list[int]:
     """The process counts measured (``--quick`` leaves 16 out)."""
-    return sorted({int(key.split(":")[1]) for key in life})
+    return sorted({int(key.split(":")[1]) for key in life if not key.startswith("ratio")})
 
 
 def report(figures: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 #: (name, module) in the order the table lists them
 BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("reads", "bench_reads"),
+    ("nightly_backlog", "bench_nightly_backlog"),
     ("reconcile", "bench_reconcile"),
     ("send", "bench_send"),
     ("startup", "bench_startup"),
@@ -38,6 +39,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("bridge", "bench_bridge"),
     ("demo", "bench_demo"),
     ("postgres", "bench_postgres"),
+    ("pg_round_trips", "bench_pg_round_trips"),
 )
 
 
