@@ -13,7 +13,7 @@ that sends through the bridge's dispatcher and retries on any error, with no led
 and sent by ``starebrain worker`` processes over both phones, killed and restarted (its
 metrics must be 0 too); ``--worker-only`` runs that alone.
 
-Prints a table of both runs, the ledger run's outcomes and faults, and what explains any
+Prints a table of the runs, the ledger (and worker) runs' outcomes and faults, and what explains any
 non-zero figure; the work folders (ledger, phones' stores, ``sends.jsonl``, ``humans.json``,
 the children's logs) are kept with ``--keep``. Exits 1 when a metric of the ledger agent is
 not zero (or one of the worker mode's, with ``--worker``).
