@@ -838,9 +838,13 @@ class PgDatabase:
                         self.statements += 1
                         self._loop.call(raw.execute("ROLLBACK"), timeout=10)
                 if connection.dirty or connection._session_locks:
-                    with contextlib.suppress(Exception):
+                    try:
                         self.statements += 1
                         self._loop.call(raw.execute(raw.get_reset_query()), timeout=10)
+                    except Exception:
+                        # it may still hold a session lock: end it (the server drops its
+                        # locks) rather than give it back
+                        self._loop.loop.call_soon_threadsafe(raw.terminate)
                 # given back without waiting for it: the loop runs it before anything this
                 # thread asks next, and a connection the pool cannot take back is closed
                 asyncio.run_coroutine_threadsafe(_release(pool, raw), self._loop.loop)
