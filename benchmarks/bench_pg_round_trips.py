@@ -17,6 +17,7 @@ case, dropped after). Prints:
   of the confirmation and the acceptance); target PG/SQLite ≥ 0.6.
 
 The machine's cores are shared: the lifecycle figures are noisy (the round trips are a count).
+``run_all.py`` shows these rows with ``bench_postgres.py``'s (``--only postgres``).
 """
 
 from __future__ import annotations

@@ -824,10 +824,14 @@ def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    """Measure, print the details, and return the rows of the benchmark table."""
+    """Measure, print the details, and return the rows of the benchmark table; with those of
+    ``bench_pg_round_trips.py`` (round trips per receipt and per transition, and the
+    lifecycle ratio at 16 processes in alternating rounds, issue 26)."""
     figures = measure(quick)
     report(figures)
-    return rows(figures)
+    import bench_pg_round_trips
+
+    return rows(figures) + bench_pg_round_trips.run(quick)
 
 
 def main() -> None:

@@ -39,7 +39,6 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("bridge", "bench_bridge"),
     ("demo", "bench_demo"),
     ("postgres", "bench_postgres"),
-    ("pg_round_trips", "bench_pg_round_trips"),
 )
 
 
