@@ -666,6 +666,13 @@ class Device:
         return self._facts
 
     @property
+    def replaced(self) -> str | None:
+        """Why this handle no longer uses the phone at its address (another phone answered
+        there after a reconnect: wiped, reset or replaced); None while it does. For good:
+        connect again."""
+        return self._replaced
+
+    @property
     def cached_facts(self) -> DeviceFacts | None:
         """What :meth:`facts` read, without a round trip (None before it has run)."""
         return self._facts

@@ -203,6 +203,7 @@ def event_line(event: WorkerEvent) -> str:
         "phone_held": "held by another worker; waiting",
         "phone_taken": "taken over",
         "phone_lost": "lost to another worker",
+        "phone_replaced": "another phone answers here now; connecting again",
         "resumed": "resumed what was left",
         "claimed": "sending",
         "done": "done",

@@ -63,7 +63,7 @@ class WorkerEvent:
     """Something a worker did, for its status line and ``--json`` supervisors."""
 
     #: "phone_ready", "phone_unavailable", "phone_held", "phone_taken", "phone_lost",
-    #: "resumed", "claimed", "done", "resting", "stopping", "stopped"
+    #: "phone_replaced", "resumed", "claimed", "done", "resting", "stopping", "stopped"
     event: str
     #: the phone, as the worker was given it (its address)
     device: str
@@ -207,8 +207,15 @@ class Worker:
                     db=self.db, device=address, gate=self.gate, **options
                 ) as agent:
                     rest = REST_S
-                    await self._drive_phone(agent, address)
-                    return
+                    if not await self._drive_phone(agent, address):
+                        return
+                    # another phone answers at the address now: let go of the old one
+                    # and connect again (the phone there is bound afresh)
+                    key = agent.phone.device
+                    self._held.pop(key, None)
+                    with contextlib.suppress(LedgerUnavailable):
+                        await agent.ledger.let_go(self.name, [key])
+                    continue
             except PhoneUnavailable as exc:
                 self._tell("phone_unavailable", address, detail=str(exc))
             except (PhoneError, LedgerUnavailable, OSError) as exc:
@@ -219,13 +226,14 @@ class Worker:
             await self._rest(rest)
             rest = min(REST_MAX_S, rest * 2)
 
-    async def _drive_phone(self, agent: SmsAgent, address: str) -> None:
+    async def _drive_phone(self, agent: SmsAgent, address: str) -> bool:
         """Hold the phone, resume what was left on it, then serve the queue until stopped
-        (or until the phone stops answering: the caller connects again)."""
+        (or until the phone stops answering: the caller connects again). True: another
+        phone answers at the address now (wiped, reset, replaced): connect again."""
         ledger = agent.ledger
         key = agent.phone.device
         if not await self._hold(ledger, key, address):
-            return
+            return False
         self._tell("phone_ready", address, detail=f"phone {key}")
         self._set(address, "resuming what was left")
         report = await agent.resume(wait=self.wait, share=None)
@@ -236,10 +244,14 @@ class Worker:
         settling: set[str] = set()
         rest = REST_S
         while not self.stopping:
+            replaced = getattr(agent.phone, "replaced", None)
+            if replaced:
+                self._tell("phone_replaced", address, detail=replaced)
+                return True
             if key not in self._held:
                 self._tell("phone_lost", address, detail="another worker took it over")
                 if not await self._hold(ledger, key, address):
-                    return
+                    return False
                 continue
             if time.monotonic() >= next_pass:
                 self._set(address, "reading the phone")
@@ -297,6 +309,7 @@ class Worker:
                 rest = min(REST_MAX_S, rest * 2)
             else:
                 rest = REST_S
+        return False
 
     async def _drive(self, agent: SmsAgent, action_id: str, intent: Any) -> SendOutcome | None:
         """Drive one claimed action as ``resume`` does, then release its claim (whatever

@@ -315,6 +315,13 @@ class AndroidPhone:
         return self._device.serial
 
     @property
+    def replaced(self) -> str | None:
+        """Why this connection no longer uses the phone it bound (another phone answers at
+        its address now: wiped, reset or replaced); None while it does. For good: connect
+        again (the phone behind the address is then bound afresh)."""
+        return self._device.replaced
+
+    @property
     def identity(self) -> str | None:
         """The phone's own identity as read in the connection's first round trip
         (``android_id:<hex>``, else a serial that names one phone; None: neither)."""

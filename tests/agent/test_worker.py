@@ -236,3 +236,34 @@ async def test_a_worker_keeps_to_the_phones_rate_limit(
     assert "send limit" in doing
     async with Ledger.open(db_path) as ledger:
         assert (await ledger.queue_tally())["default"]["waiting"] == 2
+
+
+async def test_a_wiped_phone_is_connected_again_and_served_as_a_new_one(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    """A factory reset at the same address: the worker's handle finds another phone there,
+    lets go of the old one and connects again; the phone is bound afresh and the queue goes
+    on, one SMS per message."""
+    phone = await sms_phone()
+    first = await queue(db_path, 1)
+    worker, events = worker_for(db_path, [phone], adb_key_path)
+    running = asyncio.create_task(worker.run())
+    assert set((await until_settled(db_path, first)).values()) == DONE
+    await phone.wipe_data()
+    phone.authorized_keys.path.write_text(
+        Path(f"{adb_key_path}.pub").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    await phone.enable_tcpip()
+    phone.unlock_user()
+    later = await queue(db_path, 2, prefix="W")
+    settled = await until_settled(db_path, later)
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert set(settled.values()) == DONE, events
+    kinds = [e.event for e in events]
+    assert "phone_replaced" in kinds and kinds.count("phone_ready") == 2, kinds
+    assert sent_once([phone], later) == dict.fromkeys(later, 1)
+    async with Ledger.open(db_path) as ledger:
+        devices = {(await ledger.summary(i)).latest.device for i in first + later}  # type: ignore[union-attr]
+        assert len(devices) == 2  # the wiped phone is a new phone of the ledger
+        assert await ledger.phone_workers() == []
