@@ -4,12 +4,13 @@ job's own command, ``main.nightly_main``)."""
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -43,6 +44,8 @@ from starebrain_actions.core.exceptions import (
 )
 from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import output as _render
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from starebrain_actions.orchestration.agent import ReconcilePass
@@ -257,7 +260,6 @@ def run_nightly_command(
     something does, 2 usage error (including a missing or unusable ledger). ``dry_run``: no
     phone read, no lock, the ledger opened read-only.
     """
-    import asyncio
 
     from starebrain_actions.orchestration.nightly import archive as _nightly_archive
     from starebrain_actions.orchestration.nightly import lock as _nightly_lock
@@ -270,7 +272,7 @@ def run_nightly_command(
     try:
         # on PostgreSQL ``run_nightly`` takes the lock, an advisory lock in the database
         with nullcontext() if dry_run or is_url(path) else _nightly_lock.nightly_lock(Path(path)):
-            report = asyncio.run(
+            report = _run_returning(
                 _nightly_run.run_nightly(
                     path,
                     devices=devices,
@@ -292,12 +294,15 @@ def run_nightly_command(
     except (LedgerUnavailable, SchemaTooNew, CorruptRecord) as exc:
         raise CliUsageError(f"cannot use the ledger: {exc}") from exc
     code = report.exit_code
-    data = _nightly_report.report_data(report)
-    if dry_run:
-        data["dry_run"] = True
+    # the JSON is written a line of the report at a time (report_json_chunks), never held
+    # whole: a backlog's report lists every unresolved attempt
+    extra = {"dry_run": True} if dry_run else {}
     if report_path is not None:
         try:
-            _nightly_archive.write_json_atomic(report_path, data)
+            _nightly_archive.write_text_atomic(
+                report_path,
+                itertools.chain(_nightly_report.report_json_chunks(report, extra), ("\n",)),
+            )
         except OSError as exc:
             raise CliError(f"cannot write the report to {report_path}: {exc}") from exc
     notes: list[str] = []
@@ -306,8 +311,24 @@ def run_nightly_command(
         notes.append(note)
         if not committed:
             code = _nightly_report.EXIT_NEEDS_PERSON
-    _print_nightly(report, data, notes, as_json=as_json, dry_run=dry_run)
+    _print_nightly(report, extra, notes, as_json=as_json, dry_run=dry_run)
     return code
+
+
+def _run_returning(work: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(work)``, its result handed back outside the event loop's task: on
+    Python 3.11, ``asyncio.run`` builds the repr of its main task (result included) when it
+    restores the SIGINT handler, and a backlog's report (a line per unresolved attempt) made
+    that a transient string of hundreds of megabytes."""
+    import asyncio
+
+    kept: list[T] = []
+
+    async def main() -> None:
+        kept.append(await work)
+
+    asyncio.run(main())
+    return kept[0]
 
 
 def _nightly_ledger(target: LedgerTarget) -> LedgerTarget:
@@ -348,23 +369,29 @@ def _archive(archive_dir: Path, report: NightlyReport) -> tuple[str, bool]:
 
 def _print_nightly(
     report: NightlyReport,
-    data: dict[str, Any],
+    extra: dict[str, Any],
     notes: list[str],
     *,
     as_json: bool,
     dry_run: bool,
 ) -> None:
-    """The report on stdout, as JSON (the notes then on stderr) or as its summary lines."""
+    """The report on stdout, as JSON (``extra``: more top-level fields; the notes then on
+    stderr) or as its summary lines, a line of the report at a time."""
+    from starebrain_actions.orchestration.nightly import report as _nightly_report
     from starebrain_actions.orchestration.nightly import text as _nightly_text
 
     if as_json:
-        _render_json.emit_json(data)
+        for chunk in _nightly_report.report_json_chunks(report, extra):
+            click.echo(chunk, nl=False)
+        click.echo("")
         for note in notes:
             click.echo(note, err=True)
     else:
         if dry_run:
             click.echo("dry run: the ledger as it stands; no phone was read, nothing was written")
-        for line in _nightly_text.summary_lines(report) + notes:
+        for line in _nightly_text.iter_summary_lines(report):
+            click.echo(line)
+        for line in notes:
             click.echo(line)
 
 

@@ -10,9 +10,10 @@ hint ``pg.translate`` drops on PostgreSQL).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -44,6 +45,9 @@ LEASE_RELEASING_SQL: Final = ", ".join(
     f"'{reason.value}'" for reason in sorted(LEASE_RELEASING_REVIEWS)
 )
 
+#: Attempts per page of ``iter_in_flight``.
+IN_FLIGHT_PAGE: Final = 500
+
 
 class DeviceReads(LedgerConnection):
     """The ``Ledger``'s reads by phone, and its register of phones (see the module
@@ -73,6 +77,58 @@ class DeviceReads(LedgerConnection):
             # attempt of the device in dispatch order
             sql += " ORDER BY +dispatched_at, dispatch_id"
             return [record_from_row(row_dict(row)) for row in db.execute(sql, params)]
+
+        return await self._run(work)
+
+    async def iter_in_flight(
+        self, device: str, *, page_size: int = IN_FLIGHT_PAGE
+    ) -> AsyncIterator[list[ActionRecord]]:
+        """The unresolved attempts of ``device`` (as ``in_flight(device)``: oldest first), a
+        page of at most ``page_size`` at a time: what is held stays bounded however large a
+        phone's backlog. Pages are keyset ranges (after the last page's ``(dispatched_at,
+        dispatch_id)``), so attempts settled or started meanwhile shift nothing: each one
+        still unresolved when its page is read comes once.
+
+        Raises:
+            InvalidInput: ``page_size`` below 1.
+        """
+        if page_size < 1:
+            raise InvalidInput(f"page_size must be >= 1; got {page_size}")
+        after: tuple[str, str] | None = None
+        while True:
+            page = await self._run(
+                functools.partial(_in_flight_page, device=device, after=after, size=page_size)
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            last = page[-1]
+            after = (format_time(last.dispatched_at), last.dispatch_id)
+
+    async def count_in_flight(self, device: str) -> int:
+        """How many attempts of ``device`` are unresolved (``len(in_flight(device))``, counted
+        in the index ``attempts_by_device_state``, nothing loaded)."""
+
+        def work(db: sqlite3.Connection) -> int:
+            row = db.execute(
+                "SELECT count(*) FROM attempts WHERE device = ? AND delivery = 'PENDING'",
+                (device,),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(work)
+
+    async def in_flight_counts(self) -> dict[str, int]:
+        """Unresolved attempts per device, for every device that has one (counted, nothing
+        loaded)."""
+
+        def work(db: sqlite3.Connection) -> dict[str, int]:
+            rows = db.execute(
+                "SELECT device, count(*) FROM attempts WHERE delivery = 'PENDING'"
+                " GROUP BY device ORDER BY device"
+            )
+            return {str(row[0]): int(row[1]) for row in rows}
 
         return await self._run(work)
 
@@ -317,6 +373,23 @@ class DeviceReads(LedgerConnection):
         """Keep what a reading of a build's framework jar found, in place of an earlier one
         (``phone.send_path``: read once per build, not before every send)."""
         await self._write(lambda db: _phones.keep_framework_codes(db, codes))
+
+
+def _in_flight_page(
+    db: sqlite3.Connection, device: str, after: tuple[str, str] | None, size: int
+) -> list[ActionRecord]:
+    """One page of ``DeviceReads.iter_in_flight``: the unresolved attempts of ``device`` after
+    ``(dispatched_at, dispatch_id)`` ``after`` (stored form), oldest first."""
+    # the lookup is the device's unresolved attempts in attempts_by_device_state, sorted
+    # after it (+: not by walking every attempt of the device in dispatch order), as in
+    # DeviceReads._pending; the keyset bound narrows that range to what is left
+    sql = f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = ? AND delivery = 'PENDING'"
+    params: tuple[Any, ...] = (device,)
+    if after is not None:
+        sql += " AND (+dispatched_at > ? OR (+dispatched_at = ? AND dispatch_id > ?))"
+        params += (after[0], after[0], after[1])
+    sql += " ORDER BY +dispatched_at, dispatch_id LIMIT ?"
+    return [record_from_row(row_dict(row)) for row in db.execute(sql, (*params, size))]
 
 
 def lease_holder(db: sqlite3.Connection, device: str) -> Any:

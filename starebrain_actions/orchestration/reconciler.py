@@ -11,7 +11,7 @@ rules) is pure; so is where a watched attempt's rows can lie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,6 +31,7 @@ from starebrain_actions.core.model import (
     require_aware,
 )
 from starebrain_actions.core.ports import Phone, PhoneRead
+from starebrain_actions.ledger.devices import IN_FLIGHT_PAGE
 from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.orchestration.attribution import MatchKeys, plan_device
 from starebrain_actions.orchestration.watched import (
@@ -267,7 +268,7 @@ async def reconcile_device(
             reason = str(exc)
             _log.info("reconcile_pass_redone", device=phone.device, reason=reason)
     # attempts kept starting on the phone: nothing was written; the next pass settles it
-    still = len(await ledger.in_flight(phone.device))
+    still = await ledger.count_in_flight(phone.device)
     return DeviceReport(
         device=phone.device, reachable=True, error=f"pass not applied: {reason}", in_flight=still
     )
@@ -336,7 +337,7 @@ async def _reconcile_device_once(
         transitions, plan.duplicates, now=when, snapshot=(phone.device, listed_at, known)
     )
     changes = _changes(watched, transitions, results, when)
-    still = len(await ledger.in_flight(phone.device))
+    still = await ledger.count_in_flight(phone.device)
     _log.info(
         "device_reconciled",
         device=phone.device,
@@ -426,16 +427,38 @@ async def _unreachable(
     ledger: Ledger, device: str, watched: Sequence[Watched], error: str, now: datetime
 ) -> DeviceReport:
     """A device that cannot be read changes nothing but the error recorded on its attempts."""
-    notes = [
-        _core.note_error(w.record, f"reconcile read failed: {error}", now=now)
-        for w in watched
-        if w.record.delivery is DeliveryState.PENDING
-        and w.record.last_error != f"reconcile read failed: {error}"
-    ]
+    notes = _error_notes((w.record for w in watched), error, now)
     if notes:
         await ledger.apply_pass(notes, now=now)
     _log.warning("device_unreadable", device=device, error=error)
     in_flight = sum(1 for w in watched if w.record.delivery is DeliveryState.PENDING)
+    return DeviceReport(device=device, reachable=False, error=error, in_flight=in_flight)
+
+
+def _error_notes(records: Iterable[ActionRecord], error: str, now: datetime) -> list[Transition]:
+    """The error noted on each unresolved attempt of ``records`` that does not say it yet."""
+    text = f"reconcile read failed: {error}"
+    return [
+        _core.note_error(record, text, now=now)
+        for record in records
+        if record.delivery is DeliveryState.PENDING and record.last_error != text
+    ]
+
+
+async def _not_connected(
+    ledger: Ledger, device: str, error: str, now: datetime, *, page_size: int
+) -> DeviceReport:
+    """A device that could not even be connected to: as :func:`_unreachable`, its unresolved
+    attempts read and noted a page at a time (``page_size``), so that what is held stays
+    bounded however many attempts a phone left in flight (a fleet back from an outage).
+    Each page's notes are one transaction."""
+    in_flight = 0
+    async for page in ledger.iter_in_flight(device, page_size=page_size):
+        in_flight += len(page)
+        notes = _error_notes(page, error, now)
+        if notes:
+            await ledger.apply_pass(notes, now=now)
+    _log.warning("device_unreadable", device=device, error=error)
     return DeviceReport(device=device, reachable=False, error=error, in_flight=in_flight)
 
 
@@ -469,6 +492,10 @@ async def clean_fences(
 
 
 PhoneOpener = Callable[[str], Any]
+
+#: How many devices a ``reconcile_pending`` pass reads at once (each holds its phone's
+#: watched attempts while it runs; the others wait, connected).
+PASSES_AT_ONCE = 16
 
 
 async def bind_or_refuse(ledger: Ledger, phone: Any, key: str) -> None:
@@ -505,6 +532,7 @@ async def reconcile_pending(
     now: datetime | None = None,
     read_as_system: bool | None = None,
     fence_retention: timedelta | None = None,
+    in_flight_page: int = IN_FLIGHT_PAGE,
 ) -> ReconcilePass:
     """One reconcile pass over ``devices`` (default: every device with in-flight attempts).
 
@@ -513,7 +541,8 @@ async def reconcile_pending(
     error recorded on its attempts. ``open_phone(serial)`` returns a connected ``Phone``
     (default: the Android bridge over ADB, with ``key_path`` and ``read_as_system``).
     ``fence_retention``: also remove the fence names of attempts resolved longer ago than
-    this (the nightly job passes ``FENCE_RETENTION``).
+    this (the nightly job passes ``FENCE_RETENTION``). ``in_flight_page``: the attempts of a
+    device that cannot be connected to are read and noted this many at a time.
     """
     started = require_aware("now", now) if now is not None else ledger.now()
     given = devices if devices is not None else await ledger.devices_in_flight()
@@ -536,6 +565,13 @@ async def reconcile_pending(
 
         open_phone = default_open
     done = 0
+    # what is held stays bounded however many phones come back with a backlog: the phones
+    # that could not be connected to are noted one at a time (ledger work only, a page at a
+    # time, which the one connection serializes anyway), and at most ``PASSES_AT_ONCE``
+    # passes hold their phone's watched attempts at once (phones are still connected to
+    # concurrently)
+    noting = asyncio.Semaphore(1)
+    passes = asyncio.Semaphore(PASSES_AT_ONCE)
 
     async def one(serial: str) -> DeviceReport:
         nonlocal done
@@ -543,10 +579,13 @@ async def reconcile_pending(
             try:
                 phone: Phone = await open_phone(serial)
             except PhoneError as exc:
-                watched = await _watched(ledger, serial, started)
-                return await _unreachable(ledger, serial, watched, str(exc), started)
+                async with noting:
+                    return await _not_connected(
+                        ledger, serial, str(exc), started, page_size=in_flight_page
+                    )
             try:
-                report = await reconcile_device(ledger, phone, now=now)
+                async with passes:
+                    report = await reconcile_device(ledger, phone, now=now)
                 if fence_retention is not None and report.reachable:
                     removed = await clean_fences(
                         ledger, phone, now=now or ledger.now(), retention=fence_retention

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,14 +34,26 @@ def write_json_atomic(path: Path, data: Any) -> None:
             cron line should fail, not scatter directories).
         OSError: the file cannot be written.
     """
+    # as printed: characters a terminal could act on (C1 controls, bidi overrides) escaped
+    write_text_atomic(path, (json_text(data), "\n"))
+
+
+def write_text_atomic(path: Path, chunks: Iterable[str]) -> None:
+    """Write the text ``chunks`` make to ``path`` as :func:`write_json_atomic` does (a
+    temporary file, fsynced, renamed over), a chunk at a time (the nightly report's JSON:
+    ``report_json_chunks``).
+
+    Raises:
+        FileNotFoundError: the directory does not exist (it is not created).
+        OSError: the file cannot be written.
+    """
     if not path.parent.is_dir():
         raise FileNotFoundError(f"directory {path.parent} does not exist (it is not created)")
-    # as printed: characters a terminal could act on (C1 controls, bidi overrides) escaped
-    text = json_text(data) + "\n"
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, 0o644)

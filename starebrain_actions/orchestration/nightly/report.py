@@ -4,10 +4,10 @@ what the ledger holds after the pass (pure), and the report as JSON-able data.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 
@@ -23,6 +23,8 @@ from starebrain_actions.core.transitions import derive_status
 from starebrain_actions.ledger.store import LedgerTally
 from starebrain_actions.render.json_output import SCHEMA_VERSION
 from starebrain_actions.render.values import spent_attempts
+
+T = TypeVar("T")
 
 #: Age buckets of unresolved attempts: (key, upper bound). The last bucket has no bound.
 AGE_BUCKETS: Final[tuple[tuple[str, timedelta | None], ...]] = (
@@ -158,6 +160,16 @@ class DuplicateLine:
         return f"{self.provider_kind} _id {self.provider_object_id}"
 
 
+def _lines_repr(lines: Sequence[Any]) -> str:
+    """A list of the report's lines in its repr: whole when short, else counted (a
+    backlog's report has a hundred thousand; ``asyncio.run`` builds its result's repr)."""
+    return repr(lines) if len(lines) <= _REPR_LINES else f"<{len(lines)} lines>"
+
+
+#: Lists of the report longer than this are counted, not listed, in its repr.
+_REPR_LINES: Final = 50
+
+
 @attrs.frozen(kw_only=True)
 class NightlyReport:
     """Everything the nightly job found; written as JSON, summarised on stdout."""
@@ -172,16 +184,16 @@ class NightlyReport:
     status_counts: dict[str, int]
     #: unresolved attempts per ``AGE_BUCKETS`` key
     unresolved_by_age: dict[str, int]
-    unresolved: tuple[AttemptLine, ...]
-    mismatches: tuple[ActionLine, ...]
+    unresolved: tuple[AttemptLine, ...] = attrs.field(repr=_lines_repr)
+    mismatches: tuple[ActionLine, ...] = attrs.field(repr=_lines_repr)
     #: duplicates of actions whose DUPLICATE review is still open
     duplicates: tuple[DuplicateLine, ...]
     #: provider rows ever recorded as duplicates, all actions
     duplicates_total: int
-    budget_exhausted: tuple[ActionLine, ...]
+    budget_exhausted: tuple[ActionLine, ...] = attrs.field(repr=_lines_repr)
     unreachable_devices: tuple[str, ...]
     #: every action waiting for a person, with its reasons
-    review: tuple[ActionLine, ...]
+    review: tuple[ActionLine, ...] = attrs.field(repr=_lines_repr)
     #: why a person is needed (empty: nobody is)
     attention: tuple[str, ...]
     #: actions nothing is sending (PLANNED, or FAILED with attempts left, idle past
@@ -209,19 +221,92 @@ def report_data(report: NightlyReport) -> dict[str, Any]:
     ``schema_version``), in the field names of the CLI's other JSON: ``devices[].in_flight``,
     ``duplicate_rows``, ``review_reasons``, ``superseded_reasons``. Their old names
     (``in_flight_after``, ``duplicates``, ``reasons``, ``superseded``) are still written,
-    with the same values, until ``schema_version`` 2."""
-    data: dict[str, Any] = converter.unstructure(report)
-    for device in data["devices"]:
-        device["in_flight"] = device["in_flight_after"]
-    data["duplicate_rows"] = data["duplicates"]
-    for key in ("mismatches", "budget_exhausted", "review"):
-        for line in data[key]:
-            line["review_reasons"] = line["reasons"]
-            line["superseded_reasons"] = line["superseded"]
-    data["needs_person"] = report.needs_person
-    data["exit_code"] = report.exit_code
-    data["schema_version"] = SCHEMA_VERSION
+    with the same values, until ``schema_version`` 2.
+
+    The whole report at once: :func:`report_json_chunks` writes the same JSON a line of the
+    report at a time."""
+    data: dict[str, Any] = {
+        key: _plain_lines(key, value) if key in _LISTS else converter.unstructure(value)
+        for key, value in _top_level(report).items()
+    }
     return data
+
+
+#: The report's lists of lines (each item unstructured on its own, with its aliases), and
+#: the key each one is also written under.
+_LISTS: Final = frozenset(
+    {
+        "devices",
+        "unresolved",
+        "mismatches",
+        "duplicates",
+        "duplicate_rows",
+        "budget_exhausted",
+        "review",
+        "unsent",
+        "resumed",
+    }
+)
+
+
+def _top_level(report: NightlyReport) -> dict[str, Any]:
+    """The report's top-level fields, lines not yet unstructured, with the aliases."""
+    fields = {field.name: getattr(report, field.name) for field in attrs.fields(NightlyReport)}
+    fields["duplicate_rows"] = report.duplicates
+    fields["needs_person"] = report.needs_person
+    fields["exit_code"] = report.exit_code
+    fields["schema_version"] = SCHEMA_VERSION
+    return fields
+
+
+def _plain_line(key: str, line: Any) -> dict[str, Any]:
+    """One line of the list ``key``, unstructured, with its aliases."""
+    item: dict[str, Any] = converter.unstructure(line)
+    if key == "devices":
+        item["in_flight"] = item["in_flight_after"]
+    elif key in ("mismatches", "budget_exhausted", "review"):
+        item["review_reasons"] = item["reasons"]
+        item["superseded_reasons"] = item["superseded"]
+    return item
+
+
+def _plain_lines(key: str, lines: Iterable[Any]) -> list[dict[str, Any]]:
+    return [_plain_line(key, line) for line in lines]
+
+
+def report_json_chunks(
+    report: NightlyReport, extra: Mapping[str, Any] | None = None
+) -> Iterator[str]:
+    """The text of ``json_text(report_data(report) | extra)``, byte for byte (without a final
+    newline), in pieces: each line of the report's lists is unstructured and encoded on its
+    own, so that what is held beside the report is one line's data, not the whole report's
+    (a backlog of a hundred thousand unresolved attempts lists each of them)."""
+    from starebrain_actions.render.json_output import json_text
+
+    fields = {**_top_level(report), **(extra or {})}
+    yield "{"
+    for number, key in enumerate(sorted(fields)):
+        value = fields[key]
+        head = ("\n" if number == 0 else ",\n") + "  " + json_text(key) + ": "
+        if key in _LISTS and value:
+            yield head + "["
+            for index, line in enumerate(value):
+                text = json_text(_plain_line(key, line))
+                yield ("\n" if index == 0 else ",\n") + _indent(text, "    ", first=True)
+            yield "\n  ]"
+            continue
+        plain = _plain_lines(key, value) if key in _LISTS else converter.unstructure(value)
+        yield head + _indent(json_text(plain), "  ", first=False)
+    yield "\n}" if fields else "}"
+
+
+def _indent(text: str, prefix: str, *, first: bool) -> str:
+    """``text`` with each line after the first (and the first too, ``first``) behind
+    ``prefix``: a value nested in ``json_text``'s indented output."""
+    lines = text.split("\n")
+    return "\n".join(
+        (prefix + line) if (index or first) else line for index, line in enumerate(lines)
+    )
 
 
 def _bucket(elapsed: timedelta) -> str:
@@ -231,20 +316,30 @@ def _bucket(elapsed: timedelta) -> str:
     raise AssertionError("the last bucket has no bound")  # pragma: no cover
 
 
-def _action_line(summary: ActionSummary) -> ActionLine:
+def _same(value: Any) -> Any:
+    return value
+
+
+def _action_line(summary: ActionSummary, share: Callable[[Any], Any] = _same) -> ActionLine:
     latest = summary.latest
     return ActionLine(
-        action_id=summary.action.action_id,
+        # the latest attempt's copy of the id: the same string its AttemptLine holds
+        action_id=latest.action_id if latest else summary.action.action_id,
         status=summary.status.value,
-        reasons=tuple(reason.value for reason in summary.review_reasons),
+        reasons=share(tuple(reason.value for reason in summary.review_reasons)),
         attempts=spent_attempts(summary),
         maximum_attempts=summary.action.budget,
         duplicates=summary.duplicates,
-        device=latest.device if latest else None,
+        device=share(latest.device) if latest else None,
         latest_dispatch_id=latest.dispatch_id if latest else None,
-        last_error=latest.last_error if latest else None,
-        superseded=tuple(reason.value for reason in summary.superseded_reasons),
+        last_error=share(latest.last_error) if latest else None,
+        superseded=share(tuple(reason.value for reason in summary.superseded_reasons)),
     )
+
+
+#: How many distinct values a ``ReportBuilder`` shares between its lines (devices, errors,
+#: review reasons, limits: few distinct values, each repeated on many lines).
+_SHARED_VALUES: Final = 4096
 
 
 def _shown(ledger_path: Path | str) -> str:
@@ -296,6 +391,16 @@ class ReportBuilder:
         self.mismatches: list[ActionLine] = []
         self.exhausted: list[ActionLine] = []
         self.duplicates_total = 0
+        # a backlog's lines repeat a few values (its phones, one error text, the same
+        # reasons): one object each, not one per line
+        self._shared: dict[Any, Any] = {}
+
+    def _share(self, value: T) -> T:
+        """``value``, or an equal one already kept by another line."""
+        shared = self._shared.get(value, value)
+        if shared is value and len(self._shared) < _SHARED_VALUES:
+            self._shared[value] = value
+        return cast(T, shared)
 
     def add(self, summary: ActionSummary) -> None:
         """Count one action and keep what the report lists of it."""
@@ -309,35 +414,38 @@ class ReportBuilder:
             elapsed = now - record.dispatched_at
             bucket = _bucket(elapsed)
             self.by_age[bucket] += 1
+            share = self._share
             self.unresolved.append(
                 AttemptLine(
                     action_id=record.action_id,
                     dispatch_id=record.dispatch_id,
-                    device=record.device,
+                    device=share(record.device),
                     status=derive_status(record, now, grace).value,
                     dispatched_at=record.dispatched_at,
                     age_seconds=max(0, int(elapsed.total_seconds())),
                     bucket=bucket,
                     review_reason=record.review_reason.value if record.review_reason else None,
-                    last_error=record.last_error,
+                    last_error=share(record.last_error),
                     holds_lease=record.delivery is DeliveryState.PENDING
                     and record.review_reason not in LEASE_RELEASING_REVIEWS,
-                    lease_limit_s=int(summary.action.policy.unverified_after.total_seconds()),
+                    lease_limit_s=share(
+                        int(summary.action.policy.unverified_after.total_seconds())
+                    ),
                 )
             )
         line: ActionLine | None = None
         if summary.needs_review:
-            line = _action_line(summary)
+            line = _action_line(summary, self._share)
             self.review.append(line)
         if (
             summary.status is Status.MISMATCH
             or ReviewReason.MISMATCH in summary.review_reasons
             or ReviewReason.MISMATCH in summary.superseded_reasons
         ):
-            line = line or _action_line(summary)
+            line = line or _action_line(summary, self._share)
             self.mismatches.append(line)
         if ReviewReason.BUDGET_EXHAUSTED in summary.review_reasons:
-            self.exhausted.append(line or _action_line(summary))
+            self.exhausted.append(line or _action_line(summary, self._share))
 
     def report(
         self,

@@ -168,7 +168,8 @@ async def _read_ledger(ledger: Ledger, now: datetime, unsent_after: timedelta) -
     # one snapshot for every read below: the counts and the lists agree with each other
     async with ledger.read_snapshot():
         tally = await ledger.ledger_tally()
-        in_flight = await ledger.in_flight()
+        # counted per device, not loaded: a fleet back from an outage leaves a backlog
+        in_flight = await ledger.in_flight_counts()
         builder = ReportBuilder(now)
         duplicates: list[DuplicateLine] = []
         # only actions with an attempt that is not a clean success are read one by one;
@@ -178,12 +179,9 @@ async def _read_ledger(ledger: Ledger, now: datetime, unsent_after: timedelta) -
             if {ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS} & set(summary.review_reasons):
                 duplicates += await _duplicate_lines(ledger, summary.action.action_id)
         unsent = await _unsent(ledger, now, unsent_after)
-    pending_per_device: dict[str, int] = {}
-    for record in in_flight:
-        pending_per_device[record.device] = pending_per_device.get(record.device, 0) + 1
     return _LedgerRead(
         tally=tally,
-        in_flight_per_device=pending_per_device,
+        in_flight_per_device=in_flight,
         builder=builder,
         duplicates=duplicates,
         unsent=unsent,

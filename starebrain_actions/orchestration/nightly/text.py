@@ -4,7 +4,7 @@ cleaned (``clean_text``) or, in Markdown, literal text (``md_text``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Final
 
@@ -27,21 +27,26 @@ _BUCKET_LABELS: Final[Mapping[str, str]] = {
 def summary_lines(report: NightlyReport) -> list[str]:
     """The human summary printed on stdout (no numbers, no bodies; ids whole; every value
     through ``clean_text``)."""
+    return list(iter_summary_lines(report))
+
+
+def iter_summary_lines(report: NightlyReport) -> Iterator[str]:
+    """The lines of :func:`summary_lines`, one at a time (a backlog's report has a line per
+    unresolved attempt and per action for review: they are printed, not held)."""
     t = clean_text
-    lines = [
+    yield (
         f"starebrain nightly {format_time(report.generated_at)}"
         f"  ledger {t(report.ledger)}  ({report.duration_s:.1f}s)"
-    ]
-    lines += _summary_devices(report)
-    lines.append(f"status: {status_counts_text(report.status_counts)}")
-    lines += _summary_unresolved(report)
-    lines += _summary_findings(report)
-    lines += _summary_resumed_and_unsent(report)
+    )
+    yield from _summary_devices(report)
+    yield f"status: {status_counts_text(report.status_counts)}"
+    yield from _summary_unresolved(report)
+    yield from _summary_findings(report)
+    yield from _summary_resumed_and_unsent(report)
     if report.needs_person:
-        lines.append("NEEDS A PERSON: " + t("; ".join(report.attention)))
+        yield "NEEDS A PERSON: " + t("; ".join(report.attention))
     else:
-        lines.append("nothing needs a person")
-    return lines
+        yield "nothing needs a person"
 
 
 def _summary_devices(report: NightlyReport) -> list[str]:
@@ -71,46 +76,42 @@ def _summary_devices(report: NightlyReport) -> list[str]:
     return lines
 
 
-def _summary_unresolved(report: NightlyReport) -> list[str]:
+def _summary_unresolved(report: NightlyReport) -> Iterator[str]:
     """The unresolved attempts by age, then one line each."""
     t = clean_text
     buckets = ", ".join(
         f"{_BUCKET_LABELS[key]} {count}" for key, count in report.unresolved_by_age.items()
     )
-    lines = [f"unresolved attempts by age: {buckets}"]
+    yield f"unresolved attempts by age: {buckets}"
     for attempt in report.unresolved:
-        lines.append(
+        yield (
             f"  {t(attempt.action_id)} {t(attempt.dispatch_id)} on {t(attempt.device)}:"
             f" {attempt.status}, {age(timedelta(seconds=attempt.age_seconds))} old"
         )
-    return lines
 
 
-def _summary_findings(report: NightlyReport) -> list[str]:
+def _summary_findings(report: NightlyReport) -> Iterator[str]:
     """Mismatches, duplicates, spent budgets, unreachable devices and the review queue."""
     t = clean_text
-    lines = [f"mismatches: {len(report.mismatches)}"]
+    yield f"mismatches: {len(report.mismatches)}"
     for item in report.mismatches:
-        lines.append(f"  {t(item.action_id)} ({item.status}) on {t(item.device or '-')}")
-    lines.append(
+        yield f"  {t(item.action_id)} ({item.status}) on {t(item.device or '-')}"
+    yield (
         f"duplicates seen on phones: {len(report.duplicates)} open,"
         f" {report.duplicates_total} ever recorded"
     )
     for duplicate in report.duplicates:
-        lines.append(
+        yield (
             f"  {t(duplicate.action_id)}: {t(duplicate.row_text)} on"
             f" {t(duplicate.device)} repeats attempt {t(duplicate.dispatch_id)}"
         )
-    lines.append(f"budget exhausted: {len(report.budget_exhausted)}")
+    yield f"budget exhausted: {len(report.budget_exhausted)}"
     for item in report.budget_exhausted:
-        lines.append(f"  {t(item.action_id)}: {item.attempts}/{item.maximum_attempts} attempts")
-    lines.append(
-        "unreachable devices: " + (", ".join(map(t, report.unreachable_devices)) or "none")
-    )
-    lines.append(f"review: {len(report.review)}")
+        yield f"  {t(item.action_id)}: {item.attempts}/{item.maximum_attempts} attempts"
+    yield "unreachable devices: " + (", ".join(map(t, report.unreachable_devices)) or "none")
+    yield f"review: {len(report.review)}"
     for item in report.review:
-        lines.append(f"  {t(item.action_id)} ({item.status}): {t(_reasons(item))}")
-    return lines
+        yield f"  {t(item.action_id)} ({item.status}): {t(_reasons(item))}"
 
 
 def _summary_resumed_and_unsent(report: NightlyReport) -> list[str]:
