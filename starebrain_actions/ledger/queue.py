@@ -217,17 +217,21 @@ class QueueWork(LedgerConnection):
         *,
         now: datetime | None = None,
         stale_after: timedelta = STALE_AFTER,
+        release: str | None = None,
     ) -> Action | None:
         """Claim for ``worker`` and its phone ``device`` the oldest action of ``pool`` that may
         start an attempt now, in one write transaction (PostgreSQL: ``FOR UPDATE SKIP
         LOCKED``, so that workers take different actions at once); None: none is due. Actions
         looked at that cannot start get their next look (``next_look``). A claim older than
         ``stale_after`` whose worker's heartbeat is stale too is free again; an action with an
-        unresolved attempt stays with that attempt's phone.
+        unresolved attempt stays with that attempt's phone. ``release``: an action whose
+        claim ``worker`` lets go of first, in the same transaction (as ``release`` would).
         """
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> Action | None:
+            if release is not None:
+                _release(db, release, worker, when, None)
             skip = " FOR UPDATE SKIP LOCKED" if _pg.dialect(db) == "postgresql" else ""
             rows = db.execute(
                 "SELECT * FROM actions WHERE pool = ? AND queue_after IS NOT NULL"
@@ -284,16 +288,7 @@ class QueueWork(LedgerConnection):
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> datetime | None:
-            action = load_action(db, action_id)
-            after = next_look(action, load_attempts(db, action_id), when)
-            if after is not None and not_before is not None:
-                after = max(after, not_before)
-            db.execute(
-                "UPDATE actions SET queue_after = ?, claimed_by = NULL, claimed_device = NULL,"
-                " claimed_at = NULL WHERE action_id = ? AND claimed_by = ?",
-                (format_time(after) if after else None, action_id, worker),
-            )
-            return after
+            return _release(db, action_id, worker, when, not_before)
 
         return await self._write(work)
 
@@ -432,6 +427,27 @@ class QueueWork(LedgerConnection):
             }
 
         return await self._run(work)
+
+
+def _release(
+    db: sqlite3.Connection,
+    action_id: str,
+    worker: str,
+    when: datetime,
+    not_before: datetime | None,
+) -> datetime | None:
+    """``release``'s work: the action's next look (``not_before`` at the earliest), and
+    ``worker``'s claim let go of."""
+    action = load_action(db, action_id)
+    after = next_look(action, load_attempts(db, action_id), when)
+    if after is not None and not_before is not None:
+        after = max(after, not_before)
+    db.execute(
+        "UPDATE actions SET queue_after = ?, claimed_by = NULL, claimed_device = NULL,"
+        " claimed_at = NULL WHERE action_id = ? AND claimed_by = ?",
+        (format_time(after) if after else None, action_id, worker),
+    )
+    return after
 
 
 def _gate_wait(action: Action, now: datetime) -> datetime:

@@ -103,6 +103,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@attrs.define
+class _PhoneState:
+    """What one phone's task remembers between its steps."""
+
+    #: ``time.monotonic()`` of the phone's next reconcile pass
+    next_pass: float
+    #: attempts this phone sent whose rows are settling (VERIFYING)
+    settling: set[str] = attrs.field(factory=set)
+    #: how long the phone rests when it is found not ready next
+    rest: float = REST_S
+    #: the action driven last, whose claim the next claim lets go of
+    pending: str | None = None
+
+
 class Worker:
     """Sends the actions queued for ``pool`` on the phones at ``devices`` (see the module
     docstring). ``db``: the ledger (a SQLite file shared with the agents of this host, or a
@@ -239,105 +253,128 @@ class Worker:
         report = await agent.resume(wait=self.wait, share=None)
         if report.items:
             self._tell("resumed", address, detail=f"{len(report.items)} action(s) driven")
-        next_pass = time.monotonic() + self.reconcile_every_s
-        #: attempts this phone sent whose rows are settling (VERIFYING)
-        settling: set[str] = set()
-        rest = REST_S
-        while not self.stopping:
-            replaced = getattr(agent.phone, "replaced", None)
-            if replaced:
-                self._tell("phone_replaced", address, detail=replaced)
-                return True
-            if key not in self._held:
-                self._tell("phone_lost", address, detail="another worker took it over")
-                if not await self._hold(ledger, key, address):
-                    return False
-                continue
-            if time.monotonic() >= next_pass:
-                self._set(address, "reading the phone")
-                await agent.reconcile()
-                next_pass = time.monotonic() + self.reconcile_every_s
-                if settling:
-                    # rows not settled yet (the phone's clock runs ahead of ours, or the
-                    # app was slow): read again soon
-                    still = await ledger.attempts_by_id(settling)
-                    settling = {
-                        i for i, record in still.items() if _decisions.settling_until(record)
-                    }
-                    if settling:
-                        next_pass = min(next_pass, time.monotonic() + SETTLE_RETRY_S)
-            if not await self._within_rate(agent):
-                self._set(address, f"at its send limit ({agent.rate_limit} per minute)")
-                await self._rest(1.0)
-                continue
-            action = await ledger.claim_next(
-                self.pool, key, self.name, stale_after=self.stale_after
-            )
-            if action is None:
-                self._set(address, "idle")
-                await self._rest(self.idle_s)
-                continue
-            self._tell("claimed", address, action_id=action.action_id)
-            self._set(address, f"sending {action.action_id}")
-            outcome = await self._drive(agent, action.action_id, action.intent)
-            status = outcome.status.value if outcome is not None else None
-            self._tell(
-                "done",
-                address,
-                action_id=action.action_id,
-                status=status,
-                detail=_outcome_detail(outcome),
-            )
-            latest = outcome.summary.latest if outcome is not None else None
-            if outcome is not None and outcome.status is Status.VERIFYING and latest:
-                # sent, its row settling: a read once it has settled ends it
-                settling.add(latest.dispatch_id)
-                next_pass = min(next_pass, time.monotonic() + _settles_in(agent, outcome))
-            not_ready = outcome.not_ready if outcome is not None else None
-            if (
-                not_ready is not None
-                and outcome is not None
-                and outcome.status
-                in (
-                    Status.FAILED,
-                    Status.PLANNED,
-                )
-            ):
-                self._tell("resting", address, detail=f"{not_ready}; resting {rest:.0f} s")
-                self._set(address, f"not ready ({not_ready}); resting {rest:.0f} s")
-                await self._rest(rest)
-                rest = min(REST_MAX_S, rest * 2)
-            else:
-                rest = REST_S
-        return False
-
-    async def _drive(self, agent: SmsAgent, action_id: str, intent: Any) -> SendOutcome | None:
-        """Drive one claimed action as ``resume`` does, then release its claim (whatever
-        happened: a worker stopped by a cancellation releases it too)."""
-        not_before = None
+        state = _PhoneState(next_pass=time.monotonic() + self.reconcile_every_s)
         try:
-            how = How(
-                wait=self.wait,
-                clock=time.monotonic,
-                hard_deadline=True,
-                follow_settling=False,
-                gate=self.gate,
-                recorded=True,
-            )
-            try:
-                return await agent._drive(action_id, intent, how)
-            except InvalidInput as exc:
-                # this phone's send path cannot send it (``--send-path framework`` and a
-                # long body): another phone of the pool may; this one looks again later
-                _log.warning("queued_action_not_sent", action_id=action_id, error=str(exc))
-                not_before = agent.ledger.now() + timedelta(seconds=REST_MAX_S)
-                return None
+            while not self.stopping:
+                replaced = getattr(agent.phone, "replaced", None)
+                if replaced:
+                    self._tell("phone_replaced", address, detail=replaced)
+                    return True
+                if key not in self._held:
+                    await self._let_pending(agent, state)
+                    self._tell("phone_lost", address, detail="another worker took it over")
+                    if not await self._hold(ledger, key, address):
+                        return False
+                    continue
+                if time.monotonic() >= state.next_pass:
+                    await self._let_pending(agent, state)
+                    await self._read_phone(agent, address, state)
+                if not await self._within_rate(agent):
+                    await self._let_pending(agent, state)
+                    self._set(address, f"at its send limit ({agent.rate_limit} per minute)")
+                    await self._rest(1.0)
+                    continue
+                # the claim of the action driven last is let go of in the same transaction
+                action = await ledger.claim_next(
+                    self.pool, key, self.name, stale_after=self.stale_after, release=state.pending
+                )
+                state.pending = None
+                if action is None:
+                    self._set(address, "idle")
+                    await self._rest(self.idle_s)
+                    continue
+                await self._send_one(agent, address, action, state)
+            return False
+        finally:
+            with contextlib.suppress(LedgerUnavailable):
+                await asyncio.shield(self._let_pending(agent, state))
+
+    async def _read_phone(self, agent: SmsAgent, address: str, state: _PhoneState) -> None:
+        """A reconcile pass of the phone; soon again while rows it sent are settling."""
+        self._set(address, "reading the phone")
+        await agent.reconcile()
+        state.next_pass = time.monotonic() + self.reconcile_every_s
+        if state.settling:
+            # rows not settled yet (the phone's clock runs ahead of ours, or the app was
+            # slow): read again soon
+            still = await agent.ledger.attempts_by_id(state.settling)
+            state.settling = {i for i, r in still.items() if _decisions.settling_until(r)}
+            if state.settling:
+                state.next_pass = min(state.next_pass, time.monotonic() + SETTLE_RETRY_S)
+
+    async def _send_one(
+        self, agent: SmsAgent, address: str, action: Any, state: _PhoneState
+    ) -> None:
+        """Drive one claimed action, tell what came of it, and plan the phone's next steps:
+        a read when its row settles, a rest when the phone was not ready."""
+        self._tell("claimed", address, action_id=action.action_id)
+        self._set(address, f"sending {action.action_id}")
+        outcome = await self._drive(agent, action.action_id, action.intent, state)
+        self._tell(
+            "done",
+            address,
+            action_id=action.action_id,
+            status=outcome.status.value if outcome is not None else None,
+            detail=_outcome_detail(outcome),
+        )
+        if outcome is None:
+            return
+        latest = outcome.summary.latest
+        if outcome.status is Status.VERIFYING and latest is not None:
+            # sent, its row settling: a read once it has settled ends it
+            state.settling.add(latest.dispatch_id)
+            state.next_pass = min(state.next_pass, time.monotonic() + _settles_in(agent, outcome))
+        not_ready = outcome.not_ready
+        if not_ready is not None and outcome.status in (Status.FAILED, Status.PLANNED):
+            await self._let_pending(agent, state)
+            self._tell("resting", address, detail=f"{not_ready}; resting {state.rest:.0f} s")
+            self._set(address, f"not ready ({not_ready}); resting {state.rest:.0f} s")
+            await self._rest(state.rest)
+            state.rest = min(REST_MAX_S, state.rest * 2)
+        else:
+            state.rest = REST_S
+
+    async def _let_pending(self, agent: SmsAgent, state: _PhoneState) -> None:
+        """Let go now of the claim whose release waits for the phone's next claim."""
+        if state.pending is not None:
+            action_id, state.pending = state.pending, None
+            await agent.ledger.release(action_id, self.name)
+
+    async def _drive(
+        self, agent: SmsAgent, action_id: str, intent: Any, state: _PhoneState
+    ) -> SendOutcome | None:
+        """Drive one claimed action as ``resume`` does. Its claim is let go of by the
+        phone's next claim (``state.pending``), or at once when it cannot be sent here or the
+        drive was cut short (a cancellation)."""
+        how = How(
+            wait=self.wait,
+            clock=time.monotonic,
+            hard_deadline=True,
+            follow_settling=False,
+            gate=self.gate,
+            recorded=True,
+        )
+        released = False
+        try:
+            outcome = await agent._drive(action_id, intent, how)
+        except InvalidInput as exc:
+            # this phone's send path cannot send it (``--send-path framework`` and a long
+            # body): another phone of the pool may; this one looks again later
+            _log.warning("queued_action_not_sent", action_id=action_id, error=str(exc))
+            released = True
+            later = agent.ledger.now() + timedelta(seconds=REST_MAX_S)
+            await agent.ledger.release(action_id, self.name, not_before=later)
+            return None
+        except BaseException:
+            released = True
+            with contextlib.suppress(LedgerUnavailable):
+                await asyncio.shield(agent.ledger.release(action_id, self.name))
+            raise
         finally:
             self.driven += 1
-            with contextlib.suppress(LedgerUnavailable):
-                await asyncio.shield(
-                    agent.ledger.release(action_id, self.name, not_before=not_before)
-                )
+            if not released:
+                state.pending = action_id
+        return outcome
 
     async def _within_rate(self, agent: SmsAgent) -> bool:
         """May the phone start another send now? Asked of the ledger (every sender's sends

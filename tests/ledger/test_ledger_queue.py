@@ -233,3 +233,19 @@ async def test_racing_claims_never_share_an_action(ledger_target: str) -> None:
     results = await asyncio.gather(*(claimer(i) for i in range(8)))
     everything = [action for got in results for action in got]
     assert sorted(everything) == [f"R-{n:02}" for n in range(40)]
+
+
+async def test_a_claim_can_let_go_of_the_last_one_in_the_same_transaction(
+    ledger: Ledger,
+) -> None:
+    await queue_three(ledger)
+    now = T0 + timedelta(minutes=1)
+    await ledger.hold_phones(holder("w1", now), [("p1", "a1")])
+    first = await ledger.claim_next("default", "p1", "w1", now=now)
+    assert first is not None
+    record = await ledger.begin_attempt(first.action_id, "p1", now=now)
+    await ledger.apply(fail_delivery(record, reason="radio off", now=now, actor="test"))
+    second = await ledger.claim_next("default", "p1", "w1", now=now, release=first.action_id)
+    assert second is not None and second.action_id == "Q-1"
+    released = (await ledger.summary(first.action_id)).action
+    assert released.claim is None and released.queue_after == now  # due again: it FAILED
