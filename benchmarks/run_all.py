@@ -39,6 +39,7 @@ BENCHMARKS: tuple[tuple[str, str], ...] = (
     ("bridge", "bench_bridge"),
     ("demo", "bench_demo"),
     ("postgres", "bench_postgres"),
+    ("fleet", "bench_fleet"),
 )
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The benchmarks in two halves of about equal length, run at once (the machine's two cores;
 #: no figure is judged here, so sharing them changes nothing this test looks at).
-HALVES = ("reconcile,startup,ledger,bridge,nightly_backlog", "send,reads,demo,postgres")
+HALVES = ("reconcile,startup,ledger,bridge,nightly_backlog,fleet", "send,reads,demo,postgres")
 
 
 def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path) -> None:
@@ -63,5 +63,7 @@ def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path) -> None:
         "bridge:",
         "starebrain demo",
         "PostgreSQL",
+        "fleet of workers",
+        "the agent's CPU per send",
     ):
         assert expected in works
