@@ -52,6 +52,7 @@ from bench_postgres import (  # noqa: E402
     _store_counts,
     fresh_schema,
     send_floor_s,
+    stop_phones,
 )
 
 from android_bridge import ensure_key  # noqa: E402
@@ -194,13 +195,7 @@ async def fleet_figures(phones: int, workers: int, agents: int, actions: int) ->
                 attempts = await conn.fetchval("SELECT count(*) FROM attempts")
             finally:
                 await conn.close()
-        phones_cpu = 0.0
-        for _process, inbox in servers:
-            inbox.put("stop")
-        for _ in servers:
-            phones_cpu += phone_box.get(timeout=120)["cpu_s"]
-        for process, _inbox in servers:
-            process.join(timeout=30)
+        phones_cpu = stop_phones(servers, phone_box)
         sent, twice, extra = _store_counts(root, phones)
     claims = [e["at"] for e in events if e["event"] == "claimed"]
     dones = [e["at"] for e in events if e["event"] == "done"]

@@ -457,6 +457,17 @@ def _phones_worker(
     asyncio.run(serve())
 
 
+def stop_phones(servers: list[tuple[Any, Any]], box: Any) -> float:
+    """Stop the phone processes ``_phones_worker`` started (each a (process, inbox) pair,
+    answering on ``box``); the CPU seconds they spent since their go signal, in all."""
+    for _process, inbox in servers:
+        inbox.put("stop")
+    cpu = sum(box.get(timeout=120)["cpu_s"] for _ in servers)
+    for process, _inbox in servers:
+        process.join(timeout=30)
+    return float(cpu)
+
+
 async def _agent_run(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
     from starebrain_actions.ledger import pg as _pg
     from starebrain_actions.orchestration.agent import SmsAgent
@@ -631,13 +642,7 @@ async def fleet_figures(
                 attempts = await conn.fetchval("SELECT count(*) FROM attempts")
             finally:
                 await conn.close()
-        phones_cpu = 0.0
-        for _process, inbox in servers:
-            inbox.put("stop")
-        for _ in servers:
-            phones_cpu += phone_box.get(timeout=120)["cpu_s"]
-        for process, _inbox in servers:
-            process.join(timeout=30)
+        phones_cpu = stop_phones(servers, phone_box)
         errors = [r["error"] for r in results if "error" in r]
         if errors:
             raise RuntimeError(f"fleet: an agent process failed: {errors[0]}")
