@@ -47,15 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import (  # noqa: E402
     _cpu_seconds_of,
     _machine_busy,
-    _phones_worker,
     _quiet,
     _store_counts,
     fresh_schema,
     send_floor_s,
+    start_phones,
     stop_phones,
 )
 
-from android_bridge import ensure_key  # noqa: E402
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent  # noqa: E402
 
 RECIPIENT = "+12025550143"
@@ -123,26 +122,8 @@ async def fleet_figures(phones: int, workers: int, agents: int, actions: int) ->
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-fleet-workers-") as tmp:
         root = Path(tmp)
-        key = ensure_key(root / "adbkey")
-        authorized = root / "adb_keys"
-        public = Path(f"{key}.pub").read_text()  # noqa: ASYNC240 (set-up, before the clock)
-        authorized.write_text(public.strip() + "\n")
-        phone_box = context.Queue()
-        servers = []
-        phone_processes = max(1, min(4, phones // 10))
-        share = -(-phones // phone_processes)
-        for first in range(0, phones, share):
-            inbox = context.Queue()
-            count = min(share, phones - first)
-            process = context.Process(
-                target=_phones_worker,
-                args=(str(root), first, count, str(authorized), phone_box, inbox),
-                daemon=True,
-            )
-            process.start()
-            servers.append((process, inbox))
-        ready = sorted((phone_box.get(timeout=120) for _ in servers), key=lambda a: a["first"])
-        serials = [serial for answer in ready for serial in answer["serials"]]
+        processes = max(1, min(4, phones // 10))
+        key, serials, servers, phone_box = start_phones(root, phones, processes)
         async with fresh_schema() as url:
             async with Ledger.open(url):
                 pass
@@ -240,21 +221,12 @@ async def agent_cpu_figures(sends: int) -> dict[str, Any]:
     from android_bridge import Device
     from starebrain_actions.orchestration.agent import SmsAgent
 
-    context = multiprocessing.get_context("spawn")
     figures: dict[str, Any] = {"sends": sends}
     with tempfile.TemporaryDirectory(prefix="bench-agent-cpu-") as tmp:
         root = Path(tmp)
-        key = ensure_key(root / "adbkey")
-        authorized = root / "adb_keys"
-        public = Path(f"{key}.pub").read_text()  # noqa: ASYNC240 (set-up, before the clock)
-        authorized.write_text(public.strip() + "\n")
-        box, inbox = context.Queue(), context.Queue()
-        server = context.Process(
-            target=_phones_worker, args=(tmp, 0, 1, str(authorized), box, inbox), daemon=True
-        )
-        server.start()
-        (serial,) = box.get(timeout=120)["serials"]
-        inbox.put("go")
+        key, (serial,), servers, box = start_phones(root, 1, 1)
+        for _process, inbox in servers:
+            inbox.put("go")
         device = await Device.connect(serial, key_path=key)
         try:
             await device.shell("echo warm")
@@ -276,9 +248,7 @@ async def agent_cpu_figures(sends: int) -> dict[str, Any]:
                     for n in range(sends):
                         await agent.send(f"{backend}-{n}", RECIPIENT, f"agent {n}", wait=60)
                     figures[f"{backend}_ms"] = (time.process_time() - cpu) / sends * 1000
-        inbox.put("stop")
-        box.get(timeout=120)
-        server.join(timeout=30)
+        stop_phones(servers, box)
     return figures
 
 

@@ -457,6 +457,36 @@ def _phones_worker(
     asyncio.run(serve())
 
 
+def start_phones(
+    root: Path, phones: int, processes: int
+) -> tuple[Path, list[str], list[tuple[Any, Any]], Any]:
+    """An ADB key in ``root`` and ``phones`` simulated phones served by ``processes``
+    processes (``_phones_worker``, stores in ``root``), each waiting for its go signal: the
+    key, the phones' serials in order, the (process, inbox) pairs and the box they answer
+    on (``stop_phones`` ends them)."""
+    context = multiprocessing.get_context("spawn")
+    key = ensure_key(root / "adbkey")
+    authorized = root / "adb_keys"
+    authorized.write_text(Path(f"{key}.pub").read_text().strip() + "\n")
+    box = context.Queue()
+    servers = []
+    share = -(-phones // processes)
+    for first in range(0, phones, share):
+        inbox = context.Queue()
+        count = min(share, phones - first)
+        process = context.Process(
+            target=_phones_worker,
+            args=(str(root), first, count, str(authorized), box, inbox),
+            daemon=True,
+        )
+        process.start()
+        servers.append((process, inbox))
+    ready = sorted((box.get(timeout=120) for _ in servers), key=lambda answer: answer["first"])
+    serials = [serial for answer in ready for serial in answer["serials"]]
+    assert len(serials) == phones
+    return key, serials, servers, box
+
+
 def stop_phones(servers: list[tuple[Any, Any]], box: Any) -> float:
     """Stop the phone processes ``_phones_worker`` started (each a (process, inbox) pair,
     answering on ``box``); the CPU seconds they spent since their go signal, in all."""
@@ -576,34 +606,7 @@ async def fleet_figures(
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         root = Path(tmp)
-        key = ensure_key(root / "adbkey")
-        authorized = root / "adb_keys"
-        public = Path(f"{key}.pub").read_text()  # noqa: ASYNC240 (set-up, before the clock)
-        authorized.write_text(public.strip() + "\n")
-        phone_box = context.Queue()
-        servers = []
-        share = -(-phones // phone_processes)
-        for first in range(0, phones, share):
-            inbox = context.Queue()
-            process = context.Process(
-                target=_phones_worker,
-                args=(
-                    str(root),
-                    first,
-                    min(share, phones - first),
-                    str(authorized),
-                    phone_box,
-                    inbox,
-                ),
-                daemon=True,
-            )
-            process.start()
-            servers.append((process, inbox))
-        ready = sorted(
-            (phone_box.get(timeout=120) for _ in servers), key=lambda answer: answer["first"]
-        )
-        serials = [serial for answer in ready for serial in answer["serials"]]
-        assert len(serials) == phones
+        key, serials, servers, phone_box = start_phones(root, phones, phone_processes)
         work, duplicated = plan_fleet(serials, actions, processes, hosts)
         results: list[dict[str, Any]] = []
         async with fresh_schema() as url:

@@ -179,7 +179,7 @@ class ActionReads(LedgerConnection):
                 chunk = missing[start : start + 500]
                 marks = ", ".join("?" for _ in chunk)
                 for row in db.execute(f"SELECT * FROM actions WHERE action_id IN ({marks})", chunk):
-                    action = _cached_action(row_dict(row))
+                    action = cached_action(row_dict(row))
                     found[action.action_id] = self._remember(action)
             return found
 
@@ -371,8 +371,8 @@ class ActionReads(LedgerConnection):
                 for action_id in wanted:
                     if action_id not in stored:
                         break
-                    present.append(_cached_action(row_dict(stored[action_id])))
-                found += _summaries_of(db, present, when)
+                    present.append(cached_action(row_dict(stored[action_id])))
+                found += summaries_of(db, present, when)
                 if len(present) < size:
                     return found
                 size = min(size * 2, _GENERATIONS_LAST_BATCH)
@@ -413,12 +413,12 @@ def summary_page(
     rows = db.execute(sql, [*bound, size]).fetchall()
     if not rows:
         return [], None
-    page = _summaries_of(db, [_cached_action(row_dict(row)) for row in rows], now)
+    page = summaries_of(db, [cached_action(row_dict(row)) for row in rows], now)
     last = rows[-1]
     return page, (None if len(rows) < size else (str(last["created_at"]), str(last["action_id"])))
 
 
-def _summaries_of(
+def summaries_of(
     db: sqlite3.Connection, actions: Sequence[Action], now: datetime
 ) -> list[ActionSummary]:
     """The summaries of these actions at ``now``, in their order (``_load_page``'s two
@@ -462,7 +462,7 @@ def _load_page(
     return attempts, duplicates
 
 
-def _cached_action(row: Mapping[str, Any]) -> Action:
+def cached_action(row: Mapping[str, Any]) -> Action:
     """``action_from_row``, with the policy read once per distinct stored text (policies are
     frozen records; a ledger holds few distinct ones). Anything unreadable is left to
     ``action_from_row``, which names what is wrong."""

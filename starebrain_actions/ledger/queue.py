@@ -41,7 +41,7 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.gate import gate_refusal, standing_verdict
-from starebrain_actions.ledger.queries import _cached_action, _summaries_of
+from starebrain_actions.ledger.queries import cached_action, summaries_of
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
 from starebrain_actions.ledger.receipts import insert_action, new_action
 
@@ -185,14 +185,16 @@ class QueueWork(LedgerConnection):
             verdict = None
             if created and active is not None:
                 verdict = gate_refusal(db, active, action, [], when)
-                if verdict is not None:
-                    action = load_action(db, action_id)
-                    after = _after_verdict(verdict, when)
-                    db.execute(
-                        "UPDATE actions SET queue_after = ? WHERE action_id = ?",
-                        (format_time(after) if after else None, action_id),
-                    )
-            summary = _summaries_of(db, [load_action(db, action_id)], when)[0]
+            stored = load_action(db, action_id)
+            if verdict is not None:
+                # the verdict is kept on the action: its next look follows from it
+                after = next_look(stored, [], when)
+                db.execute(
+                    "UPDATE actions SET queue_after = ? WHERE action_id = ?",
+                    (format_time(after) if after else None, action_id),
+                )
+                stored = attrs.evolve(stored, queue_after=after)
+            summary = summaries_of(db, [stored], when)[0]
             return Queued(summary=summary, created=created, gate=verdict)
 
         queued = await self._write(work, inline=True)
@@ -251,7 +253,7 @@ class QueueWork(LedgerConnection):
                 ),
             ).fetchall()
             for row in rows:
-                action = _cached_action(row_dict(row))
+                action = cached_action(row_dict(row))
                 attempts = load_attempts(db, action.action_id)
                 after = next_look(action, attempts, when)
                 if after is not None and after <= when:
@@ -450,13 +452,17 @@ def _release(
     return after
 
 
-def _gate_wait(action: Action, now: datetime) -> datetime:
-    """When an action that may start is due, after the gate's latest refusal of it: the end
-    of its quiet hours (WAIT), a recheck after a limit (OVER_LIMIT); now when none stands."""
+def _gate_wait(action: Action, now: datetime) -> datetime | None:
+    """When an action that may start is due, after the gate's latest refusal of it: never
+    (DENY: never sent, whatever comes later), the end of its quiet hours (WAIT), a recheck
+    after a limit (OVER_LIMIT); now when none stands. (A hold for approval is a standing
+    verdict: ``next_look`` takes it out of the queue before.)"""
     from starebrain_actions.core.policy import Verdict
 
     gate = action.gate or {}
     verdict = gate.get("verdict")
+    if verdict == Verdict.DENY.value:
+        return None
     if verdict == Verdict.WAIT.value and isinstance(gate.get("until"), str):
         return max(now, structure(gate["until"], datetime, "gate until"))
     if verdict == Verdict.OVER_LIMIT.value:
@@ -464,28 +470,5 @@ def _gate_wait(action: Action, now: datetime) -> datetime:
     return now
 
 
-def _after_verdict(verdict: GateDecision, when: datetime) -> datetime | None:
-    """When a queued action the gate refused at ``enqueue`` is looked at again: DENY and
-    HOLD take it out of the queue (a person's ruling puts a HOLD back), WAIT waits for the
-    end of its quiet hours, OVER_LIMIT for a recheck."""
-    from starebrain_actions.core.policy import Verdict
-
-    if verdict.verdict in (Verdict.DENY, Verdict.HOLD):
-        return None
-    if verdict.verdict is Verdict.WAIT and verdict.until is not None:
-        return verdict.until
-    return when + RECHECK
-
-
 def _phone_worker(row: Mapping[str, object]) -> PhoneWorker:
-    return PhoneWorker(
-        device=str(row["device"]),
-        worker=str(row["worker"]),
-        host=str(row["host"]),
-        pid=int(str(row["pid"])),
-        pool=str(row["pool"]),
-        address=str(row["address"]),
-        claimed_at=structure(row["claimed_at"], datetime, "phone_workers claimed_at"),
-        heartbeat_at=structure(row["heartbeat_at"], datetime, "phone_workers heartbeat_at"),
-        doing=str(row["doing"]),
-    )
+    return structure(row, PhoneWorker, "phone_workers row")

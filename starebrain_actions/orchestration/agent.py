@@ -10,6 +10,7 @@ timeout) resumes the same action and never sends while an earlier attempt is unr
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import time
@@ -110,6 +111,8 @@ class SmsAgent:
         self.actor = actor
         #: dispatches this agent sent to the phone (for tests and the demo)
         self.dispatches = 0
+        #: when (``time.monotonic()``) this agent's dispatches of the last minute started
+        self._dispatched_at: collections.deque[float] = collections.deque()
         #: an unresolved attempt of another sender is voided on the phone only this long
         #: after its receipt: longer than its command can take (it may be on its way)
         self.void_after = void_after
@@ -413,6 +416,14 @@ class SmsAgent:
             void_now=self._timed_out,
         )
 
+    def own_recent_dispatches(self) -> int:
+        """How many sends this agent started in the last minute (its own only; the ledger
+        counts every sender's: ``Ledger.dispatches_since``)."""
+        times, since = self._dispatched_at, time.monotonic() - 60.0
+        while times and times[0] < since:
+            times.popleft()
+        return len(times)
+
     async def _within_rate(
         self,
         give_up: float,
@@ -475,6 +486,7 @@ class SmsAgent:
         command off (an unknown outcome) when it has not answered within that time. True
         when the phone took the send command (its receipt is recorded)."""
         self.dispatches += 1
+        self._dispatched_at.append(time.monotonic())
         receipt_taken = False
         epoch = record.evidence.get("fence_epoch")
         fence = (record.dispatch_id, epoch) if isinstance(epoch, str) else None

@@ -19,13 +19,12 @@ and unresolved attempts that the phone's next holder settles by reading, as ever
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -74,17 +73,11 @@ class WorkerEvent:
     detail: str = ""
 
     def data(self) -> dict[str, Any]:
-        """As JSON."""
-        from starebrain_actions.core.convert import format_time
+        """As JSON (the package's converter: times as ``format_time``)."""
+        from starebrain_actions.core.convert import to_jsonable
 
-        return {
-            "event": self.event,
-            "device": self.device,
-            "at": format_time(self.at),
-            "action_id": self.action_id,
-            "status": self.status,
-            "detail": self.detail,
-        }
+        data: dict[str, Any] = to_jsonable(self)
+        return data
 
 
 def worker_name() -> str:
@@ -165,10 +158,6 @@ class Worker:
         self._stopping = asyncio.Event()
         #: phone key -> address, for the phones this worker holds now
         self._held: dict[str, str] = {}
-        #: phone key -> when this worker's sends of the last minute started (monotonic),
-        #: and how many of its agent's dispatches are counted there
-        self._sent: dict[str, collections.deque[float]] = {}
-        self._counted: dict[str, int] = {}
         self._ledger: Ledger | None = None
 
     # ------------------------------------------------------------------ running
@@ -380,15 +369,7 @@ class Worker:
         """May the phone start another send now? Asked of the ledger (every sender's sends
         count) only once this worker's own sends of the last minute come near the limit:
         below it, the send's own check (``SmsAgent._within_rate``) is enough."""
-        key = agent.phone.device
-        now = time.monotonic()
-        times = self._sent.setdefault(key, collections.deque())
-        # the agent's dispatches since the last look, stamped now (a little late: safe)
-        times.extend([now] * (agent.dispatches - self._counted.get(key, 0)))
-        self._counted[key] = agent.dispatches
-        while times and now - times[0] > 60.0:
-            times.popleft()
-        recent = len(times)
+        recent = agent.own_recent_dispatches()
         if recent < agent.rate_limit // 2:
             return True
         since = agent.ledger.now() - timedelta(minutes=1)
@@ -460,17 +441,11 @@ class Worker:
         self.doing[address] = doing
 
     def _tell(self, event: str, device: str, **fields: Any) -> None:
-        now = self._ledger.now() if self._ledger is not None else _utc_now()
+        now = self._ledger.now() if self._ledger is not None else datetime.now(UTC)
         told = WorkerEvent(event=event, device=device, at=now, **fields)
         _log.info("worker_" + event, worker=self.name, device=device, **fields)
         if self.on_event is not None:
             self.on_event(told)
-
-
-def _utc_now() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)
 
 
 def _settles_in(agent: SmsAgent, outcome: SendOutcome) -> float:
