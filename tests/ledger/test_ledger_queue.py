@@ -249,3 +249,17 @@ async def test_a_claim_can_let_go_of_the_last_one_in_the_same_transaction(
     assert second is not None and second.action_id == "Q-1"
     released = (await ledger.summary(first.action_id)).action
     assert released.claim is None and released.queue_after == now  # due again: it FAILED
+
+
+async def test_a_workers_gate_denial_takes_the_action_out_of_the_queue(ledger: Ledger) -> None:
+    """Queued with no gate, denied by the gate of the worker that claimed it: its release
+    leaves it out of the queue (DENY: never sent), instead of due again at once."""
+    from starebrain_actions.core.exceptions import PolicyRefused
+
+    await ledger.enqueue("Q-1", INTENT, now=T0)
+    claimed = await ledger.claim_next("default", "p1", "w1", now=T0)
+    assert claimed is not None
+    with pytest.raises(PolicyRefused):
+        await ledger.begin_attempt("Q-1", "p1", now=T0, gate=Policy(deny=("+1202555*",)))
+    assert await ledger.release("Q-1", "w1", now=T0) is None
+    assert await ledger.claim_next("default", "p1", "w1", now=T0) is None
