@@ -34,7 +34,9 @@ POLICY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     maximum_interval=timedelta(seconds=1),
     grace_window=timedelta(seconds=2),
-    unverified_after=timedelta(seconds=3),
+    # longer than the workers' void_after (25 s: a stopped phone's attempt is settled by
+    # voiding its fence once the phone is back, before it would go to a person's review)
+    unverified_after=timedelta(seconds=60),
     settle_after=timedelta(milliseconds=300),
     framework_settle_after=timedelta(milliseconds=200),
 )
