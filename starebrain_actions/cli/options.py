@@ -315,9 +315,10 @@ def default_policy_path() -> Path:
     return default_key_path().parent / POLICY_FILE_NAME
 
 
-def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
+def policy_for(path: str | Path | None, *, approve: str, short_codes: str) -> Policy | None:
     """The gate a command uses: the file named (``--policy``), else the default file if it
-    exists, else none; with ``approve`` as the approval mode when the file sets none.
+    exists, else none; with ``approve`` as the approval mode and ``short_codes`` as the rule
+    for a short code no list names, when the file sets none (``Policy.with_defaults``).
 
     Raises:
         InvalidInput: the file cannot be read or a rule refuses a value.
@@ -329,7 +330,7 @@ def policy_for(path: str | Path | None, *, approve: str) -> Policy | None:
         path = found
     from starebrain_actions.core.policy import load_policy
 
-    return load_policy(path).with_default_approval(approve)
+    return load_policy(path).with_defaults(approve=approve, short_codes=short_codes)
 
 
 def json_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -432,7 +433,9 @@ def region_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def typed_command_gate(path: Path | None) -> Policy | None:
     """The policy gate of a command a person types (``send``, ``resume``, ``nightly
-    --resume``): the person typing it is the approval, unless the file says otherwise.
+    --resume``): the person typing it is the approval, and names the recipient, so a short
+    code is sent too (``approve = "never"``, ``short_codes = "allow"``), unless the file says
+    otherwise.
 
     Raises:
         CliUsageError: the policy file cannot be read or a rule refuses a value.
@@ -441,6 +444,6 @@ def typed_command_gate(path: Path | None) -> Policy | None:
     from starebrain_actions.core.exceptions import InvalidInput
 
     try:
-        return policy_for(path, approve="never")
+        return policy_for(path, approve="never", short_codes="allow")
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc

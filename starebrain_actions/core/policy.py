@@ -4,9 +4,11 @@ verdict on one action before anything is sent.
 A policy file (``policy.toml`` in the config dir, or ``--policy FILE``)::
 
     [recipients]
-    allow = ["+1202555*"]    # E.164 patterns (``*`` matches any digits); absent: any number
-    deny  = ["+1900*"]
+    allow = ["+1202555*", "611"]   # E.164 patterns ("+" and digits) or short codes (3 to 8
+                                   # digits, no "+"); ``*`` ends a prefix; absent: any number
+    deny  = ["+1900*", "876*"]
     approve = "new"          # "never" | "new" | "always"
+    short_codes = "deny"     # "allow" | "deny": a short code that no list names
 
     [limits]
     per_recipient_per_day = 5
@@ -15,9 +17,18 @@ A policy file (``policy.toml`` in the config dir, or ``--policy FILE``)::
     max_segments = 3
 
 The verdicts, in the order the rules are tried (the first that applies decides):
-``DENY`` (a recipient rule or ``max_segments``: nothing is ever sent for that action),
+``DENY`` (a person's denial, then ``recipients.deny``, ``recipients.allow``,
+``recipients.short_codes`` and ``max_segments``: nothing is ever sent for that action),
 ``HOLD`` (a person must approve it first), ``WAIT`` (quiet hours: it waits until they end),
-``OVER_LIMIT`` (refused now; a later call may pass) and ``ALLOW``. A number's local time is
+``OVER_LIMIT`` (refused now; a later call may pass) and ``ALLOW``.
+
+Patterns are judged against the recipient as the product normalises it (``SmsIntent``): E.164
+(``+12025550143``) for a number, the bare digits (``611``) for a short code. A pattern with
+``+`` names numbers only, one without names short codes only: ``"+1*"`` never matches
+``611``, and ``"1900*"`` never matches ``+19005550100``. A short code that no allow or deny
+pattern names is sent only when ``short_codes`` is "allow" (premium-rate and carrier
+services use short codes); None (the file does not say) is read as "allow" here, and each
+command fills in its own default (``Policy.with_defaults``). A number's local time is
 read from ``phonenumbers``' time-zone data; a number in several zones is quiet while any of
 them is (never kinder than the strictest reading). No I/O here: the ledger counts, the
 caller reads the file (``load_policy``).
@@ -28,6 +39,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import hashlib
+import json
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -45,10 +57,17 @@ from starebrain_actions.core.segments import count_segments
 #: How a person takes part: "never" (the caller's word is the approval: the CLI's default),
 #: "new" (the first SMS to a number: the MCP server's default), "always" (every SMS).
 APPROVALS: Final = ("never", "new", "always")
+#: What happens to a short code that no allow or deny pattern names: "allow" (sent, as the
+#: command line's default: the person typing it names the recipient) or "deny" (the MCP
+#: server's default: a model's call is no person's word).
+SHORT_CODES: Final = ("allow", "deny")
 #: A number's time zone when ``phonenumbers`` knows none.
 UNKNOWN_ZONE: Final = "UTC"
 
-_PATTERN = re.compile(r"\+\d{1,15}\*?")
+#: E.164 patterns: "+", 1 to 15 ASCII digits, an optional "*" (any digits, or none)
+_PATTERN = re.compile(r"\+[0-9]{1,15}\*?")
+#: short-code patterns: 3 to 8 ASCII digits with no "+", an optional "*"
+_SHORT_CODE_PATTERN = re.compile(r"[0-9]{3,8}\*?")
 _QUIET = re.compile(r"(\d{2}):(\d{2})-(\d{2}):(\d{2})")
 
 
@@ -66,13 +85,19 @@ class Verdict(enum.StrEnum):
 class Policy:
     """The rules of one policy file (or the built-in defaults: everything allowed)."""
 
-    #: E.164 patterns a recipient must match (None: any valid number)
+    #: E.164 or short-code patterns a recipient must match (None: any valid number)
     allow: tuple[str, ...] | None = None
-    #: E.164 patterns no recipient may match
+    #: E.164 or short-code patterns no recipient may match
     deny: tuple[str, ...] = ()
     #: "never", "new" or "always" (None: the file does not say; the command's default
-    #: applies, see ``with_default_approval``; "never" when none is given)
+    #: applies, see ``with_defaults``; "never" when none is given)
     approve: str | None = None
+    #: "allow" or "deny": a short code that no allow or deny pattern names (None: the file
+    #: does not say; the command's default applies, see ``with_defaults``; "allow" when none
+    #: is given)
+    short_codes: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(SHORT_CODES))
+    )
     per_recipient_per_day: int | None = None
     per_hour: int | None = None
     #: (start, end) in the recipient's local time; end before start spans midnight
@@ -83,9 +108,30 @@ class Policy:
     #: where it was read from ("" for the built-in policy)
     source: str = ""
 
+    def with_defaults(self, *, approve: str, short_codes: str) -> Policy:
+        """The same rules, with ``approve`` and ``short_codes`` where the file says nothing.
+
+        The command line's defaults are "never" and "allow" (the person typing the command
+        names the recipient: their word is the approval); the MCP server's are "new" and
+        "deny" (a model's call is no person's word, and short codes include premium-rate
+        services).
+
+        Raises:
+            InvalidInput: a default that is not one of the modes.
+        """
+        return attrs.evolve(
+            self,
+            approve=(self.approve if self.approve is not None else _approval(approve, "approve")),
+            short_codes=(
+                self.short_codes
+                if self.short_codes is not None
+                else _short_codes(short_codes, "short_codes")
+            ),
+        )
+
     def with_default_approval(self, approve: str) -> Policy:
-        """The same rules, with ``approve`` when the file says nothing (the CLI's default is
-        "never": the person typing the command is the approval; the MCP server's "new")."""
+        """The same rules, with ``approve`` when the file says nothing (``short_codes`` as
+        the file says); see ``with_defaults``."""
         if self.approve is not None:
             return self
         return attrs.evolve(self, approve=_approval(approve, "approve"))
@@ -157,7 +203,7 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
     _only(data, {"recipients", "limits"}, "")
     recipients = _table(data, "recipients")
     limits = _table(data, "limits")
-    _only(recipients, {"allow", "deny", "approve"}, "recipients.")
+    _only(recipients, {"allow", "deny", "approve", "short_codes"}, "recipients.")
     _only(limits, {"per_recipient_per_day", "per_hour", "quiet_hours", "max_segments"}, "limits.")
     allow = recipients.get("allow")
     return Policy(
@@ -168,6 +214,11 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
             if "approve" in recipients
             else None
         ),
+        short_codes=(
+            _short_codes(recipients["short_codes"], "recipients.short_codes")
+            if "short_codes" in recipients
+            else None
+        ),
         per_recipient_per_day=_count(limits.get("per_recipient_per_day"), "per_recipient_per_day"),
         per_hour=_count(limits.get("per_hour"), "per_hour"),
         quiet_hours=_quiet(limits.get("quiet_hours")),
@@ -175,6 +226,35 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
         digest=digest,
         source=source,
     )
+
+
+def policy_document(policy: Policy) -> dict[str, Any]:
+    """The rules of ``policy`` as the TOML file's tables (what ``parse_policy`` reads back to
+    the same rules), with the approval mode and the short-code rule it runs with (None
+    written as "never" and "allow", what ``judge`` reads it as): the form the ledger keeps
+    of the policy that judged an action (``gate_policies``), so that every later path can
+    judge it again by the same rules."""
+    recipients: dict[str, Any] = {"deny": list(policy.deny)}
+    if policy.allow is not None:
+        recipients["allow"] = list(policy.allow)
+    recipients["approve"] = policy.approve if policy.approve is not None else "never"
+    recipients["short_codes"] = policy.short_codes if policy.short_codes is not None else "allow"
+    limits: dict[str, Any] = {}
+    for key in ("per_recipient_per_day", "per_hour", "max_segments"):
+        value = getattr(policy, key)
+        if value is not None:
+            limits[key] = value
+    if policy.quiet_hours is not None:
+        start, end = policy.quiet_hours
+        limits["quiet_hours"] = f"{start:%H:%M}-{end:%H:%M}"
+    return {"recipients": recipients, "limits": limits}
+
+
+def policy_pin(policy: Policy) -> str:
+    """``sha256:<hex>`` of ``policy_document``'s canonical JSON: the name under which the
+    ledger keeps these rules (two files with the same rules, comments aside, share it)."""
+    text = json.dumps(policy_document(policy), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def judge(policy: Policy, intent: SmsIntent, counts: GateCounts, *, now: datetime) -> GateDecision:
@@ -192,8 +272,16 @@ def judge(policy: Policy, intent: SmsIntent, counts: GateCounts, *, now: datetim
     for pattern in policy.deny:
         if _matches(recipient, pattern):
             return decided(Verdict.DENY, "recipients.deny", f"the recipient matches {pattern}")
-    if policy.allow is not None and not any(_matches(recipient, p) for p in policy.allow):
+    named = policy.allow is not None and any(_matches(recipient, p) for p in policy.allow)
+    if policy.allow is not None and not named:
         return decided(Verdict.DENY, "recipients.allow", "the recipient matches no allowed pattern")
+    if policy.short_codes == "deny" and not named and is_short_code(recipient):
+        return decided(
+            Verdict.DENY,
+            "recipients.short_codes",
+            "the recipient is a short code (premium-rate and carrier services use them) and"
+            ' no list names it; short_codes = "deny"',
+        )
     if policy.max_segments is not None:
         segments = count_segments(intent.body).segments
         if segments > policy.max_segments:
@@ -239,6 +327,12 @@ def judge(policy: Policy, intent: SmsIntent, counts: GateCounts, *, now: datetim
             f" (limit {limit})",
         )
     return decided(Verdict.ALLOW, "", "")
+
+
+def is_short_code(recipient: str) -> bool:
+    """Is the recipient, as the product normalises it, a short code (ASCII digits, no
+    ``+``)? A number's normalised form is E.164 and starts with ``+``."""
+    return recipient.isascii() and recipient.isdigit()
 
 
 def zones_of(recipient: str) -> tuple[ZoneInfo, ...]:
@@ -313,12 +407,16 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def _patterns(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InvalidInput(f'policy: {key} must be a list of E.164 patterns such as "+1202555*"')
+        raise InvalidInput(
+            f'policy: {key} must be a list of patterns: E.164 such as "+1202555*", or short'
+            ' codes such as "611"'
+        )
     for item in value:
-        if not _PATTERN.fullmatch(item):
+        if not (_PATTERN.fullmatch(item) or _SHORT_CODE_PATTERN.fullmatch(item)):
             raise InvalidInput(
-                f"policy: {key}: {item!r} is not an E.164 pattern (+ and digits, then an"
-                " optional *)"
+                f"policy: {key}: {item!r} is neither an E.164 pattern (+ and 1 to 15 digits,"
+                " then an optional *) nor a short-code pattern (3 to 8 digits with no +, then"
+                " an optional *: at least 3 digits before the *)"
             )
     return tuple(value)
 
@@ -326,6 +424,12 @@ def _patterns(value: Any, key: str) -> tuple[str, ...]:
 def _approval(value: Any, key: str) -> str:
     if value not in APPROVALS:
         raise InvalidInput(f"policy: {key} must be one of {', '.join(APPROVALS)}; got {value!r}")
+    return str(value)
+
+
+def _short_codes(value: Any, key: str) -> str:
+    if value not in SHORT_CODES:
+        raise InvalidInput(f"policy: {key} must be one of {', '.join(SHORT_CODES)}; got {value!r}")
     return str(value)
 
 
