@@ -28,6 +28,7 @@ from starebrain_actions.core.exceptions import (
     SchemaTooNew,
     StaleTransition,
     StarebrainError,
+    WrongPhone,
 )
 
 __all__ = [
@@ -55,4 +56,5 @@ __all__ = [
     "SchemaTooNew",
     "StaleTransition",
     "StarebrainError",
+    "WrongPhone",
 ]

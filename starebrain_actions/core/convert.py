@@ -281,7 +281,17 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
         approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
         gate=stored_gate(row),
         **stored_queue(row),
+        **stored_binding(row),
     )
+
+
+def stored_binding(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy an action is pinned to and its owner, from a row of ``actions``, as
+    ``Action``'s keyword arguments: none for a ledger older than version 12."""
+    names = row.keys()
+    if "gate_policy" not in names:
+        return {}
+    return {"gate_policy": row["gate_policy"], "owner": row["owner"]}
 
 
 def stored_gate(row: Mapping[str, Any]) -> Mapping[str, Any] | None:

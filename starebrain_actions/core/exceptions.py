@@ -26,7 +26,8 @@ The tree says what a caller must do next::
             ├── AttemptInFlight           an earlier attempt of the action is unresolved
             ├── DeviceBusy                the device's lease is held by another attempt
             ├── BudgetExhausted           no attempts or time left: manual review
-            └── PolicyRefused             the policy gate denied, held or limited it
+            ├── PolicyRefused             the policy gate denied, held or limited it
+            └── WrongPhone                the action is bound to another phone or pool
 """
 
 from __future__ import annotations
@@ -180,3 +181,10 @@ class PolicyRefused(AttemptRefused):
 
 class BudgetExhausted(AttemptRefused):
     """The action has used its attempts or passed its deadline: a person must look."""
+
+
+class WrongPhone(AttemptRefused):
+    """The action is bound elsewhere (DESIGN.md invariant 9): to the phone its sender named
+    (``planned_device``), or to its pool's workers, one of which must hold its claim for this
+    phone. Nothing was written; a sender on the right phone, or a worker of the pool, sends
+    it."""

@@ -46,6 +46,9 @@ class Status(enum.StrEnum):
     SUCCEEDED = "SUCCEEDED"
     MISMATCH = "MISMATCH"
     FAILED = "FAILED"
+    #: action-level: a DENY is final (a gate's rule or a person's denial) and nothing of it
+    #: is under way or went out: it is never sent
+    DENIED = "DENIED"
 
 
 class ReviewReason(enum.StrEnum):
@@ -107,11 +110,20 @@ class Event(enum.StrEnum):
     APPROVED = "approved"
     #: a person denied the action (``starebrain deny``): it is never sent; an event of it
     DENIED = "denied"
+    #: the policy that first judged the action was kept with it (its rules' digest): every
+    #: later path judges it by those rules; an event of the action
+    POLICY_PINNED = "policy_pinned"
 
 
 #: Events of a whole action, not of one attempt: they change no state and have no transition.
 ACTION_EVENTS: Final = frozenset(
-    {Event.RETRY_GRANTED, Event.POLICY_VERDICT, Event.APPROVED, Event.DENIED}
+    {
+        Event.RETRY_GRANTED,
+        Event.POLICY_VERDICT,
+        Event.APPROVED,
+        Event.DENIED,
+        Event.POLICY_PINNED,
+    }
 )
 
 
@@ -527,6 +539,27 @@ class Action:
     queue_after: datetime | None = attrs.field(default=None, validator=_aware_utc)
     #: the worker driving it now (None: none)
     claim: QueueClaim | None = None
+    #: the policy that first judged it, by the digest of its rules (``gate_policies``): every
+    #: later path judges it again by those rules (None: no gate has judged it yet)
+    gate_policy: str | None = None
+    #: the client of ``starebrain mcp --clients`` whose namespace holds its id (None: none)
+    owner: str | None = None
+
+    @property
+    def denied(self) -> bool:
+        """A DENY is final: a person's denial, or a DENY verdict of any policy gate that
+        judged it (a rule, a client's policy). No path sends the action again; a person who
+        wants the message sent after all creates a new action."""
+        return self.approval == "DENIED" or (self.gate or {}).get("verdict") == "DENY"
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """A gate holds the action for a person's approval, and no person ruled yet."""
+        return (
+            self.approval is None
+            and not self.denied
+            and (self.gate or {}).get("verdict") == "HOLD"
+        )
 
     @property
     def deadline(self) -> datetime | None:

@@ -47,11 +47,13 @@ from starebrain_actions.core.exceptions import (
     LedgerUnavailable,
     SchemaTooNew,
 )
-from starebrain_actions.core.model import ActionSummary
+from starebrain_actions.core.model import ACTION_EVENTS, ActionSummary
 from starebrain_actions.ledger import pg as _pg
 
 #: The tables copied, parents before children (foreign keys are checked row by row).
 TABLES: Final = (
+    "gate_policies",
+    "owners",
     "actions",
     "attempts",
     "duplicates",
@@ -589,12 +591,17 @@ def _check_invariants(db: _pg.PgConnection) -> tuple[int, list[str]]:
     what is wrong."""
     differences: list[str] = []
     attempts = int(db.execute("SELECT count(*) FROM attempts").fetchone()[0])
+    # an event of the whole action (a verdict, an approval...) is kept with its latest
+    # attempt (or none yet: an empty dispatch id) and changes no state: not the attempt's own
+    action_events = sorted(event.value for event in ACTION_EVENTS)
+    marks = ", ".join("?" for _ in action_events)
     broken = db.execute(
         "SELECT a.dispatch_id, a.delivery, a.acceptance, a.last_event,"
         " last.to_delivery, last.to_acceptance, last.event"
         " FROM attempts AS a LEFT JOIN LATERAL ("
         "   SELECT h.to_delivery, h.to_acceptance, h.event, h.at, h.actor FROM history AS h"
-        "   WHERE h.dispatch_id = a.dispatch_id ORDER BY h.sequence DESC LIMIT 1"
+        f"   WHERE h.dispatch_id = a.dispatch_id AND h.event NOT IN ({marks})"
+        "   ORDER BY h.sequence DESC LIMIT 1"
         " ) AS last ON true"
         " WHERE last.to_delivery IS DISTINCT FROM a.delivery"
         "    OR last.to_acceptance IS DISTINCT FROM a.acceptance"
@@ -602,7 +609,7 @@ def _check_invariants(db: _pg.PgConnection) -> tuple[int, list[str]]:
         "    OR last.at IS DISTINCT FROM a.last_event_at"
         "    OR last.actor IS DISTINCT FROM a.last_actor"
         " ORDER BY a.dispatch_id LIMIT ?",
-        (_SHOWN,),
+        (*action_events, _SHOWN),
     ).fetchall()
     for row in broken:
         if row[4] is None:
@@ -616,6 +623,9 @@ def _check_invariants(db: _pg.PgConnection) -> tuple[int, list[str]]:
         db.execute(
             "SELECT count(*) FROM history AS h WHERE NOT EXISTS (SELECT 1 FROM attempts AS a"
             " WHERE a.dispatch_id = h.dispatch_id AND a.action_id = h.action_id)"
+            f" AND NOT (h.dispatch_id = '' AND h.event IN ({marks})"
+            " AND EXISTS (SELECT 1 FROM actions WHERE actions.action_id = h.action_id))",
+            tuple(action_events),
         ).fetchone()[0]
     )
     if orphans:

@@ -9,12 +9,14 @@ that the counts hold until the receipt commits.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from starebrain_actions.core.convert import format_time
+from starebrain_actions.core.exceptions import CorruptRecord, InvalidInput
 from starebrain_actions.core.model import Action, ActionRecord, Event
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.updates import history_row, to_json
@@ -35,21 +37,116 @@ def gate_refusal(
     *,
     counted: Sequence[int] | None = None,
 ) -> GateDecision | None:
-    """The verdict refusing a new attempt of ``action`` now (None: the gate allows it). With a
-    ``gate``, its rules' verdict, kept on the action (and in its history when it changed)
-    whenever it refuses or replaces an earlier one; without, a person's denial or a hold for
-    approval another sender's gate recorded (``standing_verdict``): nothing bypasses them.
+    """The verdict refusing a new attempt of ``action`` now (None: allowed), from what the
+    ledger keeps with the action, whatever process asks (DESIGN.md invariant 9):
 
-    A refusing verdict is to be committed (it is kept) and then raised as ``PolicyRefused``.
-    ``counted``: the counts of ``gate_counts`` if the caller read them already, under the
-    same lock (a receipt on PostgreSQL reads them with the action, ``PgConnection.lock_and_read``).
+    1. a standing verdict (``standing_verdict``): a DENY of any gate or a person's denial is
+       final; a hold for approval binds until a person approves;
+    2. the rules of the policy pinned to the action (``gate_policies``), judged again now:
+       its limits and quiet hours are counted on every path;
+    3. ``gate``, the policy of the process asking (``--policy``, a client's file), if any:
+       it may add a refusal, never lift one. The first gate to judge an action is pinned to
+       it (kept by its rules' digest, with a history row).
+
+    A refusing verdict is kept on the action (and in its history when it changed) and is to
+    be committed, then raised as ``PolicyRefused``. ``counted``: the counts of
+    ``gate_counts`` if the caller read them already, under the same lock (a receipt on
+    PostgreSQL reads them with the action, ``PgConnection.lock_and_read``).
     """
-    if gate is None:
-        return standing_verdict(action)
-    verdict = judge_attempt(db, gate, action, when, counted=counted)
-    if not verdict.allowed or action.gate is not None:
-        note_verdict(db, action, attempts, verdict, when)
-    return None if verdict.allowed else verdict
+    standing = standing_verdict(action)
+    if standing is not None:
+        return standing
+    from starebrain_actions.core.policy import policy_pin
+
+    pinned = pinned_policy(db, action)
+    if pinned is None and gate is not None:
+        pin_policy(db, action, attempts, gate, when)
+        pinned, gate = gate, None
+    elif gate is not None and policy_pin(gate) == action.gate_policy:
+        gate = None  # the same rules: judged once
+    verdict = None
+    for policy in (pinned, gate):
+        if policy is None:
+            continue
+        verdict = judge_attempt(db, policy, action, when, counted=counted)
+        if not verdict.allowed:
+            note_verdict(db, action, attempts, verdict, when)
+            return verdict
+    if verdict is not None and action.gate is not None:
+        note_verdict(db, action, attempts, verdict, when)  # refused before, let go now
+    return None
+
+
+def pinned_policy(db: sqlite3.Connection, action: Action) -> Policy | None:
+    """The policy pinned to ``action`` (None: no gate has judged it yet).
+
+    Raises:
+        CorruptRecord: the kept policy is missing or no longer parses.
+    """
+    pin = action.gate_policy
+    if pin is None:
+        return None
+    from starebrain_actions.core.policy import parse_policy
+
+    row = db.execute(
+        "SELECT document_json, file_digest, source FROM gate_policies WHERE pin = ?", (pin,)
+    ).fetchone()
+    if row is None:
+        raise CorruptRecord(f"action {action.action_id!r}: its policy {pin} is not in the ledger")
+    kept = (str(row[0]), str(row[1]), str(row[2]))
+    known = _PARSED.get(kept)
+    if known is not None:
+        return known
+    try:
+        policy = parse_policy(json.loads(kept[0]), digest=kept[1], source=kept[2])
+    except (ValueError, InvalidInput) as exc:
+        raise CorruptRecord(f"the kept policy {pin} cannot be read: {exc}") from exc
+    _PARSED[kept] = policy
+    return policy
+
+
+def keep_policy(db: sqlite3.Connection, policy: Policy, when: datetime) -> str:
+    """Keep ``policy``'s rules in ``gate_policies`` (once per digest of its rules; a kept
+    policy never changes) and return that digest, its pin."""
+    from starebrain_actions.core.policy import policy_document, policy_pin
+
+    pin = policy_pin(policy)
+    db.execute(
+        "INSERT INTO gate_policies (pin, document_json, file_digest, source, stored_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (pin) DO NOTHING",
+        (pin, to_json(policy_document(policy)), policy.digest, policy.source, format_time(when)),
+    )
+    return pin
+
+
+def pin_policy(
+    db: sqlite3.Connection,
+    action: Action,
+    attempts: Sequence[ActionRecord],
+    policy: Policy,
+    when: datetime,
+) -> str:
+    """Pin ``policy`` to ``action``, which has none yet (kept, with a history row); the
+    pin."""
+    pin = keep_policy(db, policy, when)
+    db.execute(
+        "UPDATE actions SET gate_policy = ? WHERE action_id = ? AND gate_policy IS NULL",
+        (pin, action.action_id),
+    )
+    history_row(
+        db,
+        action.action_id,
+        attempts,
+        Event.POLICY_PINNED,
+        "policy",
+        when,
+        {"pin": pin, "digest": policy.digest, "source": policy.source},
+    )
+    return pin
+
+
+#: Kept policies already parsed, by their row (document, file digest, source).
+_PARSED: dict[tuple[str, str, str], Policy] = {}
 
 
 def gate_since(when: datetime) -> tuple[str, str]:
@@ -61,8 +158,9 @@ def gate_since(when: datetime) -> tuple[str, str]:
 def gate_counts(db: sqlite3.Connection, action: Action, when: datetime) -> tuple[int, int, int]:
     """What the gate's rules count for a new attempt of ``action`` now: other actions sent
     to its recipient in the last day, other actions sent in the last hour, and confirmed
-    attempts to its recipient (``starebrain_lock_and_read``, PostgreSQL migration 0007,
-    counts the same in a receipt's first round trip)."""
+    attempts to its recipient (of its owner's actions only, when it has one)
+    (``starebrain_lock_and_read``, PostgreSQL migration 0007, counts the same in a receipt's
+    first round trip for an action with no owner)."""
     recipient = _RECIPIENT[_pg.dialect(db)]
     here = action.intent.recipient
     day, hour = gate_since(when)
@@ -75,14 +173,18 @@ def gate_counts(db: sqlite3.Connection, action: Action, when: datetime) -> tuple
         " JOIN actions ON actions.action_id = attempts.action_id"
         " WHERE attempts.dispatched_at >= ? AND attempts.action_id <> ?"
     )
+    # "new" is per client where the action has an owner: whether another client ever
+    # texted the number is not this client's to learn (its approval mode would tell it)
+    own = "" if action.owner is None else " AND actions.owner = ?"
     return (
         count(f"{others} AND {recipient} = ?", day, action.action_id, here),
         count(others, hour, action.action_id),
         count(
             "SELECT count(*) FROM attempts JOIN actions"
             " ON actions.action_id = attempts.action_id"
-            f" WHERE attempts.delivery = 'CONFIRMED' AND {recipient} = ?",
+            f" WHERE attempts.delivery = 'CONFIRMED' AND {recipient} = ?{own}",
             here,
+            *(() if action.owner is None else (action.owner,)),
         ),
     )
 
@@ -157,23 +259,32 @@ def note_verdict(
 
 
 def standing_verdict(action: Action) -> GateDecision | None:
-    """What binds every sender of ``action``, gate or not: a person's denial (DENY), or a
-    hold for a person's approval recorded by a gate and not lifted (HOLD)."""
+    """What binds every sender of ``action``, gate or not: a DENY (a person's denial, or the
+    verdict of any gate that judged it: final), or a hold for a person's approval recorded by
+    a gate and not lifted (HOLD)."""
     from starebrain_actions.core.policy import GateDecision, Verdict
 
     gate = action.gate or {}
+    digest = str(gate.get("digest", "default"))
     if action.approval == "DENIED":
         return GateDecision(
             verdict=Verdict.DENY,
             rule="approval",
             detail="a person denied this action",
-            digest=str(gate.get("digest", "default")),
+            digest=digest,
         )
-    if action.approval is None and gate.get("verdict") == Verdict.HOLD.value:
+    if action.denied:
+        return GateDecision(
+            verdict=Verdict.DENY,
+            rule=str(gate.get("rule")),
+            detail=str(gate.get("detail")),
+            digest=digest,
+        )
+    if action.awaiting_approval:
         return GateDecision(
             verdict=Verdict.HOLD,
             rule=str(gate.get("rule")),
             detail=str(gate.get("detail")),
-            digest=str(gate.get("digest", "default")),
+            digest=digest,
         )
     return None

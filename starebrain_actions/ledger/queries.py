@@ -26,6 +26,7 @@ from starebrain_actions.core.convert import (
     ATTEMPT_COLUMNS,
     action_from_row,
     record_from_row,
+    stored_binding,
     stored_gate,
     stored_grant,
     stored_intent,
@@ -49,6 +50,7 @@ from starebrain_actions.core.model import (
 )
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.phones import phone_key_for
 from starebrain_actions.ledger.read import (
     load_action,
     load_attempt,
@@ -71,6 +73,12 @@ _GENERATIONS_LAST_BATCH: Final = 256
 
 #: The policy gate's latest verdict on an action, in SQL, per dialect.
 _GATE_VERDICT: Final = _pg.json_field("actions.gate_json", "verdict")
+#: A denied action (``Action.denied``), in SQL, per dialect: written exactly as the WHERE of
+#: the partial index ``actions_denied`` (migration 12), so that the planner can use it.
+_DENIED: Final = {
+    "sqlite": "(approval = 'DENIED' OR json_extract(gate_json, '$.verdict') = 'DENY')",
+    "postgresql": "(approval = 'DENIED' OR (gate_json::jsonb ->> 'verdict') = 'DENY')",
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -79,13 +87,15 @@ class LedgerTally:
 
     #: every action
     actions: int
-    #: actions with no attempt yet (status PLANNED)
+    #: actions with no attempt yet, not denied (status PLANNED)
     planned: int
     #: actions whose every attempt is CONFIRMED, ACCEPTED and unflagged: SUCCEEDED, nothing
     #: to review, no superseded reason
     quietly_succeeded: int
     #: provider rows ever recorded as duplicates
     duplicates: int
+    #: actions with no attempt that a DENY stopped for good (status DENIED)
+    denied_unattempted: int = 0
 
 
 class ActionReads(LedgerConnection):
@@ -283,6 +293,27 @@ class ActionReads(LedgerConnection):
         found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))
         return found
 
+    async def approved_elsewhere(
+        self, device: str, *, now: datetime | None = None
+    ) -> list[ActionSummary]:
+        """The actions a person approved that no attempt has started yet and whose sender
+        named another phone than ``device`` (a key): a ``resume`` on ``device`` leaves them
+        to their own phone and says so."""
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT action_id, planned_device FROM actions WHERE approval = 'APPROVED'"
+                " AND planned_device IS NOT NULL AND planned_device <> ? AND NOT EXISTS"
+                " (SELECT 1 FROM attempts WHERE attempts.action_id = actions.action_id)"
+                " ORDER BY created_at, action_id",
+                (device,),
+            ).fetchall()
+            return [str(row[0]) for row in rows if phone_key_for(db, str(row[1])) != device]
+
+        ids = await self._run(work)
+        return [await self.summary(action_id, now=when) for action_id in ids]
+
     async def needing_review(self, *, now: datetime | None = None) -> list[ActionSummary]:
         """Actions a person must look at: ambiguous, stuck, mismatched, duplicated, or out of
         budget."""
@@ -325,9 +356,17 @@ class ActionReads(LedgerConnection):
                     "SELECT count(*) FROM duplicates JOIN attempts USING (dispatch_id)"
                 ).fetchone()[0]
             )
+            denied = int(
+                db.execute(
+                    f"SELECT count(*) FROM actions WHERE {_DENIED[_pg.dialect(db)]}"
+                    " AND NOT EXISTS (SELECT 1 FROM attempts"
+                    " WHERE attempts.action_id = actions.action_id)"
+                ).fetchone()[0]
+            )
             return LedgerTally(
                 actions=actions,
-                planned=actions - attempted,
+                planned=actions - attempted - denied,
+                denied_unattempted=denied,
                 quietly_succeeded=attempted - notable,
                 duplicates=duplicates,
             )
@@ -483,6 +522,7 @@ def cached_action(row: Mapping[str, Any]) -> Action:
         approval=row["approval"] if "approval" in row.keys() else None,  # noqa: SIM118
         gate=stored_gate(row),
         **stored_queue(row),
+        **stored_binding(row),
     )
 
 
@@ -555,6 +595,8 @@ def _prefilter(
         params.append(device)
     if status is Status.PLANNED:
         conditions.append(f"NOT EXISTS ({own})")
+    elif status is Status.DENIED:
+        conditions.append(_DENIED[dialect])
     elif status is not None and status is not Status.SUCCEEDED:
         conditions.append(f"EXISTS ({own} AND {_NOTABLE} AND delivery = ? AND acceptance = ?)")
         params.extend(_STATUS_PAIRS[status])

@@ -160,11 +160,13 @@ class QueueWork(LedgerConnection):
         pool: str = DEFAULT_POOL,
         gate: Policy | None = None,
         now: datetime | None = None,
+        owner: str | None = None,
     ) -> Queued:
         """Record the action with no phone, queued for ``pool``'s workers, and return at once.
         ``gate``: the policy gate judges it now (None: the ledger's, ``Ledger.gate``; and each
         worker's gate judges it again before its attempt). An id already in the ledger keeps
-        what it has (its pool, or its sender); nothing is queued again.
+        what it has (its pool, or its sender); nothing is queued again. ``owner``: the
+        client of ``starebrain mcp --clients`` queueing it (``create_action``'s).
 
         Raises:
             InvalidInput: a bad id, pool or intent; nothing is written.
@@ -172,7 +174,7 @@ class QueueWork(LedgerConnection):
         """
         when = require_aware("now", now) if now is not None else self.now()
         candidate = new_action(
-            action_id, intent, policy or RetryPolicy(), when, pool=check_pool(pool)
+            action_id, intent, policy or RetryPolicy(), when, pool=check_pool(pool), owner=owner
         )
         active = gate if gate is not None else self.gate
 
@@ -198,6 +200,7 @@ class QueueWork(LedgerConnection):
             return Queued(summary=summary, created=created, gate=verdict)
 
         queued = await self._write(work, inline=True)
+        self._actions.pop(action_id, None)  # the gate may have kept a verdict or a pin
         _log.info(
             "action_queued" if queued.created else "action_reused",
             action_id=action_id,

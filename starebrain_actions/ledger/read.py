@@ -416,10 +416,16 @@ def summarize(
     ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
     if not ordered:
         return ActionSummary(
-            action=action, attempts=(), status=Status.PLANNED, review_reasons=(), duplicates=0
+            action=action,
+            attempts=(),
+            status=Status.DENIED if action.denied else Status.PLANNED,
+            review_reasons=(),
+            duplicates=0,
         )
     latest = ordered[-1]
     status = _core.derive_status(latest, now, action.policy.grace_window)
+    if status is Status.FAILED and action.denied:
+        status = Status.DENIED  # nothing went out, and nothing ever will
     reasons: list[ReviewReason] = []
     superseded: list[ReviewReason] = []
     for record in ordered:
@@ -435,7 +441,11 @@ def summarize(
         if reason is None or reason in reasons:
             continue
         reasons.append(reason)
-    if latest.resolved_by is None and latest.is_final and status is not Status.SUCCEEDED:
+    if (
+        latest.resolved_by is None
+        and latest.is_final
+        and status not in (Status.SUCCEEDED, Status.DENIED)
+    ):
         decision = _decisions.should_redispatch(action, ordered, now)
         if decision.reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
             reasons.append(ReviewReason.BUDGET_EXHAUSTED)

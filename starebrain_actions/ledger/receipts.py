@@ -36,6 +36,7 @@ from starebrain_actions.core.exceptions import (
     InvalidInput,
     NotFound,
     PolicyRefused,
+    WrongPhone,
 )
 from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
@@ -53,6 +54,7 @@ from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.devices import lease_holder
 from starebrain_actions.ledger.gate import gate_refusal, gate_since
+from starebrain_actions.ledger.phones import phone_key_for
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
 from starebrain_actions.ledger.updates import to_json
 
@@ -88,18 +90,24 @@ class Receipts(LedgerConnection):
         *,
         now: datetime | None = None,
         device: str | None = None,
+        owner: str | None = None,
     ) -> Action:
         """Create the action, or return the existing one with the same id and fingerprint.
         ``device``: the phone (its key) the sender means to send it through, kept as
-        ``planned_device`` so that ``resume`` sends it there while it has no attempt (an
-        existing action keeps what it has).
+        ``planned_device``: no other phone sends it (an existing action keeps what it has).
+        ``owner``: the client of ``starebrain mcp --clients`` creating it, whose namespace
+        (``OWNER/``) holds its id.
 
         Raises:
-            InvalidInput: the id is empty, too long or holds spaces or control characters.
+            InvalidInput: the id is empty, too long or holds spaces or control characters, or
+                it lies in a client's namespace (``register_owners``) and the caller is not
+                that client; nothing is written.
             FingerprintConflict: the id exists with another intent; nothing is written.
         """
         when = require_aware("now", now) if now is not None else self.now()
-        candidate = new_action(action_id, intent, policy or RetryPolicy(), when, device=device)
+        candidate = new_action(
+            action_id, intent, policy or RetryPolicy(), when, device=device, owner=owner
+        )
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
             return insert_action(db, candidate)
@@ -113,6 +121,25 @@ class Receipts(LedgerConnection):
             fingerprint=candidate.fingerprint,
         )
         return action
+
+    async def register_owners(self, names: Sequence[str], *, now: datetime | None = None) -> None:
+        """Record the clients of ``starebrain mcp --clients`` as the owners of their
+        namespaces: from then on only a caller acting as client ``NAME`` (``owner=NAME``)
+        creates an action whose id starts ``NAME/``, whoever else uses this ledger (the CLI,
+        another server, a Python agent). Kept for good; registering again changes nothing.
+
+        Raises:
+            InvalidInput: an empty name, or one holding the separator.
+        """
+        for name in names:
+            if not name or OWNER_SEPARATOR in name or len(name) > 100:
+                raise InvalidInput(f"a client's name must be 1-100 characters without /: {name!r}")
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> None:
+            register_owners(db, names, when)
+
+        await self._write(work)
 
     async def get_action(self, action_id: str) -> Action:
         """The action with this id.
@@ -146,8 +173,10 @@ class Receipts(LedgerConnection):
 
         Atomic: refuses when ``should_redispatch`` says no, when the budget is spent, or when
         another in-flight attempt holds the device. The steps run in one write transaction,
-        in order: ``_lock_and_load``, ``should_redispatch``, ``gate.gate_refusal``,
-        ``_check_lease``, ``_admit``, ``_insert_receipt``; the first to refuse ends it.
+        in order: ``_lock_and_load``, ``should_redispatch``, ``check_route`` (the phone or
+        pool the action is bound to), ``gate.gate_refusal`` (what the ledger keeps with the
+        action: its standing verdicts and pinned policy, then ``gate``), ``_check_lease``,
+        ``_admit``, ``_insert_receipt``; the first to refuse ends it.
 
         Raises:
             NotFound: no such action.
@@ -155,6 +184,8 @@ class Receipts(LedgerConnection):
             BudgetExhausted: attempts or deadline used up.
             DeviceBusy: another action's attempt holds the device.
             PolicyRefused: the policy gate denies or holds it (its verdict is kept).
+            WrongPhone: the action is bound to another phone, or to a pool whose worker has
+                not claimed it for this phone.
             AttemptRefused: anything else ``should_redispatch`` refuses (success, review...).
         """
         if not device or not device.strip():
@@ -169,7 +200,13 @@ class Receipts(LedgerConnection):
             decision = _decisions.should_redispatch(action, attempts, when)
             if not decision:
                 raise _refusal(action_id, decision)
-            refusing = gate_refusal(db, active, action, attempts, when, counted=loaded.counts)
+            check_route(db, action, device)
+            counted = loaded.counts if action.owner is None else None  # "new" per client
+            if active is None and action.gate_policy is not None:
+                # its pinned rules count across every action: one gated writer at a time
+                _pg.lock(db, "policy-gate")
+                counted = None
+            refusing = gate_refusal(db, active, action, attempts, when, counted=counted)
             if refusing is not None:
                 return refusing  # committed with the verdict the gate kept, raised below
             _check_lease(db, device, loaded)
@@ -177,6 +214,8 @@ class Receipts(LedgerConnection):
             return _insert_receipt(db, action, attempts, device, when, actor=actor, evidence=kept)
 
         made = await self._write(work, inline=True, pg_mode="locked")
+        # the gate may have kept a verdict or pinned its policy: read the action afresh
+        self._actions.pop(action_id, None)
         if not isinstance(made, ActionRecord):
             raise _policy_refused(action_id, made)
         _log.info(
@@ -242,6 +281,34 @@ class Receipts(LedgerConnection):
         hourly send cap); this one admits everything."""
 
 
+def check_route(db: sqlite3.Connection, action: Action, device: str) -> None:
+    """Refuse an attempt of ``action`` on ``device`` (a phone's key) unless the action may
+    leave through it: a queued action only through a worker of its pool holding its claim
+    for this phone; an action whose sender named a phone (``planned_device``: its key, or
+    an address the ledger maps to it) only through that phone. Nothing is written.
+
+    Raises:
+        WrongPhone: the action is bound elsewhere.
+    """
+    if action.pool is not None:
+        claim = action.claim
+        if claim is None or claim.device != device:
+            held = "" if claim is None else f" (claimed for phone {claim.device})"
+            raise WrongPhone(
+                f"action {action.action_id} is queued for pool {action.pool!r}{held}: only a"
+                f" worker of that pool sends it (`starebrain worker --pool {action.pool}`);"
+                f" nothing was sent through {device}"
+            )
+        return
+    planned = action.planned_device
+    if planned is None or planned == device or phone_key_for(db, planned) == device:
+        return
+    raise WrongPhone(
+        f"action {action.action_id} is meant for phone {planned} (its sender named it):"
+        f" nothing was sent through {device}; a send or resume on {planned} sends it"
+    )
+
+
 def new_action(
     action_id: str,
     intent: SmsIntent,
@@ -250,9 +317,11 @@ def new_action(
     *,
     device: str | None = None,
     pool: str | None = None,
+    owner: str | None = None,
 ) -> Action:
     """The action ``create_action`` (``device``: its planned phone) or ``enqueue`` (``pool``:
-    queued for that pool from ``when``) records, checked.
+    queued for that pool from ``when``) records, checked (``owner``: the client creating it,
+    whose namespace holds the id).
 
     Raises:
         InvalidInput: a bad id, an intent that is not valid Unicode, an empty device.
@@ -267,6 +336,8 @@ def new_action(
         ) from exc
     if device is not None and not device.strip():
         raise InvalidInput("device must not be empty (an ADB serial or host:port)")
+    if owner is not None and not action_id.startswith(owner + OWNER_SEPARATOR):
+        raise InvalidInput(f"client {owner!r} creates ids under {owner}{OWNER_SEPARATOR} only")
     return Action(
         action_id=action_id,
         fingerprint=fingerprint,
@@ -276,6 +347,7 @@ def new_action(
         planned_device=device,
         pool=pool,
         queue_after=when if pool is not None else None,
+        owner=owner,
     )
 
 
@@ -286,11 +358,12 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
     Raises:
         FingerprintConflict: the id exists with another intent; nothing is written.
     """
+    check_namespace(db, candidate)
     deadline = candidate.deadline
     inserted = db.execute(
         "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
-        " policy_json, created_at, deadline, planned_device, pool, queue_after)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " policy_json, created_at, deadline, planned_device, pool, queue_after, owner)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (action_id) DO NOTHING",
         (
             candidate.action_id,
@@ -303,6 +376,7 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
             candidate.planned_device,
             candidate.pool,
             format_time(candidate.queue_after) if candidate.queue_after else None,
+            candidate.owner,
         ),
     )
     if inserted.rowcount == 1:
@@ -310,9 +384,48 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
     stored = row_dict(
         db.execute("SELECT * FROM actions WHERE action_id = ?", (candidate.action_id,)).fetchone()
     )
+    if candidate.owner is not None and stored.get("owner") != candidate.owner:
+        raise InvalidInput(
+            f"action id {candidate.action_id} was created by another caller of this ledger"
+            f" before client {candidate.owner!r} did: it is not this client's; use another id"
+        )
     if stored["fingerprint"] != candidate.fingerprint:
         raise FingerprintConflict(candidate.action_id, stored["fingerprint"], candidate.fingerprint)
     return action_from_row(stored), False
+
+
+#: Between a client's name and its own id in the ledger (``starebrain mcp --clients``).
+OWNER_SEPARATOR: Final = "/"
+
+
+def check_namespace(db: sqlite3.Connection, candidate: Action) -> None:
+    """Refuse ``candidate`` when its id lies in a registered client's namespace
+    (``NAME/…``, ``register_owners``) and it is not that client's (DESIGN.md invariant 9:
+    an action's owner is data; only that client's token creates its ids).
+
+    Raises:
+        InvalidInput: the id is another caller's; nothing is written.
+    """
+    name, separator, _rest = candidate.action_id.partition(OWNER_SEPARATOR)
+    if not separator or candidate.owner == name:
+        return
+    if db.execute("SELECT 1 FROM owners WHERE name = ?", (name,)).fetchone() is None:
+        return
+    raise InvalidInput(
+        f"action id {candidate.action_id} lies in the namespace of client {name!r} of"
+        f" `starebrain mcp --clients`: only that client's token creates ids under {name}/;"
+        " nothing was written (use an id outside it)"
+    )
+
+
+def register_owners(db: sqlite3.Connection, names: Sequence[str], when: datetime) -> None:
+    """Record ``names`` as clients owning the ids under ``NAME/`` (kept for good)."""
+    for name in names:
+        db.execute(
+            "INSERT INTO owners (name, registered_at) VALUES (?, ?)"
+            " ON CONFLICT (name) DO NOTHING",
+            (name, format_time(when)),
+        )
 
 
 @attrs.frozen

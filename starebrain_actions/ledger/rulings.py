@@ -186,7 +186,8 @@ class Rulings(ActionReads):
         Raises:
             NotFound: no such action.
             InvalidInput: no operator.
-            InvariantViolation: a person denied it already (a denial is final).
+            InvariantViolation: it was denied already, by a person or by a gate's rule (a
+                DENY is final).
         """
         return await self._rule_on(action_id, "APPROVED", operator, reason, now)
 
@@ -223,6 +224,12 @@ class Rulings(ActionReads):
                 raise InvariantViolation(
                     f"action {action_id} was denied by a person: a denial is final (send the"
                     " text as a new action if it must go after all)"
+                )
+            if action.denied and ruling == "APPROVED":
+                rule = (action.gate or {}).get("rule", "the policy gate")
+                raise InvariantViolation(
+                    f"action {action_id} was denied by {rule}: a DENY is final, whoever judged"
+                    " it (send the text as a new action if it must go after all)"
                 )
             db.execute("UPDATE actions SET approval = ? WHERE action_id = ?", (ruling, action_id))
             requeue(db, action_id, when)

@@ -360,7 +360,21 @@ class SmsAgent:
             if s.action.pool is None  # a queued action is its pool's workers' to send
             and (s.attempts or s.action.planned_device is not None or s.action.action_id in mine)
         ]
-        items: list[ResumeItem] = []
+        items: list[ResumeItem] = [
+            ResumeItem(
+                action_id=s.action.action_id,
+                before=s.status,
+                after=s.status,
+                note=(
+                    f"left alone: meant for phone {s.action.planned_device} (its sender named"
+                    " it); a resume on that phone sends it"
+                ),
+            )
+            for s in await self.ledger.approved_elsewhere(self.phone.device)
+        ]
+        for item in items:
+            if on_item is not None:
+                on_item(item)
         for position, summary in enumerate(chosen, start=1):
             action = summary.action
             if on_step is not None:

@@ -61,6 +61,9 @@ class SendOutcome:
     #: the policy gate's verdict when it stopped the send (``core.policy.GateDecision``: DENY,
     #: HOLD for a person's approval, WAIT for quiet hours, OVER_LIMIT); None: it did not
     gate: GateDecision | None = None
+    #: why no attempt could start on this phone, when the action is bound elsewhere (the
+    #: phone its sender named, or its pool's workers: ``WrongPhone``); None: it is not
+    refused: str | None = None
 
     @property
     def status(self) -> Status:
@@ -135,6 +138,10 @@ def resume_note(outcome: SendOutcome) -> str:
     if outcome.gate is not None:
         gate = outcome.gate
         return f"stopped by the policy gate: {gate.verdict.value} ({gate.rule}: {gate.detail})"
+    if outcome.refused is not None:
+        return f"not sent: {outcome.refused}"
+    if status is Status.DENIED:
+        return "denied: never sent (a DENY is final)"
     if outcome.not_ready is not None:
         return f"the phone is not ready: {outcome.not_ready} (no attempt spent)"
     if outcome.held_by is not None:

@@ -18,6 +18,7 @@ from starebrain_actions.core.exceptions import (
     DeviceBusy,
     LinkDown,
     PolicyRefused,
+    WrongPhone,
 )
 from starebrain_actions.core.model import (
     ActionRecord,
@@ -310,6 +311,10 @@ class SendLoop:
             return SendOutcome(summary=summary, gate=refused.gate)
         except DeviceBusy as busy:
             return await self._blocked(busy)
+        except WrongPhone as wrong:
+            self.tell(f"not sent: {wrong}")
+            summary = await self.ledger.summary(self.action_id)
+            return SendOutcome(summary=summary, refused=str(wrong))
         except AttemptRefused:
             return await self._summary_outcome()
         await agent._seed_send_timer()

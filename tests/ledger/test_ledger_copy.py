@@ -242,6 +242,8 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
         "phones": 0,
         "phone_addresses": 0,
         "framework_codes": 0,
+        "gate_policies": 0,
+        "owners": 0,
     } == await pg_counts(pg_url)
     async with Ledger.open(pg_url) as ledger:
         assert history == await ledger.history("mine")
@@ -370,7 +372,7 @@ async def test_the_source_is_copied_as_one_snapshot(tmp_path: Path, pg_url: str)
                     "INSERT INTO actions SELECT 'late', fingerprint, intent_json,"
                     " maximum_attempts, policy_json, created_at, deadline, grant_json,"
                     " planned_device, approval, gate_json, pool, queue_after, claimed_by,"
-                    " claimed_device, claimed_at FROM actions LIMIT 1"
+                    " claimed_device, claimed_at, gate_policy, owner FROM actions LIMIT 1"
                 )
 
     report = await asyncio.to_thread(

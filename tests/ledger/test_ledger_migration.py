@@ -197,6 +197,9 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
             "approval": None,
             "gate_json": None,
             **queue,
+            # version 12: no policy pinned, no owner
+            "gate_policy": None,
+            "owner": None,
         }
         for row in before["actions"]
     ] == rows(path, "actions", ORDERS["actions"])

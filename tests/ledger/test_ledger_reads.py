@@ -25,7 +25,9 @@ from starebrain_actions import (
     flag_for_review,
     try_accept,
 )
+from starebrain_actions.core.exceptions import PolicyRefused
 from starebrain_actions.core.model import ActionSummary
+from starebrain_actions.core.policy import Policy
 from starebrain_actions.orchestration.nightly.report import build_report
 from starebrain_actions.render.json_output import emit_json, emit_json_stream
 from starebrain_actions.render.output import Output
@@ -50,6 +52,8 @@ SHAPES = (
     "ruled",
     "deadline",
     "planned",
+    "denied",
+    "failed-denied",
 )
 
 
@@ -110,9 +114,11 @@ async def test_paged_filters_give_what_each_summary_says(ledger_path: Path) -> N
         assert everything == await ledger.summaries(now=LATER)
         notable = [s async for s in ledger.iter_summaries(notable_only=True, now=LATER)]
         quiet = [s for s in everything if s not in notable]
-        # what notable_only leaves out is SUCCEEDED with nothing to show, or PLANNED
+        # what notable_only leaves out is SUCCEEDED with nothing to show, or PLANNED, or
+        # DENIED before any attempt
         assert quiet and all(
-            (s.status is Status.SUCCEEDED and s.attempts) or s.status is Status.PLANNED
+            (s.status is Status.SUCCEEDED and s.attempts)
+            or (s.status in (Status.PLANNED, Status.DENIED) and not s.attempts)
             for s in quiet
         )
         assert all(not s.review_reasons and not s.superseded_reasons for s in quiet)
@@ -120,9 +126,16 @@ async def test_paged_filters_give_what_each_summary_says(ledger_path: Path) -> N
         assert (
             len(everything),
             sum(s.status is Status.PLANNED for s in everything),
+            sum(s.status is Status.DENIED and not s.attempts for s in everything),
             sum(s.status is Status.SUCCEEDED for s in quiet),
             sum(s.duplicates for s in everything),
-        ) == (tally.actions, tally.planned, tally.quietly_succeeded, tally.duplicates)
+        ) == (
+            tally.actions,
+            tally.planned,
+            tally.denied_unattempted,
+            tally.quietly_succeeded,
+            tally.duplicates,
+        )
         assert tally.duplicates > 0
         assert [DEVICE_A, DEVICE_B, "10.0.0.9:5555"] == await ledger.devices()
 
@@ -163,15 +176,25 @@ async def seed_copy(ledger: Ledger, copy: int) -> None:
         await ledger.create_action(action_id, intent, policy, now=created)
         if shape == "planned":
             continue
+        if shape == "denied":
+            await ledger.deny(action_id, operator="ana", reason="not this one", now=created)
+            continue
         device = DEVICE_A if (copy + number) % 2 else DEVICE_B
         at = created + timedelta(seconds=1)
         record = await ledger.begin_attempt(action_id, device, now=at)
         if shape == "unknown":
             await ledger.apply(flag_for_review(record, ReviewReason.STUCK, now=at))
             continue
-        if shape in ("failed-then-sent", "failed", "spent", "deadline"):
+        if shape in ("failed-then-sent", "failed", "spent", "deadline", "failed-denied"):
             record = await ledger.apply(fail_delivery(record, reason="refused", now=at))
             if shape in ("failed", "deadline"):
+                continue
+            if shape == "failed-denied":
+                # a later gate's rule denies it: final, never sent again
+                with pytest.raises(PolicyRefused):
+                    await ledger.begin_attempt(
+                        action_id, device, now=at + timedelta(hours=1), gate=Policy(deny=("+1*",))
+                    )
                 continue
             at += timedelta(hours=1)
             record = await ledger.begin_attempt(action_id, device, now=at)
