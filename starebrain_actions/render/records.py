@@ -4,12 +4,19 @@ held phones and the actions waiting for approval."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from starebrain_actions.core.convert import age
-from starebrain_actions.core.model import ActionRecord, ActionSummary, HistoryEntry, PhoneHold
+from starebrain_actions.core.convert import age, parse_time
+from starebrain_actions.core.model import (
+    Action,
+    ActionRecord,
+    ActionSummary,
+    HistoryEntry,
+    PhoneHold,
+)
 from starebrain_actions.render.output import Output, stream_table
 from starebrain_actions.render.values import (
     attempts_text,
@@ -266,6 +273,38 @@ def render_holds(out: Output, holds: Sequence[PhoneHold], *, now: datetime) -> N
     )
 
 
+#: What a person runs on an action the policy gate holds for approval (``ID``: its id): the
+#: first lets it go, the second stops it for good. ``review`` and the nightly report name
+#: the same two.
+APPROVE_COMMAND: Final = "starebrain approve ID"
+DENY_COMMAND: Final = "starebrain deny ID --reason TEXT"
+
+
+def approval_commands(action_id: str) -> tuple[str, str]:
+    """``APPROVE_COMMAND`` and ``DENY_COMMAND`` for one action, ready to paste: its id quoted
+    for a POSIX shell, behind ``--`` when it starts with ``-`` (else read as an option)."""
+    shown = shlex.quote(action_id)
+    if action_id.startswith("-"):
+        return f"starebrain approve -- {shown}", f"starebrain deny --reason TEXT -- {shown}"
+    return f"starebrain approve {shown}", f"starebrain deny {shown} --reason TEXT"
+
+
+def held_rule(action: Action) -> str:
+    """The policy gate's rule that holds ``action`` (``recipients.approve``), or ``-``."""
+    rule = (action.gate or {}).get("rule")
+    return str(rule) if rule else "-"
+
+
+def held_since(action: Action) -> datetime:
+    """When the policy gate held ``action`` (its verdict's time; its creation when the
+    verdict kept no readable time)."""
+    at = (action.gate or {}).get("at")
+    try:
+        return parse_time(at) if isinstance(at, str) else action.created_at
+    except ValueError:
+        return action.created_at
+
+
 def render_approvals(
     out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
 ) -> None:
@@ -279,10 +318,10 @@ def render_approvals(
             [
                 summary.action.action_id,
                 recipient_text(summary, show_private=show_private),
-                str((summary.action.gate or {}).get("rule", "-")),
-                age(now - summary.action.created_at),
+                held_rule(summary.action),
+                age(now - held_since(summary.action)),
             ]
             for summary in summaries
         ),
     )
-    out.line("`starebrain approve ID` lets one go; `starebrain deny ID --reason TEXT` stops it")
+    out.line(f"`{APPROVE_COMMAND}` lets one go; `{DENY_COMMAND}` stops it")

@@ -1,6 +1,7 @@
 """The nightly report: its records (devices, changes, unresolved attempts, actions for a
-person, duplicates, what nothing is sending, what ``--resume`` did), how they are built from
-what the ledger holds after the pass (pure), and the report as JSON-able data."""
+person, actions waiting for a person's approval, duplicates, what nothing is sending, what
+``--resume`` did), how they are built from what the ledger holds after the pass (pure), and
+the report as JSON-able data."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ from starebrain_actions.core.model import (
 from starebrain_actions.core.transitions import derive_status
 from starebrain_actions.ledger.store import LedgerTally
 from starebrain_actions.render.json_output import SCHEMA_VERSION
+from starebrain_actions.render.records import (
+    APPROVE_COMMAND,
+    DENY_COMMAND,
+    approval_commands,
+    held_rule,
+    held_since,
+)
 from starebrain_actions.render.values import spent_attempts
 
 T = TypeVar("T")
@@ -131,6 +139,36 @@ class UnsentLine:
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalLine:
+    """An action the policy gate holds for a person's approval: nothing was sent, and nothing
+    is (``resume`` neither) until a person approves it or denies it for good."""
+
+    action_id: str
+    #: the gate's rule that holds it (``recipients.approve``), as ``starebrain review`` shows
+    rule: str
+    #: the gate's words for why (no number, no body)
+    detail: str
+    #: when the gate held it (its verdict's time)
+    since: datetime
+    #: what a person runs: ``starebrain approve ID``, ``starebrain deny ID --reason TEXT``
+    commands: tuple[str, ...]
+
+
+def approval_line(summary: ActionSummary) -> ApprovalLine:
+    """The report's line for an action the policy gate holds (``Ledger.awaiting_approval``):
+    the rule, the time and the commands ``starebrain review`` shows for it (pure)."""
+    action = summary.action
+    detail = (action.gate or {}).get("detail")
+    return ApprovalLine(
+        action_id=action.action_id,
+        rule=held_rule(action),
+        detail=str(detail) if detail else "-",
+        since=held_since(action),
+        commands=approval_commands(action.action_id),
+    )
+
+
+@attrs.frozen(kw_only=True)
 class ResumeLine:
     """What ``nightly --resume`` did with one action."""
 
@@ -196,6 +234,9 @@ class NightlyReport:
     review: tuple[ActionLine, ...] = attrs.field(repr=_lines_repr)
     #: why a person is needed (empty: nobody is)
     attention: tuple[str, ...]
+    #: actions the policy gate holds for a person's approval, oldest first (never in
+    #: ``unsent``: ``resume`` does not send them)
+    awaiting_approval: tuple[ApprovalLine, ...] = attrs.field(default=(), repr=_lines_repr)
     #: actions nothing is sending (PLANNED, or FAILED with attempts left, idle past
     #: ``UNSENT_AFTER``), after ``--resume`` if it ran
     unsent: tuple[UnsentLine, ...] = ()
@@ -206,8 +247,9 @@ class NightlyReport:
 
     @property
     def needs_person(self) -> bool:
-        """True when someone must look: review items, a dead device holding attempts, or an
-        attempt unresolved for longer than ``STALE_AFTER``."""
+        """True when someone must look: review items, actions waiting for approval, a dead
+        device holding attempts, an attempt unresolved for longer than ``STALE_AFTER``,
+        actions nothing is sending."""
         return bool(self.attention)
 
     @property
@@ -243,6 +285,7 @@ _LISTS: Final = frozenset(
         "duplicate_rows",
         "budget_exhausted",
         "review",
+        "awaiting_approval",
         "unsent",
         "resumed",
     }
@@ -360,12 +403,14 @@ def build_report(
     summaries: Iterable[ActionSummary],
     duplicates: Sequence[DuplicateLine] = (),
     tally: LedgerTally | None = None,
+    awaiting_approval: Sequence[ApprovalLine] = (),
 ) -> NightlyReport:
     """Assemble the report from what the ledger holds after the pass (pure).
 
     ``summaries`` is read once, in order. With ``tally``, they are only the actions with a
     notable attempt (``Ledger.iter_summaries(notable_only=True)``), and the tally counts the
-    others and every duplicate."""
+    others and every duplicate. ``awaiting_approval``: the actions the policy gate holds
+    (``approval_line`` of ``Ledger.awaiting_approval``)."""
     builder = ReportBuilder(now)
     for summary in summaries:
         builder.add(summary)
@@ -375,6 +420,7 @@ def build_report(
         devices=devices,
         duplicates=duplicates,
         tally=tally,
+        awaiting_approval=awaiting_approval,
     )
 
 
@@ -455,12 +501,15 @@ class ReportBuilder:
         devices: Sequence[DeviceLine],
         duplicates: Sequence[DuplicateLine],
         tally: LedgerTally | None,
+        awaiting_approval: Sequence[ApprovalLine] = (),
     ) -> NightlyReport:
-        """The report of everything added (and of ``tally``, the actions not added)."""
+        """The report of everything added (and of ``tally``, the actions not added; and of
+        ``awaiting_approval``, the actions the policy gate holds)."""
         counts = dict(self.counts)
         duplicates_total = self.duplicates_total
         if tally is not None:
             counts[Status.PLANNED.value] += tally.planned
+            counts[Status.DENIED.value] += tally.denied_unattempted
             counts[Status.SUCCEEDED.value] += tally.quietly_succeeded
             duplicates_total = tally.duplicates
         unresolved = sorted(self.unresolved, key=lambda line: line.dispatched_at)
@@ -468,6 +517,8 @@ class ReportBuilder:
         attention: list[str] = []
         if self.review:
             attention.append(f"{len(self.review)} action(s) need review")
+        if awaiting_approval:
+            attention.append(approval_attention(len(awaiting_approval)))
         stranded = [line for line in devices if not line.reachable and line.in_flight_after]
         for line in stranded:
             attention.append(
@@ -505,4 +556,14 @@ class ReportBuilder:
             unreachable_devices=unreachable,
             review=tuple(self.review),
             attention=tuple(attention),
+            awaiting_approval=tuple(awaiting_approval),
         )
+
+
+def approval_attention(count: int) -> str:
+    """The attention item of ``count`` actions waiting for approval, with the commands
+    ``starebrain review`` names for them."""
+    return (
+        f"{count} action(s) wait for a person's approval (the policy gate holds them; nothing"
+        f" was sent): `{APPROVE_COMMAND}` lets one go, `{DENY_COMMAND}` stops it"
+    )

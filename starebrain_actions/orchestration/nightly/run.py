@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from starebrain_actions.core.model import ReviewReason
+from starebrain_actions.core.model import Action, ReviewReason
 from starebrain_actions.ledger.store import Ledger, LedgerTally
 from starebrain_actions.orchestration.nightly.lock import NIGHTLY_LOCK, NightlyBusy
 from starebrain_actions.orchestration.nightly.report import (
+    ApprovalLine,
     ChangeLine,
     DeviceLine,
     DuplicateLine,
@@ -23,6 +24,7 @@ from starebrain_actions.orchestration.nightly.report import (
     ReportBuilder,
     ResumeLine,
     UnsentLine,
+    approval_line,
 )
 from starebrain_actions.render.values import spent_attempts
 
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
 
 #: An action PLANNED this long, or FAILED with attempts left and idle this long since its
 #: latest attempt ended, is one nothing is sending: a person's attention item, or (with
-#: ``--resume``) sent.
+#: ``--resume``) sent. Not one the policy gate holds for approval (listed apart, for a
+#: person's ruling) or denied (nothing is ever sent for it): ``resume`` sends neither.
 UNSENT_AFTER: Final = timedelta(hours=1)
 
 Progress = Callable[[str, int, int], None]
@@ -56,7 +59,9 @@ async def run_nightly(
     ``resume``: then finish what was started (``SmsAgent.resume``, each action waiting up to
     ``resume_wait_s`` for its proof) on ``devices`` and on the phones of the actions that
     FAILED with attempts left; PLANNED actions go to ``devices`` only. Without it, actions
-    nothing is sending past ``unsent_after`` are attention items.
+    nothing is sending past ``unsent_after`` are attention items. Actions the policy gate
+    holds for a person's approval are attention items whatever their age, each with the
+    commands that rule on it; denied ones are settled (nothing is ever sent for them).
 
     ``read_as_system``: read the phones through ``su 1000`` (default:
     ``$STAREBRAIN_READ_AS_SYSTEM``). ``dry_run``: read no phone and write nothing: the
@@ -102,6 +107,7 @@ async def run_nightly(
         devices=_device_lines(targets, result, failure, read.in_flight_per_device),
         duplicates=read.duplicates,
         tally=read.tally,
+        awaiting_approval=read.awaiting_approval,
     )
     return _with_unsent_and_resumed(report, read.unsent, unsent_after, resumed, resume_errors)
 
@@ -161,6 +167,8 @@ class _LedgerRead:
     builder: ReportBuilder
     duplicates: Sequence[DuplicateLine]
     unsent: Sequence[UnsentLine]
+    #: the actions the policy gate holds for a person's approval
+    awaiting_approval: Sequence[ApprovalLine]
 
 
 async def _read_ledger(ledger: Ledger, now: datetime, unsent_after: timedelta) -> _LedgerRead:
@@ -179,12 +187,15 @@ async def _read_ledger(ledger: Ledger, now: datetime, unsent_after: timedelta) -
             if {ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS} & set(summary.review_reasons):
                 duplicates += await _duplicate_lines(ledger, summary.action.action_id)
         unsent = await _unsent(ledger, now, unsent_after)
+        # the same actions `starebrain review` lists as waiting for approval
+        held = [approval_line(summary) for summary in await ledger.awaiting_approval(now=now)]
     return _LedgerRead(
         tally=tally,
         in_flight_per_device=in_flight,
         builder=builder,
         duplicates=duplicates,
         unsent=unsent,
+        awaiting_approval=held,
     )
 
 
@@ -230,13 +241,22 @@ def _with_unsent_and_resumed(
     )
 
 
+def _resume_sends(action: Action) -> bool:
+    """False for an action ``resume`` never sends as it stands: one a person or a gate
+    denied (never sent), or one the policy gate holds until a person approves it."""
+    return not (action.denied or action.awaiting_approval)
+
+
 async def _unsent(ledger: Ledger, now: datetime, after: timedelta) -> list[UnsentLine]:
-    """The actions nothing is sending: resumable (``Ledger.resumable``) and idle past
-    ``after`` (PLANNED since their creation, the others since their latest attempt ended)."""
+    """The actions nothing is sending and ``resume`` would send: resumable
+    (``Ledger.resumable``), neither denied nor held for approval, and idle past ``after``
+    (PLANNED since their creation, the others since their latest attempt ended)."""
     from starebrain_actions.core.decisions import not_ready
 
     lines = []
     for summary in await ledger.resumable(now=now):
+        if not _resume_sends(summary.action):
+            continue
         latest = summary.latest
         if latest is None:
             idle_since = summary.action.created_at
@@ -274,16 +294,19 @@ async def _resume(
     gate: Any = None,
 ) -> tuple[list[ResumeLine], list[str]]:
     """``SmsAgent.resume`` on ``devices`` and on the phones of the resumable actions that
-    have one (their latest attempt's, or the one their sender named), one phone after
-    another; what it did, and the phones it could not use."""
+    have one (their latest attempt's, or the one their sender named) and that it may send
+    (neither denied nor held for approval), one phone after another; what it did, and the
+    phones it could not use."""
     from starebrain_actions.core.exceptions import StarebrainError
     from starebrain_actions.orchestration.agent import SmsAgent
     from starebrain_actions.phone.android import PhoneUnavailable
 
+    # a phone is not opened only for actions the gate would refuse there
     pinned = [
         where
         for s in await ledger.resumable()
-        if (where := s.latest.device if s.latest is not None else s.action.planned_device)
+        if _resume_sends(s.action)
+        and (where := s.latest.device if s.latest is not None else s.action.planned_device)
     ]
     keys = list(dict.fromkeys([*[await ledger.phone_key_for(d) for d in devices], *pinned]))
     given = {await ledger.phone_key_for(device) for device in devices}

@@ -42,6 +42,7 @@ def iter_summary_lines(report: NightlyReport) -> Iterator[str]:
     yield f"status: {status_counts_text(report.status_counts)}"
     yield from _summary_unresolved(report)
     yield from _summary_findings(report)
+    yield from _summary_approvals(report)
     yield from _summary_resumed_and_unsent(report)
     if report.needs_person:
         yield "NEEDS A PERSON: " + t("; ".join(report.attention))
@@ -114,6 +115,19 @@ def _summary_findings(report: NightlyReport) -> Iterator[str]:
         yield f"  {t(item.action_id)} ({item.status}): {t(_reasons(item))}"
 
 
+def _summary_approvals(report: NightlyReport) -> Iterator[str]:
+    """The actions the policy gate holds for a person's approval, each with its rule, since
+    when, and the commands that rule on it (as ``starebrain review`` names them)."""
+    t = clean_text
+    yield f"waiting for a person's approval: {len(report.awaiting_approval)}"
+    for held in report.awaiting_approval:
+        commands = " or ".join(f"`{t(command)}`" for command in held.commands)
+        yield (
+            f"  {t(held.action_id)}: held by {t(held.rule)} since {format_time(held.since)}"
+            f" ({t(held.detail)}); {commands}"
+        )
+
+
 def _summary_resumed_and_unsent(report: NightlyReport) -> list[str]:
     """What ``--resume`` did (when it ran), then the actions nothing is sending."""
     t = clean_text
@@ -152,6 +166,7 @@ def report_markdown(report: NightlyReport) -> str:
         *_markdown_devices(report),
         *_markdown_unresolved(report),
         *_markdown_findings(report),
+        *_markdown_approvals(report),
         *_markdown_unsent(report),
         *_markdown_resumed(report),
     ]
@@ -289,6 +304,19 @@ def _markdown_findings(report: NightlyReport) -> list[str]:
     ] or ["_none_"]
     lines += ["", "## For review", ""]
     lines += md_table(_ACTION_COLUMNS, _action_rows(report.review))
+    return lines
+
+
+def _markdown_approvals(report: NightlyReport) -> list[str]:
+    """The actions the policy gate holds for a person's approval, with the commands."""
+    lines = ["## Waiting for a person's approval", ""]
+    lines += md_table(
+        ["action", "rule", "why", "held since", "commands"],
+        [
+            [h.action_id, h.rule, h.detail, format_time(h.since), " or ".join(h.commands)]
+            for h in report.awaiting_approval
+        ],
+    )
     return lines
 
 
