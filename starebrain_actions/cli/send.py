@@ -110,7 +110,8 @@ def gate_text(decision: Any) -> str:
     """What the policy gate decided, and what follows, in a sentence."""
     verdict = decision.verdict.value
     what = {
-        "DENY": "the policy gate denied it: nothing is ever sent for this action",
+        "DENY": "the policy gate denied it: nothing is ever sent for this action, by any"
+        " path (a DENY is final; to send the text after all, send it as a new action)",
         "HOLD": "the policy gate holds it for a person's approval (`starebrain approve ID`);"
         " nothing was sent",
         "WAIT": "the policy gate holds it in quiet hours; nothing was sent (rerun, or"
@@ -121,7 +122,8 @@ def gate_text(decision: Any) -> str:
 
 
 def send_exit_code(summary: ActionSummary) -> int:
-    """0 SUCCEEDED, 6 sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no
+    """0 SUCCEEDED, 9 DENIED (never sent), 6 sent by the phone but not yet settled, 5
+    MISMATCH, 4 FAILED with no
     attempt left (or a send the phone showed and then marked failed), 7 the latest attempt
     found the phone not ready or unreachable (nothing sent, attempts left), 3 anything
     still open."""
@@ -129,6 +131,8 @@ def send_exit_code(summary: ActionSummary) -> int:
     latest = summary.latest
     if status is Status.SUCCEEDED:
         return EXIT_SUCCEEDED
+    if status is Status.DENIED:
+        return EXIT_REFUSED
     if status is Status.FAILED and latest is not None and not spends_budget(latest):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
         if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:

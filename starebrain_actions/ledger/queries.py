@@ -276,7 +276,8 @@ class ActionReads(LedgerConnection):
         """The actions a ``resume`` may send now or after their backoff, oldest first: PLANNED
         ones (planned for ``device`` or for no phone in particular), and those whose latest
         attempt FAILED or was REJECTED (on ``device``, if given) while ``should_redispatch``
-        allows another attempt."""
+        allows another attempt; never one waiting for a person's approval, nor a denied one
+        (DENIED)."""
         when = require_aware("now", now) if now is not None else self.now()
         found: list[ActionSummary] = []
         for status in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
@@ -287,6 +288,8 @@ class ActionReads(LedgerConnection):
                 where = latest.device if latest is not None else summary.action.planned_device
                 if device is not None and where is not None and where != device:
                     continue
+                if summary.action.awaiting_approval:
+                    continue  # a person's approval first (``review`` lists it)
                 decision = _decisions.should_redispatch(summary.action, summary.attempts, when)
                 if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
                     found.append(summary)

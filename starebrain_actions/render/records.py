@@ -22,11 +22,13 @@ from starebrain_actions.render.values import (
     attempts_text,
     body_text,
     evidence_text,
+    gate_text,
     provider_row_text,
     queue_text,
     reasons_text,
     recipient_text,
     spent_attempts,
+    status_cell,
     status_meaning,
     when,
     where_text,
@@ -60,11 +62,18 @@ def render_summary(
             ("body", body_text(summary, show_private=show_private)),
             ("fingerprint", action.fingerprint),
             ("created", when(action.created_at)),
+            *([("owner", action.owner)] if action.owner else []),
+            *(
+                [("phone", f"{action.planned_device} (only this phone sends it)")]
+                if action.planned_device and action.pool is None
+                else []
+            ),
             *([("pool", action.pool), ("queue", queue)] if action.pool and queue else []),
+            *([("gate", gate)] if (gate := gate_text(summary)) else []),
             ("attempts", attempts_text(summary)),
             ("duplicates", str(summary.duplicates)),
         ],
-        wrap=("meaning", "needs review", "superseded", "body", "queue"),
+        wrap=("meaning", "needs review", "superseded", "body", "queue", "gate"),
     )
     if summary.attempts:
         render_attempts(out, summary.attempts)
@@ -123,7 +132,7 @@ def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> lis
     """One row of ``starebrain list``."""
     return [
         summary.action.action_id,
-        summary.status.value,
+        status_cell(summary),
         recipient_text(summary, show_private=show_private),
         str(len(summary.attempts)),
         where_text(summary),

@@ -36,6 +36,11 @@ def settles_at(summary: ActionSummary) -> datetime | None:
 def status_meaning(summary: ActionSummary) -> str | None:
     """The status in words where the bare word could mislead: a row that has not settled,
     a send the phone showed and then marked failed."""
+    if summary.status is Status.DENIED:
+        return (
+            f"denied by {denial_rule(summary)}: never sent, by any path (a DENY is final; to"
+            " send the text after all, send it as a new action)"
+        )
     due = settles_at(summary)
     if due is not None:
         return (
@@ -51,6 +56,41 @@ def status_meaning(summary: ActionSummary) -> str | None:
             " or deleted by the phone's owner): a person must rule; it is never resent"
         )
     return None
+
+
+def denial_rule(summary: ActionSummary) -> str:
+    """What denied the action: ``approval`` (a person's ``starebrain deny``) or the gate's
+    rule (``recipients.deny``…)."""
+    action = summary.action
+    if action.approval == "DENIED":
+        return "approval"
+    return str((action.gate or {}).get("rule") or "the policy gate")
+
+
+def status_cell(summary: ActionSummary) -> str:
+    """The status for a table cell: a denied action with what denied it
+    (``DENIED (recipients.deny)``)."""
+    if summary.status is Status.DENIED:
+        return f"{summary.status.value} ({denial_rule(summary)})"
+    return summary.status.value
+
+
+def gate_text(summary: ActionSummary) -> str | None:
+    """What the policy gate keeps on the action, in words: its latest refusing verdict with
+    its rule, and the digest of the rules pinned to it; None when no gate has judged it."""
+    action = summary.action
+    verdict = action.gate or {}
+    parts = []
+    if verdict:
+        parts.append(
+            f"{verdict.get('verdict')} by {verdict.get('rule')}: {verdict.get('detail')}"
+            f" (at {verdict.get('at')})"
+        )
+    if action.approval is not None:
+        parts.append(f"a person's ruling: {action.approval}")
+    if action.gate_policy is not None:
+        parts.append(f"judged by the rules {action.gate_policy} on every path")
+    return "; ".join(parts) or None
 
 
 def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def verdicts(history: list[Any]) -> list[tuple[str, str]]:
 async def test_a_denied_recipient_is_never_sent_and_history_says_why(
     sms_phone: Any, agent_for: Any, db_path: str, tmp_path: Path
 ) -> None:
-    """recipients.deny: the send stops before the phone (PLANNED, the verdict on the outcome)
+    """recipients.deny: the send stops before the phone (DENIED, the verdict on the outcome)
     and a rerun stops again; the history names the rule and the policy file's digest."""
     path = tmp_path / "policy.toml"
     path.write_text('[recipients]\ndeny = ["+1202555*"]\n', encoding="utf-8")
@@ -44,7 +44,7 @@ async def test_a_denied_recipient_is_never_sent_and_history_says_why(
         first.gate.rule,
         first.gate.digest,
     )
-    assert (Status.PLANNED, []) == (again.status, sent_rows(phone, TO, "denied text"))
+    assert (Status.DENIED, []) == (again.status, sent_rows(phone, TO, "denied text"))
     async with Ledger.open(db_path) as ledger:
         history = await ledger.history("D-1")
     assert [("DENY", "recipients.deny")] == verdicts(history)
