@@ -77,8 +77,10 @@ def redact_value(value: object) -> str:
 _PLUS_NUMBER = re.compile(r"\+\d[\d ()./-]{3,}\d")
 
 
-#: Brackets read as spaces by the second reading of ``redact_phone_numbers``.
+#: Brackets read as spaces by a second reading of ``redact_phone_numbers``.
 _BLANK_BRACKETS: Final = str.maketrans("()[]", "    ")
+#: Plus signs (ASCII and fullwidth) read as spaces by another reading.
+_BLANK_PLUSES: Final = str.maketrans("+\uff0b", "  ")
 
 
 def redact_phone_numbers(
@@ -102,10 +104,14 @@ def redact_phone_numbers(
         passes.append((region, phonenumbers.Leniency.STRICT_GROUPING))
     spans: list[tuple[int, int]] = []
     # the matcher gives up on a candidate next to brackets it cannot balance ("() 07400
-    # 123000"): the text is also read with every bracket blanked (same length, same spans)
+    # 123000"), and on a national number after a stray plus ("＋ 07400 123000" reads as
+    # "+07400…", no country's): the text is also read with every bracket, then every plus,
+    # blanked (same length, same spans)
     texts = [text]
     if any(bracket in text for bracket in "()[]"):
         texts.append(text.translate(_BLANK_BRACKETS))
+    if region is not None and any(plus in text for plus in "+\uff0b"):
+        texts += [candidate.translate(_BLANK_PLUSES) for candidate in list(texts)]
     for pass_region, leniency in passes:
         for candidate in texts:
             spans.extend(

@@ -131,6 +131,15 @@ def test_valid_national_numbers_never_survive_in_their_region(
     assert str(number.national_number) not in digits
 
 
+@pytest.mark.parametrize("plus", ["+", "\uff0b"])
+def test_a_national_number_after_a_stray_plus_is_redacted(plus: str) -> None:
+    """A national number right after a lone plus (ASCII or fullwidth), which the matcher
+    reads as one international number of no country, is still redacted in its region (a
+    case hypothesis found: "＋ 07400 123000" in GB)."""
+    redacted = redact_phone_numbers(f"{plus} 07400 123000 ", region="GB")
+    assert "7400123000" not in "".join(ch for ch in redacted if ch.isdigit())
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(0, 255), min_size=4, max_size=4),
