@@ -104,7 +104,7 @@ def redact_phone_numbers(
         passes.append((region, phonenumbers.Leniency.STRICT_GROUPING))
     spans: list[tuple[int, int]] = []
     # the matcher gives up on a candidate next to brackets it cannot balance ("() 07400
-    # 123000"), and on a national number after a stray plus ("＋ 07400 123000" reads as
+    # 123000"), and on a national number after a stray plus ("\uff0b 07400 123000" reads as
     # "+07400…", no country's): the text is also read with every bracket, then every plus,
     # blanked (same length, same spans)
     texts = [text]

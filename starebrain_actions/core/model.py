@@ -556,9 +556,7 @@ class Action:
     def awaiting_approval(self) -> bool:
         """A gate holds the action for a person's approval, and no person ruled yet."""
         return (
-            self.approval is None
-            and not self.denied
-            and (self.gate or {}).get("verdict") == "HOLD"
+            self.approval is None and not self.denied and (self.gate or {}).get("verdict") == "HOLD"
         )
 
     @property

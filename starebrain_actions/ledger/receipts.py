@@ -422,8 +422,7 @@ def register_owners(db: sqlite3.Connection, names: Sequence[str], when: datetime
     """Record ``names`` as clients owning the ids under ``NAME/`` (kept for good)."""
     for name in names:
         db.execute(
-            "INSERT INTO owners (name, registered_at) VALUES (?, ?)"
-            " ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO owners (name, registered_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
             (name, format_time(when)),
         )
 

@@ -22,6 +22,7 @@ from starebrain_actions.core.exceptions import (
     InvariantViolation,
     LedgerError,
     NotFound,
+    RetryRefused,
     StaleTransition,
 )
 from starebrain_actions.core.model import (
@@ -130,14 +131,20 @@ class Rulings(ActionReads):
         Raises:
             NotFound: no such action.
             InvalidInput: ``attempts`` below 1, no reason or no operator.
-            RetryRefused: an attempt is unresolved (in flight, verifying, in review), or the
-                action succeeded or may be retried already; nothing is written.
+            RetryRefused: an attempt is unresolved (in flight, verifying, in review), the
+                action succeeded or may be retried already, or it was denied; nothing is
+                written.
         """
         when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> Action:
             _pg.lock(db, f"action:{action_id}")
             action = load_action(db, action_id)
+            if action.denied:
+                raise RetryRefused(
+                    f"action {action_id} was denied (a DENY is final, whoever judged it): no"
+                    " retry sends it; send the text as a new action if it must go after all"
+                )
             records = load_attempts(db, action_id)
             was = _decisions.should_redispatch(action, records, when).reason
             granted = _decisions.grant_retry(

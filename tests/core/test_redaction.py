@@ -135,7 +135,7 @@ def test_valid_national_numbers_never_survive_in_their_region(
 def test_a_national_number_after_a_stray_plus_is_redacted(plus: str) -> None:
     """A national number right after a lone plus (ASCII or fullwidth), which the matcher
     reads as one international number of no country, is still redacted in its region (a
-    case hypothesis found: "＋ 07400 123000" in GB)."""
+    case hypothesis found: a fullwidth plus, then "07400 123000", in GB)."""
     redacted = redact_phone_numbers(f"{plus} 07400 123000 ", region="GB")
     assert "7400123000" not in "".join(ch for ch in redacted if ch.isdigit())
 
