@@ -54,7 +54,7 @@ from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.devices import lease_holder
 from starebrain_actions.ledger.gate import gate_refusal, gate_since
-from starebrain_actions.ledger.phones import phone_key_for
+from starebrain_actions.ledger.phones import phone_address, phone_key_for
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
 from starebrain_actions.ledger.updates import to_json
 
@@ -285,7 +285,9 @@ def check_route(db: sqlite3.Connection, action: Action, device: str) -> None:
     """Refuse an attempt of ``action`` on ``device`` (a phone's key) unless the action may
     leave through it: a queued action only through a worker of its pool holding its claim
     for this phone; an action whose sender named a phone (``planned_device``: its key, or
-    an address the ledger maps to it) only through that phone. Nothing is written.
+    an address the ledger maps to it) only through that phone, or the phone that answers
+    now at the address it was last reached at (the same place in the fleet, wiped or reset).
+    Nothing is written.
 
     Raises:
         WrongPhone: the action is bound elsewhere.
@@ -303,6 +305,14 @@ def check_route(db: sqlite3.Connection, action: Action, device: str) -> None:
     planned = action.planned_device
     if planned is None or planned == device or phone_key_for(db, planned) == device:
         return
+    # the phone that answers now at the address the sender named, or at the one its phone
+    # was reached at last: the same place in the fleet (a phone wiped or reset there)
+    for address in {planned, phone_address(db, planned)}:
+        row = db.execute(
+            "SELECT phone_key FROM phone_addresses WHERE address = ?", (address,)
+        ).fetchone()
+        if row is not None and row[0] == device:
+            return
     raise WrongPhone(
         f"action {action.action_id} is meant for phone {planned} (its sender named it):"
         f" nothing was sent through {device}; a send or resume on {planned} sends it"

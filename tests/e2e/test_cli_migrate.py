@@ -80,6 +80,8 @@ async def test_migrate_json_reports_counts_and_checks(
         "phones",
         "phone_addresses",
         "framework_codes",
+        "gate_policies",
+        "owners",
     } == set(data["copied"])
     assert len(SEEDED) == data["summaries_compared"]
     assert "***@" in data["target"]
