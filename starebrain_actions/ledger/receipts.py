@@ -409,9 +409,11 @@ OWNER_SEPARATOR: Final = "/"
 
 
 def check_namespace(db: sqlite3.Connection, candidate: Action) -> None:
-    """Refuse ``candidate`` when its id lies in a registered client's namespace
+    """Refuse to create ``candidate`` when its id lies in a registered client's namespace
     (``NAME/…``, ``register_owners``) and it is not that client's (DESIGN.md invariant 9:
-    an action's owner is data; only that client's token creates its ids).
+    an action's owner is data; only that client's token creates its ids). An id already
+    stored is no creation: ``insert_action`` reads it back (a sender's rerun, an operator's
+    ``send`` of the same intent, and ``SmsAgent.send`` inside the MCP server).
 
     Raises:
         InvalidInput: the id is another caller's; nothing is written.
@@ -421,6 +423,11 @@ def check_namespace(db: sqlite3.Connection, candidate: Action) -> None:
         return
     if db.execute("SELECT 1 FROM owners WHERE name = ?", (name,)).fetchone() is None:
         return
+    stored = db.execute(
+        "SELECT 1 FROM actions WHERE action_id = ?", (candidate.action_id,)
+    ).fetchone()
+    if stored is not None:
+        return  # not a creation: the stored action is read back as it is (its owner kept)
     raise InvalidInput(
         f"action id {candidate.action_id} lies in the namespace of client {name!r} of"
         f" `starebrain mcp --clients`: only that client's token creates ids under {name}/;"
