@@ -268,6 +268,7 @@ def mcp_command(
             show_private=show_private,
             derived_id_window_s=derived_id_window,
             pools=tuple(dict.fromkeys(pools)),
+            owners=_owners(http),
         )
     except InvalidInput as exc:
         raise CliUsageError(str(exc)) from exc
@@ -312,6 +313,14 @@ def _server_settings(ctx: click.Context, db: LedgerTarget | None) -> Settings:
     return settings
 
 
+def _owners(http: Any) -> tuple[str, ...]:
+    """The clients of ``--clients``, whose namespaces (``NAME/``) the server registers in the
+    ledger when it starts; none without the file (the server's own token is no client)."""
+    if http is None or not http.clients.scoped:
+        return ()
+    return tuple(client.name for client in http.clients.clients)
+
+
 def _gates(policy_path: Path | None, http: Any) -> tuple[Policy, dict[str, Policy | None]]:
     """The server's policy gate, and each ``--clients`` client's own (by its name).
 
@@ -321,12 +330,15 @@ def _gates(policy_path: Path | None, http: Any) -> tuple[Policy, dict[str, Polic
     from starebrain_actions.cli.options import policy_for
     from starebrain_actions.core.policy import Policy
 
-    # a model's call is no person's approval: the first SMS to a number waits for one,
-    # unless the policy file says otherwise
-    gate = policy_for(policy_path, approve="new") or Policy(approve="new")
+    # a model's call is no person's approval: the first SMS to a number waits for one, and
+    # a short code (premium-rate services use them) that no list names is refused, unless
+    # the policy file says otherwise
+    gate = policy_for(policy_path, approve="new", short_codes="deny") or Policy(
+        approve="new", short_codes="deny"
+    )
     # a client of --clients with its own policy file passes that gate instead
     client_gates = {
-        client.name: policy_for(client.policy, approve="new")
+        client.name: policy_for(client.policy, approve="new", short_codes="deny")
         for client in (http.clients.clients if http is not None else ())
         if client.policy is not None
     }

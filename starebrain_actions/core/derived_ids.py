@@ -37,9 +37,10 @@ def is_derived_id(action_id: str, intent: SmsIntent) -> bool:
 
 
 def settled(summary: ActionSummary, now: datetime) -> bool:
-    """True when no send can change the action any more: SUCCEEDED, or FAILED/MISMATCH with
-    no new attempt allowed (other than after a backoff)."""
-    if summary.status is Status.SUCCEEDED:
+    """True when no send can change the action any more: SUCCEEDED, DENIED (a DENY is final:
+    no path sends it), or FAILED/MISMATCH with no new attempt allowed (other than after a
+    backoff)."""
+    if summary.status in (Status.SUCCEEDED, Status.DENIED):
         return True
     if summary.status not in (Status.FAILED, Status.MISMATCH):
         return False

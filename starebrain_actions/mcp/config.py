@@ -74,6 +74,10 @@ class ServerConfig:
     #: the pools ``send_sms`` may queue an action for (``--pool``), for the workers beside
     #: their phones to send (``starebrain worker``); empty: the server queues nothing
     pools: tuple[str, ...] = ()
+    #: the clients of ``--clients``, by name: the server records them in the ledger as the
+    #: owners of their namespaces when it starts (``Ledger.register_owners``), so that only
+    #: a client's own calls create ids under ``NAME/``, whoever else uses the ledger
+    owners: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.devices:

@@ -91,9 +91,13 @@ class Phones:
         return known
 
     async def address_of(self, key: str) -> str | None:
-        """This server's address of the phone ``key`` (None: not one of its phones)."""
+        """This server's address of the phone ``key`` (None: not one of its phones).
+        ``key`` may also be an address, as an action's ``planned_device`` is when its phone
+        was never met before: then the phone the ledger maps that address to (as
+        ``check_route`` does when it writes a receipt)."""
+        wanted = {key, await self._ledger.phone_key_for(key)}
         for address in self._config.devices:
-            if await self.key_of(address) == key:
+            if await self.key_of(address) in wanted:
                 return address
         return None
 

@@ -5,7 +5,8 @@ Every result carries both axes of the latest attempt, the derived status, the re
 (and the superseded ones), the attempt count, the action id (repeated, and whether it was
 derived from the intent), whether a call sent nothing and answers with the action's earlier
 message, and a ``next_step`` written for a model: what to do now, never "send it again under
-a new id" while the outcome is open.
+a new id" while the outcome is open. A denied action (``Status.DENIED``: a DENY is final)
+carries its verdict in ``policy`` and is never said to be retryable.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
+import attrs
 from pydantic import BaseModel, Field
 
 from starebrain_actions.core import decisions as _decisions
@@ -31,6 +33,7 @@ from starebrain_actions.core.model import (
     ReviewReason,
     Status,
 )
+from starebrain_actions.ledger.gate import standing_verdict
 from starebrain_actions.render import values as _render_values
 
 __all__ = [
@@ -133,6 +136,8 @@ class SmsResult(BaseModel):
         " again. FAILED: nothing went out. MISMATCH: something other than the intended text"
         " went out (or the phone showed it sent, then marked it failed: see next_step)."
         " PLANNED: no attempt started yet (a queued action: waiting for a worker of its pool)."
+        " DENIED: a DENY (a policy rule, or a person) stopped it for good: it is never sent,"
+        " by any path; policy says which rule."
     )
     next_step: str = Field(description="What to do now, in one sentence.")
     delivery: DeliveryState | None = Field(
@@ -252,6 +257,7 @@ def next_step(
     earlier message, which is said first, with when it went out; once the action is
     settled, how to send the same text again as a new message follows (only then: while
     the outcome is open, a new id could be a second SMS)."""
+    summary = _denied_status(summary)
     step = _gate_step(summary) or _state_step(summary, now=now, sending=sending)
     if held_by is not None and not sending and summary.status in (Status.PLANNED, Status.FAILED):
         step = (
@@ -265,13 +271,13 @@ def next_step(
     if not earlier or not summary.attempts:
         return step
     first = summary.attempts[0].dispatched_at
-    verb = "tried" if summary.status is Status.FAILED else "sent"
+    verb = "tried" if summary.status in (Status.FAILED, Status.DENIED) else "sent"
     sent_now = "nothing new has been sent so far" if sending else "this call sent nothing"
     said = (
         f"This is the earlier message of action {summary.action.action_id!r}, first {verb} at"
         f" {format_time(first)} ({age(now - first)} ago); {sent_now}."
     )
-    if not settled(summary, datetime.now(UTC)):
+    if summary.status is Status.DENIED or not settled(summary, datetime.now(UTC)):
         return f"{said} {step}"
     return (
         f"{said} {step} If the user wants the same text sent again as a new message, call"
@@ -297,6 +303,9 @@ class _Facts(NamedTuple):
     #: the pool the action is queued for (its workers send it, never a call): None, not
     #: queued
     pool: str | None = None
+    #: why no new attempt may start, in words (the redispatch decision's reason, or the
+    #: DENY that stopped the action for good)
+    stopped: str = ""
 
     def retry(self, what: str = "retry") -> str:
         """The sentence saying how the action is retried: a call, or its pool's workers."""
@@ -318,7 +327,11 @@ def _facts(summary: ActionSummary, now: datetime) -> _Facts:
         else f"call sms_status with action_id {action_id!r}"
     )
     decision = should_redispatch(summary.action, summary.attempts, now)
-    retry_allowed = decision.redispatch or decision.reason is RedispatchReason.BACKOFF
+    # a DENY is final: whatever the budget says, no path starts another attempt
+    denied = summary.action.denied
+    retry_allowed = not denied and (
+        decision.redispatch or decision.reason is RedispatchReason.BACKOFF
+    )
     return _Facts(
         again=again,
         again_first="C" + again[1:],  # the same words, starting a sentence
@@ -335,6 +348,7 @@ def _facts(summary: ActionSummary, now: datetime) -> _Facts:
             if not (reason is ReviewReason.MISMATCH and retry_allowed)
         ],
         pool=pool,
+        stopped=f"denied by {_denied_by(summary)}" if denied else decision.reason.value,
     )
 
 
@@ -352,6 +366,8 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
         return _open_step(summary, facts)
     if status is Status.FAILED:
         return _failed_step(summary, facts)
+    if status is Status.DENIED:
+        return _denied_step(summary)
     return _rejected_step(summary, facts)
 
 
@@ -452,7 +468,7 @@ def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
         return f"Nothing went out (proven). {facts.retry()}"
     return (
         "Nothing went out and the action has no attempt left"
-        f" ({facts.decision.reason.value}). Tell the user; do not resend under a new action_id"
+        f" ({facts.stopped}). Tell the user; do not resend under a new action_id"
         " without their consent."
     )
 
@@ -472,7 +488,7 @@ def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
             )
         return (
             "Nothing went out (the phone showed the SMS sent, then marked it failed) and no"
-            f" resend is allowed ({_reasons(blocking) or facts.decision.reason.value}). Tell the"
+            f" resend is allowed ({_reasons(blocking) or facts.stopped}). Tell the"
             " user; do not resend under a new action_id without their consent."
         )
     # MISMATCH: something else went out
@@ -483,27 +499,59 @@ def _rejected_step(summary: ActionSummary, facts: _Facts) -> str:
         )
     return (
         "An incident: the phone sent something other than the intended text, and no resend is"
-        f" allowed ({_reasons(blocking) or facts.decision.reason.value}). Tell the user; a person"
+        f" allowed ({_reasons(blocking) or facts.stopped}). Tell the user; a person"
         " must review it."
     )
 
 
+def _denied_status(summary: ActionSummary) -> ActionSummary:
+    """``summary`` with the status DENIED when a DENY stopped the action and nothing of it is
+    under way or went out (none, or its latest attempt FAILED), as the ledger derives it."""
+    if summary.action.denied and summary.status in (Status.PLANNED, Status.FAILED):
+        return attrs.evolve(summary, status=Status.DENIED)
+    return summary
+
+
+def _denied_by(summary: ActionSummary, *, detail: bool = False) -> str:
+    """Who denied the action, in words: a person (``starebrain deny``), or a gate's rule
+    (``detail``: with why)."""
+    verdict = standing_verdict(summary.action)
+    if verdict is None or verdict.rule == "approval":
+        return "a person (`starebrain deny`)" if detail else "a person"
+    if detail:
+        return f"the policy gate's rule {verdict.rule}: {verdict.detail}"
+    return f"rule {verdict.rule}"
+
+
+def _denied_step(summary: ActionSummary) -> str:
+    """What to do about an action a DENY stopped for good (``Status.DENIED``: a policy
+    rule's, or a person's)."""
+    return (
+        f"Denied by {_denied_by(summary, detail=True)}. This action is never sent, by any"
+        " path: a DENY is final, and calling send_sms again with it sends nothing. Tell the"
+        " user; do not send the message under another action_id on your own. A person who"
+        " wants it sent after all"
+        " creates a new action for it (a new action_id)."
+    )
+
+
 def _gate_step(summary: ActionSummary) -> str | None:
-    """What to do about an action the policy gate stopped (None: it did not stop it)."""
+    """What to do about an action the policy gate stopped (None: it did not stop it, or a
+    person approved it since)."""
     gate = summary.action.gate
     if gate is None or summary.status not in (Status.PLANNED, Status.FAILED, Status.MISMATCH):
         return None
+    if summary.action.denied:
+        # DENIED's step says so; after a wrong text went out, MISMATCH's (never resent)
+        return None
+    if gate.get("verdict") == "HOLD" and summary.action.approval == "APPROVED":
+        return None  # a person approved it: it goes as any action does
     action_id = summary.action.action_id
     rule = f"rule {gate.get('rule')}: {gate.get('detail')}"
     verdict = gate.get("verdict")
     pool = summary.action.pool
-    if pool is not None and verdict != "DENY":
+    if pool is not None:
         return _queued_gate_step(action_id, pool, rule, verdict, gate.get("until"))
-    if verdict == "DENY":
-        return (
-            f"The policy gate denied it ({rule}): nothing was sent and nothing ever will be"
-            " for this action. Tell the user; do not send it under another action_id."
-        )
     if verdict == "HOLD":
         return (
             f"Held by the policy gate for a person's approval ({rule}): nothing was sent."
@@ -545,6 +593,26 @@ def _queued_gate_step(action_id: str, pool: str, rule: str, verdict: object, unt
     )
 
 
+def _policy_view(summary: ActionSummary) -> PolicyView | None:
+    """The verdict that stopped the action: a DENY, final, whoever gave it (a rule of any
+    gate that judged it, or a person: rule ``approval``); else the gate's latest verdict
+    kept on the action; None when no gate refused it, or a person approved what it held."""
+    action = summary.action
+    if action.denied:
+        verdict = standing_verdict(action)
+        if verdict is not None:
+            return PolicyView(verdict="DENY", rule=verdict.rule, detail=verdict.detail)
+    gate = action.gate
+    if gate is None or (gate.get("verdict") == "HOLD" and action.approval == "APPROVED"):
+        return None  # no gate refused it, or a person lifted its hold
+    return PolicyView(
+        verdict=str(gate.get("verdict")),
+        rule=str(gate.get("rule")),
+        detail=str(gate.get("detail")),
+        until=gate.get("until"),
+    )
+
+
 def _not_ready(summary: ActionSummary) -> str | None:
     """What a person must do on the phone, when the latest attempt found it not ready."""
     latest = summary.latest
@@ -581,7 +649,10 @@ def sms_result(
     """The model-facing result for an action (pure). ``derived`` None: tell from the id
     (an id that is a generation of the one derived from the intent was derived, or chosen
     the same way). ``sending``: a send of it is running in the server right now.
-    ``earlier``: the call sent nothing and answers with the action's earlier message."""
+    ``earlier``: the call sent nothing and answers with the action's earlier message. A
+    denied action with nothing of it under way or gone out reads DENIED, its verdict in
+    ``policy``."""
+    summary = _denied_status(summary)
     action = summary.action
     latest = summary.latest
     decision = should_redispatch(action, summary.attempts, now)
@@ -621,16 +692,7 @@ def sms_result(
             if (claim := action.claim) is not None
             else None
         ),
-        policy=(
-            PolicyView(
-                verdict=str(gate.get("verdict")),
-                rule=str(gate.get("rule")),
-                detail=str(gate.get("detail")),
-                until=gate.get("until"),
-            )
-            if (gate := action.gate) is not None
-            else None
-        ),
+        policy=_policy_view(summary),
         phone_not_ready=_not_ready(summary),
         held_by=(
             HoldView(

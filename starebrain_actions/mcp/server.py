@@ -171,7 +171,11 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
         ] = None,
         device: Annotated[
             str | None,
-            Field(description="Which of the server's phones to send a new action through."),
+            Field(
+                description="Which of the server's phones to send a new action through. An"
+                " action keeps the phone it was made for: a later call naming another phone"
+                " sends it through its own, never through the one named."
+            ),
         ] = None,
         pool: Annotated[
             str | None,
@@ -236,8 +240,10 @@ def _send_sms_description(config: ServerConfig) -> str:
         f" {config.max_wait_s:g}) with the status as it stands: SUCCEEDED (done),"
         " IN_FLIGHT, UNKNOWN or VERIFYING (not proven yet: call again later with the"
         " same action_id, never a new one), FAILED (nothing went out), MISMATCH (another"
-        " text went out). Follow next_step.\n\n"
-        f"Phones: {devices} (the first is the default)."
+        " text went out), DENIED (the policy gate or a person denied it: it is never sent;"
+        " policy names the rule). Follow next_step.\n\n"
+        f"Phones: {devices} (the first is the default; an action keeps the phone it was"
+        " made for)."
         + (
             f" With pool (this server's: {', '.join(config.pools)}), the action is queued"
             " instead, for the workers beside that pool's phones: the call reaches no phone,"

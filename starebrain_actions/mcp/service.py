@@ -11,6 +11,12 @@ A call naming a ``pool`` reaches no phone: it queues the action in the ledger
 (``Ledger.enqueue``, the policy gate judging it there and then) for the workers beside that
 pool's phones (``starebrain worker --pool``), and returns at once. A queued action is the
 workers' to send: a later call without ``pool`` answers with its status and sends nothing.
+
+What binds an action is kept with it in the ledger (DESIGN.md invariant 9) and the service
+only adds to it: an action is created with the phone the call sends it through
+(``planned_device``, the phone's key) and, for a client of ``--clients``, its owner; a later
+call sends it through that phone whatever ``device`` it names, and sends nothing when that
+phone is not one of this server's. A DENY is final: a denied action is settled, never sent.
 """
 
 from __future__ import annotations
@@ -77,6 +83,26 @@ from starebrain_actions.phone.send_path import check_send_path
 __all__ = ["SmsService", "open_service"]
 
 _log = get_logger("starebrain.mcp")
+
+
+@attrs.frozen(kw_only=True)
+class _Route:
+    """The phone a send of an action runs on, and what the call is told about it."""
+
+    #: its address among the server's phones (None: none of them may send it)
+    address: str | None
+    #: said first in the result ("": nothing to say)
+    note: str = ""
+    #: the action is bound to a phone that is not this server's: ``note`` replaces the
+    #: result's next step (a call here never sends it)
+    elsewhere: bool = False
+
+
+def _noted(result: SmsResult, note: str) -> SmsResult:
+    """``result`` with ``note`` said before its next step."""
+    if note:
+        result.next_step = f"{note} {result.next_step}"
+    return result
 
 
 @attrs.define
@@ -147,11 +173,12 @@ class SmsService:
             if action_id is not None
             else await self._derived_id(intent, scope)
         )
-        known = await self._known_or_created(chosen, intent, scope)
+        known = await self._known_or_created(chosen, intent, scope, device)
+        note = ""  # what the call is told first: the action keeps its phone
         while True:
             flight = self._flights.get(chosen)
             if flight is None:
-                started = await self._start(
+                started, note = await self._start(
                     chosen, intent, known, device, send_until, scope, derived=derived
                 )
                 if isinstance(started, SmsResult):
@@ -160,20 +187,33 @@ class SmsService:
             left = give_up - loop.time()
             await asyncio.wait([flight.task], timeout=max(0.0, left))
             if not flight.task.done():
-                return await self._still_sending(flight, chosen, known, scope, derived=derived)
-            outcome = await self._landed(flight, chosen, scope)
+                still = await self._still_sending(flight, chosen, known, scope, derived=derived)
+                return _noted(still, note)
+            try:
+                outcome = await self._landed(flight, chosen, scope)
+            except ToolError as exc:
+                if not note:
+                    raise
+                said = str(exc)
+                raise ToolError(f"{note} {said[:1].upper()}{said[1:]}") from exc
             summary = outcome.summary
             rejoin = (
                 summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
             ) and flight.ends_at < give_up - MIN_DISPATCH_S
+            if outcome.refused is not None:
+                # the ledger refused the phone (``WrongPhone``): the action is bound elsewhere
+                refused = own_ids(outcome.refused, chosen, scope)
+                note = f"Not sent: {refused}."
+                rejoin = False
             if not rejoin or give_up - loop.time() < MIN_DISPATCH_S:
-                return self._result(
+                result = self._result(
                     summary,
                     scope,
                     derived=derived,
                     earlier=earlier_message(known, summary),
                     held_by=outcome.held_by,
                 )
+                return _noted(result, note)
             # the send this call joined had a shorter wait: carry on with the time left
 
     async def queue_sms(
@@ -207,6 +247,8 @@ class SmsService:
             known: ActionSummary | None = await self.ledger.summary(chosen)
         except NotFound:
             known = None
+        if known is not None:
+            self._check_owner(known, scope)
         try:
             queued = await self.ledger.enqueue(
                 chosen,
@@ -214,11 +256,14 @@ class SmsService:
                 self.config.policy,
                 pool=pool,
                 gate=self.config.client_gates.get(scope.client or ""),
+                owner=scope.client,
             )
         except FingerprintConflict as exc:
             raise self._changed_intent(chosen, scope) from exc
         except InvalidInput as exc:
-            raise ToolError(f"bad input, nothing queued: {exc}") from exc
+            raise ToolError(
+                f"bad input, nothing queued: {own_ids(str(exc), chosen, scope)}"
+            ) from exc
         except SendLimitReached as exc:
             _log.warning("mcp_send_limit_reached", action_id=chosen, pool=pool)
             raise ToolError(
@@ -302,13 +347,16 @@ class SmsService:
         return intent
 
     async def _known_or_created(
-        self, action_id: str, intent: SmsIntent, scope: ActionScope
+        self, action_id: str, intent: SmsIntent, scope: ActionScope, device: str | None
     ) -> ActionSummary | None:
-        """The action as it stood before the call (None: new, and created now).
+        """The action as it stood before the call (None: new, and created now, bound to the
+        phone the call sends it through, ``device`` or the server's first, by its key in the
+        ledger, and owned by the calling client of ``--clients``, if any).
 
         Raises:
-            ToolError: the action exists with another intent, the send limit is used up (a
-                new action is then not written at all), or bad input.
+            ToolError: the action exists with another intent, or is not the calling client's;
+                the send limit is used up (a new action is then not written at all); bad
+                input, or an id in a namespace that is not the caller's.
         """
         try:
             known: ActionSummary | None = await self.ledger.summary(action_id)
@@ -316,16 +364,46 @@ class SmsService:
             known = None
         if known is not None and known.action.fingerprint != intent.fingerprint:
             raise self._changed_intent(action_id, scope)
-        if known is None:
-            # a first attempt would start: over the limit, nothing is written at all
-            await self._check_cap(action_id, None, scope)
-            try:
-                await self.ledger.create_action(action_id, intent, self.config.policy)
-            except FingerprintConflict as exc:  # created meanwhile with another intent
-                raise self._changed_intent(action_id, scope) from exc
-            except InvalidInput as exc:
-                raise ToolError(f"bad input, nothing sent: {exc}") from exc
-        return known
+        if known is not None:
+            self._check_owner(known, scope)
+            return known
+        # a first attempt would start: over the limit, nothing is written at all
+        await self._check_cap(action_id, None, scope)
+        # a new phone's key is the address it is first reached at; the ledger maps an
+        # address to its phone when it checks the route
+        planned = await self.phones.key_of(device or self.config.devices[0])
+        try:
+            await self.ledger.create_action(
+                action_id, intent, self.config.policy, device=planned, owner=scope.client
+            )
+        except FingerprintConflict as exc:  # created meanwhile with another intent
+            raise self._changed_intent(action_id, scope) from exc
+        except InvalidInput as exc:
+            raise ToolError(
+                f"bad input, nothing sent: {own_ids(str(exc), action_id, scope)}"
+            ) from exc
+        return None
+
+    def _check_owner(self, known: ActionSummary, scope: ActionScope) -> None:
+        """Refuse a client of ``--clients`` an action in its namespace that another caller
+        of the ledger created (its owner is not the client: the CLI, another process, or a
+        server from before namespaces were kept), as ``Ledger.create_action`` would.
+
+        Raises:
+            ToolError: not the client's; nothing is sent or queued.
+        """
+        if scope.client is None or known.action.owner == scope.client:
+            return
+        action_id = known.action.action_id
+        shown = scope.own(action_id) or action_id
+        _log.info("mcp_action_not_owned", action_id=action_id, client=scope.client)
+        raise ToolError(
+            f"not this client's action, nothing sent: {shown!r} ({action_id} in the ledger)"
+            " was created by another caller of the ledger, not through this client, and"
+            f" this client never sends it; {status_line(seen(known, scope))}. Tell the user;"
+            " never send this message under another action_id on your own: it may have"
+            " gone out already."
+        )
 
     async def _start(
         self,
@@ -337,21 +415,25 @@ class SmsService:
         scope: ActionScope,
         *,
         derived: bool,
-    ) -> _Flight | SmsResult:
-        """Start the action's send in the server; or, when it is settled or none of this
-        server's phones may send it, the result as it stands (``known``: the action before
-        the call)."""
+    ) -> tuple[_Flight | SmsResult, str]:
+        """Start the action's send in the server; or, when it is settled (a DENY is final)
+        or none of this server's phones may send it, the result as it stands (``known``: the
+        action before the call). With what the call is told first ("" nothing): that the
+        action keeps its phone, not the ``device`` the call asked for."""
         summary = await self.ledger.summary(action_id)
         earlier = earlier_message(known, summary)
         if settled(summary, datetime.now(UTC)) or summary.action.pool is not None:
             # a queued action is its pool's workers' to send, never this server's
-            return self._result(summary, scope, derived=derived, earlier=earlier)
-        target = await self._device_for(summary, device)
-        if target is None:
-            return self._result(summary, scope, derived=derived, earlier=earlier)
+            return self._result(summary, scope, derived=derived, earlier=earlier), ""
+        route = await self._device_for(summary, device, scope)
+        if route.address is None:
+            result = self._result(summary, scope, derived=derived, earlier=earlier)
+            if route.elsewhere:
+                result.next_step = route.note
+            return result, ""
         await self._check_cap(action_id, summary, scope)
         gate = self.config.client_gates.get(scope.client or "")
-        return self._launch(action_id, intent, target, send_until, gate=gate)
+        return self._launch(action_id, intent, route.address, send_until, gate=gate), route.note
 
     async def _still_sending(
         self,
@@ -393,20 +475,52 @@ class SmsService:
             self.ledger, key, action_id, void_after_for(self.config.command_timeout_s)
         )
 
-    async def _device_for(self, summary: ActionSummary, asked: str | None) -> str | None:
-        """The address a send of this action runs on: an unresolved attempt's own phone (None
-        when that phone is not this server's), else the one asked for, the latest
-        attempt's, or the first. (Attempts name their phone by its key in the ledger.)"""
+    async def _device_for(
+        self, summary: ActionSummary, asked: str | None, scope: ActionScope
+    ) -> _Route:
+        """The address a send of this action runs on: an unresolved attempt's own phone
+        (None when that phone is not this server's); else the phone the action was made for
+        (``planned_device``: it binds every path, DESIGN.md invariant 9; None when it is not
+        one of this server's phones), whatever phone the call asks for; else the one asked
+        for, the latest attempt's, or the first. (Attempts and actions name their phone by
+        its key in the ledger.)"""
         latest = summary.latest
         if latest is not None and summary.status in OPEN_STATUSES:
-            return await self.phones.address_of(latest.device)
+            return _Route(address=await self.phones.address_of(latest.device))
+        action = summary.action
+        shown = scope.own(action.action_id) or action.action_id
+        planned = action.planned_device
+        if planned is not None:
+            address = await self.phones.address_of(planned)
+            if address is None:
+                return _Route(
+                    address=None,
+                    elsewhere=True,
+                    note=(
+                        f"Action {shown!r} was made for phone {planned}, which is not one of"
+                        f" this server's phones ({', '.join(self.config.devices)}): it keeps"
+                        " that phone, so this call sent nothing, and no call to this server"
+                        " will send it. A send or resume on that phone sends it; tell the"
+                        " user, and never send this message under another action_id."
+                    ),
+                )
+            if asked is not None and asked != address:
+                _log.info("mcp_action_keeps_its_phone", action_id=action.action_id, asked=asked)
+                return _Route(
+                    address=address,
+                    note=(
+                        f"Action {shown!r} keeps the phone it was made for, {address}: this"
+                        f" call sends it through that phone, never through {asked}."
+                    ),
+                )
+            return _Route(address=address)
         if asked is not None:
-            return asked
+            return _Route(address=asked)
         if latest is not None:
             address = await self.phones.address_of(latest.device)
             if address is not None:
-                return address
-        return self.config.devices[0]
+                return _Route(address=address)
+        return _Route(address=self.config.devices[0])
 
     def _changed_intent(self, action_id: str, scope: ActionScope) -> ToolError:
         _log.info("mcp_intent_changed", action_id=action_id)
@@ -704,8 +818,9 @@ class SmsService:
 
 @contextlib.asynccontextmanager
 async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
-    """Open the ledger and make the service; on exit, let running sends finish, then close
-    the phones and the ledger.
+    """Open the ledger, register the clients of ``--clients`` as the owners of their
+    namespaces (``ServerConfig.owners``), and make the service; on exit, let running sends
+    finish, then close the phones and the ledger.
 
     Raises:
         LedgerUnavailable / SchemaTooNew: the ledger cannot be used.
@@ -713,6 +828,11 @@ async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
     async with CappedLedger.open(config.db) as opened:
         ledger = cast(CappedLedger, opened)
         ledger.gate = config.gate
+        if config.owners:
+            # from now on only a client's own calls create ids under its NAME/, whoever
+            # else uses this ledger (the CLI, another server, a Python agent)
+            await ledger.register_owners(config.owners)
+            _log.info("mcp_owners_registered", owners=list(config.owners))
         service = SmsService(ledger, config)
         try:
             yield service

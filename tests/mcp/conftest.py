@@ -204,7 +204,7 @@ SEND_POLICY = RetryPolicy(
 
 @asynccontextmanager
 async def client_on(
-    db: Path, key: Path, devices: list[str], **overrides: Any
+    db: Path | str, key: Path, devices: list[str], **overrides: Any
 ) -> AsyncIterator[Client]:
     """The SDK's client on a server in this process (fast policy, short timeouts)."""
     overrides.setdefault("policy", SEND_POLICY)

@@ -283,7 +283,7 @@ async def test_a_clients_own_policy_replaces_the_servers(
     tmp_path: Path, phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
 ) -> None:
     """alice's policy file denies the number, bob has none (the server's policy lets it
-    go): alice's send_sms is DENY and sends nothing, bob's sends once."""
+    go): alice's send_sms is DENIED (verdict DENY) and sends nothing, bob's sends once."""
     phone = await phone_factory()
     clients = alice_and_bob(tmp_path, '[recipients]\ndeny = ["+1202*"]\n')
     args = server_args(db_path, adb_key_path, [phone], "--clients", str(clients))
@@ -295,7 +295,7 @@ async def test_a_clients_own_policy_replaces_the_servers(
     ):
         denied = structured(await as_alice.call_tool("send_sms", {**call, "body": "from alice"}))
         sent = structured(await as_bob.call_tool("send_sms", {**call, "body": "from bob"}))
-    assert ("PLANNED", "DENY", "recipients.deny") == (
+    assert ("DENIED", "DENY", "recipients.deny") == (
         denied["status"],
         denied["policy"]["verdict"],
         denied["policy"]["rule"],

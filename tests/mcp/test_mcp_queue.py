@@ -122,23 +122,30 @@ async def test_a_claimed_action_shows_its_worker_and_phone(
     ("gate", "verdict", "rule", "words"),
     [
         (Policy(approve="new"), "HOLD", "recipients.approve", "starebrain approve Q-1"),
-        (Policy(approve="never", deny=("+1202*",)), "DENY", "recipients.deny", "denied it"),
+        (
+            Policy(approve="never", deny=("+1202*",)),
+            "DENY",
+            "recipients.deny",
+            "never sent, by any path",
+        ),
     ],
 )
 async def test_the_servers_gate_judges_a_queued_action_and_its_verdict_is_kept(
     target: Path | str, adb_key_path: Path, gate: Policy, verdict: str, rule: str, words: str
 ) -> None:
     """The server's gate (approval "new" by default) holds the first SMS to a number, or a
-    deny rule denies it: the call returns PLANNED with the verdict, the ledger keeps it, and
-    the action is out of the queue (no worker looks at it until a person rules)."""
+    deny rule denies it: the call returns PLANNED (DENIED for a DENY, which is final) with
+    the verdict, the ledger keeps it, and the action is out of the queue (no worker looks at
+    it until a person rules)."""
     async with client_on(
         target, adb_key_path, ["127.0.0.1:9"], gate=gate, pools=("office",)
     ) as client:
         queued = structured(await client.call_tool("send_sms", queue_call()))
         again = structured(await client.call_tool("send_sms", queue_call()))
         status = structured(await client.call_tool("sms_status", {"action_id": "Q-1"}))
+    status_word = "DENIED" if verdict == "DENY" else "PLANNED"
     for result in (queued, again, status):
-        assert ("PLANNED", "office", verdict, rule) == (
+        assert (status_word, "office", verdict, rule) == (
             result["status"],
             result["pool"],
             result["policy"]["verdict"],

@@ -63,8 +63,10 @@ async def test_a_quick_return_leaves_the_send_running_and_a_repeat_joins_it(
 async def test_an_unreachable_phone_is_a_tool_error_that_sends_nothing(
     phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path, tmp_path: Path
 ) -> None:
-    """Nothing listens at the phone's address: a tool error saying no send was started; the
-    same call succeeds once the phone is up at the server's second address."""
+    """Nothing listens at the phone's address: a tool error saying no send was started. The
+    action keeps the phone it was made for: the same call naming the server's second phone
+    is the same error, saying so, and sends nothing through it; a new action for the second
+    phone succeeds."""
     import socket
 
     with socket.socket() as probe:
@@ -74,10 +76,16 @@ async def test_an_unreachable_phone_is_a_tool_error_that_sends_nothing(
     call = {"action_id": "A-3", "to": TO, "body": BODY, "wait_seconds": 5}
     async with client_on(db_path, adb_key_path, [dead, phone.serial]) as client:
         failed = await client.call_tool("send_sms", call)
-        other = structured(await client.call_tool("send_sms", {**call, "device": phone.serial}))
+        kept = await client.call_tool("send_sms", {**call, "device": phone.serial})
+        other = structured(
+            await client.call_tool("send_sms", {**call, "action_id": "A-4", "device": phone.serial})
+        )
     text = error_text(failed)
     assert "cannot be reached" in text and "no send was started" in text
     assert "PLANNED" in text
+    kept_text = error_text(kept)
+    assert f"keeps the phone it was made for, {dead}" in kept_text, kept_text
+    assert "cannot be reached" in kept_text and "PLANNED" in kept_text
     assert ("SUCCEEDED", phone.serial) == (other["status"], other["device"])
     assert [BODY] == sms_out(phone)
 
