@@ -327,6 +327,8 @@ def _report_sent(
     stopped = sent.outcome.gate if sent.outcome is not None else None
     if stopped is not None:
         code = gate_exit_code(stopped)
+    elif sent.outcome is not None and sent.outcome.refused is not None:
+        code = EXIT_REFUSED  # bound to another phone or pool: this command never sends it
     if as_json:
         _render_json.emit_json(sent_data(sent, code=code, derived=derived, show_private=private))
     else:
@@ -440,6 +442,7 @@ def sent_data(sent: SendResult, *, code: int, derived: bool, show_private: bool)
     )
     data["gate"] = _render_values.gate_data(stopped) if stopped is not None else None
     data["not_ready"] = outcome.not_ready if outcome is not None else None
+    data["refused"] = outcome.refused if outcome is not None else None
     data["held_by"] = (
         _render_values.hold_data(outcome.held_by)
         if outcome is not None and outcome.held_by is not None
@@ -485,12 +488,15 @@ def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
 
 
 def _tell_what_stopped(outcome: SendOutcome | None) -> None:
-    """Say on stderr what the policy gate decided, what a person must do when the phone was
-    not ready, or which action's attempt held the phone when the wait ended."""
+    """Say on stderr what the policy gate decided, which phone or pool the action is bound
+    to when it is not this one, what a person must do when the phone was not ready, or
+    which action's attempt held the phone when the wait ended."""
     if outcome is None:
         return
     if outcome.gate is not None:
         click.echo(f"starebrain send: {gate_text(outcome.gate)}", err=True)
+    elif outcome.refused is not None:
+        click.echo(f"starebrain send: {outcome.refused}", err=True)
     elif outcome.not_ready is not None:
         record = outcome.record
         error = record.evidence.get("error") if record is not None else None

@@ -219,7 +219,8 @@ def note_verdict(
     verdict: GateDecision,
     when: datetime,
 ) -> None:
-    """Keep the gate's verdict on the action, and in its history when it changed."""
+    """Keep the gate's verdict on the action (with when it was judged, also when it stands
+    as before), and in its history when it changed."""
     from starebrain_actions.core.policy import Verdict
 
     kept = None
@@ -233,15 +234,16 @@ def note_verdict(
             "at": format_time(when),
         }
     previous = action.gate or {}
-    if kept is not None and (previous.get("verdict"), previous.get("rule")) == (
-        kept["verdict"],
-        kept["rule"],
-    ):
-        return
     db.execute(
         "UPDATE actions SET gate_json = ? WHERE action_id = ?",
         (to_json(kept) if kept is not None else None, action.action_id),
     )
+    if kept is not None and (previous.get("verdict"), previous.get("rule")) == (
+        kept["verdict"],
+        kept["rule"],
+    ):
+        return  # the same verdict again: kept with its new time (a queue's next look counts
+        # from it), one history row for the change only
     history_row(
         db,
         action.action_id,

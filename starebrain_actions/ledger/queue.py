@@ -457,9 +457,9 @@ def _release(
 
 def _gate_wait(action: Action, now: datetime) -> datetime | None:
     """When an action that may start is due, after the gate's latest refusal of it: never
-    (DENY: never sent, whatever comes later), the end of its quiet hours (WAIT), a recheck
-    after a limit (OVER_LIMIT); now when none stands. (A hold for approval is a standing
-    verdict: ``next_look`` takes it out of the queue before.)"""
+    (DENY: never sent, whatever comes later), the end of its quiet hours (WAIT), ``RECHECK``
+    after the verdict over a limit (OVER_LIMIT); now when none stands. (A hold for approval
+    is a standing verdict: ``next_look`` takes it out of the queue before.)"""
     from starebrain_actions.core.policy import Verdict
 
     gate = action.gate or {}
@@ -469,7 +469,12 @@ def _gate_wait(action: Action, now: datetime) -> datetime | None:
     if verdict == Verdict.WAIT.value and isinstance(gate.get("until"), str):
         return max(now, structure(gate["until"], datetime, "gate until"))
     if verdict == Verdict.OVER_LIMIT.value:
-        return now + RECHECK
+        # counted from the verdict (each receipt refused over the limit keeps its time
+        # anew): the action is due again once RECHECK has passed since, not pushed on by
+        # every look at the queue
+        at = gate.get("at")
+        judged = structure(at, datetime, "gate at") if isinstance(at, str) else now
+        return max(now, judged + RECHECK)
     return now
 
 
