@@ -65,7 +65,7 @@ def render_summary(
             *([("owner", action.owner)] if action.owner else []),
             *(
                 [("phone", f"{action.planned_device} (only this phone sends it)")]
-                if action.planned_device and action.pool is None
+                if action.planned_device and action.pool is None and not summary.attempts
                 else []
             ),
             *([("pool", action.pool), ("queue", queue)] if action.pool and queue else []),

@@ -32,6 +32,7 @@ ONLY_SEND = {
     "earlier_message",
     "first_sent_at",
     "not_ready",
+    "refused",
     "held_by",
     "gate",
 }

@@ -350,3 +350,63 @@ def test_a_deny_stops_every_retry_in_what_the_model_is_told() -> None:
     step = next_step(wrong, now=NOW)
     assert Status.MISMATCH is wrong.status
     assert "no resend is allowed" in step and "send the intended text once" not in step, step
+
+
+# --------------------------------------------------------------------------- a later path
+
+
+def _quiet_now() -> Policy:
+    """Quiet hours holding now at ``TO`` (an hour back to two ahead): never near an edge."""
+    from datetime import UTC, datetime
+
+    from starebrain_actions.core.policy import zones_of
+
+    local = datetime.now(UTC).astimezone(zones_of(TO)[0])
+    start = (local - timedelta(hours=1)).time().replace(second=0, microsecond=0)
+    end = (local + timedelta(hours=2)).time().replace(second=0, microsecond=0)
+    return Policy(approve="never", quiet_hours=(start, end))
+
+
+@pytest.mark.parametrize(
+    ("gate", "verdict", "rule"),
+    [
+        (DENY_TO, "DENY", "recipients.deny"),
+        (
+            Policy(approve="never", per_recipient_per_day=1),
+            "OVER_LIMIT",
+            "limits.per_recipient_per_day",
+        ),
+        (None, "WAIT", "limits.quiet_hours"),
+        (ALWAYS, "HOLD", "recipients.approve"),
+    ],
+    ids=["deny", "limit", "quiet", "hold"],
+)
+async def test_a_server_that_allows_everything_obeys_what_judged_the_action_before(
+    gate: Policy | None,
+    verdict: str,
+    rule: str,
+    target: Path | str,
+    phone_factory: PhoneFactory,
+    adb_key_path: Path,
+) -> None:
+    """An action a sender's gate refused (a deny rule, a daily limit reached, quiet hours, a
+    hold) is refused again when a server whose own policy allows everything is asked to
+    send it: the ledger judges it by the policy pinned to it; nothing goes out."""
+    phone = await phone_factory()
+    first_gate = gate if gate is not None else _quiet_now()
+    async with SmsAgent.open(
+        db=target, device=phone.serial, key_path=adb_key_path, policy=SEND_POLICY, send_path="ui"
+    ) as agent:
+        if verdict == "OVER_LIMIT":
+            done = await agent.send("L-0", TO, "first of the day", wait=10, gate=first_gate)
+            assert Status.SUCCEEDED == done.status
+        refused = await agent.send("A-1", TO, BODY, wait=2, gate=first_gate)
+    assert refused.gate is not None and (verdict, rule) == (
+        refused.gate.verdict.value,
+        refused.gate.rule,
+    )
+    async with client_on(target, adb_key_path, [phone.serial], gate=NEVER) as client:
+        later = structured(await client.call_tool("send_sms", send("A-1")))
+    assert (verdict, rule) == (later["policy"]["verdict"], later["policy"]["rule"]), later
+    assert 0 == later["attempts"]
+    assert BODY not in stored_out(phone)
