@@ -1,7 +1,8 @@
 """A person's decisions, each recorded on the action or attempt and in its history with who and
 why: a ruling on whether an attempt was sent (``Ledger.resolve``), more attempts for an action
-whose retries were refused (``retry``), and an approval or a denial for an action the policy
-gate holds (``approve``, ``deny``).
+whose retries were refused (``retry``), an approval or a denial for an action the policy gate
+holds (``approve``, ``deny``), and the rules an action is judged by (``set_policy``;
+``policy_of`` reads them).
 
 The rules of each decision are pure (``core.transitions``: ``resolve``, ``grant_retry``); here
 they are applied in one write transaction, under the action's lock.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import decisions as _decisions
@@ -35,10 +37,14 @@ from starebrain_actions.core.model import (
     require_aware,
 )
 from starebrain_actions.ledger import pg as _pg
+from starebrain_actions.ledger.gate import keep_policy, pinned_policy
 from starebrain_actions.ledger.queries import ActionReads
 from starebrain_actions.ledger.queue import requeue
 from starebrain_actions.ledger.read import load_action, load_attempts
 from starebrain_actions.ledger.updates import apply_transition, history_row, log_transition, to_json
+
+if TYPE_CHECKING:
+    from starebrain_actions.core.policy import Policy
 
 _log = get_logger("starebrain.ledger")
 
@@ -212,6 +218,77 @@ class Rulings(ActionReads):
         if not reason.strip():
             raise InvalidInput("a denial needs a reason (it is kept in the history)")
         return await self._rule_on(action_id, "DENIED", operator, reason, now)
+
+    async def policy_of(self, action_id: str) -> Policy | None:
+        """The policy pinned to the action: every path judges it by these rules (None: no
+        gate has judged it yet).
+
+        Raises:
+            NotFound: no such action.
+            CorruptRecord: its kept policy cannot be read.
+        """
+
+        def work(db: sqlite3.Connection) -> Policy | None:
+            return pinned_policy(db, load_action(db, action_id))
+
+        return await self._run(work)
+
+    async def set_policy(
+        self,
+        action_id: str,
+        policy: Policy,
+        *,
+        operator: str,
+        reason: str,
+        now: datetime | None = None,
+    ) -> ActionSummary:
+        """A person pins ``policy`` to the action in place of the one that judged it: every
+        later path judges it by these rules. Kept in its history (``policy_pinned``, with
+        who, why and the rules it replaced); a queued action is looked at again. A DENY stays
+        final, and a hold still waits for ``approve``.
+
+        Raises:
+            NotFound: no such action.
+            InvalidInput: no operator or no reason.
+            InvariantViolation: the action was denied (a DENY is final).
+        """
+        if not operator.strip() or not reason.strip():
+            raise InvalidInput("a change of an action's policy needs who and why")
+        when = require_aware("now", now) if now is not None else self.now()
+
+        def work(db: sqlite3.Connection) -> None:
+            _pg.lock(db, f"action:{action_id}")
+            action = load_action(db, action_id)
+            if action.denied:
+                raise InvariantViolation(
+                    f"action {action_id} was denied: a DENY is final, whatever policy judges it"
+                    " now (send the text as a new action if it must go after all)"
+                )
+            pin = keep_policy(db, policy, when)
+            if pin == action.gate_policy:
+                return  # these rules judge it already: nothing written
+            db.execute("UPDATE actions SET gate_policy = ? WHERE action_id = ?", (pin, action_id))
+            requeue(db, action_id, when)
+            history_row(
+                db,
+                action_id,
+                load_attempts(db, action_id),
+                Event.POLICY_PINNED,
+                f"operator:{operator}",
+                when,
+                {
+                    "pin": pin,
+                    "digest": policy.digest,
+                    "source": policy.source,
+                    "replaced": action.gate_policy,
+                    "reason": reason,
+                },
+            )
+
+        await self._write(work)
+        self._actions.pop(action_id, None)
+        _log.info("policy_set", action_id=action_id, operator=operator)
+        return await self.summary(action_id, now=now)
 
     async def _rule_on(
         self, action_id: str, ruling: str, operator: str, reason: str, now: datetime | None

@@ -136,3 +136,57 @@ async def test_the_hourly_limit_holds_across_two_processes(
     codes = sorted(await asyncio.gather(one(1), one(2)))
     assert [0, 9] == codes
     assert 1 == sent(phone, "limited 1") + sent(phone, "limited 2")
+
+
+async def test_policy_show_and_a_persons_policy_set(
+    phone: SimulatedPhone, ledger_target: Target, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """`policy show` prints the rules pinned by the gate that first judged the action (none
+    before); a daily cap stops the second action even for a `send` with no policy; a person's
+    `policy set` to looser rules (kept in the history with who and why) lets it go once;
+    `policy set` on a denied action is refused and changes nothing."""
+    cap = policy_file(tmp_path, "[limits]\nper_recipient_per_day = 1\n")
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[limits]\nper_recipient_per_day = 5\n", encoding="utf-8")
+    send = ("send", "--device", phone.serial, "--key", str(adb_key_path), "--wait", "10")
+    none_yet = await cli(ledger_target, "policy", "show", "X-1")
+    assert 1 == none_yet.exit_code  # no such action
+    first = await cli(
+        ledger_target, *send, "--policy", cap, "--to", RECIPIENT, "--body", "one",
+        "--action-id", "C-1",
+    )  # fmt: skip
+    assert 0 == first.exit_code, first.output
+    capped = await cli(
+        ledger_target, *send, "--policy", cap, "--to", RECIPIENT, "--body", "two",
+        "--action-id", "C-2",
+    )  # fmt: skip
+    shown = json.loads((await cli(ledger_target, "policy", "show", "C-2", "--json")).stdout)
+    again = await cli(
+        ledger_target, *send, "--to", RECIPIENT, "--body", "two", "--action-id", "C-2"
+    )
+    assert (9, 9, 0) == (capped.exit_code, again.exit_code, sent(phone, "two"))
+    assert {"per_recipient_per_day": 1} == shown["rules"]["limits"]
+    assert shown["source"] == cap and shown["pin"].startswith("sha256:")
+    no_reason = await cli(ledger_target, "policy", "set", "C-2", str(loose), "--reason", " ")
+    assert 2 == no_reason.exit_code
+    changed = await cli(
+        ledger_target, "policy", "set", "C-2", str(loose), "--reason", "a second one today is"
+        " fine", "--operator", "ana",
+    )  # fmt: skip
+    assert 0 == changed.exit_code, changed.output
+    after = json.loads((await cli(ledger_target, "policy", "show", "C-2", "--json")).stdout)
+    assert {"per_recipient_per_day": 5} == after["rules"]["limits"]
+    went = await cli(ledger_target, *send, "--to", RECIPIENT, "--body", "two", "--action-id", "C-2")
+    assert (0, 1) == (went.exit_code, sent(phone, "two")), went.output
+    history = json.loads((await cli(ledger_target, "history", "C-2", "--json")).stdout)
+    pinned = [row for row in history if row["event"] == "policy_pinned"]
+    assert ["policy", "operator:ana"] == [row["actor"] for row in pinned]
+    assert "a second one today is fine" == pinned[-1]["evidence"]["reason"]
+    denying = policy_file(tmp_path, '[recipients]\ndeny = ["+1202*"]\n')
+    denied = await cli(
+        ledger_target, *send, "--policy", denying, "--to", RECIPIENT, "--body", "three",
+        "--action-id", "C-3",
+    )  # fmt: skip
+    refused = await cli(ledger_target, "policy", "set", "C-3", str(loose), "--reason", "please")
+    assert (9, 1) == (denied.exit_code, refused.exit_code)
+    assert "a DENY is final" in refused.output
