@@ -229,8 +229,9 @@ async def test_send_failed_on_a_rooted_phone_stays_unresolved(
     phone = await phone_factory(root=True, faults=["send-fails"])
     result = await send(
         ledger_target, adb_key_path, phone.serial,
-        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "3", "--wait", "1",
+        "--to", RECIPIENT, "--body", BODY, "--max-attempts", "3", "--wait", "5",
     )  # fmt: skip
+    # (a wait of 1 s once ended before the attempt started on a loaded machine: no row)
     assert 3 == result.exit_code, result.output
     assert ([], 1) == (sent_bodies(phone), len(phone.store.rows(types=[5])))
 
