@@ -267,26 +267,13 @@ def standing_verdict(action: Action) -> GateDecision | None:
     from starebrain_actions.core.policy import GateDecision, Verdict
 
     gate = action.gate or {}
-    digest = str(gate.get("digest", "default"))
     if action.approval == "DENIED":
-        return GateDecision(
-            verdict=Verdict.DENY,
-            rule="approval",
-            detail="a person denied this action",
-            digest=digest,
-        )
-    if action.denied:
-        return GateDecision(
-            verdict=Verdict.DENY,
-            rule=str(gate.get("rule")),
-            detail=str(gate.get("detail")),
-            digest=digest,
-        )
-    if action.awaiting_approval:
-        return GateDecision(
-            verdict=Verdict.HOLD,
-            rule=str(gate.get("rule")),
-            detail=str(gate.get("detail")),
-            digest=digest,
-        )
-    return None
+        verdict, rule, detail = Verdict.DENY, "approval", "a person denied this action"
+    elif action.denied:
+        verdict, rule, detail = Verdict.DENY, str(gate.get("rule")), str(gate.get("detail"))
+    elif action.awaiting_approval:
+        verdict, rule, detail = Verdict.HOLD, str(gate.get("rule")), str(gate.get("detail"))
+    else:
+        return None
+    digest = str(gate.get("digest", "default"))
+    return GateDecision(verdict=verdict, rule=rule, detail=detail, digest=digest)
