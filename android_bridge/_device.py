@@ -542,12 +542,16 @@ class Device:
         )
 
     async def reconnect(self) -> None:
-        """Drop the connection and connect again.
+        """Drop the connection and connect again, once the command under way (if any) ends.
+
+        Under the handle's lock, as every use of the connection is: adb-shell cannot carry two
+        streams at once on one connection (see :meth:`shell`).
 
         Raises:
             DeviceUnreachable: the device cannot be reached now.
         """
-        await self._connect()
+        async with self._lock:
+            await self._connect()
 
     async def shell(self, command: str) -> bytes:
         """Run ``command`` in one ``shell:`` round trip and return the raw bytes it printed.
@@ -560,6 +564,10 @@ class Device:
                 ``execve`` argument may be (``MAX_ARG_STRLEN``).
             OutcomeUnknown: the command was written and then anything went wrong.
         """
+        # One stream at a time per connection: adb-shell's packet store (0.4.4,
+        # ``hidden_helpers._AdbPacketStore.put``) drops a CLSE that another stream's read
+        # takes off the wire when it holds no packet yet for the stream it closes, and the
+        # command then waits out its timeout (issue 38).
         async with self._lock:
             if self._replaced is not None:
                 raise DeviceUnusable(self._replaced)

@@ -272,8 +272,14 @@ class Connection:
                 # sizes or close-stdin packets), but every WRTE is acknowledged.
                 await self._send(_wire.A_OKAY, stream.local_id, stream.remote_id)
         elif command == _wire.A_CLSE:
-            stream = self._streams.pop(header.arg1, None)
+            # adbd closes only the socket both ids name (``find_local_socket(arg1, arg0)``,
+            # arg0 0 matching any peer); a CLSE naming another peer is ignored and the
+            # stream runs on (adb.cpp ``handle_packet``, sockets.cpp ``find_local_socket``:
+            # read in GrapheneOS's mirror of packages/modules/adb, its history from 2019 to
+            # branch 15-qpr2, not at AOSP tags)
+            stream = self._streams.get(header.arg1)
             if stream is not None and header.arg0 in (0, stream.remote_id):
+                del self._streams[header.arg1]
                 stream.closed = True
                 stream.hang_up()
                 await self._send(_wire.A_CLSE, stream.local_id, stream.remote_id)

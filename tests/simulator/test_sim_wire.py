@@ -195,32 +195,120 @@ async def test_large_output_is_split_at_max_payload_with_flow_control(
         client.close()
 
 
+class StreamMux:
+    """A raw client that runs many streams at once on one connection, as adb's host server
+    does: one reader routes every packet to the stream its arg1 names, and each stream
+    acknowledges its own WRTEs. (adb-shell cannot: its packet store drops a CLSE read by
+    another stream's reader when it holds nothing yet for that stream, issue 38.)
+
+    It records each rule of protocol.txt / docs/dev/protocol.md the device breaks: a WRTE
+    before the previous one on that stream was acknowledged with an OKAY ("an additional
+    WRITE message may not be sent until another READY message has been received"), a
+    packet naming another peer id than the stream's OKAY did, or a packet for a stream not
+    open (none asked for, or after its CLSE).
+    """
+
+    def __init__(self, client: RawClient, *, ack_delay_s: float = 0.0) -> None:
+        self.client = client
+        #: How long each stream holds back its OKAY: a device that does not wait for it
+        #: sends its next WRTE in the meantime.
+        self.ack_delay_s = ack_delay_s
+        #: Rules the device broke, in the order seen.
+        self.violations: list[str] = []
+        self._inboxes: dict[int, asyncio.Queue[tuple[int, int, bytes]]] = {}
+        self._remote_ids: dict[int, int] = {}
+        self._unacknowledged: set[int] = set()
+        self._closed: set[int] = set()
+        self._router = asyncio.create_task(self._route())
+
+    async def _route(self) -> None:
+        while True:
+            command, arg0, arg1, payload, _ = await self.client.read(wait_s=3600)
+            inbox = self._inboxes.get(arg1)
+            if inbox is None or arg1 in self._closed:
+                self.violations.append(f"packet 0x{command:08x} on closed stream {arg1}")
+                continue
+            remote_id = self._remote_ids.setdefault(arg1, arg0)
+            if arg0 != remote_id:
+                self.violations.append(f"stream {arg1}: peer id {arg0}, not {remote_id}")
+            if command == WRTE:
+                if arg1 in self._unacknowledged:
+                    self.violations.append(f"stream {arg1}: WRTE before our OKAY")
+                self._unacknowledged.add(arg1)
+            elif command == CLSE:
+                self._closed.add(arg1)
+            inbox.put_nowait((command, arg0, payload))
+
+    async def run(self, local_id: int, destination: str) -> bytes:
+        """OPEN ``destination`` as stream ``local_id`` and return all it wrote before CLSE."""
+        inbox = self._inboxes[local_id] = asyncio.Queue()
+        await self.client.send(OPEN, local_id, 0, destination.encode() + b"\0")
+        command, remote_id, _ = await inbox.get()
+        assert OKAY == command
+        output = b""
+        while True:
+            command, _, payload = await inbox.get()
+            if command == CLSE:
+                await self.client.send(CLSE, local_id, remote_id)
+                return output
+            output += payload
+            await asyncio.sleep(self.ack_delay_s)
+            self._unacknowledged.discard(local_id)
+            await self.client.send(OKAY, local_id, remote_id)
+
+    async def close(self) -> None:
+        """Stop routing and close the socket."""
+        self._router.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._router
+        self.client.close()
+
+
 async def test_fifty_concurrent_streams_on_four_connections(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """Fifty shell commands spread over four connections all complete with their own output."""
-    devices = [await connect(phone, adb_signer) for _ in range(4)]
+    """Fifty shell commands spread over four connections, open at once, all complete with
+    their own output, each WRTE waiting for its OKAY and nothing following CLSE."""
+    muxes = []
+    for _ in range(4):
+        client = await RawClient.open(phone)
+        await client.handshake(adb_signer, 0x01000001)
+        muxes.append(StreamMux(client, ack_delay_s=0.01))
     try:
 
-        async def one(index: int) -> str:
-            # generous timeouts: on a loaded 2-core machine fifty streams queue behind each other
-            command = f"sleep 0.05; echo stream-{index}"
-            return str(
-                await devices[index % 4].shell(command, read_timeout_s=60, transport_timeout_s=60)
-            )
+        async def one(index: int) -> bytes:
+            command = f"sleep 0.05; echo stream-{index}; echo again-{index}"
+            return await muxes[index % 4].run(index + 1, f"shell:{command}")
 
-        # bounded: under a heavily loaded run adb-shell's reads of twelve streams sharing one
-        # connection were once seen spinning past pytest-timeout, which then hung in the
-        # close below; a deadline cancels every stream, so the test fails instead of hanging
-        async with asyncio.timeout(150):
+        # bounded: a stream the device never finishes fails the test instead of hanging it
+        async with asyncio.timeout(60):
             results = await asyncio.gather(*(one(index) for index in range(50)))
-        assert [f"stream-{index}\n" for index in range(50)] == results
+        assert [f"stream-{index}\nagain-{index}\n".encode() for index in range(50)] == results
+        assert [[], [], [], []] == [mux.violations for mux in muxes]
         assert 4 == phone.connections
     finally:
-        for device in devices:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5):
-                    await device.close()
+        for mux in muxes:
+            await mux.close()
+
+
+async def test_a_close_naming_another_peer_is_ignored(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """A CLSE whose local-id is not the stream's peer closes nothing: adbd looks the socket
+    up by both ids (``find_local_socket(arg1, arg0)``, adb.cpp ``handle_packet``), so the
+    command runs on, its WRTE is acknowledged and the stream ends with the device's CLSE."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(adb_signer, 0x01000001)
+        await client.send(OPEN, 6, 0, b"shell:sleep 0.2; echo kept\0")
+        command, remote_id, _, _, _ = await client.read()
+        assert OKAY == command
+        await client.send(CLSE, 999, remote_id)
+        assert (WRTE, remote_id, 6, b"kept\n") == (await client.read())[:4]
+        await client.send(OKAY, 6, remote_id)
+        assert (CLSE, remote_id, 6) == (await client.read())[:3]
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize(
