@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 import random
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -207,6 +207,12 @@ class SimulatedPhone:
         self.rcs = RcsDirectory(rcs_recipients)
         #: Every message that really left the phone, on any channel, in order.
         self.transmissions: list[Transmission] = []
+        #: Test harness: the futures of ``wait_transmissions`` calls, each woken when the
+        #: phone appends a transmission.
+        self._transmission_waiters: set[asyncio.Future[None]] = set()
+        #: Test harness: scripts the ``hang`` fault parked for good (they never send), which
+        #: ``radio_idle`` does not wait for.
+        self._parked_scripts: set[Session] = set()
         self._unlock_task: asyncio.Task[None] | None = None
         self.faults = FaultPlan()
         self.faults.extend(faults)
@@ -423,6 +429,102 @@ class SimulatedPhone:
             if not self._pending_sends and not orphans:
                 return
             await asyncio.gather(*self._pending_sends.values(), *orphans, return_exceptions=True)
+
+    async def wait_transmissions(
+        self,
+        predicate: Callable[[Transmission], bool] | None = None,
+        *,
+        count: int = 1,
+        within_s: float = 10.0,
+        then_idle: bool = False,
+    ) -> list[Transmission]:
+        """Wait until at least ``count`` of ``transmissions`` match ``predicate`` (every one
+        when None); return every match, in order.
+
+        Test harness, not phone behaviour: nothing the phone does changes. An app writes its
+        row (SENT, for an optimistic one) before the radio sends, and the radio's send comes
+        ``send_delay_ms`` later (the framework's too), so a send a client saw succeed may
+        not be in ``transmissions`` yet: wait for the transmission itself, not for the row.
+        The wait is woken each time the phone appends a transmission (no polling). With
+        ``then_idle`` it then waits for ``radio_idle`` too (up to ``within_s`` again) and
+        returns the matches at that point: what a test asserting an exact count ("sent once,
+        never twice") needs.
+
+        Raises:
+            AssertionError: fewer than ``count`` matched within ``within_s`` seconds, or
+                (``then_idle``) the radio stayed busy; the message says what was seen.
+            ValueError: ``count`` or ``within_s`` below 0.
+        """
+        if count < 0 or within_s < 0:
+            raise ValueError("count and within_s must not be negative")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+
+        def matching() -> list[Transmission]:
+            return [t for t in self.transmissions if predicate is None or predicate(t)]
+
+        while len(found := matching()) < count:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"waited {within_s} s for {count} matching transmission(s), "
+                    f"{len(found)} matched: {found!r}; every transmission: "
+                    f"{self.transmissions!r}"
+                )
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._transmission_waiters.add(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=remaining)
+            finally:
+                self._transmission_waiters.discard(waiter)
+        if then_idle:
+            await self.radio_idle(within_s=within_s)
+            found = matching()
+        return found
+
+    async def radio_idle(self, *, within_s: float = 10.0) -> None:
+        """Wait until nothing on the phone can still send: no delayed send is waiting for the
+        radio (``send_delay_ms``: the app's or the framework's row written, its transmission
+        to come), and no script adbd started is still running (one running on after its
+        hang-up, or one still in ``input``/``service call``, may yet send). Scripts the
+        ``hang`` fault parked never send and are not waited for; nor are a stalled link's
+        (``hang-after-send``), which have run to their end. Call it before asserting that
+        nothing (or nothing more) left the phone. Unlike ``wait_idle`` it is bounded and
+        says what is still busy; call it when no client of the test's own is running a
+        script (a script that never ends keeps the phone busy).
+
+        Test harness, not phone behaviour: it only watches. Returns at once when idle;
+        otherwise it re-checks whenever a send or script ends, and every 50 ms.
+
+        Raises:
+            AssertionError: still busy after ``within_s`` seconds (what is busy is listed).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        current = asyncio.current_task()
+        while True:
+            sends = {key: task for key, task in self._pending_sends.items() if not task.done()}
+            scripts = [
+                task
+                for session, task in self._scripts.items()
+                if not session.finished
+                and session not in self._parked_scripts
+                and task is not current
+                and not task.done()
+            ]
+            if not sends and not scripts:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"the phone is still busy after {within_s} s: delayed sends "
+                    f"{sorted(sends)!r}, {len(scripts)} script(s) still running"
+                )
+            await asyncio.wait(
+                {*sends.values(), *scripts},
+                timeout=min(remaining, 0.05),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
 
     async def reboot(self) -> None:
         """Reboot now, as a phone does.
@@ -677,6 +779,7 @@ class SimulatedPhone:
         finally:
             session.finished = True
             self._scripts.pop(session, None)
+            self._parked_scripts.discard(session)
 
     async def _run_script(
         self, command: str, connection: Connection, output: OutputFn, session: Session
@@ -685,6 +788,7 @@ class SimulatedPhone:
             await asyncio.sleep(self.latency_ms / 1000)
         if self.faults.take(Fault.HANG):
             log.info("simulator_fault_hang")
+            self._parked_scripts.add(session)  # harness bookkeeping (radio_idle)
             await asyncio.Event().wait()
         stalled = _Stall()
         token = _STALL.set(stalled)
@@ -825,7 +929,7 @@ class SimulatedPhone:
             sim_sub_ids=lambda: self.sim_sub_ids,
             insert_row=lambda **columns: self.store.insert(**columns),
             update_row=lambda row_id, values: self.store.update(row_id, values),
-            record=self.transmissions.append,
+            record=self._transmitted,
             take_send_faults=self.faults.take_send_faults,
             send_delay_ms=lambda: self.send_delay_ms,
             track=track,
@@ -1026,7 +1130,7 @@ class SimulatedPhone:
         self._record(message)
 
     def _record(self, message: _Outgoing) -> None:
-        self.transmissions.append(
+        self._transmitted(
             Transmission(
                 channel=message.channel,
                 addresses=message.addresses,
@@ -1036,6 +1140,18 @@ class SimulatedPhone:
                 app=message.app,
             )
         )
+
+    def _transmitted(self, transmission: Transmission) -> None:
+        """One message really left the phone: append it to ``transmissions`` and wake the
+        tests waiting in ``wait_transmissions`` (the waking is harness only)."""
+        self.transmissions.append(transmission)
+        waiters, self._transmission_waiters = self._transmission_waiters, set()
+        for waiter in waiters:
+            loop = waiter.get_loop()
+            if _running_loop() is loop:
+                _wake(waiter)
+            else:
+                loop.call_soon_threadsafe(_wake, waiter)
 
     async def _background_loop(self) -> None:
         """A human using the phone: sends (and now and then receives) messages at random."""
@@ -1062,6 +1178,18 @@ class _Outgoing:
     addresses: tuple[str, ...]
     body: str
     app: str
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def wrong_recipient(address: str) -> str:

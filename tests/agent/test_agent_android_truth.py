@@ -50,9 +50,11 @@ async def owner_texts_right_after(phone: Any, top: int) -> int:
     return row
 
 
-def sent_to(phone: Any, body: str) -> list[str]:
-    """Channels of every message that left the phone carrying ``body``."""
-    return [t.channel for t in phone.transmissions if t.body == body]
+async def sent_to(phone: Any, body: str, count: int = 1) -> list[str]:
+    """Channels of every message that left the phone carrying ``body``, once ``count`` of them
+    have (the radio sends after the app's row) and nothing more is on its way."""
+    sent = await phone.wait_transmissions(lambda t: t.body == body, count=count, then_idle=True)
+    return [t.channel for t in sent]
 
 
 async def settle(agent: Any, db_path: Any, adb_key_path: Any, phone: Any, passes: int = 3) -> None:
@@ -75,7 +77,7 @@ async def test_an_rcs_recipient_gets_one_message_and_the_attempt_stays_unknown(
         await settle(agent, db_path, adb_key_path, phone)
         again = await agent.send("A-17", TO, BODY, wait=0.5)
     stored = [row for row in phone.store.rows(types=[2]) if row.body == BODY]
-    assert (["rcs"], [], 1) == (sent_to(phone, BODY), stored, agent.dispatches)
+    assert (["rcs"], [], 1) == (await sent_to(phone, BODY), stored, agent.dispatches)
     assert (Status.UNKNOWN, Status.UNKNOWN) == (outcome.status, again.status)
 
 
@@ -92,7 +94,7 @@ async def test_a_text_converted_to_mms_is_confirmed_from_content_mms(
         outcome = await agent.send("A-17", TO, body, wait=5)
     record = outcome.record
     assert record is not None
-    assert ["mms"] == sent_to(phone, body)
+    assert ["mms"] == await sent_to(phone, body)
     assert (Status.SUCCEEDED, ProviderKind.MMS) == (outcome.status, record.provider_kind)
     assert [record.provider_object_id] == [m.id for m in phone.store.mms_messages()]
 
@@ -108,7 +110,7 @@ async def test_a_stale_draft_in_an_open_compose_window_is_never_sent(
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     assert Status.SUCCEEDED == outcome.status
-    assert [BODY] == [t.body for t in phone.transmissions]
+    assert [BODY] == [t.body for t in await phone.wait_transmissions(count=1, then_idle=True)]
 
 
 async def test_a_chooser_is_never_pressed(sms_phone: Any, agent_for: Any) -> None:
@@ -117,6 +119,7 @@ async def test_a_chooser_is_never_pressed(sms_phone: Any, agent_for: Any) -> Non
     phone = await sms_phone(second_sms_app=True)
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
+    await phone.radio_idle()
     assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
     assert all(r.delivery is DeliveryState.FAILED for r in outcome.summary.attempts)
     assert "no key was pressed" in str(outcome.summary.attempts[0].evidence)
@@ -134,6 +137,7 @@ async def test_a_locked_or_sleeping_screen_sends_nothing(
         outcome = await agent.send("A-17", TO, BODY, wait=1)
         await settle(agent, db_path, adb_key_path, phone)
     attempts = outcome.summary.attempts
+    await phone.radio_idle()
     assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
     assert all("no key was pressed" in str(r.evidence) for r in attempts)
 
@@ -163,6 +167,7 @@ async def test_a_stuck_outbox_row_seen_through_the_system_uid_goes_to_review(
     record = outcome.record
     assert record is not None
     assert (DeliveryState.PENDING, ReviewReason.STUCK) == (record.delivery, record.review_reason)
+    await phone.radio_idle()  # a second copy, had one been sent, would be counted
     assert 1 == len(phone.transmissions) + len(phone.store.rows(types=[4]))
 
 
@@ -260,10 +265,12 @@ async def test_a_sent_row_the_app_later_marks_failed_never_reads_succeeded(
     if read_as_system:
         assert failed_after_sent(first)
         assert (Status.SUCCEEDED, 2) == (summary.status, len(summary.attempts))
-        assert [BODY] == [t.body for t in phone.transmissions]
+        sent = await phone.wait_transmissions(count=1, then_idle=True)
+        assert [BODY] == [t.body for t in sent]
     else:
         assert (ReviewReason.UNSETTLED, 1) == (first.review_reason, len(summary.attempts))
         assert Status.SUCCEEDED not in (outcome.status, summary.status)
+        await phone.radio_idle()
         assert [] == phone.transmissions
 
 
@@ -287,7 +294,7 @@ async def test_a_sent_row_that_stays_sent_succeeds_only_once_settled(
     assert record is not None and early.settles_at is not None
     assert early.settles_at == record.dispatched_at + timedelta(seconds=1.5)
     assert (Status.SUCCEEDED, False) == (later.status, later.settling)
-    assert [BODY] == [t.body for t in phone.transmissions]
+    assert [BODY] == [t.body for t in await phone.wait_transmissions(count=1, then_idle=True)]
 
 
 @pytest.mark.parametrize("fault", ["wrong-recipient", "mangle-body"])

@@ -194,6 +194,7 @@ async def test_shell_mode_never_proves_absence(sms_phone: Any, agent_for: Any) -
         assert (ReviewReason.UNSETTLED,) == outcome.summary.review_reasons
     assert 1 == agent.dispatches
     assert 1 == len(outcome.summary.attempts)
+    await phone.radio_idle()  # the app's failed send ends after its delay
     assert [] == phone.transmissions
 
 

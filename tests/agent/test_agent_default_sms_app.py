@@ -43,7 +43,8 @@ async def test_a_send_on_android_11_to_13_goes_to_the_role_holder(
             outcome = await agent.send("A-17", TO, BODY, wait=5)
     assert Status.SUCCEEDED == outcome.status
     assert 1 == len(sent_rows(phone, TO, BODY))
-    assert [(AOSP, BODY)] == [(t.app, t.body) for t in phone.transmissions]
+    sent = await phone.wait_transmissions(count=1, then_idle=True)  # the radio sends after the row
+    assert [(AOSP, BODY)] == [(t.app, t.body) for t in sent]
     assert [(AOSP, "dumpsys role")] == _sources(logs)
 
 
@@ -75,7 +76,7 @@ async def test_a_stale_setting_never_sends_through_the_app_it_names(
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     assert Status.SUCCEEDED == outcome.status
-    assert [AOSP] == [t.app for t in phone.transmissions]
+    assert [AOSP] == [t.app for t in await phone.wait_transmissions(count=1, then_idle=True)]
     assert 1 == len(sent_rows(phone, TO, BODY))
 
 
@@ -90,6 +91,7 @@ async def test_no_default_sms_app_is_refused_before_any_key(
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     source = "cmd role" if android >= 14 else "dumpsys role"
+    await phone.radio_idle()
     assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
     assert [] == sent_rows(phone, TO, BODY)
     for attempt in outcome.summary.attempts:
@@ -119,7 +121,8 @@ async def test_another_users_sms_app_is_never_taken_for_the_phones(
     with capture_logs() as logs:
         async with agent_for(phone) as agent:
             outcome = await agent.send("A-17", TO, BODY, wait=5)
-    assert (Status.SUCCEEDED, [AOSP]) == (outcome.status, [t.app for t in phone.transmissions])
+    sent = await phone.wait_transmissions(count=1, then_idle=True)
+    assert (Status.SUCCEEDED, [AOSP]) == (outcome.status, [t.app for t in sent])
     assert [(AOSP, "dumpsys role")] == _sources(logs)
 
 
@@ -133,5 +136,6 @@ async def test_no_default_for_user_0_is_refused_whatever_another_user_has(
     phone = await sms_phone(android=android, second_sms_app=True, secondary_user_sms_app=AOSP)
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
+    await phone.radio_idle()
     assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
     assert "no holder; read with dumpsys role" in str(outcome.summary.attempts[0].evidence)

@@ -29,8 +29,12 @@ POLICY = RetryPolicy(
 )
 
 
-def sent(phone: Any, body: str = BODY) -> int:
-    """How many messages carrying ``body`` left the phone, on any channel."""
+async def sent(phone: Any, expected: int, body: str = BODY) -> int:
+    """How many messages carrying ``body`` left the phone, on any channel, counted once the
+    ``expected`` ones have (the radio sends after the app's row) and nothing more can."""
+    if expected:
+        await phone.wait_transmissions(lambda t: t.body == body, count=expected)
+    await phone.radio_idle()
     return sum(1 for t in phone.transmissions if t.body == body)
 
 
@@ -55,7 +59,7 @@ async def test_a_send_cut_before_its_keys_ends_with_exactly_one_sms(
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
     first = rerun.summary.attempts[0]
-    assert (1, Status.SUCCEEDED) == (sent(phone), rerun.status), where
+    assert (1, Status.SUCCEEDED) == (await sent(phone, 1), rerun.status), where
     assert (DeliveryState.FAILED, "voided") == (first.delivery, first.evidence.get("fence"))
 
 
@@ -75,7 +79,11 @@ async def test_a_send_cut_after_its_keys_is_never_resent(sms_phone: Any, agent_f
         await reconcile_device(agent.ledger, agent.phone, now=later)
         summary = await agent.ledger.summary("A-17")
     await phone.wait_idle()  # the radio's send, after the key (send_delay_ms)
-    assert (1, 1, ()) == (sent(phone), len(rerun.summary.attempts), rerun.summary.review_reasons)
+    assert (1, 1, ()) == (
+        await sent(phone, 1),
+        len(rerun.summary.attempts),
+        rerun.summary.review_reasons,
+    )
     assert (1, (ReviewReason.AMBIGUOUS,)) == (len(summary.attempts), summary.review_reasons)
 
 
@@ -91,7 +99,11 @@ async def test_a_dropped_connection_no_longer_cuts_a_send(
         await agent.phone.fence_epoch()
         phone.drop_after_command(command, nth=nth)
         outcome = await agent.send("A-17", TO, BODY, wait=10)
-    assert (1, Status.SUCCEEDED, 1) == (sent(phone), outcome.status, len(outcome.summary.attempts))
+    assert (1, Status.SUCCEEDED, 1) == (
+        await sent(phone, 1),
+        outcome.status,
+        len(outcome.summary.attempts),
+    )
 
 
 async def test_a_send_whose_keys_were_recorded_is_confirmed_after_a_cut(
@@ -105,7 +117,11 @@ async def test_a_send_whose_keys_were_recorded_is_confirmed_after_a_cut(
         phone.drop_after_command("ln", nth=4)  # claim, am, go, keys
         await agent.send("A-17", TO, BODY, wait=0.5)
         rerun = await agent.send("A-17", TO, BODY, wait=5)
-    assert (1, Status.SUCCEEDED, 1) == (sent(phone), rerun.status, len(rerun.summary.attempts))
+    assert (1, Status.SUCCEEDED, 1) == (
+        await sent(phone, 1),
+        rerun.status,
+        len(rerun.summary.attempts),
+    )
 
 
 async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phone(
@@ -133,7 +149,11 @@ async def test_a_send_cut_between_go_and_the_keys_is_unknown_then_frees_the_phon
         record.delivery,
         record.review_reason,
     )
-    assert (0, 1, Status.SUCCEEDED) == (sent(phone), len(again.summary.attempts), other.status)
+    assert (0, 1, Status.SUCCEEDED) == (
+        await sent(phone, 0),
+        len(again.summary.attempts),
+        other.status,
+    )
     assert "claimed" == record.evidence.get("fence")
 
 
@@ -149,7 +169,7 @@ async def test_a_hung_command_that_never_ran_is_voided_and_sent_once(
         phone.inject_fault("hang")
         outcome = await agent.send("A-17", TO, BODY, wait=8)
     first = outcome.summary.attempts[0]
-    assert (1, Status.SUCCEEDED) == (sent(phone), outcome.status)
+    assert (1, Status.SUCCEEDED) == (await sent(phone, 1), outcome.status)
     assert (DeliveryState.FAILED, "claim") == (first.delivery, first.evidence["fence_voided_at"])
 
 
@@ -165,7 +185,7 @@ async def test_a_voided_attempt_cannot_be_sent_by_a_late_copy_of_its_script(
     hung = next(c for c in phone.commands_run if "am start" in c and "ln -s script/." in c)
     async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
         await device.shell(hung)
-    assert 1 == sent(phone)
+    assert 1 == await sent(phone, 1)
 
 
 async def test_the_fence_folder_cleared_proves_nothing(sms_phone: Any, agent_for: Any) -> None:
@@ -182,7 +202,7 @@ async def test_the_fence_folder_cleared_proves_nothing(sms_phone: Any, agent_for
     record = again.record
     assert record is not None
     assert (0, 1, DeliveryState.PENDING) == (
-        sent(phone),
+        await sent(phone, 0),
         len(again.summary.attempts),
         record.delivery,
     )
@@ -204,7 +224,7 @@ async def test_a_live_sender_is_not_voided_by_another(sms_phone: Any, agent_for:
     assert (DeliveryState.PENDING, None, 0) == (
         record.delivery,
         record.evidence.get("fence"),
-        sent(phone),
+        await sent(phone, 0),
     )
     assert phone.files.exists(f"/data/local/tmp/starebrain/{record.dispatch_id}") is False
 

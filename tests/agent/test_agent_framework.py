@@ -27,7 +27,8 @@ async def test_a_framework_send_is_one_sms_written_by_the_shell(
     record = outcome.record
     assert record is not None
     assert (Status.SUCCEEDED, "framework") == (outcome.status, record.evidence.get("send_path"))
-    assert [("sms", SHELL)] == [(t.channel, t.app) for t in phone.transmissions]
+    sent = await phone.wait_transmissions(count=1, then_idle=True)
+    assert [("sms", SHELL)] == [(t.channel, t.app) for t in sent]
     assert [SHELL] == [r.creator for r in phone.store.rows(types=[2]) if r.body == BODY]
     assert not any("am start" in command for command in phone.commands_run)
 
@@ -121,7 +122,8 @@ async def test_a_framework_send_whose_reply_is_lost_is_one_sms_never_resent(
     await phone.wait_idle()
     async with agent_for(phone, send_path="framework") as agent, asyncio.timeout(60):
         again = await agent.send("A-17", TO, BODY, wait=10)
-    assert [("sms", SHELL, BODY)] == [(t.channel, t.app, t.body) for t in phone.transmissions]
+    sent = await phone.wait_transmissions(count=1, then_idle=True)
+    assert [("sms", SHELL, BODY)] == [(t.channel, t.app, t.body) for t in sent]
     assert 1 == len(again.summary.attempts), (first.status, again.summary)
     assert Status.SUCCEEDED is again.status
     assert first.status is not Status.FAILED

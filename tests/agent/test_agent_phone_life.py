@@ -169,6 +169,7 @@ async def test_an_open_agent_never_uses_the_phone_wiped_under_it(
         phone.screen = "on"
         refused = await agent.send("W-1", TO, "after a wipe", wait=2)
     assert Status.SUCCEEDED == rebooted.status
+    await phone.radio_idle()
     assert [] == [t for t in phone.transmissions if t.body == "after a wipe"]
     assert refused.record is not None and refused.record.delivery is DeliveryState.FAILED
     assert "another phone answers here now" in (refused.record.last_error or "")
@@ -178,7 +179,8 @@ async def test_an_open_agent_never_uses_the_phone_wiped_under_it(
         again = await agent.send("W-1", TO, "after a wipe", wait=5)
         key = agent.phone.device
     assert (Status.SUCCEEDED, f"{phone.serial}#2") == (again.status, key)
-    assert 1 == len([t for t in phone.transmissions if t.body == "after a wipe"])
+    sent = await phone.wait_transmissions(lambda t: t.body == "after a wipe", then_idle=True)
+    assert 1 == len(sent)
 
 
 async def test_the_readme_ledger_example_does_not_hold_back_a_later_send(

@@ -33,9 +33,12 @@ ONE_SHOT = RetryPolicy(
 )
 
 
-def senders(phone: Any) -> list[str]:
-    """Who the phone says sent each message, in order (ground truth, not the ledger)."""
-    return [transmission.app for transmission in phone.transmissions]
+async def senders(phone: Any, count: int) -> list[str]:
+    """Who the phone says sent each message, in order (ground truth, not the ledger), once
+    ``count`` messages have left it (the radio sends after the row) and nothing more is on
+    its way."""
+    sent = await phone.wait_transmissions(count=count, then_idle=True)
+    return [transmission.app for transmission in sent]
 
 
 JAR_READ = "base64 /system/framework/framework.jar"
@@ -67,7 +70,7 @@ async def test_a_jar_that_proves_the_code_opens_the_framework_from_the_first_sen
         second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert 1 == jar_reads(phone)  # the ledger's copy, not a second pull
     assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
-    assert [SHELL, SHELL] == senders(phone)
+    assert [SHELL, SHELL] == await senders(phone, 2)
     assert first.record is not None
     assert "framework" == first.record.evidence["send_path"]
     assert kept is not None
@@ -86,7 +89,7 @@ async def test_a_vendor_jar_with_another_code_keeps_the_framework_shut(
         assert "code 6, not the bridge's 5" in agent.phone.path_choice
         outcome = await agent.send("A-1", TO, BODY, wait=5)
     assert Status.SUCCEEDED is outcome.status
-    assert [MESSAGING] == senders(phone)
+    assert [MESSAGING] == await senders(phone, 1)
 
 
 @pytest.mark.parametrize("android", [12, 14])
@@ -107,7 +110,7 @@ async def test_a_phone_without_subscription_1_keeps_the_app_though_its_jar_prove
         )
         outcome = await agent.send("A-1", TO, BODY, wait=5)
     assert Status.SUCCEEDED is outcome.status
-    assert [MESSAGING] == senders(phone)
+    assert [MESSAGING] == await senders(phone, 1)
 
 
 @pytest.mark.parametrize(
@@ -132,7 +135,7 @@ async def test_a_new_ledger_sends_through_the_app_where_the_jar_proves_nothing(
         outcome = await agent.send("A-1", TO, BODY, wait=5)
     assert outcome.record is not None
     assert Status.SUCCEEDED is outcome.status
-    assert [MESSAGING] == senders(phone)
+    assert [MESSAGING] == await senders(phone, 1)
     choice = outcome.record.evidence["path_choice"]
     assert "no framework send" in choice
     assert why in choice
@@ -152,7 +155,7 @@ async def test_a_jar_that_proves_nothing_still_yields_to_a_confirmed_framework_s
         assert "A-1" in agent.phone.path_choice
         second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
-    assert [SHELL, SHELL] == senders(phone)
+    assert [SHELL, SHELL] == await senders(phone, 2)
 
 
 async def test_one_confirmed_framework_send_proves_the_path_for_auto(
@@ -170,7 +173,7 @@ async def test_one_confirmed_framework_send_proves_the_path_for_auto(
         assert "framework" == agent.phone.send_path
         second = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
-    assert [SHELL, SHELL] == senders(phone)
+    assert [SHELL, SHELL] == await senders(phone, 2)
     assert second.record is not None
     evidence = second.record.evidence
     assert first.record.dispatch_id in evidence["path_choice"]
@@ -192,7 +195,7 @@ async def test_another_build_of_the_same_phone_is_not_proven(
         assert "ui" == agent.phone.send_path
         outcome = await agent.send("A-2", TO, "Your code is 9917", wait=5)
     assert Status.SUCCEEDED is outcome.status
-    assert [SHELL, MESSAGING] == senders(phone)
+    assert [SHELL, MESSAGING] == await senders(phone, 2)
 
 
 async def test_a_framework_send_that_never_comes_back_turns_auto_back_to_the_app(
@@ -216,7 +219,7 @@ async def test_a_framework_send_that_never_comes_back_turns_auto_back_to_the_app
         assert "UNVERIFIED" in agent.phone.path_choice
         third = await agent.send("A-3", TO, "Your code is 5550", wait=5)
     assert Status.SUCCEEDED is third.status
-    assert [SHELL, MESSAGING] == senders(phone)
+    assert [SHELL, MESSAGING] == await senders(phone, 2)
 
 
 async def test_an_explicit_path_is_kept_whatever_the_record(sms_phone: Any, agent_for: Any) -> None:
@@ -228,7 +231,7 @@ async def test_an_explicit_path_is_kept_whatever_the_record(sms_phone: Any, agen
     async with agent_for(phone, send_path="ui") as agent:
         assert ("ui", "") == (agent.phone.send_path, agent.phone.path_choice)
         await agent.send("A-2", TO, "Your code is 9917", wait=5)
-    assert [SHELL, MESSAGING] == senders(phone)
+    assert [SHELL, MESSAGING] == await senders(phone, 2)
 
 
 async def test_a_long_lived_agent_chooses_again_before_each_send(
@@ -250,7 +253,7 @@ async def test_a_long_lived_agent_chooses_again_before_each_send(
         assert "ui" == agent.phone.send_path
     assert after.record is not None
     assert "UNVERIFIED" in after.record.evidence["path_choice"]
-    assert (Status.SUCCEEDED, [SHELL, MESSAGING]) == (after.status, senders(phone))
+    assert (Status.SUCCEEDED, [SHELL, MESSAGING]) == (after.status, await senders(phone, 2))
 
 
 async def test_a_send_goes_the_way_its_receipt_says(sms_phone: Any, agent_for: Any) -> None:
@@ -264,7 +267,7 @@ async def test_a_send_goes_the_way_its_receipt_says(sms_phone: Any, agent_for: A
     async with asyncio.timeout(5):
         await phone.wait_idle()  # the radio's answer (send_delay_ms)
     assert "framework" == receipt.evidence["send_path"]
-    assert [SHELL] == senders(phone)
+    assert [SHELL] == await senders(phone, 1)
 
 
 #: Two SMS segments each: 171 GSM-7 septets, and 71 UCS-2 code units (one SMS holds 70).
@@ -295,7 +298,7 @@ async def test_auto_sends_a_body_of_more_than_one_sms_through_the_app_where_the_
         short = await agent.send("A-3", TO, "Your code is 9917", wait=5)
     assert long.record is not None and short.record is not None
     assert (Status.SUCCEEDED, Status.SUCCEEDED) == (long.status, short.status)
-    assert [SHELL, MESSAGING, SHELL] == senders(phone)
+    assert [SHELL, MESSAGING, SHELL] == await senders(phone, 3)
     assert ["sms"] * 3 == [transmission.channel for transmission in phone.transmissions]
     assert 1 == len(sent_rows(phone, TO, long_body))
     assert "2 SMS segments" in long.record.evidence["path_choice"]

@@ -48,7 +48,7 @@ async def test_an_rcs_send_goes_to_review_and_frees_the_phone(
     assert (Status.SUCCEEDED, 1) == (other.status, len(again.summary.attempts))
     assert first.record is not None and first.record.dispatch_id == record.dispatch_id
     assert [("rcs", BODY), ("sms", OTHER_BODY)] == [
-        (t.channel, t.body) for t in phone.transmissions
+        (t.channel, t.body) for t in await phone.wait_transmissions(count=2, then_idle=True)
     ]
 
 
@@ -131,5 +131,6 @@ async def test_a_send_over_the_phone_rate_limit_waits_and_says_so(
         await agent.send("A-1", TO, BODY, wait=5)
         await agent.send("A-2", OTHER_TO, OTHER_BODY, wait=5)
         third = await agent.send("A-3", THIRD_TO, THIRD_BODY, wait=0.3, on_wait=told.append)
-    assert (Status.PLANNED, 2) == (third.status, len(phone.transmissions))
+    sent = await phone.wait_transmissions(count=2, then_idle=True)
+    assert (Status.PLANNED, 2) == (third.status, len(sent))
     assert 1 == len(told) and "send limit (2 per minute" in told[0]

@@ -80,7 +80,7 @@ async def test_the_owners_text_to_the_same_person_is_never_taken_for_ours(
         )
         phone.store.mark_sent(owner, date_sent_ms=phone.now_ms())
         outcome = await agent.send("A-17", TO, BODY, wait=8)
-    ours = [t for t in phone.transmissions if t.body == BODY]
+    ours = await phone.wait_transmissions(lambda t: t.body == BODY, then_idle=True)
     assert (Status.IN_FLIGHT, Status.SUCCEEDED) == (first.status, outcome.status)
     assert (1, 1) == (len(ours), len(outcome.summary.attempts))
     record = outcome.record
@@ -225,7 +225,7 @@ async def test_a_killed_senders_attempt_never_takes_the_owners_identical_text(
     assert Status.SUCCEEDED == outcome.status
     latest = outcome.record
     assert latest is not None and latest.provider_object_id not in (None, owner)
-    assert 1 == sum(1 for t in phone.transmissions if t.body == BODY)
+    assert 1 == len(await phone.wait_transmissions(lambda t: t.body == BODY, then_idle=True))
 
 
 async def test_the_owners_text_before_our_first_key_is_no_mismatch(
@@ -253,7 +253,8 @@ async def test_the_owners_text_before_our_first_key_is_no_mismatch(
         await _owner_sends(phone, "Call me back pls", phone.now_ms())
         outcome = await sending
     assert 1 == len(outcome.summary.attempts)
-    assert [("rcs", BODY)] == [(t.channel, t.body) for t in phone.transmissions if t.body == BODY]
+    ours = await phone.wait_transmissions(lambda t: t.body == BODY, then_idle=True)
+    assert [("rcs", BODY)] == [(t.channel, t.body) for t in ours]
     assert outcome.status is not Status.SUCCEEDED
     record = outcome.record
     assert record is not None and record.provider_object_id is None
@@ -276,6 +277,7 @@ async def test_the_owners_other_text_just_after_our_last_key_is_no_mismatch(
         await _owner_sends(phone, "Call me back", last_key + 50)
         again = await agent.send("A-17", TO, BODY, wait=2)
     assert 1 == len(again.summary.attempts)
-    assert [("rcs", BODY)] == [(t.channel, t.body) for t in phone.transmissions if t.body == BODY]
+    ours = await phone.wait_transmissions(lambda t: t.body == BODY, then_idle=True)
+    assert [("rcs", BODY)] == [(t.channel, t.body) for t in ours]
     latest = again.record
     assert latest is not None and latest.provider_object_id is None

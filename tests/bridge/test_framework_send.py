@@ -43,7 +43,7 @@ async def test_send_writes_one_shell_row_per_release(
     assert [(2, "com.android.shell", "Your code is 4821")] == [
         (row.type, row.creator, row.body) for row in phone.store.rows()
     ]
-    assert 1 == len(phone.transmissions)
+    assert 1 == len(await phone.wait_transmissions(then_idle=True))
 
 
 async def test_the_handle_reads_what_the_probe_needs_in_its_first_round_trip(
@@ -120,7 +120,7 @@ async def test_fenced_send_leaves_its_stages(make_phone: PhoneFactory, bridge_ke
     assert evidence.fence_claimed
     assert FenceState.CLAIMED == report.state
     assert ["am", "keys"] == [stage for stage, _ in report.stages]
-    assert 1 == len(phone.transmissions)
+    assert 1 == len(await phone.wait_transmissions(then_idle=True))
 
 
 async def test_usage_limit_refuses_before_the_phone_holds(
@@ -136,7 +136,8 @@ async def test_usage_limit_refuses_before_the_phone_holds(
         await dispatcher.send(TO, "two")
         with pytest.raises(CommandRejected, match="SmsUsageMonitor"):
             await dispatcher.send(TO, "three")
-    assert ["one", "two"] == [t.body for t in phone.transmissions]
+    sent = await phone.wait_transmissions(count=2, then_idle=True)
+    assert ["one", "two"] == [t.body for t in sent]
 
 
 async def test_phone_held_send_is_not_a_proof(make_phone: PhoneFactory, bridge_key: Path) -> None:
@@ -148,7 +149,8 @@ async def test_phone_held_send_is_not_a_proof(make_phone: PhoneFactory, bridge_k
             await FrameworkDispatcher(device, usage_limit=None).send(TO, f"m{index}")
         evidence = await FrameworkDispatcher(device).send(TO, "held")
     assert "Result: Parcel(00000000    '....')\n" == evidence.am_output
-    assert "held" not in [t.body for t in phone.transmissions]
+    sent = await phone.wait_transmissions(count=30, then_idle=True)
+    assert "held" not in [t.body for t in sent]
     assert ["held"] == [held.body for held in phone.held_framework_sends]
 
 

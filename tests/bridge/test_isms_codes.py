@@ -115,6 +115,7 @@ async def test_vendor_reordered_isms_fails_the_check(
     assert "never send with --send-path framework" in check.consequence
     async with await connect(phone.serial, bridge_key) as device:
         await FrameworkDispatcher(device).send(TO, "hello")
+    await phone.radio_idle()
     assert [] == phone.transmissions
 
 

@@ -125,7 +125,8 @@ def test_an_accepted_recipient_matches_itself_after_a_round_trip_through_the_pho
 
         try:
             check()
+            out = runner.run(phone.wait_transmissions(count=len(sent), then_idle=True))
         finally:
             runner.run(device.close())
             runner.run(phone.stop())
-        assert len(sent) == len(phone.transmissions)
+        assert len(sent) == len(out)

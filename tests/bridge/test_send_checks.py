@@ -51,9 +51,10 @@ async def test_happy_path_is_one_round_trip_to_the_role_holder(
     device = await _connect(phone, bridge_key)
     async with device:
         evidence = await SmsDispatcher(device).send(RECIPIENT, BODY)
+    sent = await phone.wait_transmissions(then_idle=True)
     assert (1, [("com.android.messaging", BODY)]) == (
         evidence.round_trips,
-        [(t.app, t.body) for t in phone.transmissions],
+        [(t.app, t.body) for t in sent],
     )
     assert '-p "$r"' in phone.commands_run[-1]
 
@@ -120,7 +121,8 @@ async def test_configured_package_that_is_the_default_sends(
     async with device:
         app = MessagingApp(package="com.android.messaging")
         evidence = await SmsDispatcher(device, app=app).send(RECIPIENT, BODY)
-    assert (1, [BODY]) == (evidence.round_trips, [t.body for t in phone.transmissions])
+    sent = await phone.wait_transmissions(then_idle=True)
+    assert (1, [BODY]) == (evidence.round_trips, [t.body for t in sent])
 
 
 @pytest.mark.parametrize("android", (10, 15))

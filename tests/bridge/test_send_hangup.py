@@ -75,7 +75,7 @@ async def test_a_send_without_a_fence_makes_the_folder_for_its_output(
         evidence = await SmsDispatcher(device, app=MessagingApp()).send(TO, BODY)
     assert "Status: ok" in evidence.am_output
     assert [] == phone.files.listdir(FENCE_ROOT)
-    assert 1 == len(phone.transmissions)
+    assert 1 == len(await phone.wait_transmissions(then_idle=True))
 
 
 def test_the_output_file_is_a_dot_name_of_the_nonce_or_the_dispatch_id() -> None:

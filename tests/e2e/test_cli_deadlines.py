@@ -40,9 +40,11 @@ async def run(argv: list[str], limit_s: float = 60) -> tuple[int, str, str, floa
     return process.returncode, out.decode(), err.decode(), time.monotonic() - started
 
 
-def ours(phone: SimulatedPhone) -> int:
-    """How many times the phone transmitted the test body."""
-    return sum(1 for t in phone.transmissions if t.body == BODY)
+async def ours(phone: SimulatedPhone, expected: int) -> int:
+    """How many times the phone transmitted the test body, counted once the ``expected``
+    transmissions have come (the radio sends after the row) and nothing more can."""
+    sent = await phone.wait_transmissions(lambda t: t.body == BODY, count=expected, then_idle=True)
+    return len(sent)
 
 
 @pytest.mark.slow
@@ -64,7 +66,7 @@ async def test_wait_bounds_a_send_whose_command_hangs(
     )
     assert 0 == again[0], again[1] + again[2]
     assert "SUCCEEDED" in again[1]
-    assert 1 == ours(phone)
+    assert 1 == await ours(phone, 1)
 
 
 @pytest.mark.slow
@@ -81,7 +83,7 @@ async def test_wait_bounds_connecting_to_a_phone_that_never_answers(
     assert 7 == code, out + err
     assert took < 5.0, f"--wait 2 took {took:.1f} s"
     assert "Traceback" not in err
-    assert 0 == ours(phone)
+    assert 0 == await ours(phone, 0)
 
 
 @pytest.mark.slow

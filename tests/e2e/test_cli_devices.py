@@ -143,7 +143,8 @@ async def test_devices_shows_the_jar_proof_a_send_kept_and_pulls_no_jar_itself(
         "--wait", "10",
     )  # fmt: skip
     assert sent.exit_code in (0, 6), sent.output
-    assert ["com.android.shell"] == [sent.app for sent in phone.transmissions]
+    out = await phone.wait_transmissions(then_idle=True)
+    assert ["com.android.shell"] == [transmission.app for transmission in out]
     pulls = sum("base64 /system/framework/framework.jar" in c for c in phone.commands_run)
     async with Ledger.open(ledger_path) as ledger:
         (kept,) = (await ledger.all_framework_codes()).values()

@@ -205,6 +205,7 @@ async def test_a_send_that_fails_is_reported_failed(
     assert "fail" == check["verdict"], check
     assert "FAILED" in check["evidence"]
     assert [FAILED] == [row.type for row in doctor_rows(phone)]
+    await phone.radio_idle()
     assert [] == [t for t in phone.transmissions if t.body.startswith(TEST_TEXT)]
     summary = await action_of(ledger, action_id_in(check["evidence"]))
     assert (Status.FAILED, 1) == (summary.status, len(summary.attempts))

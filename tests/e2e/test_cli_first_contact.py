@@ -40,9 +40,10 @@ async def test_send_to_a_new_phone_whose_fence_cannot_work_exits_1_and_records_n
     assert "fence (" in refused.output and "never met" in refused.output, refused.output
     async with Ledger.open(ledger_path) as ledger:
         assert ([], []) == (await ledger.summaries(), list(await ledger.phones()))
+    await phone.radio_idle()
     assert [] == phone.transmissions
     async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
         await device.shell("rm /data/local/tmp/starebrain")
     sent = await cli(*argv)
     assert sent.exit_code in (0, 6), sent.output
-    assert 1 == len(phone.transmissions)
+    assert 1 == len(await phone.wait_transmissions(then_idle=True))

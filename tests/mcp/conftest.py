@@ -159,11 +159,7 @@ def error_text(result: CallToolResult) -> str:
 
 async def sent_once(phone: SimulatedPhone) -> None:
     """Wait (10 s at most) until a message has left the phone."""
-    for _ in range(500):
-        if phone.transmissions:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("nothing left the phone within 10 s")
+    await phone.wait_transmissions(within_s=10)
 
 
 def sms_out(phone: SimulatedPhone) -> list[str]:

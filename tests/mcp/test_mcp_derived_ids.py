@@ -73,7 +73,7 @@ async def test_a_repeat_is_the_earlier_message_and_past_the_window_a_new_action(
     async with client_on(db_path, adb_key_path, [phone.serial]) as client:
         resumed = structured(await client.call_tool("send_sms", CALL))
     assert (f"{DERIVED}-2", True) == (resumed["action_id"], resumed["earlier_message"])
-    assert 2 == len(phone.transmissions)
+    assert 2 == len(await phone.wait_transmissions(count=2, then_idle=True))
 
 
 async def test_an_unresolved_old_action_is_resumed_past_the_window(
@@ -95,6 +95,7 @@ async def test_an_unresolved_old_action_is_resumed_past_the_window(
     assert step.startswith(f"{EARLIER} {DERIVED!r}") and "(3d ago)" in step, step
     assert "this call sent nothing" in step or "nothing new has been sent so far" in step
     assert NEW_ID not in step
+    await phone.radio_idle()
     assert [] == phone.transmissions
 
 

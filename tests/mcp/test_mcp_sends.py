@@ -38,7 +38,8 @@ async def test_an_unresolved_attempt_is_never_sent_again(
     assert ("UNKNOWN", 1, "PENDING") == seen[-1]
     assert {1} == {attempts for _, attempts, _ in seen}
     assert "Do not send it under a new action_id" in data["next_step"]
-    assert [BODY] == sms_out(phone) and "rcs" == phone.transmissions[0].channel
+    assert ["rcs"] == [t.channel for t in await phone.wait_transmissions(then_idle=True)]
+    assert [BODY] == sms_out(phone)
 
 
 async def test_a_quick_return_leaves_the_send_running_and_a_repeat_joins_it(
@@ -141,7 +142,7 @@ async def test_the_server_takes_the_framework_path_where_the_ledger_proves_it(
         again = {**call, "action_id": "A-3", "body": "Your code is 5550"}
         assert "SUCCEEDED" == structured(await client.call_tool("send_sms", again))["status"]
     assert ["com.google.android.apps.messaging", "com.android.shell", "com.android.shell"] == [
-        transmission.app for transmission in phone.transmissions
+        transmission.app for transmission in await phone.wait_transmissions(count=3, then_idle=True)
     ]
 
 
@@ -158,7 +159,8 @@ async def test_the_server_takes_the_framework_path_from_the_first_send_where_the
         again = {**call, "action_id": "A-2", "body": "Your code is 5550"}
         assert "SUCCEEDED" == structured(await client.call_tool("send_sms", again))["status"]
     assert [("com.android.shell", BODY), ("com.android.shell", "Your code is 5550")] == [
-        (transmission.app, transmission.body) for transmission in phone.transmissions
+        (transmission.app, transmission.body)
+        for transmission in await phone.wait_transmissions(count=2, then_idle=True)
     ]
     assert not any("am start" in command for command in phone.commands_run)
 
@@ -191,7 +193,8 @@ async def test_a_framework_server_refuses_a_body_of_more_than_one_sms_and_record
     async with Ledger.open(db_path) as ledger:
         assert ["A-2"] == [summary.action.action_id for summary in await ledger.summaries()]
     assert "SUCCEEDED" == short["status"]
-    assert [("com.android.shell", BODY)] == [(t.app, t.body) for t in phone.transmissions]
+    sent = await phone.wait_transmissions(then_idle=True)
+    assert [("com.android.shell", BODY)] == [(t.app, t.body) for t in sent]
 
 
 async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(

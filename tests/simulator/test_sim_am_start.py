@@ -31,6 +31,7 @@ async def test_keys_right_after_am_without_wait_go_to_the_launcher(
     assert STARTING == await device.shell(f"{SENDTO}; {KEYS}")
     await device.close()
     assert [] == phone.store.rows()
+    await phone.radio_idle()
     assert [] == phone.transmissions
     assert phone.compose is not None
     assert ("hello", "text") == (phone.compose.body, phone.compose.focus)

@@ -29,9 +29,12 @@ def sendto(body: str, *, address: str = "+15550100", options: str = "-W") -> str
     )
 
 
-def sent(phone: SimulatedPhone) -> list[tuple[tuple[str, ...], str]]:
-    """(recipients, text) of every message that really left the phone."""
-    return [(t.addresses, t.body) for t in phone.transmissions]
+async def sent(phone: SimulatedPhone, count: int) -> list[tuple[tuple[str, ...], str]]:
+    """(recipients, text) of every message that really left the phone, once ``count`` have and
+    nothing more is on its way."""
+    return [
+        (t.addresses, t.body) for t in await phone.wait_transmissions(count=count, then_idle=True)
+    ]
 
 
 @pytest.mark.parametrize("android", RELEASES)
@@ -50,7 +53,7 @@ async def test_equal_sendto_to_an_open_window_keeps_the_old_draft(
     assert "LaunchState: UNKNOWN (0)\n" in output
     assert "TotalTime: 0\n" in output
     assert "rc=0\n" in output
-    assert [(("+15550100",), "old draft")] == sent(phone)
+    assert [(("+15550100",), "old draft")] == await sent(phone, 1)
 
 
 @pytest.mark.parametrize("android", RELEASES)
@@ -66,7 +69,7 @@ async def test_equal_sendto_brings_a_background_task_to_the_front(
     await device.close()
     assert TO_FRONT in output
     assert "LaunchState: HOT\n" in output
-    assert [(("+15550100",), "old draft")] == sent(phone)
+    assert [(("+15550100",), "old draft")] == await sent(phone, 1)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +86,7 @@ async def test_flags_that_start_a_new_window_deliver_the_new_text(
     output = await device.shell(f"{sendto('new text', options=options)}; {KEYS}")
     await device.close()
     assert "Warning" not in output
-    assert [(("+15550100",), "new text")] == sent(phone)
+    assert [(("+15550100",), "new text")] == await sent(phone, 1)
 
 
 async def test_a_failed_first_attempt_leaves_the_draft_a_retry_then_sends(
@@ -94,12 +97,12 @@ async def test_a_failed_first_attempt_leaves_the_draft_a_retry_then_sends(
     phone = await phone_factory(focus_delay_ms=300)
     device = await connect(phone, adb_signer)
     await device.shell(f"{sendto('first text', options='')}; {KEYS}")
-    assert [] == sent(phone)
+    assert [] == await sent(phone, 0)
     await asyncio.sleep(0.4)
     output = await device.shell(f"{sendto('second text')}; {KEYS}")
     await device.close()
     assert TO_TOP in output
-    assert [(("+15550100",), "first text")] == sent(phone)
+    assert [(("+15550100",), "first text")] == await sent(phone, 1)
     assert ["first text"] == [row.body for row in phone.store.rows()]
 
 
@@ -114,7 +117,7 @@ async def test_after_a_send_an_equal_sendto_finds_an_empty_window(
     output = await device.shell(f"{sendto('two')}; {KEYS}")
     await device.close()
     assert TO_TOP in output
-    assert [(("+15550100",), "one")] == sent(phone)
+    assert [(("+15550100",), "one")] == await sent(phone, 1)
 
 
 async def test_keys_before_focus_go_to_the_previous_compose_window(
@@ -129,7 +132,7 @@ async def test_keys_before_focus_go_to_the_previous_compose_window(
     output = await device.shell(f"{sendto('hello', options='')}; {KEYS}")
     await device.close()
     assert "Warning" not in output
-    assert [(("+15550177",), "draft for someone else")] == sent(phone)
+    assert [(("+15550177",), "draft for someone else")] == await sent(phone, 1)
     assert phone.compose is not None
     assert ("+15550100", "hello") == (phone.compose.address, phone.compose.body)
 
@@ -147,7 +150,7 @@ async def test_a_package_makes_the_intent_another_filter(
     )
     await device.close()
     assert "Warning" not in output
-    assert [(("+15550100",), "new text")] == sent(phone)
+    assert [(("+15550100",), "new text")] == await sent(phone, 1)
 
 
 async def test_force_stop_closes_the_window(
@@ -162,7 +165,7 @@ async def test_force_stop_closes_the_window(
     output = await device.shell(f"{sendto('new text')}; {KEYS}")
     await device.close()
     assert "LaunchState: COLD\n" in output
-    assert [(("+15550100",), "new text")] == sent(phone)
+    assert [(("+15550100",), "new text")] == await sent(phone, 1)
 
 
 async def test_aosp_messaging_opens_a_fresh_window_for_every_sendto(
@@ -178,7 +181,7 @@ async def test_aosp_messaging_opens_a_fresh_window_for_every_sendto(
     await device.close()
     assert "Warning" not in output
     assert "Activity: com.android.messaging/.ui.conversation.ConversationActivity\n" in output
-    assert [(("+15550100",), "new text")] == sent(phone)
+    assert [(("+15550100",), "new text")] == await sent(phone, 1)
 
 
 async def test_stale_draft_fault_sends_the_earlier_draft(
@@ -191,7 +194,7 @@ async def test_stale_draft_fault_sends_the_earlier_draft(
     output = await device.shell(f"{sendto('new text')}; {KEYS}")
     await device.close()
     assert TO_FRONT in output
-    assert [(("+15550100",), "(an earlier draft nobody sent)")] == sent(phone)
+    assert [(("+15550100",), "(an earlier draft nobody sent)")] == await sent(phone, 1)
 
 
 async def test_stop_option_force_stops_the_app_before_starting(
@@ -206,4 +209,4 @@ async def test_stop_option_force_stops_the_app_before_starting(
     await device.close()
     assert output.startswith("Stopping: com.google.android.apps.messaging\nStarting: ")
     assert "LaunchState: COLD\n" in output
-    assert [(("+15550100",), "new text")] == sent(phone)
+    assert [(("+15550100",), "new text")] == await sent(phone, 1)

@@ -81,7 +81,8 @@ async def test_rcs_recipient_gets_chat_and_no_provider_row(
     assert [("+15550177", "hello", 2)] == sms_rows(phone)
     assert [] == mms_rows(phone)
     assert [("rcs", ("+1 555-0100",), None), ("sms", ("+15550177",), 1)] == [
-        (t.channel, t.addresses, t.provider_id) for t in phone.transmissions
+        (t.channel, t.addresses, t.provider_id)
+        for t in await phone.wait_transmissions(count=2, then_idle=True)
     ]
 
 
@@ -116,7 +117,7 @@ async def test_long_text_turns_into_mms(
     device = await connect(phone, adb_signer)
     await device.shell(sendto("+15550100", body))
     await device.close()
-    [transmission] = phone.transmissions
+    [transmission] = await phone.wait_transmissions(count=1, then_idle=True)
     assert channel == transmission.channel
     if channel == "mms":
         assert [] == sms_rows(phone)
@@ -152,7 +153,7 @@ async def test_subject_turns_into_mms_where_the_app_reads_it(
     device = await connect(phone, adb_signer)
     await device.shell(sendto("+15550100", "hello", "--es subject Plans"))
     await device.close()
-    assert [channel] == [t.channel for t in phone.transmissions]
+    assert [channel] == [t.channel for t in await phone.wait_transmissions(then_idle=True)]
     if channel == "mms":
         assert ["Plans"] == [mms.subject for mms in phone.store.mms_messages()]
 
@@ -175,7 +176,7 @@ async def test_the_app_may_alter_the_text(
     await device.shell(sendto("+15550100", "  Café crème  "))
     await device.close()
     assert [("+15550100", expected, 2)] == sms_rows(phone)
-    assert [expected] == [t.body for t in phone.transmissions]
+    assert [expected] == [t.body for t in await phone.wait_transmissions(then_idle=True)]
 
 
 @pytest.mark.parametrize("app", ["aosp", "google", "samsung"])
@@ -193,7 +194,7 @@ async def test_each_profile_sends_with_its_key_sequence(
     )
     await device.close()
     assert [(("+15550100",), "hi", phone.app.package)] == [
-        (t.addresses, t.body, t.app) for t in phone.transmissions
+        (t.addresses, t.body, t.app) for t in await phone.wait_transmissions(then_idle=True)
     ]
 
 
@@ -209,6 +210,7 @@ async def test_keyguard_takes_the_keys_and_the_activity_starts_behind_it(
     output = await device.shell(f"{sendto('+15550100', 'hello')}; input keyevent 224; {KEYS}")
     assert "LaunchState: UNKNOWN (0)\n" in output
     assert "TotalTime" not in output
+    await phone.radio_idle()
     assert [] == phone.transmissions
     assert "locked" == phone.screen
     phone.screen = "on"
@@ -227,6 +229,7 @@ async def test_two_sms_apps_bring_up_the_chooser(
     device = await connect(phone, adb_signer)
     output = await device.shell(sendto("+15550100", "hello"))
     assert "Activity: android/com.android.internal.app.ResolverActivity\n" in output
+    await phone.radio_idle()
     assert [] == phone.transmissions
     await device.shell(
         sendto("+15550100", "hello", "-p com.google.android.apps.messaging") + "; input keyevent 4"
@@ -250,7 +253,7 @@ async def test_send_faults_for_the_app_behaviours(
     await device.close()
     first_body = "Cafe" if fault is Fault.SIMPLE_CHARACTERS else "Café"
     assert [(channel, first_body), ("sms", "Café")] == [
-        (t.channel, t.body) for t in phone.transmissions
+        (t.channel, t.body) for t in await phone.wait_transmissions(count=2, then_idle=True)
     ]
 
 
@@ -266,6 +269,7 @@ async def test_am_faults_keep_the_keys_from_the_compose_window(
         f" sleep 0.3; {KEYS}"
     )
     await device.close()
+    await phone.radio_idle()
     assert [] == phone.transmissions
     assert {} == phone.faults.remaining()
 
@@ -282,7 +286,7 @@ async def test_transmissions_count_what_really_left(
     device = await connect(phone, adb_signer)
     await device.shell(sendto("+15550100", "hello"))
     await device.close()
-    assert count == len(phone.transmissions)
+    assert count == len(await phone.wait_transmissions(count=count, then_idle=True))
 
 
 def test_command_line_switches_change_one_behaviour_of_the_profile() -> None:

@@ -61,7 +61,7 @@ async def test_jar_pulled_with_base64_proves_the_codes_isms_answers(
     )
     code = constants["TRANSACTION_sendTextForSubscriber"]
     assert OK == await shell(phone, adb_signer, call(version, "hi", code=code))
-    assert 1 == len(phone.transmissions)
+    assert 1 == len(await phone.wait_transmissions(then_idle=True))
 
 
 async def test_stat_prints_the_size_and_mode_of_the_jar(
@@ -173,9 +173,11 @@ async def test_vendor_reordered_isms_answers_its_own_codes(
     aosp = 6 if version == 10 else 5
     assert aosp + 1 == constants["TRANSACTION_sendTextForSubscriber"]
     assert OK == await shell(phone, adb_signer, call(version, "a", code=aosp))
+    await phone.radio_idle()
     assert [] == phone.transmissions
     assert OK == await shell(phone, adb_signer, call(version, "b", code=aosp + 1))
-    assert ["b"] == [transmission.body for transmission in phone.transmissions]
+    sent = await phone.wait_transmissions(then_idle=True)
+    assert ["b"] == [transmission.body for transmission in sent]
 
 
 async def test_cli_option_reaches_the_phone(

@@ -57,7 +57,8 @@ async def test_right_code_sends_one_sms_as_shell(
     assert [(2, "com.android.shell", TO, "hello")] == [
         (row.type, row.creator, row.address, row.body) for row in rows
     ]
-    assert [("sms", "com.android.shell")] == [(t.channel, t.app) for t in phone.transmissions]
+    sent = await phone.wait_transmissions(then_idle=True)
+    assert [("sms", "com.android.shell")] == [(t.channel, t.app) for t in sent]
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -70,6 +71,7 @@ async def test_other_release_code_sends_nothing_and_looks_like_success(
     wrong = 5 if version == 10 else 7
     output = await shell(phone, adb_signer, call(version, "hello", code=wrong))
     assert OK == output
+    await phone.radio_idle()
     assert [] == phone.store.rows()
     assert [] == phone.transmissions
 
@@ -82,6 +84,7 @@ async def test_unknown_code_says_so(
     phone = await phone_factory()
     output = await shell(phone, adb_signer, 'service call isms 999 i32 1; echo "x:$?"')
     assert 'Result: Parcel(Error: 0xffffffffffffffb6 "Not a data message")\nx:0\n' == output
+    await phone.radio_idle()
     assert [] == phone.transmissions
 
 
@@ -105,6 +108,7 @@ async def test_other_package_is_a_security_exception(
     phone = await phone_factory(android=version)
     output = await shell(phone, adb_signer, call(version, "hi", package="com.example.app"))
     assert output.startswith("Result: Parcel(\n  0x00000000: ffffffff ")
+    await phone.radio_idle()
     assert [] == phone.transmissions
 
 
@@ -117,7 +121,7 @@ async def test_usage_limit_holds_the_31st_send(
     phone = await phone_factory(android=14)
     output = await shell(phone, adb_signer, "; ".join(call(14, f"m{i}") for i in range(31)))
     assert OK * 31 == output
-    assert 30 == len(phone.transmissions)
+    assert 30 == len(await phone.wait_transmissions(count=30, then_idle=True))
     assert ["m30"] == [held.body for held in phone.held_framework_sends]
 
 
@@ -133,6 +137,7 @@ async def test_failed_send_is_a_type_5_row(
     assert [(5, 1, "com.android.shell")] == [
         (row.type, row.error_code, row.creator) for row in phone.store.rows()
     ]
+    await phone.radio_idle()
     assert [] == phone.transmissions
 
 
@@ -227,7 +232,7 @@ async def test_too_long_texts_do_not_count_towards_the_usage_limit(
     long_calls = "; ".join(call(14, "a" * 161) for _ in range(30))
     short_calls = "; ".join(call(14, f"m{i}") for i in range(30))
     assert OK * 60 == await shell(phone, adb_signer, f"{long_calls}; {short_calls}")
-    assert 30 == len(phone.transmissions)
+    assert 30 == len(await phone.wait_transmissions(count=30, then_idle=True))
     assert [] == list(phone.held_framework_sends)
 
 

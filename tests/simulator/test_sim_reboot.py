@@ -49,12 +49,14 @@ async def test_until_the_first_unlock_the_messaging_app_does_not_resolve(
     device = await connect(phone, adb_signer)
     output = await device.shell(send_command("+15550100", "hello"))
     assert "Error: Activity not started, unable to resolve Intent {" in output
+    await phone.radio_idle()
     assert [] == phone.transmissions
     phone.unlock_user()
     assert (True, "on") == (phone.user_unlocked, phone.screen)
     await device.shell(send_command("+15550100", "hello"))
     await device.close()
-    assert [("+15550100",)] == [t.addresses for t in phone.transmissions]
+    sent = await phone.wait_transmissions(then_idle=True)
+    assert [("+15550100",)] == [t.addresses for t in sent]
 
 
 async def test_user_unlocks_by_itself_after_the_configured_time(
