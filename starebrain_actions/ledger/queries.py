@@ -73,6 +73,8 @@ _GENERATIONS_LAST_BATCH: Final = 256
 
 #: The policy gate's latest verdict on an action, in SQL, per dialect.
 _GATE_VERDICT: Final = _pg.json_field("actions.gate_json", "verdict")
+#: How ids are compared byte by byte (as Python compares them), per dialect.
+_BYTE_ORDER: Final = {"sqlite": "COLLATE BINARY", "postgresql": 'COLLATE "C"'}
 #: A denied action (``Action.denied``), in SQL, per dialect: written exactly as the WHERE of
 #: the partial index ``actions_denied`` (migration 12), so that the planner can use it.
 _DENIED: Final = {
@@ -295,6 +297,55 @@ class ActionReads(LedgerConnection):
                     found.append(summary)
         found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))
         return found
+
+    async def deal_places(self, action_ids: Iterable[str]) -> dict[str, int]:
+        """Each action's place (from 0) among every action recorded with no phone named and
+        no pool, oldest first (``created_at``, then ``action_id`` as bytes): a place no send
+        changes, so phones resuming together deal such actions alike however far the others
+        have got (``SmsAgent.resume``'s ``share``). Actions that name a phone or a pool, and
+        ids the ledger does not know, are absent."""
+        wanted = set(action_ids)
+        if not wanted:
+            return {}
+
+        def work(db: sqlite3.Connection) -> dict[str, int]:
+            # byte order, as Python's: a PostgreSQL collation may order ids otherwise
+            by_id = _BYTE_ORDER[_pg.dialect(db)]
+            unnamed = "planned_device IS NULL AND pool IS NULL"
+            ids = sorted(wanted)
+            keys: list[tuple[str, str]] = []
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                keys.extend(
+                    (str(row[0]), str(row[1]))
+                    for row in db.execute(
+                        f"SELECT created_at, action_id FROM actions WHERE {unnamed}"
+                        f" AND action_id IN ({', '.join('?' for _ in chunk)})",
+                        chunk,
+                    ).fetchall()
+                )
+            if not keys:
+                return {}
+            first, last = min(keys), max(keys)
+            (before,) = db.execute(
+                f"SELECT count(*) FROM actions WHERE {unnamed} AND (created_at < ?"
+                f" OR (created_at = ? AND action_id {by_id} < ?))",
+                (first[0], first[0], first[1]),
+            ).fetchone()
+            span = db.execute(
+                f"SELECT action_id FROM actions WHERE {unnamed}"
+                f" AND (created_at > ? OR (created_at = ? AND action_id {by_id} >= ?))"
+                f" AND (created_at < ? OR (created_at = ? AND action_id {by_id} <= ?))"
+                f" ORDER BY created_at, action_id {by_id}",
+                (first[0], first[0], first[1], last[0], last[0], last[1]),
+            ).fetchall()
+            return {
+                str(row[0]): int(before) + offset
+                for offset, row in enumerate(span)
+                if str(row[0]) in wanted
+            }
+
+        return await self._run(work)
 
     async def approved_elsewhere(
         self, device: str, *, now: datetime | None = None

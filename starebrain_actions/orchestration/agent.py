@@ -327,10 +327,11 @@ class SmsAgent:
 
         ``share=(index, count)``: when ``count`` phones resume together, the PLANNED actions
         no sender named a phone for are dealt among them, this one taking every ``count``-th
-        from ``index``; None: none of them (only this phone's own actions). A PLANNED action
-        whose sender named a phone (``send`` does) goes to that phone only. ``on_item`` is
-        told each action's result as it ends; ``on_step`` what is being done, for a progress
-        display.
+        from ``index`` of every such action the ledger holds, oldest first (a deal no send
+        changes: phones resuming at different moments, or one after another, deal alike);
+        None: none of them (only this phone's own actions). A PLANNED action whose sender
+        named a phone (``send`` does) goes to that phone only. ``on_item`` is told each
+        action's result as it ends; ``on_step`` what is being done, for a progress display.
 
         Actions a person must rule on, unresolved attempts the pass could not settle, and
         actions with nothing left to try are left as they are (``starebrain review``), and
@@ -340,16 +341,19 @@ class SmsAgent:
         index, count = share if share is not None else (0, 1)
         if count < 1 or not 0 <= index < count:
             raise InvalidInput(f"share must be (index, count) with 0 <= index < count; got {share}")
-        # PLANNED actions no sender named a phone for are dealt among the phones resuming,
-        # from the ledger as it stands before any of them reads its phone: dealt later, the
-        # list would already lack what a faster phone took, and the deal would shift
+        # PLANNED actions no sender named a phone for are dealt among the phones resuming by
+        # their place among every such action the ledger holds, which no send changes: dealt
+        # by their place in the list still PLANNED, a phone that reads the ledger after a
+        # faster one (or, in nightly, after it finished) finds that list shortened, deals it
+        # anew, and leaves some actions to no phone
         before = await self.ledger.resumable(self.phone.device, now=self.ledger.now())
         anywhere = [
-            s
+            s.action.action_id
             for s in before
             if not s.attempts and s.action.planned_device is None and s.action.pool is None
         ]
-        mine = {s.action.action_id for s in anywhere[index::count]} if share is not None else set()
+        places = await self.ledger.deal_places(anywhere) if share is not None else {}
+        mine = {action_id for action_id, place in places.items() if place % count == index}
         if on_step is not None:
             on_step("reading the phone")
         report = await self.reconcile()

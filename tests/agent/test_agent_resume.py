@@ -85,6 +85,29 @@ async def test_planned_actions_are_dealt_among_phones(sms_phone: Any, agent_for:
     ]
 
 
+async def test_the_deal_is_the_same_when_phones_resume_one_after_another(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """A phone resuming after another has sent its share (as ``nightly --resume`` does,
+    phone after phone) takes the same share as if they had started together: none is left
+    to no phone."""
+    one, two = await sms_phone(), await sms_phone()
+    async with agent_for(one) as first, agent_for(two) as second:
+        for number in range(4):
+            await first.ledger.create_action(
+                f"R-{number}", SmsIntent(recipient=TO, body=body(number)), FAST
+            )
+        a = await first.resume(wait=10, share=(0, 2))
+        b = await second.resume(wait=10, share=(1, 2))
+    assert (["R-0", "R-2"], ["R-1", "R-3"]) == (
+        sorted(item.action_id for item in a.items),
+        sorted(item.action_id for item in b.items),
+    )
+    assert [1, 1, 1, 1] == [
+        len(sent_rows(one, TO, body(n))) + len(sent_rows(two, TO, body(n))) for n in range(4)
+    ]
+
+
 def resume_command(db_path: str, phone: SimulatedPhone, key: Path, wait: float = 15) -> list[str]:
     return [
         str(Path(sys.executable).parent / "starebrain"),
