@@ -204,20 +204,39 @@ async def test_a_locked_phone_says_a_person_must_unlock_it_and_spends_nothing(
     FAILED with phone_not_ready saying to unlock the phone, no attempt spent, and a next step
     telling the model a person must act; once unlocked, the same call sends once."""
     phone = await phone_factory(screen="locked")
-    call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 3.0}
-    # one not-ready attempt within the first call's wait: the next waits 4 s (the backoff), so
-    # the wait never ends with a second one in flight (IN_FLIGHT), however loaded the machine
+    call = {"action_id": "L-1", "to": TO, "body": BODY, "wait_seconds": 0}
+    # the send starts at once and goes on in the server; the repeat is made once the phone
+    # has refused the first attempt (the ledger says so), not after a wait that a loaded
+    # machine may spend connecting: the next attempt is 4 s (the backoff) away then, so the
+    # repeat finds the refused one, not a second one in flight
     policy = attrs.evolve(SEND_POLICY, initial_interval=timedelta(seconds=4))
     server = (db_path, adb_key_path, [phone.serial])
     async with client_on(*server, policy=policy, send_path="ui") as client:
+        started = structured(await client.call_tool("send_sms", call))
+        await _refused_as_not_ready(client, "L-1")
         locked = structured(await client.call_tool("send_sms", call))
         phone.screen = "on"
         sent = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))
-    assert "FAILED" == locked["status"]
+    assert started["status"] in ("PLANNED", "IN_FLIGHT", "FAILED"), started
+    assert "FAILED" == locked["status"], locked
     assert "unlock the phone" in locked["phone_not_ready"]
     assert "no attempt was spent" in locked["next_step"] and "person" in locked["next_step"]
     assert ("SUCCEEDED", None) == (sent["status"], sent["phone_not_ready"])
     assert [BODY] == sms_out(phone)
+
+
+async def _refused_as_not_ready(client: Any, action_id: str, *, within_s: float = 30.0) -> None:
+    """Wait until the action's latest attempt is one the phone refused as not ready
+    (``sms_status`` says phone_not_ready), re-reading every 50 ms."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        status = structured(await client.call_tool("sms_status", {"action_id": action_id}))
+        if status["phone_not_ready"] is not None:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"no not-ready attempt within {within_s} s: {status}")
+        await asyncio.sleep(0.05)
 
 
 async def test_a_phone_held_by_another_action_is_named_with_when_it_can_be_freed(
