@@ -19,10 +19,13 @@ from tests._postgres import fresh_schema
 PhoneFactory = Callable[..., Awaitable[SimulatedPhone]]
 SENT = 2
 
-#: A policy fast enough for tests: proofs of absence after one second; a row settles 0.3 s
-#: after the send (the simulated app's verdict comes after its send delay, 20 ms here) and a
-#: framework row 0.2 s after it is seen (the simulated framework's failure update comes
-#: 50 ms after its insert).
+#: A policy fast enough for tests: proofs of absence after one second; an app's row settles
+#: 0.3 s after the attempt's receipt and a framework row 0.2 s after it is seen (the
+#: simulated framework's failure update comes 50 ms after its insert). The simulated app
+#: writes its row 0.2 s to 1 s after the receipt (connect, fence, ``am``, keys), so an app's
+#: row is settled when first seen: a test whose radio fails a send (``send-fails``) either
+#: has no radio delay (``send_delay_ms=0``: the row turns FAILED in the step that wrote it,
+#: never seen SENT) or a settle time the test cannot outlast.
 FAST = RetryPolicy(
     maximum_attempts=3,
     grace_window=timedelta(seconds=1),

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from android_bridge.simulator import SimulatedPhone
@@ -21,7 +23,6 @@ from starebrain_actions import (
     ReviewReason,
     Status,
 )
-from starebrain_actions.core.decisions import failed_after_sent
 from starebrain_actions.core.exceptions import LookupFailed
 from starebrain_actions.orchestration.agent import SmsAgent, reconcile_pending
 from starebrain_actions.orchestration.reconciler import reconcile_device
@@ -168,14 +169,16 @@ async def test_a_failed_send_is_retried_and_counted_against_the_budget(
     sms_phone: Any, agent_for: Any
 ) -> None:
     """A type-5 FAILED row proves the send failed (rooted phone): one retry, one SMS."""
-    phone = await sms_phone()
+    # no radio delay: the app's row turns FAILED in the same step of the phone's loop that
+    # wrote it SENT, so no read ever sees it SENT (with FAST's 0.3 s from the receipt long
+    # past when the app writes it, a SENT sighting would be settled at once: SUCCEEDED).
+    # A SENT row the radio fails later: test_agent_android_truth
+    phone = await sms_phone(send_delay_ms=0)
     phone.inject_fault("send-fails")
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     first, second = outcome.summary.attempts
-    # the app's row was SENT before it failed: seen so, it is REJECTED once FAILED (nothing
-    # went out); seen only once FAILED, it is a FAILED delivery. Either proves the resend.
-    assert first.delivery is DeliveryState.FAILED or failed_after_sent(first)
+    assert DeliveryState.FAILED == first.delivery
     assert DeliveryState.CONFIRMED == second.delivery
     assert Status.SUCCEEDED == outcome.status
     assert 1 == len(sent_rows(phone, TO, BODY))
@@ -187,14 +190,22 @@ async def test_shell_mode_never_proves_absence(sms_phone: Any, agent_for: Any) -
     retried either way."""
     phone = await sms_phone(root=False)
     phone.inject_fault("send-fails")
-    async with agent_for(phone) as agent:
+    # the app writes its row 0.2 s to 1 s after the receipt, past FAST's 0.3 s: a sighting
+    # of it SENT would be settled at once (SUCCEEDED, for a message the radio then fails).
+    # An hour cannot pass in this test: a row seen SENT stays VERIFYING until it leaves the
+    # view, whenever the radio gets to fail it
+    policy = attrs.evolve(FAST, settle_after=timedelta(hours=1))
+    async with agent_for(phone, policy=policy) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=2)
+        await phone.radio_idle()  # the app's failed send ends after its delay
+        await agent.reconcile()  # a read after it: a row seen SENT is out of view now
+        summary = await agent.ledger.summary("A-17")
     assert outcome.status in (Status.UNKNOWN, Status.VERIFYING)
-    if outcome.status is Status.VERIFYING:
-        assert (ReviewReason.UNSETTLED,) == outcome.summary.review_reasons
+    assert summary.status in (Status.UNKNOWN, Status.VERIFYING)
+    if summary.status is Status.VERIFYING:
+        assert (ReviewReason.UNSETTLED,) == summary.review_reasons
     assert 1 == agent.dispatches
-    assert 1 == len(outcome.summary.attempts)
-    await phone.radio_idle()  # the app's failed send ends after its delay
+    assert 1 == len(summary.attempts)
     assert [] == phone.transmissions
 
 

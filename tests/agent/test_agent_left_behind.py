@@ -155,7 +155,10 @@ async def test_an_exhausted_action_is_sent_after_an_operators_grant(
     """Three sends the radio failed (``send-fails``: each spends an attempt) end
     BUDGET_EXHAUSTED; after ``Ledger.retry`` the same send goes out once, and the history
     keeps who granted it and why."""
-    phone = await sms_phone()
+    # no radio delay: each row turns FAILED in the step of the phone's loop that wrote it
+    # SENT, so no read sees it SENT (FAST's 0.3 s from the receipt is past before the app
+    # writes it: a SENT sighting would be settled at once, SUCCEEDED)
+    phone = await sms_phone(send_delay_ms=0)
     phone.inject_fault("send-fails", count=3)
     async with agent_for(phone) as agent:
         spent = await agent.send("A-1", TO, "granted text", wait=10)
