@@ -43,7 +43,10 @@ async def test_reconnect_waits_for_the_command_under_way(sim_device: Device) -> 
     """A reconnect asked for while a command runs waits for it: the command's output arrives
     and the next command goes over the new connection."""
     command = asyncio.create_task(sim_device.shell("sleep 0.3; echo finished"))
-    await asyncio.sleep(0.1)
+    async with asyncio.timeout(30):
+        # until the command holds the connection (the Device offers no event for it)
+        while not sim_device._lock.locked():  # noqa: ASYNC110
+            await asyncio.sleep(0)
     connections = sim_device.connections
     await sim_device.reconnect()
     assert b"finished\n" == await command
