@@ -147,10 +147,7 @@ class Rulings(ActionReads):
             _pg.lock(db, f"action:{action_id}")
             action = load_action(db, action_id)
             if action.denied:
-                raise RetryRefused(
-                    f"action {action_id} was denied (a DENY is final, whoever judged it): no"
-                    " retry sends it; send the text as a new action if it must go after all"
-                )
+                raise RetryRefused(_denied_text(action_id, "no retry sends it"))
             records = load_attempts(db, action_id)
             was = _decisions.should_redispatch(action, records, when).reason
             granted = _decisions.grant_retry(
@@ -260,10 +257,7 @@ class Rulings(ActionReads):
             _pg.lock(db, f"action:{action_id}")
             action = load_action(db, action_id)
             if action.denied:
-                raise InvariantViolation(
-                    f"action {action_id} was denied: a DENY is final, whatever policy judges it"
-                    " now (send the text as a new action if it must go after all)"
-                )
+                raise InvariantViolation(_denied_text(action_id, "whatever policy judges it now"))
             pin = keep_policy(db, policy, when)
             if pin == action.gate_policy:
                 return  # these rules judge it already: nothing written
@@ -331,6 +325,14 @@ class Rulings(ActionReads):
         self._actions.pop(action_id, None)
         _log.info("action_" + ruling.lower(), action_id=action_id, operator=operator)
         return await self.summary(action_id, now=now)
+
+
+def _denied_text(action_id: str, what: str) -> str:
+    """Why a person's step cannot send a denied action, and what to do instead."""
+    return (
+        f"action {action_id} was denied (a DENY is final, whoever judged it): {what}; send"
+        " the text as a new action if it must go after all"
+    )
 
 
 def _ruled_attempt(db: sqlite3.Connection, action_id: str, dispatch_id: str | None) -> ActionRecord:

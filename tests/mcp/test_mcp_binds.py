@@ -28,6 +28,7 @@ from starebrain_actions.mcp.results import next_step, sms_result
 from starebrain_actions.mcp.service import SmsService, open_service
 from starebrain_actions.orchestration.agent import SmsAgent
 from tests._postgres import fresh_schema
+from tests.agent.test_agent_what_binds import quiet_now
 
 from .conftest import (
     BODY,
@@ -355,18 +356,6 @@ def test_a_deny_stops_every_retry_in_what_the_model_is_told() -> None:
 # --------------------------------------------------------------------------- a later path
 
 
-def _quiet_now() -> Policy:
-    """Quiet hours holding now at ``TO`` (an hour back to two ahead): never near an edge."""
-    from datetime import UTC, datetime
-
-    from starebrain_actions.core.policy import zones_of
-
-    local = datetime.now(UTC).astimezone(zones_of(TO)[0])
-    start = (local - timedelta(hours=1)).time().replace(second=0, microsecond=0)
-    end = (local + timedelta(hours=2)).time().replace(second=0, microsecond=0)
-    return Policy(approve="never", quiet_hours=(start, end))
-
-
 @pytest.mark.parametrize(
     ("gate", "verdict", "rule"),
     [
@@ -393,7 +382,7 @@ async def test_a_server_that_allows_everything_obeys_what_judged_the_action_befo
     hold) is refused again when a server whose own policy allows everything is asked to
     send it: the ledger judges it by the policy pinned to it; nothing goes out."""
     phone = await phone_factory()
-    first_gate = gate if gate is not None else _quiet_now()
+    first_gate = gate if gate is not None else quiet_now()
     async with SmsAgent.open(
         db=target, device=phone.serial, key_path=adb_key_path, policy=SEND_POLICY, send_path="ui"
     ) as agent:
