@@ -62,6 +62,9 @@ TARGET_FLOOR_SHARE = 0.8
 #: (phones, workers, agents, actions): the default run, and ``--quick``'s
 DEFAULT = (20, 4, 4, 1_000)
 QUICK = (4, 2, 2, 40)
+#: The simulated phone's CPU per send, as a multiple of its CPU for two bare ``echo`` round
+#: trips, measured the same way before issue 38 made the phone cheaper (docs/benchmarks.md)
+PHONE_RATIO_BEFORE = 0.0
 #: the agent CPU case's timed sends
 SENDS = 60
 QUICK_SENDS = 5
@@ -225,15 +228,22 @@ async def agent_cpu_figures(sends: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-agent-cpu-") as tmp:
         root = Path(tmp)
         key, (serial,), servers, box = start_phones(root, 1, 1)
-        for _process, inbox in servers:
-            inbox.put("go")
+        ((_process, inbox),) = servers
+        inbox.put("go")
+
+        def phone_cpu() -> float:
+            """The phone process's CPU seconds since its go signal."""
+            inbox.put("cpu")
+            return float(box.get(timeout=60)["cpu_s"])
+
         device = await Device.connect(serial, key_path=key)
         try:
             await device.shell("echo warm")
-            cpu = time.process_time()
+            cpu, phone = time.process_time(), phone_cpu()
             for _ in range(2 * sends):
                 await device.shell("echo x")
             figures["bare_ms"] = (time.process_time() - cpu) / sends * 1000
+            figures["phone_bare_ms"] = (phone_cpu() - phone) / sends * 1000
         finally:
             await device.close()
         async with contextlib.AsyncExitStack() as stack:
@@ -244,10 +254,11 @@ async def agent_cpu_figures(sends: int) -> dict[str, Any]:
                     rate_limit=100_000,
                 ) as agent:  # fmt: skip
                     await agent.send(f"{backend}-warm", RECIPIENT, "warm up", wait=60)
-                    cpu = time.process_time()
+                    cpu, phone = time.process_time(), phone_cpu()
                     for n in range(sends):
                         await agent.send(f"{backend}-{n}", RECIPIENT, f"agent {n}", wait=60)
                     figures[f"{backend}_ms"] = (time.process_time() - cpu) / sends * 1000
+                    figures[f"phone_{backend}_ms"] = (phone_cpu() - phone) / sends * 1000
         stop_phones(servers, box)
     return figures
 
@@ -278,7 +289,16 @@ def agent_report(f: dict[str, Any]) -> list[str]:
         f" SQLite {f['sqlite_ms']:.1f} ms, PostgreSQL {f['postgresql_ms']:.1f} ms (target <= 8);"
         f" its two bare round trips {f['bare_ms']:.1f} ms"
         f" ({f['sqlite_ms'] / f['bare_ms']:.1f}x, {f['postgresql_ms'] / f['bare_ms']:.1f}x)",
+        f"the simulated phone's CPU per send (same sends, SQLite): {f['phone_sqlite_ms']:.1f} ms;"
+        f" for its two bare round trips {f['phone_bare_ms']:.2f} ms"
+        f" ({phone_ratio(f):.1f}x; before issue 38 {PHONE_RATIO_BEFORE:.0f}x, target <="
+        f" {PHONE_RATIO_BEFORE / 2:.0f}x)",
     ]
+
+
+def phone_ratio(f: dict[str, Any]) -> float:
+    """The simulated phone's CPU for a send, in bare round trips' worth."""
+    return float(f["phone_sqlite_ms"] / f["phone_bare_ms"])
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
@@ -306,6 +326,13 @@ def run(quick: bool) -> list[dict[str, Any]]:
             "figure": str(fleet["bodies_sent_twice"]),
             "target": "0",
             "met": fleet["bodies_sent_twice"] == 0,
+        },
+        {
+            "work": "the simulated phone's CPU per send, in its two bare round trips' worth",
+            "figure": f"{phone_ratio(cpu):.1f}x ({cpu['phone_sqlite_ms']:.1f} ms;"
+            f" 2 bare round trips {cpu['phone_bare_ms']:.2f} ms)",
+            "target": f"<= {PHONE_RATIO_BEFORE / 2:.0f}x (half of before issue 38)",
+            "met": phone_ratio(cpu) <= PHONE_RATIO_BEFORE / 2,
         },
         {
             "work": "SmsAgent.send: the agent's CPU per send, phone in another process",

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import logging
 import multiprocessing
@@ -429,8 +430,12 @@ def _machine_busy() -> tuple[float, float]:
 def _phones_worker(
     root: str, first: int, count: int, authorized: str, outbox: Any, inbox: Any
 ) -> None:
-    """A process serving ``count`` simulated phones until told to stop; reports its CPU."""
+    """A process serving ``count`` simulated phones until told to stop; reports its CPU.
+    Between its go and stop signals, a ``"cpu"`` on its inbox is answered with the CPU
+    seconds spent since the go signal. With ``$BENCH_PROFILE_PHONES`` naming a directory,
+    each such process writes a cProfile of its work (timed in process CPU) there."""
     _quiet()
+    profile_dir = os.environ.get("BENCH_PROFILE_PHONES")
 
     async def serve() -> None:
         phones = [
@@ -448,8 +453,15 @@ def _phones_worker(
             outbox.put({"first": first, "serials": [phone.serial for phone in phones]})
             await asyncio.to_thread(inbox.get)  # the go signal: measure from here
             cpu = time.process_time()
-            await asyncio.to_thread(inbox.get)  # the stop signal
+            profile = cProfile.Profile(time.process_time) if profile_dir else None
+            if profile is not None:
+                profile.enable()
+            while await asyncio.to_thread(inbox.get) == "cpu":  # until the stop signal
+                outbox.put({"cpu_s": time.process_time() - cpu})
             cpu = time.process_time() - cpu
+            if profile is not None:
+                profile.disable()
+                profile.dump_stats(Path(profile_dir or ".") / f"phones-{first}.prof")
             for phone in phones:
                 await phone.wait_idle()
         outbox.put({"cpu_s": cpu})

@@ -442,11 +442,15 @@ class FileTree:
         if not pending:
             row = self._row(current)
             return _Found(_parent_of(current), posixpath.basename(current) or "/", row)
+        # the row of the directory the walk stands in, when the last step read it already
+        # (no write comes between: a lookup is part of one system call's transaction)
+        known: _Row | None = None
         while pending:
             component = pending.pop(0)
             if len(component.encode("utf-8", "surrogateescape")) > NAME_MAX:
                 raise FsError(ENAMETOOLONG)
-            directory = self._row(current)
+            directory = known if known is not None and known.path == current else self._row(current)
+            known = None
             if directory is None:
                 raise FsError(ENOENT)
             if directory.kind != "dir":
@@ -488,6 +492,7 @@ class FileTree:
             if last:
                 return _Found(current, component, row)
             current = child
+            known = row
         raise AssertionError("unreachable")
 
     def _resolve(self, cred: Credentials, cwd: str, path: str, *, follow: bool) -> _Row:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol
@@ -315,6 +316,38 @@ _NAME_START = re.compile(r"[A-Za-z_]")
 _IFS: Final = " \t\n"
 _IFS_SPLIT: Final = re.compile(r"[ \t\n]+")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_]*")
+#: Runs the lexer takes whole: blanks between words, a word's plain characters, and the
+#: plain characters inside double quotes (each character the slow path would append alone).
+_BLANKS = re.compile(r"[ \t]+")
+_PLAIN_RUN = re.compile(r"[^ \t\n;&|<>()'\"\\$`]+")
+_QUOTED_RUN = re.compile(r'[^"\\$`]+')
+#: A word of plain characters and single-quoted strings alone, and its segments.
+_SIMPLE_WORD = re.compile(r"(?:[^ \t\n;&|<>()'\"\\$`]+|'[^']*')+")
+_SEGMENT = re.compile(r"([^ \t\n;&|<>()'\"\\$`]+)|'([^']*)'")
+_WORD_ENDS: Final = " \t\n;&|<>"
+#: The operator tokens, made once (they are immutable).
+_OPS: Final = {op: _Op(op) for op in ("\n", ";", "&", "|", "&&", "||")}
+
+
+#: What ``_Lexer.tokens`` takes in one step: blanks; ``&&``, ``||``, a newline, or a ``;``,
+#: ``&`` or ``|`` not doubled; a word of plain characters and single-quoted strings followed
+#: by a blank, an operator or the end (one of digits alone before ``<``/``>`` is an fd).
+_QUICK_TOKEN = re.compile(
+    r"(?P<blank>[ \t]++)"
+    r"|(?P<op>&&|\|\||\n|;(?!;)|&(?!&)|\|(?!\|))"
+    r"|(?P<word>(?:[^ \t\n;&|<>()'\"\\$`#]|'[^']*+')(?:[^ \t\n;&|<>()'\"\\$`]++|'[^']*+')*+)"
+    r"(?=[ \t\n;&|]|\Z|(?<![0-9])[<>])"
+)
+
+
+def _segments(found: str) -> _Word:
+    """A word of plain characters and single-quoted strings: a part for each."""
+    return _Word(
+        tuple(
+            _Lit(plain, quoted=False) if plain is not None else _Lit(quoted, quoted=True)
+            for plain, quoted in (segment.groups() for segment in _SEGMENT.finditer(found))
+        )
+    )
 
 
 class _Lexer:
@@ -328,21 +361,37 @@ class _Lexer:
 
     def tokens(self) -> list[_Token]:
         tokens: list[_Token] = []
-        while self.pos < len(self.text):
-            char = self._peek()
+        text = self.text
+        while self.pos < len(text):
+            quick = _QUICK_TOKEN.match(text, self.pos)
+            if quick is not None:
+                # blanks, an operator that needs no look further, or a plain word (not a
+                # redirection's fd): what the branches below would make of it
+                self.pos = quick.end()
+                kind = quick.lastgroup
+                if kind == "op":
+                    tokens.append(_OPS[quick.group()])
+                elif kind == "word":
+                    text_of = quick.group()
+                    plain = "'" not in text_of
+                    tokens.append(
+                        _Word((_Lit(text_of, quoted=False),)) if plain else _segments(text_of)
+                    )
+                continue
+            char = text[self.pos]
             if char in " \t":
-                self.pos += 1
+                self.pos = _BLANKS.match(text, self.pos).end()  # type: ignore[union-attr]
             elif char == "#":
-                while self.pos < len(self.text) and self._peek() != "\n":
-                    self.pos += 1
+                end = text.find("\n", self.pos)
+                self.pos = len(text) if end < 0 else end
             elif char == "\n":
-                tokens.append(_Op("\n"))
+                tokens.append(_OPS["\n"])
                 self.pos += 1
             elif char in ";&|":
                 double = self._peek(1) == char and char != ";"
                 if char == ";" and self._peek(1) == ";":
                     raise ShellSyntaxError("syntax error: ';;' unexpected")
-                tokens.append(_Op(char * 2 if double else char))
+                tokens.append(_OPS[char * 2 if double else char])
                 self.pos += 2 if double else 1
             elif char in "<>":
                 tokens.append(self._redirection(None))
@@ -352,8 +401,8 @@ class _Lexer:
             else:
                 word = self._word()
                 if (
-                    self._peek() in "<>"
-                    and self._peek() != ""
+                    self.pos < len(text)
+                    and text[self.pos] in "<>"
                     and len(word.parts) == 1
                     and isinstance(word.parts[0], _Lit)
                     and not word.parts[0].quoted
@@ -385,6 +434,15 @@ class _Lexer:
         return _Redir(fd if fd is not None else (0 if char == "<" else 1), op, target)
 
     def _word(self) -> _Word:
+        simple = _SIMPLE_WORD.match(self.text, self.pos)
+        if simple is not None and (
+            simple.end() == len(self.text) or self.text[simple.end()] in _WORD_ENDS
+        ):
+            # plain characters and single-quoted strings only: the parts the loop below
+            # would make, without walking it character by character
+            self.pos = simple.end()
+            found = simple.group()
+            return _Word((_Lit(found, quoted=False),)) if "'" not in found else _segments(found)
         parts: list[_Part] = []
         literal: list[str] = []
         quoted_literal: list[str] = []
@@ -434,8 +492,11 @@ class _Lexer:
                             flush_quoted()
                             parts.append(expansion)
                     else:
-                        quoted_literal.append(inner)
-                        self.pos += 1
+                        # a run of plain characters, or a backslash that quotes nothing
+                        run = _QUOTED_RUN.match(self.text, self.pos)
+                        end = run.end() if run else self.pos + 1
+                        quoted_literal.append(self.text[self.pos : end])
+                        self.pos = end
                 flush_quoted()
             elif char == "\\":
                 if self._peek(1) == "\n":
@@ -457,8 +518,9 @@ class _Lexer:
                     flush()
                     parts.append(expansion)
             else:
-                literal.append(char)
-                self.pos += 1
+                end = _PLAIN_RUN.match(self.text, self.pos).end()  # type: ignore[union-attr]
+                literal.append(self.text[self.pos : end])
+                self.pos = end
         flush()
         return _Word(tuple(parts))
 
@@ -630,9 +692,7 @@ class _Parser:
                 continue
             first = self.pipeline()
             rest: list[tuple[str, _Pipeline]] = []
-            while self._token() in (_Op("&&"), _Op("||")):
-                op_token = self._token()
-                assert isinstance(op_token, _Op)
+            while isinstance(op_token := self._token(), _Op) and op_token.op in ("&&", "||"):
                 self.index += 1
                 self.skip_newlines()
                 rest.append((op_token.op, self.pipeline()))
@@ -648,11 +708,15 @@ class _Parser:
                 # (``disassociate_ctty``); running it in the foreground would be kinder.
                 raise ShellSyntaxError("'&' (a background job) is not modelled by the simulator")
             self.index += 1
-            if separator.op != "\n" and self._token() in (_Op(";"), _Op("&")):
+            if (
+                separator.op != "\n"
+                and isinstance(following := self._token(), _Op)
+                and following.op in (";", "&")
+            ):
                 raise self.unexpected()
 
     def skip_newlines(self) -> None:
-        while self._token() == _Op("\n"):
+        while isinstance(token := self._token(), _Op) and token.op == "\n":
             self.index += 1
 
     def pipeline(self) -> _Pipeline:
@@ -660,7 +724,7 @@ class _Parser:
         if first is None:
             raise self.unexpected()
         commands = [first]
-        while self._token() == _Op("|"):
+        while isinstance(token := self._token(), _Op) and token.op == "|":
             self.index += 1
             self.skip_newlines()
             following = self.command()
@@ -700,8 +764,10 @@ class _Parser:
         return _Group(tuple(body), tuple(redirs))
 
 
-def parse(text: str) -> list[_AndOr]:
-    """Parse a command line into and-or lists.
+@functools.lru_cache(maxsize=256)
+def parse(text: str) -> tuple[_AndOr, ...]:
+    """Parse a command line into and-or lists. The tree is immutable, so a command line
+    seen before (a ``$(date +%s%3N)``, a ``dumpsys``) is parsed once per process.
 
     Raises:
         ShellSyntaxError: unbalanced quotes or braces, a dangling operator, unsupported
@@ -711,7 +777,7 @@ def parse(text: str) -> list[_AndOr]:
     lists = parser.lists(in_group=False)
     if parser.index < len(parser.tokens):
         raise parser.unexpected()
-    return lists
+    return tuple(lists)
 
 
 # -- execution -----------------------------------------------------------------------------
@@ -1462,11 +1528,13 @@ def _print_escapes(text: str) -> tuple[bytes, bool]:
     newline = True
     index = 0
     while index < len(text):
-        char = text[index]
-        index += 1
-        if char != "\\" or index >= len(text):
-            out += char.encode("utf-8", "surrogateescape")
-            continue
+        backslash = text.find("\\", index)
+        if backslash < 0 or backslash == len(text) - 1:
+            # no escape in the rest: it is printed as it stands
+            out += text[index:].encode("utf-8", "surrogateescape")
+            break
+        out += text[index:backslash].encode("utf-8", "surrogateescape")
+        index = backslash + 1
         escape = text[index]
         index += 1
         value: int | None = None

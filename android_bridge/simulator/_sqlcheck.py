@@ -23,6 +23,7 @@ to ``S``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -81,8 +82,11 @@ def _is_alpha(char: str) -> bool:
     return ("a" <= char <= "z") or ("A" <= char <= "Z") or char == "_"
 
 
-def _is_alnum(char: str) -> bool:
-    return _is_alpha(char) or ("0" <= char <= "9")
+#: What the loop below steps over one character at a time, taken as a run: no token, quote,
+#: bracket, comment or semicolon starts in it.
+_NOTHING_TO_CHECK = re.compile(r"[^A-Za-z_'\"`\[\-/;]+")
+#: The rest of an identifier: ASCII letters, digits and ``_``.
+_IDENTIFIER_REST = re.compile(r"[A-Za-z0-9_]*")
 
 
 def _tokenize(sql: str | None, *, ignore_case: bool) -> None:
@@ -91,12 +95,14 @@ def _tokenize(sql: str | None, *, ignore_case: bool) -> None:
     pos = 0
     length = len(sql)
     while pos < length:
+        skipped = _NOTHING_TO_CHECK.match(sql, pos)
+        if skipped is not None:
+            pos = skipped.end()
+            continue
         char = sql[pos]
         if _is_alpha(char):
             start = pos
-            pos += 1
-            while pos < length and _is_alnum(sql[pos]):
-                pos += 1
+            pos = _IDENTIFIER_REST.match(sql, pos + 1).end()  # type: ignore[union-attr]
             _check_token(sql[start:pos], ignore_case=ignore_case)
             continue
         if char in "'\"`":

@@ -338,6 +338,8 @@ class SmsStore:
         ensure_private_file(self.path)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout = 5000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(_SCHEMA)
         self._reader = sqlite3.connect(
             f"{self.path.resolve().as_uri()}?mode=ro",

@@ -23,14 +23,16 @@ does not ignore SIGHUP stops where it stands: the command running at that moment
 whatever it did, and no later command starts. One that ignores it (``trap '' HUP``) runs on
 to its end on the phone, its output lost. Only a SIGKILL ends every script (adbd restarting,
 a reboot: the phone does that, not the connection). Output travels as the script runs, in
-WRTE packets each acknowledged by an OKAY before the next, as adbd's flow control requires,
-then CLSE. An interactive shell (no command) is not modelled: the OPEN is refused. A
-malformed packet closes this connection only.
+WRTE packets each acknowledged by an OKAY before the next, as adbd's flow control requires
+(what the script wrote meanwhile goes out together in the next; the script itself blocks
+only once its terminal's buffer is full), then CLSE. An interactive shell (no command) is
+not modelled: the OPEN is refused. A malformed packet closes this connection only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import secrets
 import socket
@@ -53,6 +55,11 @@ log = get_logger("android_bridge.simulator")
 
 #: How long to wait for a client's OKAY before giving up on a stream.
 _ACK_TIMEOUT_S: Final = 60.0
+#: How much of a script's output waits for adbd before the script's next write blocks: the
+#: pty's buffer (``tty_buffer_set_limit(port, 8192)`` for each side in ``drivers/tty/pty.c``,
+#: Android common kernels 4.14 to 6.6). Kept at that for the shell protocol's socketpair too,
+#: whose buffer is larger: a script blocked sooner is never kinder.
+_TERMINAL_BUFFER: Final = 8192
 
 #: Shell protocol packet ids (``shell_protocol.h``, ``ShellProtocol::Id``).
 SHELL_ID_STDIN: Final = 0
@@ -143,6 +150,14 @@ class _Stream:
         self.acked = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        #: The script's output adbd has not sent yet (its PTY or socketpair), in the
+        #: pieces it was written in, and the task sending it (``Connection._pump``).
+        self.pending: collections.deque[bytes] = collections.deque()
+        self.pending_bytes = 0
+        self.pump: asyncio.Task[None] | None = None
+        #: Set whenever the pending output is at most ``_TERMINAL_BUFFER`` bytes.
+        self.room = asyncio.Event()
+        self.room.set()
 
     def hang_up(self) -> None:
         """adbd closes the stream's PTY master (or, with the shell protocol, sends SIGHUP):
@@ -151,6 +166,9 @@ class _Stream:
         ignores it runs on (see ``_shell.Session``)."""
         self.session.hang_up()
         self.acked.set()  # a write waiting for the client's OKAY fails now
+        self.pending.clear()  # what the terminal held is lost with it
+        self.pending_bytes = 0
+        self.room.set()
         gone = self.session.killed or self.session.finished
         if gone and self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
@@ -393,21 +411,68 @@ class Connection:
         except (ConnectionError, TimeoutError):
             self.abort()
 
+    def _enqueue(self, stream: _Stream, data: bytes) -> None:
+        """Hand ``data`` to adbd: it goes out with what else is pending (``_pump``)."""
+        if stream.closed or not data:
+            return
+        stream.pending.append(data)
+        stream.pending_bytes += len(data)
+        if stream.pending_bytes > _TERMINAL_BUFFER:
+            stream.room.clear()
+        if stream.pump is None or stream.pump.done():
+            stream.pump = asyncio.create_task(self._pump(stream))
+
+    async def _pump(self, stream: _Stream) -> None:
+        """adbd's side of a stream: what the script wrote since the last WRTE goes out as
+        one more, up to the max payload, once the client acknowledged the last one
+        (``local_socket_event_func`` reads the subprocess's fd only while the peer is
+        ready: ``sockets.cpp``, android-10.0.0_r1 to 15.0.0_r1, flow control without
+        ``delayed_ack``, which this daemon does not announce). A shell protocol packet is
+        never split unless it alone exceeds the max payload."""
+        try:
+            while stream.pending and not stream.closed:
+                payload = self._take(stream)
+                if stream.pending_bytes <= _TERMINAL_BUFFER:
+                    stream.room.set()
+                stream.acked.clear()
+                await self._send(_wire.A_WRTE, stream.local_id, stream.remote_id, payload)
+                await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
+        except (ConnectionError, TimeoutError):
+            self.abort()
+        finally:
+            stream.room.set()
+
+    def _take(self, stream: _Stream) -> bytes:
+        """The next WRTE's payload: pending pieces, whole, up to the max payload (the first
+        piece cut there if it alone is longer)."""
+        pieces: list[bytes] = []
+        size = 0
+        while stream.pending:
+            piece = stream.pending[0]
+            if size + len(piece) > self._max_payload:
+                if not pieces:
+                    pieces.append(piece[: self._max_payload])
+                    stream.pending[0] = piece[self._max_payload :]
+                    size = self._max_payload
+                break
+            pieces.append(stream.pending.popleft())
+            size += len(piece)
+        stream.pending_bytes -= size
+        return b"".join(pieces)
+
+    async def _drain(self, stream: _Stream) -> None:
+        """Wait until everything the script wrote has been sent and acknowledged."""
+        while stream.pump is not None and not stream.pump.done():
+            await asyncio.shield(stream.pump)
+        if self._closed and not stream.closed:
+            raise ConnectionResetError("connection closed")
+
     async def _write(self, stream: _Stream, data: bytes) -> None:
-        """Send ``data`` in WRTE packets of at most max payload, each acknowledged."""
-        for start in range(0, len(data), self._max_payload):
-            if stream.closed:
-                return
-            stream.acked.clear()
-            await self._send(
-                _wire.A_WRTE,
-                stream.local_id,
-                stream.remote_id,
-                data[start : start + self._max_payload],
-            )
-            await asyncio.wait_for(stream.acked.wait(), _ACK_TIMEOUT_S)
-            if stream.session.hung_up:
-                raise TerminalHungUp
+        """Send ``data`` and wait until the client has acknowledged all of it."""
+        self._enqueue(stream, data)
+        await self._drain(stream)
+        if stream.session.hung_up:
+            raise TerminalHungUp
 
     async def _run_stream(self, stream: _Stream, command: str, *, terminal: bool = False) -> None:
         STDOUT_IS_TERMINAL.set(terminal)  # this task's own context
@@ -420,15 +485,17 @@ class Connection:
             if stream.shell_protocol:
                 packet_id = SHELL_ID_STDOUT if fd == 1 else SHELL_ID_STDERR
                 data = shell_packet(packet_id, data)
-            try:
-                await self._write(stream, data)
-            except ConnectionError as exc:
-                if stream.session.hung_up:
-                    raise TerminalHungUp from exc
-                raise
+            self._enqueue(stream, data)
+            # the script writes on until the terminal's buffer is full
+            await stream.room.wait()
+            if stream.session.hung_up:
+                raise TerminalHungUp
+            if self._closed:
+                raise ConnectionResetError("connection closed")
 
         try:
             status = await self._host.run_shell(command, self, output, stream.session)
+            await self._drain(stream)  # adbd reads the script's fd to its end first
             if stream.session.hung_up:
                 return  # the stream is gone: nobody reads the status
             if stream.shell_protocol:
