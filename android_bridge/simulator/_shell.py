@@ -340,6 +340,12 @@ _QUICK_TOKEN = re.compile(
 )
 
 
+#: Plain words made before, by their text: a word is immutable, and most recur in every
+#: script a client sends (``grep``, ``-qx``, ``0``, ``'%s\n'``, ``2>/dev/null``…).
+_PLAIN_WORDS: dict[str, _Word] = {}
+_PLAIN_WORDS_KEPT: Final = 4096
+
+
 def _segments(found: str) -> _Word:
     """A word of plain characters and single-quoted strings: a part for each."""
     return _Word(
@@ -373,10 +379,16 @@ class _Lexer:
                     tokens.append(_OPS[quick.group()])
                 elif kind == "word":
                     text_of = quick.group()
-                    plain = "'" not in text_of
-                    tokens.append(
-                        _Word((_Lit(text_of, quoted=False),)) if plain else _segments(text_of)
-                    )
+                    word = _PLAIN_WORDS.get(text_of)
+                    if word is None:
+                        plain = "'" not in text_of
+                        word = (
+                            _Word((_Lit(text_of, quoted=False),)) if plain else _segments(text_of)
+                        )
+                        if len(_PLAIN_WORDS) >= _PLAIN_WORDS_KEPT:
+                            _PLAIN_WORDS.clear()
+                        _PLAIN_WORDS[text_of] = word
+                    tokens.append(word)
                 continue
             char = text[self.pos]
             if char in " \t":
@@ -1133,6 +1145,9 @@ class Shell:
 
     async def _expand(self, word: _Word, *, split: bool = True) -> list[str]:
         """Expand one word into fields (unquoted expansions are split on whitespace)."""
+        if len(word.parts) == 1 and isinstance(only := word.parts[0], _Lit):
+            # one literal: itself, or nothing when it is an empty unquoted one (the loop below)
+            return [only.text] if only.quoted or only.text else []
         fields: list[str] = []
         current: list[str] = []
         started = False
