@@ -87,11 +87,14 @@ async def test_a_settled_row_is_accepted_by_a_later_read(
     """Through the messaging app, exit 6 within the settle time; once it has passed,
     `reconcile` (a read, never a send) accepts the row: SUCCEEDED, and the same command exits
     0 without sending again."""
+    # the wait (4 s from the command's start) ends before the row can settle (6 s from the
+    # attempt, which starts after the command), and is long enough to find the row beside a
+    # loaded machine's other work (with 1 s, the send sometimes had not started)
     argv = [
         "send", "--device", phone.serial, "--key", str(adb_key_path), "--to", RECIPIENT,
-        "--body", BODY, "--action-id", "A-2", "--settle-after", "2", "--send-path", "ui",
+        "--body", BODY, "--action-id", "A-2", "--settle-after", "6", "--send-path", "ui",
     ]  # fmt: skip
-    first = await cli(ledger_target, *argv, "--wait", "1", "--json")
+    first = await cli(ledger_target, *argv, "--wait", "4", "--json")
     assert 6 == first.exit_code, first.output
     due = at(json.loads(first.stdout)["settles_at"])
     await asyncio.sleep((due - datetime.now(UTC)).total_seconds() + 0.2)
