@@ -62,7 +62,9 @@ async def test_wait_bounds_a_send_whose_command_hangs(
     # the wait is the send's, counted once the command has started: from the phone's first
     # command on (Python's start-up before it is no part of it, and takes seconds beside a
     # loaded machine's other work)
-    while not phone.commands_run and not send.done():
+    for _ in range(6000):
+        if phone.commands_run or send.done():
+            break
         await asyncio.sleep(0.01)
     first_command = time.monotonic()
     code, out, err, _ = await send
