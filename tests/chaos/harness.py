@@ -165,8 +165,13 @@ class ChaosConfig:
     stale_after_s: float = 3.0
     #: tries per action of the naive agent
     naive_tries: int = 3
-    #: the chaos lasts this long at most (less when every sender is done sooner)
+    #: the chaos lasts this long at most (less when every sender is done sooner), unless
+    #: ``send_fault_kinds`` holds it longer
     chaos_s: float = 25.0
+    #: the chaos goes on past ``chaos_s`` until this many kinds of send fault have been met
+    #: on the phones (a loaded machine sends less in a given time), up to ``chaos_cap_s``
+    send_fault_kinds: int = 0
+    chaos_cap_s: float = 60.0
     #: after the chaos, the senders get this long to finish
     settle_s: float = 40.0
     #: mean seconds between two ``kill -9`` (exponential)
@@ -240,6 +245,12 @@ class ChaosConfig:
             raise ValueError("too few actions or workers")
         if self.settle_after_s <= self.stuck_s + 1:
             raise ValueError("settle_after_s must exceed stuck_s by more than a second")
+
+    @property
+    def longest_chaos_s(self) -> float:
+        """The longest the chaos can last: ``chaos_s``, or up to ``chaos_cap_s`` while it
+        waits for ``send_fault_kinds``."""
+        return max(self.chaos_s, self.chaos_cap_s) if self.send_fault_kinds else self.chaos_s
 
 
 @attrs.frozen(kw_only=True)
@@ -1070,7 +1081,7 @@ class ChaosRun:
         self.key = workdir / "adbkey"
         self.started = time.monotonic()
         #: children stop on their own at this wall-clock time (end of the settle phase)
-        self.deadline = time.time() + config.chaos_s + config.settle_s
+        self.deadline = time.time() + config.longest_chaos_s + config.settle_s
 
     # -- set-up ----------------------------------------------------------------------
 
@@ -1129,7 +1140,7 @@ class ChaosRun:
         self.logs.mkdir(parents=True, exist_ok=True)
         await self._start_phones()
         self.started = time.monotonic()
-        self.deadline = time.time() + self.config.chaos_s + self.config.settle_s
+        self.deadline = time.time() + self.config.longest_chaos_s + self.config.settle_s
         try:
             return await self._run()
         finally:
@@ -1196,6 +1207,14 @@ class ChaosRun:
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(waiting), config.chaos_s)
+        # the workload's reach is a condition, not a time (the faults are used up by sends
+        # on the phones, which offer no event for it: looked at every 0.2 s)
+        while self._send_fault_kinds_met() < config.send_fault_kinds:
+            left = config.chaos_cap_s - (time.monotonic() - self.started)
+            if waiting.done() or left <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiting), min(0.2, left))
         self.chaos_over.set()
         self.counts["chaos_ms"] = int((time.monotonic() - self.started) * 1000)
         self.say(f"chaos over after {self.counts['chaos_ms'] / 1000:.1f} s; settling")
@@ -1745,6 +1764,13 @@ class ChaosRun:
             )
             rig.human[(row, date)] = "same" if same else "other"
             self.counts["human_same_text" if same else "human_other_text"] += 1
+
+    def _send_fault_kinds_met(self) -> int:
+        """How many kinds of send fault the phones have met (armed and used up) so far."""
+        return len(
+            {fault for rig in self.rigs for fault, n in rig.consumed().items() if n}
+            & set(SEND_FAULTS)
+        )
 
     async def _fault_plan(self, rig: PhoneRig) -> None:
         """Arm the faults in their seeded order, one of each class at a time."""

@@ -40,6 +40,7 @@ CONFIG = ChaosConfig(
     phones=2,
     workers=3,
     chaos_s=22.0,
+    send_fault_kinds=8,
     settle_s=25.0,
     cli_senders=1 / 3,
 )
