@@ -568,6 +568,8 @@ class Device:
         # ``hidden_helpers._AdbPacketStore.put``) drops a CLSE that another stream's read
         # takes off the wire when it holds no packet yet for the stream it closes, and the
         # command then waits out its timeout (issue 38).
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         async with self._lock:
             if self._replaced is not None:
                 raise DeviceUnusable(self._replaced)
@@ -598,6 +600,13 @@ class Device:
                         timeout_s=self._command_timeout_s,
                         decode=False,
                     )
+                if task is not None and task.cancelling() > cancels:
+                    # A cancellation (a Ctrl-C, a caller's deadline) came while connecting
+                    # or while the command ran, and was swallowed on the way: Python 3.11's
+                    # ``asyncio.wait_for``, with which adb-shell reads each packet, returns a
+                    # read that completed as the cancellation arrived (cpython gh-86296).
+                    # It is kept here.
+                    raise asyncio.CancelledError
             except asyncio.CancelledError:
                 # The caller gave up mid-command: the link is in an unknown state.
                 self._abort()
