@@ -14,6 +14,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -129,6 +130,24 @@ def starebrain_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [sys.executable, "-c", "from starebrain_actions.cli.main import main; main()"]
+
+
+async def spawn_interruptible(*argv: str, **kwargs: Any) -> asyncio.subprocess.Process:
+    """Start ``argv`` as a child that a test may interrupt with SIGINT, whatever this process
+    was started with. A shell without job control starts a background job with SIGINT ignored
+    (bash, POSIX "Signals": ``cmd &``), the child inherits ``SIG_IGN`` across exec, and Python
+    then installs no KeyboardInterrupt handler (nor asyncio's Runner its own), so a SIGINT sent
+    to it does nothing: a ``.ci/run`` started that way saw every Ctrl-C test time out. A handler
+    of our own is reset to ``SIG_DFL`` by exec, so it is held only while the child is forked;
+    this process keeps ignoring SIGINT as it was told to."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+    try:
+        return await asyncio.create_subprocess_exec(*argv, **kwargs)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_installed(

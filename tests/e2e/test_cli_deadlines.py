@@ -15,7 +15,7 @@ import pytest
 
 from android_bridge.simulator import SimulatedPhone
 from tests.conftest import OUTBOX_FIRST
-from tests.e2e.conftest import BODY, RECIPIENT
+from tests.e2e.conftest import BODY, RECIPIENT, spawn_interruptible
 
 PhoneFactory = object
 STAREBRAIN = str(Path(sys.executable).parent / "starebrain")
@@ -143,7 +143,7 @@ async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     rerunning the same command is safe; the rerun sends nothing more."""
     phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)  # type: ignore[operator]
     argv = send_argv(ledger_path, adb_key_path, phone.serial, "--send-path", "ui", "--wait", "30")
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn_interruptible(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     for _ in range(100):
@@ -163,3 +163,29 @@ async def test_ctrl_c_says_an_sms_may_be_out_and_a_rerun_is_safe(
     )
     assert 3 == rerun[0], rerun[1] + rerun[2]
     assert 1 == sum(1 for command in phone.commands_run if "am start" in command)
+
+
+@pytest.mark.parametrize("spawn", ["spawn_interruptible", "create_subprocess_exec"])
+async def test_a_ctrl_c_test_can_interrupt_its_child_when_this_run_ignores_sigint(
+    spawn: str,
+) -> None:
+    """A run started as a background job of a shell without job control ignores SIGINT, and so
+    would every child it starts: the Ctrl-C tests start theirs with ``spawn_interruptible``,
+    whose child gets Python's KeyboardInterrupt handler, while this process keeps ignoring it
+    (as a plain ``create_subprocess_exec`` shows, its child inherits ``SIG_IGN``)."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if spawn == "spawn_interruptible":
+            process = await spawn_interruptible(
+                sys.executable, "-c", probe, stdout=asyncio.subprocess.PIPE
+            )
+        else:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", probe, stdout=asyncio.subprocess.PIPE
+            )
+        out, _err = await asyncio.wait_for(process.communicate(), 30)
+        assert signal.SIG_IGN is signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (spawn == "spawn_interruptible") == ("True" == out.decode().strip())

@@ -18,7 +18,7 @@ from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status
 from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import RECIPIENT, Target, starebrain_command
+from tests.e2e.conftest import RECIPIENT, Target, spawn_interruptible, starebrain_command
 
 SENT = 2
 #: retries quickly, rows settle at once (the simulated app marks them within 20 ms)
@@ -202,7 +202,7 @@ async def test_ctrl_c_while_waiting_for_another_attempt_says_nothing_was_sent(
     exits 130 saying this run sent nothing to the phone (never "an SMS may be out") and that
     a rerun is safe."""
     await interrupted(ledger_target, phone, adb_key_path, 0)
-    process = await asyncio.create_subprocess_exec(
+    process = await spawn_interruptible(
         *starebrain_command(), "--db", str(ledger_target), "send", "--device", phone.serial,
         "--key", str(adb_key_path), "--to", RECIPIENT, "--body", "next", "--action-id", "B-1",
         "--wait", "30",
