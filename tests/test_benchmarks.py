@@ -9,61 +9,76 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: The benchmarks in two halves of about equal length, run at once (the machine's two cores;
-#: no figure is judged here, so sharing them changes nothing this test looks at).
-HALVES = ("reconcile,startup,ledger,bridge,nightly_backlog,fleet", "send,reads,demo,postgres")
+#: The benchmarks in three parts of about equal length (20-30 s each on two cores), each a
+#: test of its own, so that pytest-xdist runs them on different workers beside other tests
+PARTS = (
+    "reconcile,fleet,bridge",
+    "send,demo,ledger",
+    "postgres,startup,reads,nightly_backlog",
+)
 
 
-def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path) -> None:
-    """Each benchmark of ``run_all.py`` gives rows with a figure and a target; none fails."""
-    runs = []
-    for number, only in enumerate(HALVES):
-        work = tmp_path / f"half-{number}"
-        work.mkdir()
-        argv = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick"]
-        argv += ["--only", only, "--json", str(work / "figures.json")]
-        # the ledgers they build stay in ``work`` (TMPDIR)
-        process = subprocess.Popen(
-            argv,
-            cwd=work,
-            env={**os.environ, "TMPDIR": str(work)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        runs.append((work / "figures.json", process))
-    rows = []
-    for out, process in runs:
-        stdout, stderr = process.communicate(timeout=900)
-        assert 0 == process.returncode, stderr[-3000:]
-        assert "| work | figure | target | met |" in stdout
-        data = json.loads(out.read_text(encoding="utf-8"))
-        assert data["quick"] is True and data["machine"]
-        rows += data["rows"]
+#: What each benchmark's rows say (a part of each row's "work")
+ROWS = {
+    "nightly_backlog": ("nightly", "in flight on"),
+    "reconcile": ("reconcile pass",),
+    "send": ("SmsAgent.send",),
+    "startup": ("start-up",),
+    "ledger": ("ledger vs sqlite3",),
+    "bridge": ("bridge:",),
+    "demo": ("starebrain demo",),
+    "postgres": ("PostgreSQL",),
+    "fleet": ("fleet of workers", "the agent's CPU per send"),
+    "reads": ("list --limit 0",),
+}
+
+
+def _run_all() -> Any:
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "benchmarks" / "run_all.py")
     assert spec is not None and spec.loader is not None
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
-    every = sorted(name for name, _ in run_all.BENCHMARKS)
-    assert every == sorted(name for half in HALVES for name in half.split(","))
+    return run_all
+
+
+def test_the_parts_hold_every_benchmark_once() -> None:
+    """Every benchmark of ``run_all.py`` is in exactly one part."""
+    names = [name for part in PARTS for name in part.split(",")]
+    assert sorted(name for name, _ in _run_all().BENCHMARKS) == sorted(names)
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.long(25)
+@pytest.mark.parametrize("only", PARTS)
+def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path, only: str) -> None:
+    """Each benchmark of ``run_all.py`` gives rows with a figure and a target; none fails."""
+    argv = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick"]
+    argv += ["--only", only, "--json", str(tmp_path / "figures.json")]
+    # the ledgers they build stay in ``tmp_path`` (TMPDIR)
+    process = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert 0 == process.returncode, process.stderr[-3000:]
+    assert "| work | figure | target | met |" in process.stdout
+    data = json.loads((tmp_path / "figures.json").read_text(encoding="utf-8"))
+    assert data["quick"] is True and data["machine"]
+    rows = data["rows"]
     assert not [row for row in rows if "did not run" in row["work"]]
     assert all(row["figure"] and row["target"] for row in rows)
     works = " | ".join(row["work"] for row in rows)
-    for expected in (
-        "nightly",
-        "in flight on",
-        "reconcile pass",
-        "SmsAgent.send",
-        "start-up",
-        "ledger vs sqlite3",
-        "bridge:",
-        "starebrain demo",
-        "PostgreSQL",
-        "fleet of workers",
-        "the agent's CPU per send",
-    ):
-        assert expected in works
+    for name in only.split(","):
+        for expected in ROWS[name]:
+            assert expected in works, name

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long(12)
 @pytest.mark.slow
 def test_demo_runs_and_the_ledger_agent_sends_no_duplicate(tmp_path: Path) -> None:
     """The installed command exits 0 within 30 s, shows both agents, and the ledger agent

@@ -10,6 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions import Ledger, SmsIntent, Status
 from starebrain_actions.orchestration.agent import SmsAgent
@@ -238,6 +240,7 @@ async def test_a_worker_keeps_to_the_phones_rate_limit(
         assert (await ledger.queue_tally())["default"]["waiting"] == 2
 
 
+@pytest.mark.long(14)
 async def test_a_wiped_phone_is_connected_again_and_served_as_a_new_one(
     sms_phone: Callable[..., Awaitable[SimulatedPhone]], tmp_path: Path, adb_key_path: Path
 ) -> None:

@@ -66,6 +66,7 @@ WORKER_CONFIG = ChaosConfig(
 TO, BODY = "+12025550100", "Your code is 4821"
 
 
+@pytest.mark.long(50)
 @pytest.mark.slow
 async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invariant_no_lie(
     tmp_path: Path,
@@ -122,6 +123,7 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     assert report.statuses.get("SUCCEEDED", 0) >= CONFIG.actions // 3, explain
 
 
+@pytest.mark.long(25)
 @pytest.mark.slow
 async def test_a_worker_chaos_run_sends_each_queued_action_once_on_any_phone(
     tmp_path: Path,

@@ -114,6 +114,7 @@ async def test_a_framework_send_is_proven_by_its_row_and_creator(
     assert 1 == summary.action.policy.maximum_attempts
 
 
+@pytest.mark.long(10)
 async def test_a_rerun_is_a_new_action_and_a_new_sms(
     phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path
 ) -> None:
@@ -364,6 +365,7 @@ def test_ctrl_c_says_a_rerun_is_a_new_sms(capsys: pytest.CaptureFixture[str]) ->
     assert "sends a new SMS under a new id" in said
 
 
+@pytest.mark.long(10)
 @pytest.mark.parametrize("android", [11, 14])
 async def test_the_apps_launch_path_is_reported_from_am_start(
     phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path, android: int

@@ -459,6 +459,7 @@ def test_normalised_keeps_what_matters() -> None:
     assert normalised("otp-1001 SUCCEEDED") != normalised("otp-1002 SUCCEEDED")
 
 
+@pytest.mark.long(12)
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 async def test_doc_samples_are_what_the_cli_prints(
     phone_factory: PhoneFactory,

@@ -387,6 +387,7 @@ async def test_a_worker_with_no_policy_sends_neither_a_denied_nor_a_held_action(
     assert [] == [e for e in worker.events if e.get("action_id") == "W-1-denied"]
 
 
+@pytest.mark.long(12)
 async def test_a_worker_judges_a_message_queued_over_a_limit_again_and_keeps_the_limit(
     starebrain: Starebrain,
     ledger_target: Target,
@@ -422,6 +423,7 @@ async def test_a_worker_judges_a_message_queued_over_a_limit_again_and_keeps_the
 # --------------------------------------------------------------------------- the phone
 
 
+@pytest.mark.long(12)
 async def test_an_action_keeps_the_phone_its_sender_named(
     starebrain: Starebrain, phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path
 ) -> None:

@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
@@ -159,6 +160,7 @@ async def test_a_worker_sends_the_queue_and_stops_on_sigterm(
         assert await ledger.phone_workers() == []
 
 
+@pytest.mark.long(10)
 async def test_kill_9_mid_send_loses_nothing(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:

@@ -95,6 +95,7 @@ def _sent_rows(home: Path) -> int:
         )
 
 
+@pytest.mark.long(12)
 def test_run_it_works_in_an_empty_home(fresh_home: dict[str, str], tmp_path: Path) -> None:
     """First run with --allow-new-keys, a send that creates the key, then the documented
     copy of adbkey.pub authorises it for a phone started without the flag."""

@@ -412,6 +412,7 @@ def attempt_order_problems(attempts: dict[str, Any], history: list[Any]) -> list
     return problems
 
 
+@pytest.mark.long(12)
 @pytest.mark.slow
 async def test_hosts_killed_cut_off_and_restarted_send_each_action_once(
     tmp_path: Path, own_server: OwnServer

@@ -115,6 +115,7 @@ def left_the_phones(phones: list[SimulatedPhone]) -> Counter[str]:
     return Counter(t.body for phone in phones for t in phone.transmissions)
 
 
+@pytest.mark.long(30)
 @pytest.mark.slow
 async def test_workers_killed_raced_and_moved_send_each_message_once(
     phone_factory: PhoneFactory, adb_key_path: Path, tmp_path: Path

@@ -695,6 +695,7 @@ _AFTER = (
     before=st.sampled_from(_BEFORE),
     after=st.lists(st.sampled_from(_AFTER), min_size=1, max_size=5),
 )
+@pytest.mark.long(18)
 def test_a_hang_up_does_what_it_does_to_real_mksh(
     before: str, after: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
