@@ -141,6 +141,9 @@ LOCAL_TMP: Final = "/data/local/tmp"
 _MOUNT_POINTS: Final = frozenset({"/", "/data"})
 #: ext4 reports 4096 for a directory (f2fs phones show 3452; nothing should parse it).
 _DIR_SIZE: Final = 4096
+#: ``FileTree`` forgets the rows it keeps past this many names (a test that makes thousands
+#: of files should not hold them all in memory).
+_ROWS_KEPT: Final = 4096
 
 
 @attrs.frozen(kw_only=True)
@@ -286,6 +289,20 @@ class FileTree:
         if "content" not in columns:
             # a store made before files had contents: every file in it is empty
             self._db.execute("ALTER TABLE files ADD COLUMN content BLOB")
+        # What this connection has read or written of the table, kept across system calls
+        # while nobody else writes the file: a send's script walks the same few directories
+        # in every command. Keyed by path; None is a name known to be absent.
+        self._rows: dict[str, _Row | None] = {}
+        # the kept names of each inode, so that a write to a file finds its names without a
+        # walk over all of ``_rows`` (a name may have moved on since: check its row's ino)
+        self._names: dict[int, set[str]] = {}
+        # ``PRAGMA data_version`` when ``_rows`` was last known right: SQLite changes it
+        # when another connection (the SMS store's, another process's) commits to the file,
+        # never for this connection's own commits, which update ``_rows`` as they write.
+        self._data_version = -1
+        # whether the transaction under way wrote: rolled back, what it put in ``_rows``
+        # never happened
+        self._wrote = False
 
     def close(self) -> None:
         """Close the connection."""
@@ -296,24 +313,81 @@ class FileTree:
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[None]:
         self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        # read inside the transaction: the value belongs to the snapshot the rows come from
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version or len(self._rows) > _ROWS_KEPT:
+            self._forget()
+            self._data_version = version
+        self._wrote = False
         try:
             yield
         except BaseException:
             self._db.execute("ROLLBACK")
+            if self._wrote:
+                self._forget()
             raise
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._forget()
+            raise
+
+    def _forget(self) -> None:
+        self._rows.clear()
+        self._names.clear()
+
+    def _keep(self, path: str, row: _Row | None) -> None:
+        self._rows[path] = row
+        if row is not None:
+            self._names.setdefault(row.ino, set()).add(path)
 
     def _row(self, path: str) -> _Row | None:
+        try:
+            return self._rows[path]
+        except KeyError:
+            pass
         values = self._db.execute(
             f"SELECT {_COLUMNS} FROM files WHERE path = ?", (path,)
         ).fetchone()
-        return None if values is None else _Row(*values)
+        row = None if values is None else _Row(*values)
+        self._keep(path, row)
+        return row
 
     def _children(self, path: str) -> list[_Row]:
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM files WHERE parent = ? ORDER BY path", (path,)
         ).fetchall()
-        return [_Row(*values) for values in rows]
+        children = [_Row(*values) for values in rows]
+        for child in children:
+            self._keep(child.path, child)
+        return children
+
+    def _changed(self) -> None:
+        """The transaction under way wrote rows ``_rows`` cannot follow: forget them all."""
+        self._wrote = True
+        self._forget()
+
+    def _update_inode(
+        self,
+        ino: int,
+        sql: str,
+        values: tuple[object, ...],
+        *,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+    ) -> None:
+        """Run ``sql``, an ``UPDATE`` of inode ``ino`` (its last parameter), and give every
+        kept name of it the new ``mode`` or ``mtime_ns``: hard links share an inode's."""
+        self._wrote = True
+        self._db.execute(sql, (*values, ino))
+        for path in self._names.get(ino, ()):
+            row = self._rows.get(path)
+            if row is not None and row.ino == ino:
+                self._rows[path] = attrs.evolve(
+                    row,
+                    mode=row.mode if mode is None else mode,
+                    mtime_ns=row.mtime_ns if mtime_ns is None else mtime_ns,
+                )
 
     def _next_ino(self) -> int:
         value = self._db.execute("SELECT COALESCE(MAX(ino), 1) + 1 FROM files").fetchone()[0]
@@ -331,28 +405,46 @@ class FileTree:
         gid: int | None = None,
     ) -> None:
         now = self._clock_ns()
+        row = _Row(
+            path,
+            kind,
+            mode,
+            cred.uid,
+            cred.gid if gid is None else gid,
+            self._next_ino() if ino is None else ino,
+            target,
+            now,
+        )
+        self._wrote = True
         self._db.execute(
             "INSERT INTO files (path, parent, kind, mode, uid, gid, ino, target, mtime_ns)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                path,
+                row.path,
                 _parent_of(path),
-                kind,
-                mode,
-                cred.uid,
-                cred.gid if gid is None else gid,
-                self._next_ino() if ino is None else ino,
-                target,
-                now,
+                row.kind,
+                row.mode,
+                row.uid,
+                row.gid,
+                row.ino,
+                row.target,
+                row.mtime_ns,
             ),
         )
+        self._keep(path, row)
         self._touch_dir(_parent_of(path), now)
 
     def _touch_dir(self, path: str, now: int) -> None:
+        self._wrote = True
         self._db.execute("UPDATE files SET mtime_ns = ? WHERE path = ?", (now, path))
+        row = self._rows.get(path)
+        if row is not None:
+            self._rows[path] = attrs.evolve(row, mtime_ns=now)
 
     def _delete(self, path: str) -> None:
+        self._wrote = True
         self._db.execute("DELETE FROM files WHERE path = ?", (path,))
+        self._rows[path] = None
         self._touch_dir(_parent_of(path), self._clock_ns())
 
     # -- boot and test controls -------------------------------------------------------------
@@ -361,6 +453,7 @@ class FileTree:
         """What init does at every boot: create the fixed directories if missing and set
         their mode and owner (``init.rc`` ``mkdir PATH MODE OWNER GROUP``)."""
         with self._transaction(write=True):
+            self._changed()  # a failure half way rolls back: keep nothing either way
             for path, mode, uid, gid in INIT_DIRECTORIES:
                 row = self._row(path)
                 if row is not None and row.kind != "dir":
@@ -385,8 +478,11 @@ class FileTree:
                         "UPDATE files SET mode = ?, uid = ?, gid = ? WHERE path = ?",
                         (mode, uid, gid, path),
                     )
+            # the rows read above are the ones from before these writes
+            self._changed()
 
     def _remove_tree(self, path: str) -> None:
+        self._changed()
         self._db.execute(
             "DELETE FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'",
             (path, _like_prefix(path)),
@@ -396,6 +492,7 @@ class FileTree:
         """Delete everything below ``path`` (as ``rm -rf PATH/*``, dot names too), keeping
         ``path`` itself."""
         with self._transaction(write=True):
+            self._changed()
             self._db.execute(
                 "DELETE FROM files WHERE path LIKE ? ESCAPE '\\'", (_like_prefix(path),)
             )
@@ -405,6 +502,7 @@ class FileTree:
         """A factory reset: ``/data`` is formatted (every name below it is gone); the next
         ``boot`` recreates init's directories."""
         with self._transaction(write=True):
+            self._changed()
             self._db.execute(
                 "DELETE FROM files WHERE path LIKE ? ESCAPE '\\'", (_like_prefix("/data"),)
             )
@@ -666,6 +764,7 @@ class FileTree:
                 raise FsError(EPERM)
             del directory
             now = self._clock_ns()
+            self._wrote = True
             self._db.execute(
                 "INSERT INTO files (path, parent, kind, mode, uid, gid, ino, target, mtime_ns)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -685,6 +784,7 @@ class FileTree:
                 "UPDATE files SET content = ? WHERE path = ?",
                 (self._content(source.ino), found.path),
             )
+            self._keep(found.path, attrs.evolve(source, path=found.path))
             self._touch_dir(found.parent, now)
 
     def _deletable(self, cred: Credentials, found: _Found) -> _Row:
@@ -779,6 +879,7 @@ class FileTree:
                 self._remove_tree(found.row.path)
             prefix = source.path
             now = self._clock_ns()
+            self._changed()
             rows = self._db.execute(
                 "SELECT path FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'",
                 (prefix, _like_prefix(prefix)),
@@ -854,9 +955,12 @@ class FileTree:
             if not self._may(cred, row, 2 if write else 4):
                 raise FsError(EACCES)
             if truncate and write and row.kind == "file":
-                self._db.execute(
+                now = self._clock_ns()
+                self._update_inode(
+                    row.ino,
                     "UPDATE files SET content = x'', mtime_ns = ? WHERE ino = ?",
-                    (self._clock_ns(), row.ino),
+                    (now,),
+                    mtime_ns=now,
                 )
             return row.ino
 
@@ -890,9 +994,12 @@ class FileTree:
             at = len(content) if append else offset
             padded = content.ljust(at, b"\0")
             changed = padded[:at] + data + padded[at + len(data) :]
-            self._db.execute(
+            now = self._clock_ns()
+            self._update_inode(
+                ino,
                 "UPDATE files SET content = ?, mtime_ns = ? WHERE ino = ?",
-                (changed, self._clock_ns(), ino),
+                (changed, now),
+                mtime_ns=now,
             )
             return at + len(data)
 
@@ -915,7 +1022,9 @@ class FileTree:
                 if not self._may(cred, row, 2):
                     raise FsError(EACCES)
             value = self._clock_ns() if mtime_ns is None else mtime_ns
-            self._db.execute("UPDATE files SET mtime_ns = ? WHERE ino = ?", (value, row.ino))
+            self._update_inode(
+                row.ino, "UPDATE files SET mtime_ns = ? WHERE ino = ?", (value,), mtime_ns=value
+            )
 
     def chmod(self, cred: Credentials, cwd: str, path: str, mode: int) -> None:
         """``chmod(2)`` (follows symlinks): only the owner or root.
@@ -929,7 +1038,12 @@ class FileTree:
                 raise FsError(EPERM)
             if not _on_data(row.path):
                 raise FsError(EROFS)
-            self._db.execute("UPDATE files SET mode = ? WHERE ino = ?", (mode & 0o7777, row.ino))
+            self._update_inode(
+                row.ino,
+                "UPDATE files SET mode = ? WHERE ino = ?",
+                (mode & 0o7777,),
+                mode=mode & 0o7777,
+            )
 
     def realpath(self, cred: Credentials, cwd: str, path: str, *, missing: int) -> str | None:
         """toybox ``xabspath``: the canonical path, every symlink resolved. ``missing`` 1: the
