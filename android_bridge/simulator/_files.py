@@ -40,7 +40,6 @@ upstream tree of 2020-02-28 (``lineage-18.1``), 12 to 15 later snapshots (see
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import posixpath
 import re
@@ -267,6 +266,24 @@ def _on_data(directory: str) -> bool:
     return directory == "/data" or directory.startswith("/data/")
 
 
+class _Transaction:
+    """``with tree._transaction(write=…)``: one system call's SQLite transaction, committed
+    at the end or rolled back by an exception (which goes on)."""
+
+    __slots__ = ("_tree", "_write")
+
+    def __init__(self, tree: FileTree, write: bool) -> None:
+        self._tree = tree
+        self._write = write
+
+    def __enter__(self) -> None:
+        self._tree._begin(self._write)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> Literal[False]:
+        self._tree._end(failed=kind is not None)
+        return False
+
+
 class FileTree:
     """The phone's files, in the ``files`` table of the store file.
 
@@ -300,6 +317,11 @@ class FileTree:
         # when another connection (the SMS store's, another process's) commits to the file,
         # never for this connection's own commits, which update ``_rows`` as they write.
         self._data_version = -1
+        # Beside the rows, kept and forgotten with them: the contents of inodes, the number
+        # of subdirectories of directories (their link count) and the highest inode number.
+        self._contents: dict[int, bytes] = {}
+        self._subdirs: dict[str, int] = {}
+        self._last_ino: int | None = None
         # whether the transaction under way wrote: rolled back, what it put in ``_rows``
         # never happened
         self._wrote = False
@@ -310,8 +332,10 @@ class FileTree:
 
     # -- transactions ---------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[None]:
+    def _transaction(self, *, write: bool) -> _Transaction:
+        return _Transaction(self, write)
+
+    def _begin(self, write: bool) -> None:
         self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         # read inside the transaction: the value belongs to the snapshot the rows come from
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -319,13 +343,13 @@ class FileTree:
             self._forget()
             self._data_version = version
         self._wrote = False
-        try:
-            yield
-        except BaseException:
+
+    def _end(self, failed: bool) -> None:
+        if failed:
             self._db.execute("ROLLBACK")
             if self._wrote:
                 self._forget()
-            raise
+            return
         try:
             self._db.execute("COMMIT")
         except BaseException:
@@ -335,6 +359,9 @@ class FileTree:
     def _forget(self) -> None:
         self._rows.clear()
         self._names.clear()
+        self._contents.clear()
+        self._subdirs.clear()
+        self._last_ino = None
 
     def _keep(self, path: str, row: _Row | None) -> None:
         self._rows[path] = row
@@ -375,11 +402,18 @@ class FileTree:
         *,
         mode: int | None = None,
         mtime_ns: int | None = None,
+        content: bytes | None = None,
     ) -> None:
         """Run ``sql``, an ``UPDATE`` of inode ``ino`` (its last parameter), and give every
-        kept name of it the new ``mode`` or ``mtime_ns``: hard links share an inode's."""
+        kept name of it the new ``mode`` or ``mtime_ns``: hard links share an inode's. The
+        new ``content`` is kept only when the inode still has a name (an unlinked inode
+        keeps nothing written to it)."""
         self._wrote = True
-        self._db.execute(sql, (*values, ino))
+        updated = self._db.execute(sql, (*values, ino)).rowcount
+        if content is not None and updated > 0:
+            self._contents[ino] = content
+        else:
+            self._contents.pop(ino, None)
         for path in self._names.get(ino, ()):
             row = self._rows.get(path)
             if row is not None and row.ino == ino:
@@ -390,8 +424,10 @@ class FileTree:
                 )
 
     def _next_ino(self) -> int:
-        value = self._db.execute("SELECT COALESCE(MAX(ino), 1) + 1 FROM files").fetchone()[0]
-        return int(value)
+        if self._last_ino is None:
+            value = self._db.execute("SELECT COALESCE(MAX(ino), 1) FROM files").fetchone()[0]
+            self._last_ino = int(value)
+        return self._last_ino + 1
 
     def _insert(
         self,
@@ -432,6 +468,12 @@ class FileTree:
             ),
         )
         self._keep(path, row)
+        if self._last_ino is not None:
+            self._last_ino = max(self._last_ino, row.ino)
+        if kind == "file":
+            self._contents[row.ino] = b""
+        elif kind == "dir" and _parent_of(path) in self._subdirs:
+            self._subdirs[_parent_of(path)] += 1
         self._touch_dir(_parent_of(path), now)
 
     def _touch_dir(self, path: str, now: int) -> None:
@@ -444,7 +486,20 @@ class FileTree:
     def _delete(self, path: str) -> None:
         self._wrote = True
         self._db.execute("DELETE FROM files WHERE path = ?", (path,))
+        gone = self._rows.get(path)
         self._rows[path] = None
+        # MAX(ino) may be lower now (the next name takes the number again), and an inode
+        # whose last name this was has no contents left
+        self._last_ino = None
+        if gone is None:
+            self._contents.clear()
+            self._subdirs.clear()
+        else:
+            self._contents.pop(gone.ino, None)
+            if gone.kind == "dir":
+                self._subdirs.pop(path, None)
+                if _parent_of(path) in self._subdirs:
+                    self._subdirs[_parent_of(path)] -= 1
         self._touch_dir(_parent_of(path), self._clock_ns())
 
     # -- boot and test controls -------------------------------------------------------------
@@ -608,10 +663,16 @@ class FileTree:
 
     def _stat_of(self, row: _Row) -> FileStat:
         if row.kind == "dir":
-            subdirs = self._db.execute(
-                "SELECT COUNT(*) FROM files WHERE parent = ? AND kind = 'dir'", (row.path,)
-            ).fetchone()[0]
-            nlink = 2 + int(subdirs)
+            subdirs = self._subdirs.get(row.path)
+            if subdirs is None:
+                subdirs = int(
+                    self._db.execute(
+                        "SELECT COUNT(*) FROM files WHERE parent = ? AND kind = 'dir'",
+                        (row.path,),
+                    ).fetchone()[0]
+                )
+                self._subdirs[row.path] = subdirs
+            nlink = 2 + subdirs
             size = _DIR_SIZE
         elif row.kind == "file":
             nlink = int(
@@ -961,14 +1022,19 @@ class FileTree:
                     "UPDATE files SET content = x'', mtime_ns = ? WHERE ino = ?",
                     (now,),
                     mtime_ns=now,
+                    content=b"",
                 )
             return row.ino
 
     def _content(self, ino: int) -> bytes:
-        value = self._db.execute(
-            "SELECT content FROM files WHERE ino = ? LIMIT 1", (ino,)
-        ).fetchone()
-        return bytes(value[0]) if value is not None and value[0] is not None else b""
+        content = self._contents.get(ino)
+        if content is None:
+            value = self._db.execute(
+                "SELECT content FROM files WHERE ino = ? LIMIT 1", (ino,)
+            ).fetchone()
+            content = bytes(value[0]) if value is not None and value[0] is not None else b""
+            self._contents[ino] = content
+        return content
 
     def read(self, ino: int) -> bytes:
         """``read(2)`` of a whole open file (an inode from :meth:`open`); the file's names
@@ -1000,6 +1066,7 @@ class FileTree:
                 "UPDATE files SET content = ?, mtime_ns = ? WHERE ino = ?",
                 (changed, now),
                 mtime_ns=now,
+                content=changed,
             )
             return at + len(data)
 

@@ -87,6 +87,11 @@ def test_another_tree_in_this_process_is_seen(store: Path, tree: FileTree) -> No
         ino = other.open(ROOT, "/", NAME, write=True, create=True)
         other.write(ino, 0, b"hello", append=False)
         assert (5, 5) == (tree.stat(ROOT, "/", NAME).size, tree.stat(ROOT, "/", DIR).mtime_ns)
+        assert b"hello" == tree.read(ino)
+        other.write(ino, 5, b", world", append=False)
+        assert b"hello, world" == tree.read(ino)
+        other.mkdir(ROOT, "/", f"{DIR}/sub", 0o777)
+        assert 3 == tree.stat(ROOT, "/", DIR).nlink
         other.unlink(ROOT, "/", NAME)
         with pytest.raises(FsError):
             tree.lstat(ROOT, "/", NAME)
@@ -118,6 +123,10 @@ def test_own_writes_are_seen(tmp_path: Path, store: Path) -> None:
         assert 42 == tree.stat(ROOT, "/", f"{DIR}/other").mtime_ns
         tree.open(ROOT, "/", f"{DIR}/other", write=True, truncate=True)
         assert 0 == tree.stat(ROOT, "/", NAME).size
+        tree.mkdir(ROOT, "/", f"{DIR}/gone", 0o777)
+        assert 3 == tree.stat(ROOT, "/", DIR).nlink
+        tree.rmdir(ROOT, "/", f"{DIR}/gone")
+        assert 2 == tree.stat(ROOT, "/", DIR).nlink
         tree.mkdir(ROOT, "/", f"{DIR}/sub", 0o777)
         assert 3 == tree.stat(ROOT, "/", DIR).nlink
         tree.rename(ROOT, "/", f"{DIR}/sub", f"{DIR}/moved")
@@ -165,3 +174,24 @@ def test_a_write_that_failed_half_way_leaves_nothing_kept(store: Path) -> None:
         assert "void" == tree.readlink(ROOT, "/", NAME)
     finally:
         tree.close()
+
+
+def test_inode_numbers_and_unlinked_inodes_as_the_table_says(tree: FileTree) -> None:
+    """The next inode is the highest in the table plus one, so removing the newest name
+    gives its number to the next; a write to an inode whose names are all gone keeps
+    nothing, and reading it gives nothing."""
+    first = tree.open(ROOT, "/", NAME, write=True, create=True)
+    tree.write(first, 0, b"abc", append=False)
+    assert b"abc" == tree.read(first)
+    tree.unlink(ROOT, "/", NAME)
+    assert b"" == tree.read(first)
+    tree.write(first, 3, b"def", append=False)
+    assert b"" == tree.read(first)
+    again = tree.open(ROOT, "/", f"{DIR}/again", write=True, create=True)
+    assert first == again
+    assert b"" == tree.read(again)
+    fresh = FileTree(tree.path, clock_ns=lambda: 0)
+    try:
+        assert fresh.stat(ROOT, "/", f"{DIR}/again") == tree.stat(ROOT, "/", f"{DIR}/again")
+    finally:
+        fresh.close()
