@@ -40,7 +40,6 @@ upstream tree of 2020-02-28 (``lineage-18.1``), 12 to 15 later snapshots (see
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import posixpath
 import re
@@ -141,6 +140,9 @@ LOCAL_TMP: Final = "/data/local/tmp"
 _MOUNT_POINTS: Final = frozenset({"/", "/data"})
 #: ext4 reports 4096 for a directory (f2fs phones show 3452; nothing should parse it).
 _DIR_SIZE: Final = 4096
+#: ``FileTree`` forgets the rows it keeps past this many names (a test that makes thousands
+#: of files should not hold them all in memory).
+_ROWS_KEPT: Final = 4096
 
 
 @attrs.frozen(kw_only=True)
@@ -264,6 +266,24 @@ def _on_data(directory: str) -> bool:
     return directory == "/data" or directory.startswith("/data/")
 
 
+class _Transaction:
+    """``with tree._transaction(write=…)``: one system call's SQLite transaction, committed
+    at the end or rolled back by an exception (which goes on)."""
+
+    __slots__ = ("_tree", "_write")
+
+    def __init__(self, tree: FileTree, write: bool) -> None:
+        self._tree = tree
+        self._write = write
+
+    def __enter__(self) -> None:
+        self._tree._begin(self._write)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> Literal[False]:
+        self._tree._end(failed=kind is not None)
+        return False
+
+
 class FileTree:
     """The phone's files, in the ``files`` table of the store file.
 
@@ -286,6 +306,25 @@ class FileTree:
         if "content" not in columns:
             # a store made before files had contents: every file in it is empty
             self._db.execute("ALTER TABLE files ADD COLUMN content BLOB")
+        # What this connection has read or written of the table, kept across system calls
+        # while nobody else writes the file: a send's script walks the same few directories
+        # in every command. Keyed by path; None is a name known to be absent.
+        self._rows: dict[str, _Row | None] = {}
+        # the kept names of each inode, so that a write to a file finds its names without a
+        # walk over all of ``_rows`` (a name may have moved on since: check its row's ino)
+        self._names: dict[int, set[str]] = {}
+        # ``PRAGMA data_version`` when ``_rows`` was last known right: SQLite changes it
+        # when another connection (the SMS store's, another process's) commits to the file,
+        # never for this connection's own commits, which update ``_rows`` as they write.
+        self._data_version = -1
+        # Beside the rows, kept and forgotten with them: the contents of inodes, the number
+        # of subdirectories of directories (their link count) and the highest inode number.
+        self._contents: dict[int, bytes] = {}
+        self._subdirs: dict[str, int] = {}
+        self._last_ino: int | None = None
+        # whether the transaction under way wrote: rolled back, what it put in ``_rows``
+        # never happened
+        self._wrote = False
 
     def close(self) -> None:
         """Close the connection."""
@@ -293,31 +332,102 @@ class FileTree:
 
     # -- transactions ---------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[None]:
+    def _transaction(self, *, write: bool) -> _Transaction:
+        return _Transaction(self, write)
+
+    def _begin(self, write: bool) -> None:
         self._db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            yield
-        except BaseException:
+        # read inside the transaction: the value belongs to the snapshot the rows come from
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version or len(self._rows) > _ROWS_KEPT:
+            self._forget()
+            self._data_version = version
+        self._wrote = False
+
+    def _end(self, failed: bool) -> None:
+        if failed:
             self._db.execute("ROLLBACK")
+            if self._wrote:
+                self._forget()
+            return
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._forget()
             raise
-        self._db.execute("COMMIT")
+
+    def _forget(self) -> None:
+        self._rows.clear()
+        self._names.clear()
+        self._contents.clear()
+        self._subdirs.clear()
+        self._last_ino = None
+
+    def _keep(self, path: str, row: _Row | None) -> None:
+        self._rows[path] = row
+        if row is not None:
+            self._names.setdefault(row.ino, set()).add(path)
 
     def _row(self, path: str) -> _Row | None:
+        try:
+            return self._rows[path]
+        except KeyError:
+            pass
         values = self._db.execute(
             f"SELECT {_COLUMNS} FROM files WHERE path = ?", (path,)
         ).fetchone()
-        return None if values is None else _Row(*values)
+        row = None if values is None else _Row(*values)
+        self._keep(path, row)
+        return row
 
     def _children(self, path: str) -> list[_Row]:
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM files WHERE parent = ? ORDER BY path", (path,)
         ).fetchall()
-        return [_Row(*values) for values in rows]
+        children = [_Row(*values) for values in rows]
+        for child in children:
+            self._keep(child.path, child)
+        return children
+
+    def _changed(self) -> None:
+        """The transaction under way wrote rows ``_rows`` cannot follow: forget them all."""
+        self._wrote = True
+        self._forget()
+
+    def _update_inode(
+        self,
+        ino: int,
+        sql: str,
+        values: tuple[object, ...],
+        *,
+        mode: int | None = None,
+        mtime_ns: int | None = None,
+        content: bytes | None = None,
+    ) -> None:
+        """Run ``sql``, an ``UPDATE`` of inode ``ino`` (its last parameter), and give every
+        kept name of it the new ``mode`` or ``mtime_ns``: hard links share an inode's. The
+        new ``content`` is kept only when the inode still has a name (an unlinked inode
+        keeps nothing written to it)."""
+        self._wrote = True
+        updated = self._db.execute(sql, (*values, ino)).rowcount
+        if content is not None and updated > 0:
+            self._contents[ino] = content
+        else:
+            self._contents.pop(ino, None)
+        for path in self._names.get(ino, ()):
+            row = self._rows.get(path)
+            if row is not None and row.ino == ino:
+                self._rows[path] = attrs.evolve(
+                    row,
+                    mode=row.mode if mode is None else mode,
+                    mtime_ns=row.mtime_ns if mtime_ns is None else mtime_ns,
+                )
 
     def _next_ino(self) -> int:
-        value = self._db.execute("SELECT COALESCE(MAX(ino), 1) + 1 FROM files").fetchone()[0]
-        return int(value)
+        if self._last_ino is None:
+            value = self._db.execute("SELECT COALESCE(MAX(ino), 1) FROM files").fetchone()[0]
+            self._last_ino = int(value)
+        return self._last_ino + 1
 
     def _insert(
         self,
@@ -331,28 +441,65 @@ class FileTree:
         gid: int | None = None,
     ) -> None:
         now = self._clock_ns()
+        row = _Row(
+            path,
+            kind,
+            mode,
+            cred.uid,
+            cred.gid if gid is None else gid,
+            self._next_ino() if ino is None else ino,
+            target,
+            now,
+        )
+        self._wrote = True
         self._db.execute(
             "INSERT INTO files (path, parent, kind, mode, uid, gid, ino, target, mtime_ns)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                path,
+                row.path,
                 _parent_of(path),
-                kind,
-                mode,
-                cred.uid,
-                cred.gid if gid is None else gid,
-                self._next_ino() if ino is None else ino,
-                target,
-                now,
+                row.kind,
+                row.mode,
+                row.uid,
+                row.gid,
+                row.ino,
+                row.target,
+                row.mtime_ns,
             ),
         )
+        self._keep(path, row)
+        if self._last_ino is not None:
+            self._last_ino = max(self._last_ino, row.ino)
+        if kind == "file":
+            self._contents[row.ino] = b""
+        elif kind == "dir" and _parent_of(path) in self._subdirs:
+            self._subdirs[_parent_of(path)] += 1
         self._touch_dir(_parent_of(path), now)
 
     def _touch_dir(self, path: str, now: int) -> None:
+        self._wrote = True
         self._db.execute("UPDATE files SET mtime_ns = ? WHERE path = ?", (now, path))
+        row = self._rows.get(path)
+        if row is not None:
+            self._rows[path] = attrs.evolve(row, mtime_ns=now)
 
     def _delete(self, path: str) -> None:
+        self._wrote = True
         self._db.execute("DELETE FROM files WHERE path = ?", (path,))
+        gone = self._rows.get(path)
+        self._rows[path] = None
+        # MAX(ino) may be lower now (the next name takes the number again), and an inode
+        # whose last name this was has no contents left
+        self._last_ino = None
+        if gone is None:
+            self._contents.clear()
+            self._subdirs.clear()
+        else:
+            self._contents.pop(gone.ino, None)
+            if gone.kind == "dir":
+                self._subdirs.pop(path, None)
+                if _parent_of(path) in self._subdirs:
+                    self._subdirs[_parent_of(path)] -= 1
         self._touch_dir(_parent_of(path), self._clock_ns())
 
     # -- boot and test controls -------------------------------------------------------------
@@ -361,6 +508,7 @@ class FileTree:
         """What init does at every boot: create the fixed directories if missing and set
         their mode and owner (``init.rc`` ``mkdir PATH MODE OWNER GROUP``)."""
         with self._transaction(write=True):
+            self._changed()  # a failure half way rolls back: keep nothing either way
             for path, mode, uid, gid in INIT_DIRECTORIES:
                 row = self._row(path)
                 if row is not None and row.kind != "dir":
@@ -385,8 +533,11 @@ class FileTree:
                         "UPDATE files SET mode = ?, uid = ?, gid = ? WHERE path = ?",
                         (mode, uid, gid, path),
                     )
+            # the rows read above are the ones from before these writes
+            self._changed()
 
     def _remove_tree(self, path: str) -> None:
+        self._changed()
         self._db.execute(
             "DELETE FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'",
             (path, _like_prefix(path)),
@@ -396,6 +547,7 @@ class FileTree:
         """Delete everything below ``path`` (as ``rm -rf PATH/*``, dot names too), keeping
         ``path`` itself."""
         with self._transaction(write=True):
+            self._changed()
             self._db.execute(
                 "DELETE FROM files WHERE path LIKE ? ESCAPE '\\'", (_like_prefix(path),)
             )
@@ -405,6 +557,7 @@ class FileTree:
         """A factory reset: ``/data`` is formatted (every name below it is gone); the next
         ``boot`` recreates init's directories."""
         with self._transaction(write=True):
+            self._changed()
             self._db.execute(
                 "DELETE FROM files WHERE path LIKE ? ESCAPE '\\'", (_like_prefix("/data"),)
             )
@@ -510,10 +663,16 @@ class FileTree:
 
     def _stat_of(self, row: _Row) -> FileStat:
         if row.kind == "dir":
-            subdirs = self._db.execute(
-                "SELECT COUNT(*) FROM files WHERE parent = ? AND kind = 'dir'", (row.path,)
-            ).fetchone()[0]
-            nlink = 2 + int(subdirs)
+            subdirs = self._subdirs.get(row.path)
+            if subdirs is None:
+                subdirs = int(
+                    self._db.execute(
+                        "SELECT COUNT(*) FROM files WHERE parent = ? AND kind = 'dir'",
+                        (row.path,),
+                    ).fetchone()[0]
+                )
+                self._subdirs[row.path] = subdirs
+            nlink = 2 + subdirs
             size = _DIR_SIZE
         elif row.kind == "file":
             nlink = int(
@@ -666,6 +825,7 @@ class FileTree:
                 raise FsError(EPERM)
             del directory
             now = self._clock_ns()
+            self._wrote = True
             self._db.execute(
                 "INSERT INTO files (path, parent, kind, mode, uid, gid, ino, target, mtime_ns)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -685,6 +845,7 @@ class FileTree:
                 "UPDATE files SET content = ? WHERE path = ?",
                 (self._content(source.ino), found.path),
             )
+            self._keep(found.path, attrs.evolve(source, path=found.path))
             self._touch_dir(found.parent, now)
 
     def _deletable(self, cred: Credentials, found: _Found) -> _Row:
@@ -779,6 +940,7 @@ class FileTree:
                 self._remove_tree(found.row.path)
             prefix = source.path
             now = self._clock_ns()
+            self._changed()
             rows = self._db.execute(
                 "SELECT path FROM files WHERE path = ? OR path LIKE ? ESCAPE '\\'",
                 (prefix, _like_prefix(prefix)),
@@ -854,17 +1016,25 @@ class FileTree:
             if not self._may(cred, row, 2 if write else 4):
                 raise FsError(EACCES)
             if truncate and write and row.kind == "file":
-                self._db.execute(
+                now = self._clock_ns()
+                self._update_inode(
+                    row.ino,
                     "UPDATE files SET content = x'', mtime_ns = ? WHERE ino = ?",
-                    (self._clock_ns(), row.ino),
+                    (now,),
+                    mtime_ns=now,
+                    content=b"",
                 )
             return row.ino
 
     def _content(self, ino: int) -> bytes:
-        value = self._db.execute(
-            "SELECT content FROM files WHERE ino = ? LIMIT 1", (ino,)
-        ).fetchone()
-        return bytes(value[0]) if value is not None and value[0] is not None else b""
+        content = self._contents.get(ino)
+        if content is None:
+            value = self._db.execute(
+                "SELECT content FROM files WHERE ino = ? LIMIT 1", (ino,)
+            ).fetchone()
+            content = bytes(value[0]) if value is not None and value[0] is not None else b""
+            self._contents[ino] = content
+        return content
 
     def read(self, ino: int) -> bytes:
         """``read(2)`` of a whole open file (an inode from :meth:`open`); the file's names
@@ -890,9 +1060,13 @@ class FileTree:
             at = len(content) if append else offset
             padded = content.ljust(at, b"\0")
             changed = padded[:at] + data + padded[at + len(data) :]
-            self._db.execute(
+            now = self._clock_ns()
+            self._update_inode(
+                ino,
                 "UPDATE files SET content = ?, mtime_ns = ? WHERE ino = ?",
-                (changed, self._clock_ns(), ino),
+                (changed, now),
+                mtime_ns=now,
+                content=changed,
             )
             return at + len(data)
 
@@ -915,7 +1089,9 @@ class FileTree:
                 if not self._may(cred, row, 2):
                     raise FsError(EACCES)
             value = self._clock_ns() if mtime_ns is None else mtime_ns
-            self._db.execute("UPDATE files SET mtime_ns = ? WHERE ino = ?", (value, row.ino))
+            self._update_inode(
+                row.ino, "UPDATE files SET mtime_ns = ? WHERE ino = ?", (value,), mtime_ns=value
+            )
 
     def chmod(self, cred: Credentials, cwd: str, path: str, mode: int) -> None:
         """``chmod(2)`` (follows symlinks): only the owner or root.
@@ -929,7 +1105,12 @@ class FileTree:
                 raise FsError(EPERM)
             if not _on_data(row.path):
                 raise FsError(EROFS)
-            self._db.execute("UPDATE files SET mode = ? WHERE ino = ?", (mode & 0o7777, row.ino))
+            self._update_inode(
+                row.ino,
+                "UPDATE files SET mode = ? WHERE ino = ?",
+                (mode & 0o7777,),
+                mode=mode & 0o7777,
+            )
 
     def realpath(self, cred: Credentials, cwd: str, path: str, *, missing: int) -> str | None:
         """toybox ``xabspath``: the canonical path, every symlink resolved. ``missing`` 1: the

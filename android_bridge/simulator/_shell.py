@@ -329,15 +329,32 @@ _WORD_ENDS: Final = " \t\n;&|<>"
 _OPS: Final = {op: _Op(op) for op in ("\n", ";", "&", "|", "&&", "||")}
 
 
-#: What ``_Lexer.tokens`` takes in one step: blanks; ``&&``, ``||``, a newline, or a ``;``,
-#: ``&`` or ``|`` not doubled; a word of plain characters and single-quoted strings followed
-#: by a blank, an operator or the end (one of digits alone before ``<``/``>`` is an fd).
+#: What ``_Lexer.tokens`` takes in one step, after any blanks: ``&&``, ``||``, a newline, or
+#: a ``;``, ``&`` or ``|`` not doubled; a word of plain characters and single-quoted strings
+#: followed by a blank, an operator or the end (one of digits alone before ``<``/``>`` is an
+#: fd); or else the blanks alone.
 _QUICK_TOKEN = re.compile(
-    r"(?P<blank>[ \t]++)"
-    r"|(?P<op>&&|\|\||\n|;(?!;)|&(?!&)|\|(?!\|))"
+    r"[ \t]*+(?:(?P<op>&&|\|\||\n|;(?!;)|&(?!&)|\|(?!\|))"
     r"|(?P<word>(?:[^ \t\n;&|<>()'\"\\$`#]|'[^']*+')(?:[^ \t\n;&|<>()'\"\\$`]++|'[^']*+')*+)"
-    r"(?=[ \t\n;&|]|\Z|(?<![0-9])[<>])"
+    r"(?=[ \t\n;&|]|\Z|(?<![0-9])[<>]))"
+    r"|(?P<blank>[ \t]++)"
 )
+#: A word whose text alone decides what ``_Lexer._word`` makes of it and where it ends: plain
+#: runs, single-quoted strings, and double-quoted strings and bare ``$`` expansions with no
+#: backslash or backquote in them and no parenthesis or quote inside a ``$(…)``; followed by
+#: a blank, an operator or the end.
+_EXPANSION = (
+    r"\$(?:[A-Za-z_][A-Za-z0-9_]*+|[?$#!@*0-9]|\{[^}]*+\}|\([^()'\"\\`]*+\)"
+    r"|(?![A-Za-z_?$#!@*0-9{(]))"
+)
+_KEPT_WORD = re.compile(
+    r"(?:[^ \t\n;&|<>()'\"\\$`]++|'[^']*+'"
+    rf"|\"(?:[^\"\\$`]++|{_EXPANSION})*+\"|{_EXPANSION})++"
+    r"(?=[ \t\n;&|<>]|\Z)"
+)
+#: Words ``_Lexer._word`` made before, by their text (``_KEPT_WORD``): ``"$r"``, ``t=$?``,
+#: ``/dev/null`` after a redirection… recur in every script a client sends.
+_KEPT_WORDS: dict[str, _Word] = {}
 
 
 #: Plain words made before, by their text: a word is immutable, and most recur in every
@@ -376,9 +393,9 @@ class _Lexer:
                 self.pos = quick.end()
                 kind = quick.lastgroup
                 if kind == "op":
-                    tokens.append(_OPS[quick.group()])
+                    tokens.append(_OPS[quick.group(kind)])
                 elif kind == "word":
-                    text_of = quick.group()
+                    text_of = quick.group(kind)
                     word = _PLAIN_WORDS.get(text_of)
                     if word is None:
                         plain = "'" not in text_of
@@ -411,7 +428,7 @@ class _Lexer:
                 # Subshells and functions are beyond what ADB clients send.
                 raise ShellSyntaxError(f"syntax error: '{char}' unexpected")
             else:
-                word = self._word()
+                word = self._kept_word()
                 if (
                     self.pos < len(text)
                     and text[self.pos] in "<>"
@@ -442,8 +459,26 @@ class _Lexer:
             self.pos += 1
         if self.pos >= len(self.text) or self._peek() in ";&|\n<>":
             raise ShellSyntaxError("syntax error: newline unexpected")
-        target = self._word()
+        target = self._kept_word()
         return _Redir(fd if fd is not None else (0 if char == "<" else 1), op, target)
+
+    def _kept_word(self) -> _Word:
+        """``_word``, remembered by its text where the text alone decides it
+        (``_KEPT_WORD``): kept only when ``_word`` ended where that text ends."""
+        known = _KEPT_WORD.match(self.text, self.pos)
+        if known is None:
+            return self._word()
+        text_of = known.group()
+        word = _KEPT_WORDS.get(text_of)
+        if word is not None:
+            self.pos = known.end()
+            return word
+        word = self._word()
+        if self.pos == known.end():
+            if len(_KEPT_WORDS) >= _PLAIN_WORDS_KEPT:
+                _KEPT_WORDS.clear()
+            _KEPT_WORDS[text_of] = word
+        return word
 
     def _word(self) -> _Word:
         simple = _SIMPLE_WORD.match(self.text, self.pos)
@@ -746,18 +781,26 @@ class _Parser:
         return _Pipeline(tuple(commands))
 
     def command(self) -> _Command | None:
-        if _reserved(self._token(), "{"):
+        first = self._token()
+        if _reserved(first, "{"):
             return self.group()
-        if _reserved(self._token(), "}"):
+        if _reserved(first, "}"):
             return None
         words: list[_Word] = []
         redirs: list[_Redir] = []
-        while (token := self._token()) is not None and not isinstance(token, _Op):
+        # up to the next operator (or the end); a token is a word, a redirection or one
+        tokens = self.tokens
+        index = self.index
+        while index < len(tokens):
+            token = tokens[index]
             if isinstance(token, _Word):
                 words.append(token)
             elif isinstance(token, _Redir):
                 redirs.append(token)
-            self.index += 1
+            else:
+                break
+            index += 1
+        self.index = index
         if not words and not redirs:
             return None
         return _Simple(tuple(words), tuple(redirs))

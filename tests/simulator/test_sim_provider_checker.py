@@ -208,3 +208,17 @@ def test_checker_passes_comments_that_end_and_doubled_quotes() -> None:
         "_id DESC LIMIT 5 OFFSET 1",
         ignore_case=True,
     )
+
+
+def test_checker_verdicts_are_the_same_when_seen_again() -> None:
+    """A text is judged the same the second time (its verdict is remembered), for each way
+    of comparing case: a quoted long-s "select" is SELECT to equalsIgnoreCase (its upper
+    case is S), not to toLowerCase."""
+    long_s = '"\u017felect" = 1'
+    for _ in range(2):
+        with pytest.raises(QueryRejected) as caught:
+            check_query_parameters(None, "a = 1", "b; c", ignore_case=True)
+        assert "Semicolon is not allowed in 'b; c'" == str(caught.value)
+        check_query_parameters(None, long_s, None, ignore_case=False)
+        with pytest.raises(QueryRejected):
+            check_query_parameters(None, long_s, None, ignore_case=True)
