@@ -121,10 +121,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked ``long(seconds)`` first, the longest first, the rest in their order.
-    pytest-xdist deals tests to its workers in collection order, so a long test collected
-    last ran on alone while the other workers had finished (the benchmarks' test, 46 s, ended
-    a run 32 s after them); dealt first, the long ones run beside the short ones. Stable and
-    the same in every worker, as xdist requires."""
+    pytest-xdist runs tests in collection order, so a long test collected last ran on alone
+    while the other workers had finished (the benchmarks' test, 46 s, ended a run 32 s after
+    them); first, the long ones run beside the short ones, and with ``--dist worksteal`` the
+    other workers take the short tests queued behind them. Stable and the same in every
+    worker, as xdist requires."""
 
     def seconds(item: pytest.Item) -> float:
         marker = item.get_closest_marker("long")
