@@ -61,8 +61,13 @@ class Progress:
             yield self
         finally:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # wait for the line's task without awaiting it: its CancelledError and one that
+            # cancels the command meanwhile (a Ctrl-C) would look the same, and suppressing
+            # the first would swallow the second; ``wait`` raises only the command's
+            await asyncio.wait({task})
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
 
     async def _show(self) -> None:
         await asyncio.sleep(SHOW_AFTER_S)
