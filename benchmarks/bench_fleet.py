@@ -70,7 +70,7 @@ PHONE_RATIO_BEFORE = 22.7
 SENDS = 60
 QUICK_SENDS = 5
 #: rows settle when first seen: the figures are the sends' work, not the wait for an app's
-#: SENT row to settle (26 min by default)
+#: SENT row to settle (30 min by default)
 POLICY = RetryPolicy(settle_after=timedelta(0), framework_settle_after=timedelta(0))
 
 

@@ -532,7 +532,7 @@ async def _agent_run(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
                         rate_limit=NO_RATE_LIMIT,
                         command_timeout_s=30.0,
                         # rows settle when first seen: the figures are the sends' work,
-                        # not the wait for an app's SENT row to settle (26 min by default)
+                        # not the wait for an app's SENT row to settle (30 min by default)
                         policy=RetryPolicy(
                             settle_after=timedelta(0), framework_settle_after=timedelta(0)
                         ),

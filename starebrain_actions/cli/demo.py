@@ -112,7 +112,7 @@ BATCH: tuple[DemoMessage, ...] = (
 )
 
 #: The simulated phones' radios answer within 50 ms (``send_delay_ms``): their app's SENT row
-#: settles well within a second here (a real app's may still turn FAILED for 26 minutes:
+#: settles well within a second here (a real app's may still turn FAILED for 30 minutes:
 #: ``RetryPolicy.settle_after``'s default).
 _POLICY = RetryPolicy(
     maximum_attempts=3,

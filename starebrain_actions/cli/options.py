@@ -117,14 +117,15 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
     click.option(
         "--settle-after",
         type=Seconds(),
-        default=1560.0,
+        default=1800.0,
         show_default=True,
         envvar=SETTLE_AFTER_ENV,
-        help="Seconds after a dispatch before a sent row the messaging app wrote counts as "
-        "settled (SUCCEEDED): apps write the row SENT before sending and may still mark it "
-        "failed; AOSP Messaging retries for 20 minutes and gives one try 5 more (26 minutes "
-        "with a margin). Until then the send is VERIFYING: sent by the phone, not yet "
-        f"settled. Also read from ${SETTLE_AFTER_ENV}.",
+        help="Seconds after a dispatch (or after the row's own date, when later) before a "
+        "sent row the messaging app wrote counts as settled (SUCCEEDED): apps write the row "
+        "SENT before sending and may still mark it failed; AOSP Messaging starts new tries "
+        "for 20 minutes from the row's creation and gives one try 5 more (30 minutes with a "
+        "margin). Until then the send is VERIFYING: sent by the phone, not yet settled. "
+        f"Also read from ${SETTLE_AFTER_ENV}.",
     ),
     click.option(
         "--framework-settle-after",
@@ -172,7 +173,7 @@ def retry_policy(
     unverified_after: float,
     backoff: float,
     max_backoff: float,
-    settle_after: float = 1560.0,
+    settle_after: float = 1800.0,
     framework_settle_after: float = 5.0,
 ) -> RetryPolicy:
     """The ``RetryPolicy`` the :func:`policy_options` describe.

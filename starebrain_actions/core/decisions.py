@@ -10,7 +10,7 @@ returns a decision (or, for a grant, a new ``Action``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 import attrs
@@ -233,18 +233,34 @@ def settles_at(
     *,
     settle_after: timedelta,
     framework_settle_after: timedelta,
+    row_date_ms: int | None = None,
 ) -> datetime:
     """When a SENT row first seen at ``seen_at`` has settled, so that it proves the send.
 
     The framework writes its row once the radio answered, and a failure only rewrites it a
     moment later: settled ``framework_settle_after`` after it was first seen. A messaging
     app's row is written SENT before anything is sent (AOSP Messaging's optimistic write)
-    and may turn FAILED until ``settle_after`` after the receipt; a row first seen later than
-    that has settled already.
+    and may turn FAILED until ``settle_after`` after the later of the receipt and the row's
+    own ``date`` (``row_date_ms``, the phone's clock: the app's resend window starts when it
+    writes the row, which may be well after the dispatch); a row first seen later than that
+    has settled already. The row's date is placed on our clock by the phone's clock read
+    just before the send (``device_clock_ms``); without that reading, it is taken as is.
+    Either way it is bounded by what is certain: a date before the dispatch never brings
+    the settle time earlier, and the row was written by the time it was seen, so a phone's
+    clock running ahead never puts its creation later than ``seen_at``.
     """
     if on_framework_path(record):
         return seen_at + framework_settle_after
-    return max(record.dispatched_at + settle_after, seen_at)
+    start = record.dispatched_at
+    if row_date_ms is not None:
+        if record.device_clock_ms is not None:
+            written = record.dispatched_at + timedelta(
+                milliseconds=row_date_ms - record.device_clock_ms
+            )
+        else:
+            written = datetime.fromtimestamp(row_date_ms / 1000, tz=UTC)
+        start = max(start, min(written, seen_at))
+    return max(start + settle_after, seen_at)
 
 
 def settling_until(record: ActionRecord) -> datetime | None:

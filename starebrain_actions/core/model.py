@@ -437,14 +437,18 @@ class RetryPolicy:
     unverified_after: timedelta = attrs.field(
         default=timedelta(minutes=10), validator=_non_negative
     )
-    #: how long after dispatch a SENT row the messaging app wrote may still turn FAILED, so
-    #: is no proof yet (the attempt stays VERIFYING: sent by the phone, not yet settled).
-    #: AOSP Messaging writes the row SENT before it sends, keeps it SENT while it retries
-    #: within its resend window (20 minutes from the insert), and rewrites it FAILED at the
-    #: end of an attempt, which may last its send timeout (5 minutes): 25 minutes, and one of
-    #: margin (packages/apps/Messaging ``BugleGservicesKeys``, ``ProcessSentMessageAction``,
-    #: android-10.0.0_r30 to android-15.0.0_r1)
-    settle_after: timedelta = attrs.field(default=timedelta(minutes=26), validator=_non_negative)
+    #: how long after dispatch (or after the row's own date, when later) a SENT row the
+    #: messaging app wrote may still turn FAILED, so is no proof yet (the attempt stays
+    #: VERIFYING: sent by the phone, not yet settled). AOSP Messaging writes the row SENT
+    #: before it sends and keeps it SENT while it retries: a new attempt may start until its
+    #: resend window has passed since the row's creation (``MESSAGE_RESEND_TIMEOUT_MS_DEFAULT``,
+    #: 20 minutes, checked when an attempt starts), and an attempt may last its send timeout
+    #: (``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT``, 5 minutes) before the row is rewritten FAILED:
+    #: 25 minutes from the row's creation, and 5 of margin for the row written after the
+    #: dispatch and the script's own run (packages/apps/Messaging ``BugleGservicesKeys``,
+    #: ``SendMessageAction``, ``ProcessSentMessageAction``, android-10.0.0_r30 to
+    #: android-15.0.0_r1; docs/guarantees.md)
+    settle_after: timedelta = attrs.field(default=timedelta(minutes=30), validator=_non_negative)
     #: how long after it is first seen a SENT row the framework wrote (the framework send
     #: path) has settled: the framework writes it once the radio answered, inserted SENT and
     #: at once updated to FAILED when the send failed (``SMSDispatcher.SmsTracker

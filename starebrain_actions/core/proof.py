@@ -227,6 +227,7 @@ def _artifact_sent(
             now,
             settle_after=settle_after,
             framework_settle_after=framework_settle_after or timedelta(0),
+            row_date_ms=artifact.row_date_ms,
         )
         if due > now:
             row_evidence["settles_at"] = format_time(due)

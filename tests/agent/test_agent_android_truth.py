@@ -278,8 +278,8 @@ async def test_a_sent_row_that_stays_sent_succeeds_only_once_settled(
     sms_phone: Any, agent_for: Any
 ) -> None:
     """The app's SENT row stays SENT: the sender reports VERIFYING (sent by the phone, not
-    yet settled, with the time it settles) until the settle window has passed, then
-    SUCCEEDED, one SMS."""
+    yet settled, with the time it settles: the settle window from the row's own date) until
+    the settle window has passed, then SUCCEEDED, one SMS."""
     phone = await sms_phone(app="aosp", send_delay_ms=50)
     policy = RetryPolicy(
         settle_after=timedelta(seconds=1.5),
@@ -292,7 +292,11 @@ async def test_a_sent_row_that_stays_sent_succeeds_only_once_settled(
     assert (Status.VERIFYING, True) == (early.status, early.settling)
     record = early.record
     assert record is not None and early.settles_at is not None
-    assert early.settles_at == record.dispatched_at + timedelta(seconds=1.5)
+    # counted from the row's own date (the app writes it after the dispatch), on our clock
+    assert record.provider_row_date_ms is not None and record.device_clock_ms is not None
+    written = timedelta(milliseconds=record.provider_row_date_ms - record.device_clock_ms)
+    assert timedelta(0) < written < timedelta(seconds=5)
+    assert early.settles_at == record.dispatched_at + written + timedelta(seconds=1.5)
     assert (Status.SUCCEEDED, False) == (later.status, later.settling)
     assert [BODY] == [t.body for t in await phone.wait_transmissions(count=1, then_idle=True)]
 

@@ -200,7 +200,7 @@ class ChaosConfig:
     #: ``127.0.0.1:PORT``)
     alias_senders: float = 0.5
     #: a messaging app's row settles this long after its dispatch: longer than ``stuck_s``
-    #: plus the radio, as the default (26 minutes) is longer than a real app takes to give up
+    #: plus the radio, as the default (30 minutes) is longer than a real app takes to give up
     settle_after_s: float = 5.0
     framework_settle_after_s: float = 0.5
     #: each phone's ``/system/framework/framework.jar`` (the simulator's ``framework_jar``):

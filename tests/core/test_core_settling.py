@@ -90,16 +90,55 @@ def confirmed_at(when: datetime, evidence: dict[str, object] | None = None) -> A
 
 def test_a_messaging_app_row_is_confirmed_but_judged_only_once_settled() -> None:
     """Seen a second after the send: CONFIRMED (the phone shows it), VERIFYING until the
-    receipt plus ``settle_after`` (26 minutes: the app's 20-minute resend window and one 5-minute
-    send timeout, plus a minute), never SUCCEEDED before."""
+    row's date (0.1 s after the dispatch, by the phone's clock read just before it) plus
+    ``settle_after`` (30 minutes: the app's 20-minute resend window from the row's creation
+    and one 5-minute send timeout, plus 5 of margin), never SUCCEEDED before."""
+    assert timedelta(minutes=30) == RetryPolicy().settle_after
     record = confirmed_at(NOW + timedelta(seconds=1))
     assert (DeliveryState.CONFIRMED, 11, CLOCK + 100) == (
         record.delivery,
         record.provider_object_id,
         record.provider_row_date_ms,
     )
-    assert NOW + timedelta(minutes=26) == settle_time(record)
-    assert Status.VERIFYING == derive_status(record, NOW + timedelta(minutes=25), timedelta(0))
+    assert NOW + timedelta(minutes=30, milliseconds=100) == settle_time(record)
+    assert Status.VERIFYING == derive_status(record, NOW + timedelta(minutes=30), timedelta(0))
+
+
+@pytest.mark.parametrize(
+    ("row_after_clock", "device_clock", "seen_after", "settles"),
+    [
+        # the app wrote its row 12 minutes after the dispatch (its compose screen, a queue):
+        # its resend window starts then, so the settle time is counted from the row
+        (timedelta(minutes=12), CLOCK, timedelta(minutes=13), timedelta(minutes=42)),
+        # a row dated before the phone's clock reading never settles sooner than the dispatch
+        # allows
+        (timedelta(minutes=-3), CLOCK, timedelta(seconds=1), timedelta(minutes=30)),
+        # no clock reading (the reply was lost): the row's date is taken on our clock as is
+        (timedelta(minutes=7), None, timedelta(minutes=8), timedelta(minutes=37)),
+        # a phone's clock three hours ahead: the row was written by the time it was seen
+        (timedelta(hours=3), None, timedelta(seconds=1), timedelta(minutes=30, seconds=1)),
+    ],
+)
+def test_a_row_written_after_the_dispatch_settles_counted_from_its_date(
+    row_after_clock: timedelta, device_clock: int | None, seen_after: timedelta, settles: timedelta
+) -> None:
+    """Issue 33, item 3: the app's row may change until 25 minutes after its creation, not
+    the dispatch: an SMS row settles ``settle_after`` after the later of the two. The row's
+    date is the phone's clock, placed on ours by the clock reading taken just before the
+    send, and never later than the read that saw it."""
+    record = attrs.evolve(attempt(), device_clock_ms=device_clock)
+    date_ms = CLOCK + int(row_after_clock.total_seconds() * 1000)
+    if device_clock is None:  # the row's date read on our clock as is
+        date_ms = int((NOW + row_after_clock).timestamp() * 1000)
+    [confirm] = reconcile(
+        record,
+        sent_row(date_ms=date_ms),
+        NOW + seen_after,
+        grace_window=POLICY.grace_window,
+        settle_after=RetryPolicy().settle_after,
+        framework_settle_after=POLICY.framework_settle_after,
+    )
+    assert NOW + settles == settle_time(confirm.after)
 
 
 def test_a_row_first_seen_after_the_window_is_judged_at_once() -> None:
@@ -141,9 +180,9 @@ def test_a_mismatch_is_judged_at_once() -> None:
 @pytest.mark.parametrize(
     ("row", "verdict", "at", "complete", "expected"),
     [
-        (ArtifactOutcome.SENT, MATCH, timedelta(minutes=25), True, []),
-        (ArtifactOutcome.SENT, MATCH, timedelta(minutes=26), True, [Event.ACCEPT]),
-        (ArtifactOutcome.SENT, WRONG, timedelta(minutes=26), True, [Event.REJECT]),
+        (ArtifactOutcome.SENT, MATCH, timedelta(minutes=30), True, []),
+        (ArtifactOutcome.SENT, MATCH, timedelta(minutes=31), True, [Event.ACCEPT]),
+        (ArtifactOutcome.SENT, WRONG, timedelta(minutes=31), True, [Event.REJECT]),
         (ArtifactOutcome.QUEUED, None, timedelta(minutes=30), True, []),
         (ArtifactOutcome.FAILED, MATCH, timedelta(minutes=4), True, [Event.REJECT]),
         (ArtifactOutcome.FAILED, MATCH, timedelta(minutes=6), True, [Event.FLAG_REVIEW]),

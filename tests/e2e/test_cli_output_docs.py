@@ -140,7 +140,7 @@ async def lost_reply(
 ) -> None:
     """An attempt, dispatched ``ago``, whose message went out but whose reply was lost: the
     phone's sent box has the row, the ledger still says PENDING. (The default policy: its
-    row settles 26 minutes after the dispatch.)"""
+    row settles 30 minutes after the dispatch.)"""
     async with Ledger.open(Path("ledger.db")) as ledger:
         then = ledger.now() - ago
         await ledger.create_action(action_id, SmsIntent(recipient=to, body=body), now=then)
@@ -203,7 +203,7 @@ async def play(s: Scenario) -> None:
         "otp-1001", phone=True, head=2,
     )  # fmt: skip
     assert 0 == code, s.samples["send-again"]
-    # the default settle time (26 minutes), not the story's: a message the messaging app sent
+    # the default settle time (30 minutes), not the story's: a message the messaging app sent
     # settles long after --wait
     code, s.samples["send-settling"] = await s.run(
         *send, a, "--to", "+12025550107", "--body", "Your room is ready", "--action-id",

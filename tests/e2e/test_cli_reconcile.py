@@ -22,7 +22,7 @@ async def in_flight_with_sent_row(
 ) -> str:
     """An attempt whose send reached the phone half an hour ago but whose reply was lost: the
     row is in the sent box, the ledger still says PENDING. Its messaging app can no longer
-    mark the row failed (``RetryPolicy.settle_after``, 26 minutes, has passed), so the first
+    mark the row failed (``RetryPolicy.settle_after``, 30 minutes, has passed), so the first
     read that finds it proves the send. Returns its dispatch id."""
     then = datetime.now(UTC) - timedelta(minutes=30)
     async with Ledger.open(ledger_path) as ledger:
