@@ -23,6 +23,7 @@ to ``S``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Final
@@ -89,31 +90,24 @@ _NOTHING_TO_CHECK = re.compile(r"[^A-Za-z_'\"`\[\-/;]+")
 _IDENTIFIER_REST = re.compile(r"[A-Za-z0-9_]*")
 
 
-#: What ``_scan`` said of the texts seen before, by (text, ignore_case): None for passed,
-#: else the rejection's message. A client's projections and sort orders, and often its
-#: whole selection, recur in every query it sends.
-_VERDICTS: dict[tuple[str, bool], str | None] = {}
-_VERDICTS_KEPT: Final = 1024
-
-
 def _tokenize(sql: str | None, *, ignore_case: bool) -> None:
     if sql is None:
         return
-    key = (sql, ignore_case)
-    try:
-        verdict = _VERDICTS[key]
-    except KeyError:
-        try:
-            _scan(sql, ignore_case=ignore_case)
-        except QueryRejected as exc:
-            verdict = str(exc)
-        else:
-            verdict = None
-        if len(_VERDICTS) >= _VERDICTS_KEPT:
-            _VERDICTS.clear()
-        _VERDICTS[key] = verdict
+    verdict = _verdict(sql, ignore_case)
     if verdict is not None:
         raise QueryRejected(verdict)
+
+
+@functools.lru_cache(maxsize=1024)
+def _verdict(sql: str, ignore_case: bool) -> str | None:
+    """What ``_scan`` says of a text: None for passed, else the rejection's message.
+    Remembered: a client's projections and sort orders, and often its whole selection,
+    recur in every query it sends."""
+    try:
+        _scan(sql, ignore_case=ignore_case)
+    except QueryRejected as exc:
+        return str(exc)
+    return None
 
 
 def _scan(sql: str, *, ignore_case: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 
 import pytest
 from rich.console import Console
@@ -33,13 +34,30 @@ async def test_a_cancel_that_comes_while_the_status_line_stops_is_kept() -> None
     assert [] == ended
 
 
+class _Screen(io.StringIO):
+    """A terminal's screen that says when a text first appears on it (rich may write from
+    its refresh thread)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.shown = threading.Event()
+
+    def write(self, data: str) -> int:
+        written = super().write(data)
+        if self.text in self.getvalue():
+            self.shown.set()
+        return written
+
+
 async def test_the_status_line_is_shown_and_stopped_with_its_block() -> None:
-    """A block longer than ``SHOW_AFTER_S`` shows the step; the line's task ends with it."""
-    out = io.StringIO()
-    progress = Progress(console=Console(file=out, force_terminal=True))
+    """A block that lasts shows the step (once ``SHOW_AFTER_S`` has passed); the line's task
+    ends with the block."""
+    screen = _Screen("waiting for the phone's row")
+    progress = Progress(console=Console(file=screen, force_terminal=True))
     before = asyncio.all_tasks()
     async with progress.shown():
         progress.step("waiting for the phone's row")
-        await asyncio.sleep(1.3)
-    assert "waiting for the phone's row" in out.getvalue()
+        # the step on the screen itself, not a guess at how long a loaded machine takes
+        assert await asyncio.to_thread(screen.shown.wait, 30), screen.getvalue()
     assert asyncio.all_tasks() == before
