@@ -138,6 +138,17 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
         f"marked FAILED a moment later. Also read from ${FRAMEWORK_SETTLE_AFTER_ENV}.",
     ),
     click.option(
+        "--app-send-timeout",
+        type=Seconds(maximum=3600),
+        default=300.0,
+        show_default=True,
+        help="Seconds one send try of the messaging app may last before the app marks its row "
+        "failed (AOSP Messaging: 5 minutes). A one-segment SMS whose row turns FAILED within "
+        "this of the dispatch is resent (the radio said no); one that turns FAILED later, or "
+        "a text of several segments, or an MMS, goes to a person (UNSETTLED): parts, or the "
+        "whole text, may have gone out.",
+    ),
+    click.option(
         "--backoff",
         type=Seconds(maximum=86_400),
         default=1.0,
@@ -159,7 +170,8 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
 
 def policy_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """The retry policy of a new action: ``max_attempts``, ``grace``, ``unverified_after``,
-    ``settle_after``, ``framework_settle_after``, ``backoff`` and ``max_backoff`` (turn them
+    ``settle_after``, ``framework_settle_after``, ``app_send_timeout``, ``backoff`` and
+    ``max_backoff`` (turn them
     into one with :func:`retry_policy`)."""
     for option in reversed(_POLICY_OPTIONS):
         function = option(function)
@@ -175,6 +187,7 @@ def retry_policy(
     max_backoff: float,
     settle_after: float = 1800.0,
     framework_settle_after: float = 5.0,
+    app_send_timeout: float = 300.0,
 ) -> RetryPolicy:
     """The ``RetryPolicy`` the :func:`policy_options` describe.
 
@@ -187,6 +200,7 @@ def retry_policy(
         unverified_after=timedelta(seconds=unverified_after),
         settle_after=timedelta(seconds=settle_after),
         framework_settle_after=timedelta(seconds=framework_settle_after),
+        app_send_timeout=timedelta(seconds=app_send_timeout),
         initial_interval=timedelta(seconds=backoff),
         maximum_interval=timedelta(seconds=max_backoff),
     )

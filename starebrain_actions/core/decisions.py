@@ -22,6 +22,7 @@ from starebrain_actions.core.model import (
     Action,
     ActionRecord,
     DeliveryState,
+    ProviderKind,
     RedispatchDecision,
     RedispatchReason,
     RetryGrant,
@@ -221,10 +222,42 @@ def failed_after_sent(record: ActionRecord) -> bool:
 #: a radio success after it is ignored (``SmsSender``: "ignoring sent result"): no proof.
 APP_SEND_TIMEOUT: Final = timedelta(minutes=5)
 
+#: How long MmsService waits for the MMS network before it fails a send
+#: (``MmsNetworkManager.DEFAULT_MMS_SERVICE_NETWORK_REQUEST_TIMEOUT_MILLIS``, 30 minutes,
+#: packages/services/Mms as LineageOS mirrors it: branches lineage-17.1 to lineage-21.0, that
+#: is Android 10 to 14 (android-14.0.0_r29); 15 was not read). The wait comes after Messaging's
+#: resend window, and it is a bound the product cannot know: DeviceConfig
+#: (``telephony/mms_service_network_request_timeout_millis``) changes it without a trace on
+#: the phone's rows, and ``MmsRequest`` tries the HTTP post up to 3 times, acquiring the
+#: network again each time. So an MMS row is never settled by time:
+#: past the settle window plus this wait, still SENT, it goes to a person (``sent_as_mms``).
+MMS_NETWORK_WAIT: Final = timedelta(minutes=30)
+
 
 def on_framework_path(record: ActionRecord) -> bool:
     """Was the attempt sent through the framework (its rows are written by ``creator``)?"""
     return isinstance(record.evidence.get("creator"), str)
+
+
+def sent_as_mms(record: ActionRecord, kind: ProviderKind | None) -> bool:
+    """Is ``record``'s row (or the row found for it, of table ``kind``) an MMS on the
+    messaging app's path? Its SENT is never proof by time (``MMS_NETWORK_WAIT``), and its
+    FAILED never proof that nothing went out (MmsService posts it up to 3 times; a post whose
+    answer was lost may have reached the carrier)."""
+    return kind is ProviderKind.MMS and not on_framework_path(record)
+
+
+def may_be_partly_sent(record: ActionRecord, kind: ProviderKind | None, segments: int) -> bool:
+    """Can a FAILED row of ``record`` (of table ``kind``, for a body of ``segments`` SMS) hide
+    a send that went out, whole or in part? On the messaging app's path: a text of several
+    segments (Messaging keeps the worst result across the parts, ``SmsSender``'s
+    ``setPartResult``, packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1: a
+    FAILED row can hide parts delivered before the one that failed), or one sent as MMS
+    (``sent_as_mms``). The framework path refuses a text of several segments and writes its
+    row only at the final result (``SMSDispatcher``, frameworks/opt/telephony 10 to 15)."""
+    if on_framework_path(record):
+        return False
+    return segments > 1 or sent_as_mms(record, kind)
 
 
 def settles_at(
@@ -234,6 +267,7 @@ def settles_at(
     settle_after: timedelta,
     framework_settle_after: timedelta,
     row_date_ms: int | None = None,
+    kind: ProviderKind | None = None,
 ) -> datetime:
     """When a SENT row first seen at ``seen_at`` has settled, so that it proves the send.
 
@@ -248,9 +282,14 @@ def settles_at(
     Either way it is bounded by what is certain: a date before the dispatch never brings
     the settle time earlier, and the row was written by the time it was seen, so a phone's
     clock running ahead never puts its creation later than ``seen_at``.
+
+    An MMS row of the app's path (``kind``, ``sent_as_mms``) waits ``MMS_NETWORK_WAIT`` more;
+    it is never settled by time: what this returns is when a person is asked.
     """
     if on_framework_path(record):
         return seen_at + framework_settle_after
+    if sent_as_mms(record, kind):
+        settle_after += MMS_NETWORK_WAIT
     start = record.dispatched_at
     if row_date_ms is not None:
         if record.device_clock_ms is not None:

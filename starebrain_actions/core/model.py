@@ -69,8 +69,11 @@ class ReviewReason(enum.StrEnum):
     #: the confirmed row stopped showing the message as sent before it settled: it left the
     #: restricted view (the app marked it failed, or the owner deleted it: the shell cannot
     #: tell which), its id now holds another message, or the app marked it failed after its
-    #: own send timeout (a late radio success is ignored there): whether it went out is
-    #: unknown, and it is never resent without a ruling
+    #: own send timeout (a late radio success is ignored there); or the row found may hide a
+    #: send: the app marked a text of several segments failed (parts before the failed one
+    #: may have been delivered) or an MMS failed, or an MMS row outlived its settle time (no
+    #: time proves an MMS): whether it went out is unknown, and it is never resent without a
+    #: ruling
     UNSETTLED = "UNSETTLED"
 
 
@@ -457,6 +460,13 @@ class RetryPolicy:
     framework_settle_after: timedelta = attrs.field(
         default=timedelta(seconds=5), validator=_non_negative
     )
+    #: how long one send try of the messaging app may last before the app gives up and
+    #: rewrites its row FAILED (``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT``, 5 minutes,
+    #: packages/apps/Messaging ``BugleGservicesKeys`` android-10.0.0_r30 to android-15.0.0_r1):
+    #: a row of a one-segment SMS seen FAILED within this of the dispatch is the radio's
+    #: verdict (nothing went out, resent); one seen FAILED later may be the app's own timeout
+    #: while the radio did send (``SmsSender`` ignores a result after it): review (UNSETTLED)
+    app_send_timeout: timedelta = attrs.field(default=timedelta(minutes=5), validator=_non_negative)
 
     def interval_before(self, attempt: int, seed: str = "") -> timedelta:
         """The wait required before attempt number ``attempt`` (>= 2) may start.

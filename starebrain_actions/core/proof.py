@@ -15,7 +15,9 @@ from typing import Any
 from starebrain_actions.core.convert import format_time
 from starebrain_actions.core.decisions import (
     APP_SEND_TIMEOUT,
+    may_be_partly_sent,
     on_framework_path,
+    sent_as_mms,
     settle_time,
     settles_at,
 )
@@ -28,6 +30,7 @@ from starebrain_actions.core.model import (
     DeliveryState,
     LookupResult,
     MatchVerdict,
+    ProviderKind,
     ReviewReason,
     Transition,
     require_aware,
@@ -54,36 +57,43 @@ def settle(
     complete: bool,
     actor: str = "reconciler",
     evidence: Mapping[str, Any] | None = None,
+    segments: int = 1,
+    app_send_timeout: timedelta = APP_SEND_TIMEOUT,
 ) -> tuple[Transition, ...]:
     """What one read proves about a confirmed attempt whose row has not settled (VERIFYING).
 
     ``row``: what its row (the same ``_id`` and date) says in this read; None when the read
     does not show it. Still SENT once ``settle_time`` has passed: judged (ACCEPTED when
-    ``verdict`` matched). FAILED: the phone's verdict that nothing went out, REJECTED (the
-    artifact exists but does not carry the intent) and resent like a FAILED delivery; unless
-    the app may have written it after its own send timeout (a UI-path row seen failed past
-    the receipt plus ``APP_SEND_TIMEOUT``), which proves nothing: review (UNSETTLED). Gone
-    from a complete read (failed out of the restricted view's sight, deleted, or its ``_id``
-    reused): review (UNSETTLED), never a resend. Anything else: nothing yet.
+    ``verdict`` matched); but an MMS of the app's path is never proven by time
+    (``decisions.MMS_NETWORK_WAIT``): review (UNSETTLED). FAILED: the phone's verdict that
+    nothing went out, REJECTED (the artifact exists but does not carry the intent) and resent
+    like a FAILED delivery; unless the row may hide a send that went out: a text of several
+    segments (``segments``, the intent's) or an MMS on the app's path
+    (``decisions.may_be_partly_sent``), or a UI-path row seen failed past the receipt plus
+    ``app_send_timeout`` (the app's own timeout: a radio success after it is ignored): review
+    (UNSETTLED). Gone from a complete read (failed out of the restricted view's sight,
+    deleted, or its ``_id`` reused): review (UNSETTLED), never a resend. Anything else:
+    nothing yet.
     """
     now = require_aware("now", now)
     if record.delivery is not _C or record.acceptance is not _AP:
         return ()
     proof = dict(evidence or {})
+    kind = record.provider_kind
     if row is ArtifactOutcome.SENT:
         due = settle_time(record)
         if due is not None and now < due:
             return ()
         if verdict is None:
             raise InvalidInput("a settled row needs a match verdict to be judged")
-        return (try_accept(record, verdict, now=now, actor=actor),)
-    if row is ArtifactOutcome.FAILED:
-        if on_framework_path(record) or now < record.dispatched_at + APP_SEND_TIMEOUT:
+        if not sent_as_mms(record, kind):
+            return (try_accept(record, verdict, now=now, actor=actor),)
+        why = MMS_NEVER_SETTLES
+    elif row is ArtifactOutcome.FAILED:
+        unknown = _failed_proves_nothing(record, kind, now, segments, app_send_timeout)
+        if unknown is None:
             return (reject_failed_after_sent(record, now=now, actor=actor, evidence=proof),)
-        why = (
-            "the app marked the message failed after its own send timeout: a radio success"
-            " after it would be ignored, so whether it went out is unknown"
-        )
+        why = unknown
     elif row is None and complete:
         why = (
             "the confirmed row is no longer in view before it settled: the app marked it"
@@ -100,6 +110,45 @@ def settle(
     )
 
 
+#: Why a SENT MMS row of the app's path goes to a person once its settle time has passed.
+MMS_NEVER_SETTLES = (
+    "the app sent the text as MMS: MmsService waits for the MMS network 30 minutes by default,"
+    " a value the phone's DeviceConfig may change, and posts it up to 3 times, so no time"
+    " proves that the row will stay sent: a person must rule (ask the recipient, or look at"
+    " the message in the app)"
+)
+
+
+def _failed_proves_nothing(
+    record: ActionRecord,
+    kind: ProviderKind | None,
+    now: datetime,
+    segments: int,
+    app_send_timeout: timedelta,
+) -> str | None:
+    """Why a FAILED row of ``record`` does not prove that nothing went out (None: it does:
+    the framework's verdict, or the app's within its own send timeout for a one-segment
+    SMS)."""
+    if may_be_partly_sent(record, kind, segments):
+        if kind is ProviderKind.MMS:
+            return (
+                "the app marked its MMS failed: MmsService posts an MMS up to 3 times, and a"
+                " post whose answer was lost may have reached the carrier, so whether it went"
+                " out is unknown"
+            )
+        return (
+            f"the app marked a text of {segments} SMS segments failed: the row keeps the"
+            " worst result of its parts, so parts before the one that failed may have been"
+            " delivered; it is never resent without a ruling"
+        )
+    if on_framework_path(record) or now < record.dispatched_at + app_send_timeout:
+        return None
+    return (
+        "the app marked the message failed after its own send timeout: a radio success"
+        " after it would be ignored, so whether it went out is unknown"
+    )
+
+
 def reconcile(
     record: ActionRecord,
     lookup: LookupResult,
@@ -110,6 +159,8 @@ def reconcile(
     unverified_after: timedelta | None = None,
     settle_after: timedelta | None = None,
     framework_settle_after: timedelta | None = None,
+    segments: int = 1,
+    app_send_timeout: timedelta = APP_SEND_TIMEOUT,
 ) -> tuple[Transition, ...]:
     """Decide what one read of the phone proves about one attempt.
 
@@ -127,7 +178,10 @@ def reconcile(
     ``settle_after`` / ``framework_settle_after`` (the action's policy): a SENT row that
     matches is confirmed but judged only once it has settled (``settles_at``, noted in the
     evidence as ``settles_at``); until then the attempt is VERIFYING and :func:`settle`
-    watches it. None: judged at once.
+    watches it. None: judged at once. A FAILED row that may hide a send that went out (a text
+    of ``segments`` > 1 or an MMS on the app's path, or an app's row first seen failed past
+    the receipt plus ``app_send_timeout``) is confirmed, as the row the attempt wrote, and
+    goes to review (UNSETTLED): never FAILED, never resent without a ruling.
 
     Raises:
         InvalidInput: a SENT artifact comes without a match verdict.
@@ -154,6 +208,8 @@ def reconcile(
             actor=actor,
             settle_after=settle_after,
             framework_settle_after=framework_settle_after,
+            segments=segments,
+            app_send_timeout=app_send_timeout,
         )
     # A read that does not show the message proves nothing (DESIGN invariant 4): the row may
     # be queued or failed where the reader cannot see it (every caller but uid 1000/1001 and
@@ -170,9 +226,12 @@ def _artifact_found(
     actor: str,
     settle_after: timedelta | None,
     framework_settle_after: timedelta | None,
+    segments: int,
+    app_send_timeout: timedelta,
 ) -> tuple[Transition, ...]:
     """What the artifact a read attributed to an unresolved attempt proves: sent (confirmed,
-    then judged), failed, or still queued (STUCK in review past the grace window)."""
+    then judged), failed (or, where the row may hide a send, confirmed and in review as
+    UNSETTLED), or still queued (STUCK in review past the grace window)."""
     row = {
         **artifact.evidence,
         "provider_object_id": artifact.provider_object_id,
@@ -188,15 +247,18 @@ def _artifact_found(
             framework_settle_after=framework_settle_after,
         )
     if artifact.outcome is ArtifactOutcome.FAILED:
-        return (
-            fail_delivery(
-                record,
-                reason="the phone marked the message failed",
-                now=now,
-                actor=actor,
-                evidence=row,
-            ),
-        )
+        why = _failed_proves_nothing(record, artifact.kind, now, segments, app_send_timeout)
+        if why is None:
+            return (
+                fail_delivery(
+                    record,
+                    reason="the phone marked the message failed",
+                    now=now,
+                    actor=actor,
+                    evidence=row,
+                ),
+            )
+        return _confirmed_for_review(record, artifact, now, actor=actor, why=why)
     if now >= record.dispatched_at + grace_window and record.review_reason is None:
         return (flag_for_review(record, ReviewReason.STUCK, now=now, actor=actor, evidence=row),)
     return ()
@@ -228,9 +290,13 @@ def _artifact_sent(
             settle_after=settle_after,
             framework_settle_after=framework_settle_after or timedelta(0),
             row_date_ms=artifact.row_date_ms,
+            kind=artifact.kind,
         )
         if due > now:
             row_evidence["settles_at"] = format_time(due)
+        elif sent_as_mms(record, artifact.kind):
+            # first seen past its settle time: an MMS is still never proven by time
+            return _confirmed_for_review(record, artifact, now, actor=actor, why=MMS_NEVER_SETTLES)
     confirmed = confirm_delivery(
         record,
         provider_object_id=artifact.provider_object_id,
@@ -244,6 +310,26 @@ def _artifact_sent(
         return (confirmed,)  # sent by the phone, not yet settled
     judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
     return (confirmed, judged)
+
+
+def _confirmed_for_review(
+    record: ActionRecord, artifact: Artifact, now: datetime, *, actor: str, why: str
+) -> tuple[Transition, ...]:
+    """The row the attempt wrote, confirmed as its artifact (no other attempt may claim it),
+    and in review as UNSETTLED: whether it went out is unknown (``why``)."""
+    confirmed = confirm_delivery(
+        record,
+        provider_object_id=artifact.provider_object_id,
+        provider_kind=artifact.kind,
+        row_date_ms=artifact.row_date_ms,
+        now=now,
+        actor=actor,
+        evidence=dict(artifact.evidence),
+    )
+    flagged = flag_for_review(
+        confirmed.after, ReviewReason.UNSETTLED, now=now, actor=actor, evidence={"why": why}
+    )
+    return (confirmed, flagged)
 
 
 def _artifact_missing(

@@ -24,6 +24,7 @@ that matter for emoji and combining marks.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from typing import Final, Literal
 
@@ -88,6 +89,13 @@ def utf16_units(character: str) -> int:
 def count_segments(body: str) -> SegmentCount:
     """The encoding, length and segment count of ``body`` as Android sends it."""
     return _count(body, fragments(body))
+
+
+@functools.lru_cache(maxsize=4096)
+def body_segments(body: str) -> int:
+    """How many SMS ``body`` is sent as (``count_segments``), remembered: every read of the
+    phone asks it again of each attempt it watches."""
+    return count_segments(body).segments
 
 
 def fragments(body: str) -> tuple[str, ...]:

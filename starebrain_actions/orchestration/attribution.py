@@ -67,6 +67,7 @@ from starebrain_actions.core.model import (
     require_aware,
 )
 from starebrain_actions.core.ports import OutgoingMessage, PhoneRead
+from starebrain_actions.core.segments import body_segments
 from starebrain_actions.orchestration.watched import (
     CLOCK_TOLERANCE_MS,
     Claim,
@@ -437,6 +438,8 @@ def _reconcile(item: Watched, lookup: LookupResult, now: datetime) -> tuple[Tran
         unverified_after=action.policy.unverified_after,
         settle_after=action.policy.settle_after,
         framework_settle_after=action.policy.framework_settle_after,
+        segments=body_segments(action.intent.body),
+        app_send_timeout=action.policy.app_send_timeout,
     )
 
 
@@ -681,6 +684,8 @@ def _settle(
         None if message is None else judge(message, item.action.intent),
         now,
         complete=read.complete and covered,
+        segments=body_segments(item.action.intent.body),
+        app_send_timeout=item.action.policy.app_send_timeout,
         evidence={
             "read_mode": read.mode,
             **({"row": _row_evidence(message, read)} if message else {}),

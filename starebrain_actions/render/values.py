@@ -43,6 +43,12 @@ def status_meaning(summary: ActionSummary) -> str | None:
         )
     due = settles_at(summary)
     if due is not None:
+        latest = summary.latest
+        if latest is not None and _decisions.sent_as_mms(latest, latest.provider_kind):
+            return (
+                "sent by the phone as MMS, not settled: no time proves an MMS (MmsService may"
+                f" still fail it); still sent at {when(due)}, it goes to a person"
+            )
         return (
             "sent by the phone, not yet settled: the app may still mark it failed until"
             f" {when(due)}"
@@ -51,6 +57,10 @@ def status_meaning(summary: ActionSummary) -> str | None:
     if latest is not None and _decisions.failed_after_sent(latest):
         return "the phone showed it sent, then marked it failed: nothing went out"
     if latest is not None and latest.review_reason is ReviewReason.UNSETTLED:
+        why = latest.evidence.get("why")
+        if isinstance(why, str) and why and "no longer in view" not in why:
+            # a row that may hide a send (parts of a long text, an MMS, a late FAILED)
+            return f"{why}: a person must rule; it is never resent without a ruling"
         return (
             "the phone showed it sent, then its row left the view before it settled (failed,"
             " or deleted by the phone's owner): a person must rule; it is never resent"

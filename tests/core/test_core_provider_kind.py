@@ -174,21 +174,26 @@ def test_reconcile_confirms_with_the_artifacts_kind(matched: bool) -> None:
 
 
 def test_reconcile_shows_the_kind_of_a_failed_or_stuck_mms_row() -> None:
-    """A failed MMS row fails the attempt and a queued one past the grace window flags it
-    STUCK; either way the evidence names the row with its table, and no row is stored."""
-    (failed,) = reconcile(
+    """A failed MMS row proves nothing (MmsService posts it up to 3 times: issue 33): the
+    attempt is confirmed as MMS row 12, the row it wrote, and goes to review (UNSETTLED),
+    never FAILED; a queued one past the grace window flags it STUCK, the evidence naming the
+    row with its table and no row stored."""
+    confirmed, flagged = reconcile(
         make_record(),
         LookupResult(complete=True, artifact=mms_artifact(ArtifactOutcome.FAILED)),
         NOW,
         grace_window=GRACE,
     )
-    assert (F, None, None) == (
-        failed.after.delivery,
-        failed.after.provider_object_id,
-        failed.after.provider_kind,
+    assert (C, AP, 12, MMS) == (
+        flagged.after.delivery,
+        flagged.after.acceptance,
+        flagged.after.provider_object_id,
+        flagged.after.provider_kind,
     )
+    assert ReviewReason.UNSETTLED == flagged.after.review_reason
+    assert "MMS" in flagged.evidence["why"]
     assert {"provider_object_id": 12, "provider_kind": "mms", "date_ms": 7} == {
-        key: failed.evidence[key] for key in ("provider_object_id", "provider_kind", "date_ms")
+        key: confirmed.evidence[key] for key in ("provider_object_id", "provider_kind", "date_ms")
     }
     (stuck,) = reconcile(
         make_record(),
