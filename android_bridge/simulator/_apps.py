@@ -285,3 +285,6 @@ class Transmission:
     time_ms: int
     #: The package that sent it.
     app: str
+    #: Of a text of several SMS: how many of its parts went out, when not all did (the app's
+    #: row then says FAILED: see ``Fault.SEND_FAILS``); None: the whole message.
+    parts_out: int | None = None

@@ -19,8 +19,23 @@ class Fault(enum.StrEnum):
     #: (nothing is sent); one that does (the product's send script) delivers it, and the
     #: message is sent.
     DROP_BEFORE_SEND = "drop-before-send"
-    #: The radio fails: the row ends as type 5 FAILED.
+    #: The radio fails: the row ends as type 5 FAILED. A text of several SMS sent through the
+    #: messaging app fails on its last part: the parts before it go out (``Transmission``'s
+    #: ``parts_out``), and the row still ends FAILED, since the app keeps the worst result
+    #: across the parts (``SmsSender.SendResult.setPartResult``, packages/apps/Messaging
+    #: android-10.0.0_r30 to android-15.0.0_r1, read as LineageOS 17.1 to 22.0 mirror it).
     SEND_FAILS = "send-fails"
+    #: The messaging app's own send timeout passes before the radio answers: the app rewrites
+    #: its row FAILED (after ``app_send_timeout_ms``: ``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT``, 5
+    #: minutes, ``BugleGservicesKeys``), and the radio's success that follows is ignored
+    #: (``SmsSender.setResult``: "ignoring sent result"): the SMS went out, its row says
+    #: FAILED (packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1).
+    APP_TIMEOUT = "app-timeout"
+    #: The next send goes as MMS, and MmsService never gets its network: the app's box-2 row
+    #: stays sent until ``mms_fail_after_ms`` (its 20-minute resend window, then
+    #: ``MmsNetworkManager``'s 30-minute wait: about 50 minutes), then turns FAILED; nothing
+    #: goes out (packages/services/Mms, LineageOS 17.1 to 21.0: Android 10 to 14).
+    MMS_NETWORK_TIMEOUT = "mms-network-timeout"
     #: The radio never sends it: the row stays as the app wrote it, SENT for an app writing
     #: it optimistically (every profile; its own database says failed once it gives up),
     #: OUTBOX (4) for one that writes OUTBOX first.
@@ -69,6 +84,8 @@ SEND_FAULTS: Final = frozenset(
         Fault.DROP_AFTER_SEND,
         Fault.DROP_BEFORE_SEND,
         Fault.SEND_FAILS,
+        Fault.APP_TIMEOUT,
+        Fault.MMS_NETWORK_TIMEOUT,
         Fault.STUCK_OUTBOX,
         Fault.DUPLICATE_SEND,
         Fault.MANGLE_BODY,

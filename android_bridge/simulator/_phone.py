@@ -25,6 +25,7 @@ from android_bridge.simulator._apps import (
     Transmission,
     app_profile,
     simple_characters,
+    sms_segments,
 )
 from android_bridge.simulator._auth import AuthorizedKeys
 from android_bridge.simulator._awk import awk
@@ -151,6 +152,8 @@ class SimulatedPhone:
         work_profile: bool = False,
         secondary_user_sms_app: str | None = None,
         framework_jar: FrameworkJarKind = "aosp",
+        app_send_timeout_ms: int = 5 * 60 * 1000,
+        mms_fail_after_ms: int = 50 * 60 * 1000,
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -174,6 +177,14 @@ class SimulatedPhone:
         self.allow_new_keys = allow_new_keys
         self.latency_ms = latency_ms
         self.send_delay_ms = send_delay_ms
+        if app_send_timeout_ms < 0 or mms_fail_after_ms < 0:
+            raise ValueError("app_send_timeout_ms and mms_fail_after_ms must not be negative")
+        #: ``app-timeout``: when the app gives up on a send try and rewrites its row FAILED
+        #: (AOSP Messaging: ``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT``, 5 minutes).
+        self.app_send_timeout_ms = app_send_timeout_ms
+        #: ``mms-network-timeout``: when an MMS waiting for its network turns FAILED (the
+        #: app's 20-minute resend window, then MmsService's 30-minute network wait).
+        self.mms_fail_after_ms = mms_fail_after_ms
         self.clock_skew_ms = clock_skew_ms
         self.background_sends = background_sends
         self.region = region.upper()
@@ -992,7 +1003,7 @@ class SimulatedPhone:
         channel: Channel
         if Fault.RCS_SEND in faults:
             channel = "rcs"
-        elif Fault.MMS_CONVERT in faults:
+        elif Fault.MMS_CONVERT in faults or Fault.MMS_NETWORK_TIMEOUT in faults:
             channel = "mms"
         else:
             channel = app.channel_for(addresses, request.body, request.subject, self.rcs)
@@ -1035,7 +1046,12 @@ class SimulatedPhone:
                 # SENT row for good, once it gives up in its own database)
                 continue
             for message in outgoing:
-                await self._complete_later(message, failed=failed)
+                if channel == "mms" and Fault.MMS_NETWORK_TIMEOUT in faults:
+                    self._later(message, self.mms_fail_after_ms, self._mms_network_timeout)
+                elif channel == "sms" and Fault.APP_TIMEOUT in faults:
+                    self._later(message, self.app_send_timeout_ms, self._app_timeout)
+                else:
+                    await self._complete_later(message, failed=failed)
         await self._link_faults_after(faults)
 
     def _link_faults_before(self, faults: frozenset[Fault]) -> bool:
@@ -1104,6 +1120,38 @@ class SimulatedPhone:
 
         self._pending_sends[key] = asyncio.create_task(finish())
 
+    def _later(self, message: _Outgoing, delay_ms: int, then: Callable[[_Outgoing], None]) -> None:
+        """``then(message)`` after ``delay_ms``, as a pending send (``radio_idle`` waits)."""
+        assert message.provider_id is not None
+        key: tuple[Channel, int] = (message.channel, message.provider_id)
+
+        async def finish() -> None:
+            try:
+                await asyncio.sleep(delay_ms / 1000)
+                then(message)
+            finally:
+                self._pending_sends.pop(key, None)
+
+        self._pending_sends[key] = asyncio.create_task(finish())
+
+    def _app_timeout(self, message: _Outgoing) -> None:
+        """``app-timeout``: the app's send timeout passed: it rewrites its row FAILED (type
+        only: ``MmsUtils.updateSmsMessageSendingStatus``); the radio's success comes after
+        and is ignored, but the SMS went out."""
+        assert message.provider_id is not None
+        row = self.store.row(message.provider_id)
+        if row is not None and row.type in (MESSAGE_TYPE_OUTBOX, MESSAGE_TYPE_SENT):
+            self.store.update(message.provider_id, {"type": MESSAGE_TYPE_FAILED})
+        self._record(message)
+
+    def _mms_network_timeout(self, message: _Outgoing) -> None:
+        """``mms-network-timeout``: MmsService gave up waiting for the MMS network: the sent
+        box row turns FAILED, and nothing went out."""
+        assert message.provider_id is not None
+        boxes = {mms.id: mms.msg_box for mms in self.store.mms_messages()}
+        if boxes.get(message.provider_id) in (MMS_BOX_OUTBOX, MMS_BOX_SENT):
+            self.store.mark_mms_failed(message.provider_id)
+
     def _complete(self, message: _Outgoing, *, failed: bool) -> None:
         """The radio's verdict on one SMS or MMS still in the outbox."""
         assert message.provider_id is not None
@@ -1123,13 +1171,18 @@ class SimulatedPhone:
                 # AOSP Messaging rewrites only type (and date, to the same value):
                 # MmsUtils.updateSmsMessageSendingStatus
                 self.store.update(message.provider_id, {"type": MESSAGE_TYPE_FAILED})
+                parts = sms_segments(message.body)
+                if message.app != SHELL_PACKAGE and parts > 1:
+                    # the last part failed, the ones before it went out: the app's row keeps
+                    # the worst result of its parts (SmsSender.SendResult.setPartResult)
+                    self._record(message, parts_out=parts - 1)
                 return
             if row.type == MESSAGE_TYPE_OUTBOX:
                 self.store.mark_sent(message.provider_id, date_sent_ms=self.now_ms())
             # an optimistic app's SENT row is left as it is: nothing tells it was sent
         self._record(message)
 
-    def _record(self, message: _Outgoing) -> None:
+    def _record(self, message: _Outgoing, *, parts_out: int | None = None) -> None:
         self._transmitted(
             Transmission(
                 channel=message.channel,
@@ -1138,6 +1191,7 @@ class SimulatedPhone:
                 provider_id=message.provider_id,
                 time_ms=self.now_ms(),
                 app=message.app,
+                parts_out=parts_out,
             )
         )
 
