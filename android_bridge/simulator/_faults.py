@@ -25,6 +25,11 @@ class Fault(enum.StrEnum):
     #: across the parts (``SmsSender.SendResult.setPartResult``, packages/apps/Messaging
     #: android-10.0.0_r30 to android-15.0.0_r1, read as LineageOS 17.1 to 22.0 mirror it).
     SEND_FAILS = "send-fails"
+    #: The next text of several SMS that the messaging app sends fails on its last part: the
+    #: parts before it go out, and the row ends FAILED (as ``send-fails`` does to a long
+    #: text). It waits for such a text: shorter ones and the framework's sends (one SMS
+    #: each) do not use it up.
+    PART_FAILS = "part-fails"
     #: The messaging app's own send timeout passes before the radio answers: the app rewrites
     #: its row FAILED (after ``app_send_timeout_ms``: ``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT``, 5
     #: minutes, ``BugleGservicesKeys``), and the radio's success that follows is ignored
@@ -97,6 +102,9 @@ SEND_FAULTS: Final = frozenset(
         Fault.SIMPLE_CHARACTERS,
     }
 )
+
+#: Faults consumed only by a send of the messaging app whose text needs several SMS.
+LONG_TEXT_FAULTS: Final = frozenset({Fault.PART_FAILS})
 
 #: Faults consumed by an ``am start`` run.
 AM_FAULTS: Final = frozenset(

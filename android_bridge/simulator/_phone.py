@@ -1013,6 +1013,9 @@ class SimulatedPhone:
         if Fault.MANGLE_BODY in faults:
             body = autocorrect(body)
         failed = Fault.SEND_FAILS in faults
+        if channel == "sms" and sms_segments(body) > 1 and self.faults.take(Fault.PART_FAILS):
+            log.info("simulator_send_faults", faults=[Fault.PART_FAILS.value])
+            failed = True  # the last part fails, the ones before it go out (_complete)
         stuck = Fault.STUCK_OUTBOX in faults
         copies = 2 if Fault.DUPLICATE_SEND in faults else 1
         for _ in range(copies):

@@ -94,7 +94,7 @@ from android_bridge import BridgeError, Device, SmsDispatcher, ensure_key
 from android_bridge._fence import FENCE_ROOT, SCRIPT
 from android_bridge.recipients import normalize_recipient
 from android_bridge.simulator import Fault, SimulatedPhone
-from android_bridge.simulator._faults import AM_FAULTS, SEND_FAULTS
+from android_bridge.simulator._faults import AM_FAULTS, LONG_TEXT_FAULTS, SEND_FAULTS
 from android_bridge.simulator._isms import SHELL_PACKAGE
 from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.model import (
@@ -130,6 +130,10 @@ BODY_TEMPLATES: Final = (
     "Café à {hour}h{minute}, table {code}",
     "pls call back about ticket {code}",
     "Meeting moved to {hour}:{minute}, room {code}",
+    # two SMS segments (issue 33: a long text whose last part fails, its first delivered)
+    "Reminder: appointment {code} is confirmed for {hour}:{minute} tomorrow. Please come ten"
+    " minutes early with your card and a photo ID, and call the front desk if you need to"
+    " change the time or cancel.",
 )
 
 
@@ -203,6 +207,20 @@ class ChaosConfig:
     #: plus the radio, as the default (30 minutes) is longer than a real app takes to give up
     settle_after_s: float = 5.0
     framework_settle_after_s: float = 0.5
+    #: the messaging app's own send timeout (5 minutes on a phone, ``app-timeout``), the
+    #: phones' and the actions' policy alike, in the proportion of the settle window (5 of
+    #: 30 minutes is 1 of 6 s, less the radio: 2 s here)
+    app_send_timeout_s: float = 2.0
+    #: faults every phone arms before the seeded order (issue 33's rows that may hide a
+    #: send: a long text's last part failing, the app's own timeout, an MMS's network wait)
+    first_faults: tuple[Fault, ...] = (
+        Fault.PART_FAILS,
+        Fault.APP_TIMEOUT,
+        Fault.MMS_NETWORK_TIMEOUT,
+    )
+    #: an MMS that never gets its network turns FAILED this long after the send
+    #: (``mms-network-timeout``: about 50 minutes on a phone; never settled by time anyway)
+    mms_fail_after_s: float = 3.0
     #: each phone's ``/system/framework/framework.jar`` (the simulator's ``framework_jar``):
     #: "aosp" proves the ``isms`` code, so ``--send-path auto`` sends through the framework
     #: there from the first send; "stripped" proves nothing, so auto stays on the messaging
@@ -348,12 +366,12 @@ def plan_queue(config: ChaosConfig, actions: Sequence[ActionSpec]) -> tuple[list
 
 
 def fault_order(config: ChaosConfig, phone: int) -> list[Fault]:
-    """Every fault of the simulator in a seeded order; each phone starts elsewhere in it, so
-    that two phones together meet every fault early."""
-    order = list(Fault)
+    """Every fault of the simulator in a seeded order, ``config.first_faults`` first; each
+    phone starts elsewhere in the rest, so that two phones together meet every fault early."""
+    order = [fault for fault in Fault if fault not in config.first_faults]
     random.Random(f"{config.seed}:faults").shuffle(order)
     shift = phone * len(order) // config.phones
-    return order[shift:] + order[:shift]
+    return [*config.first_faults, *order[shift:], *order[:shift]]
 
 
 # --------------------------------------------------------------------------- ground truth
@@ -1103,6 +1121,8 @@ class ChaosRun:
                 unlock_after_boot_ms=600,
                 seed=self.config.seed * 10 + index,
                 framework_jar=self._framework_jar(index),
+                app_send_timeout_ms=int(self.config.app_send_timeout_s * 1000),
+                mms_fail_after_ms=int(self.config.mms_fail_after_s * 1000),
             )
             await phone.start()
             rig = PhoneRig(index, phone, read_as_system=system)
@@ -1262,6 +1282,7 @@ class ChaosRun:
             "unverified_after_s": config.unverified_after_s,
             "settle_after_s": config.settle_after_s,
             "framework_settle_after_s": config.framework_settle_after_s,
+            "app_send_timeout_s": config.app_send_timeout_s,
         }
 
     def _child_spec(
@@ -1541,6 +1562,8 @@ class ChaosRun:
                     str(self.config.settle_after_s),
                     "--framework-settle-after",
                     str(self.config.framework_settle_after_s),
+                    "--app-send-timeout",
+                    str(self.config.app_send_timeout_s),
                     "--rate-limit",
                     "1000",
                     *await self._cli_options(),
@@ -1779,13 +1802,15 @@ class ChaosRun:
         classes = [
             [f for f in order if f in SEND_FAULTS],
             [f for f in order if f in AM_FAULTS],
-            [f for f in order if f not in SEND_FAULTS and f not in AM_FAULTS],
+            [f for f in order if f not in SEND_FAULTS | LONG_TEXT_FAULTS | AM_FAULTS],
+            # waits for a long text, without holding the other send faults back
+            [f for f in order if f in LONG_TEXT_FAULTS],
         ]
-        position = [0, 0, 0]
+        position = [0, 0, 0, 0]
         #: when each class may be armed again: ``am start`` faults and the command-level ones
         #: (a hang costs a whole command timeout) come three times less often than send faults
-        ready = [0.0, 0.0, 0.0]
-        spacing = (1.0, 3.0, 3.0)
+        ready = [0.0, 0.0, 0.0, 0.0]
+        spacing = (1.0, 3.0, 3.0, 1.0)
         while not self.chaos_over.is_set():
             await asyncio.sleep(0.1)
             remaining = rig.phone.faults.remaining()
@@ -2034,6 +2059,10 @@ class ChaosRun:
             1 for o in outcomes if o.send.path == "framework" and o.out
         )
         counts["app_sends_of_unknown_attempts"] = sum(1 for o in outcomes if not o.dispatch_id)
+        # long texts the radio failed on their last part, the parts before it delivered
+        counts["partial_sends"] = sum(
+            1 for rig in self.rigs for t in rig.phone.transmissions if t.parts_out is not None
+        )
         counts["sms_out"] = sum(tally.out.values())
         counts["app_doubled_sends"] = sum(1 for o in outcomes if o.doubled and o.out)
         counts["undelivered"] = sum(1 for key in groups if tally.out[key] == 0)
@@ -2379,6 +2408,7 @@ def _policy(spec: Mapping[str, Any]) -> RetryPolicy:
     return RetryPolicy(
         settle_after=timedelta(seconds=policy["settle_after_s"]),
         framework_settle_after=timedelta(seconds=policy["framework_settle_after_s"]),
+        app_send_timeout=timedelta(seconds=policy["app_send_timeout_s"]),
         maximum_attempts=int(policy["maximum_attempts"]),
         initial_interval=timedelta(seconds=policy["initial_interval_s"]),
         backoff_coefficient=2.0,
