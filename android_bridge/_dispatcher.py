@@ -575,6 +575,17 @@ class SendRoundTrip:
         )
 
 
+def send_round_trip_steps(command: str, content_prefix: str) -> list[str]:
+    """The steps of a send's one round trip, framed by :meth:`Device.run`: the watermark
+    reads, the phone's clock, then the send step ``command``."""
+    return [
+        latest_ids_query(prefix=content_prefix),
+        "date +%s%3N",
+        latest_mms_query(prefix=content_prefix),
+        command,
+    ]
+
+
 async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     """Run a send step in one round trip after the reads that let its artifact be found later:
     the ``_id``/``date`` of the highest visible row (the watermark: ``_id DESC LIMIT 1``,
@@ -590,14 +601,7 @@ async def run_send_round_trip(device: Device, command: str) -> SendRoundTrip:
     mode = await device.mode()
     before = device.round_trips
     try:
-        steps = await device.run(
-            [
-                latest_ids_query(prefix=device.content_prefix),
-                "date +%s%3N",
-                latest_mms_query(prefix=device.content_prefix),
-                command,
-            ]
-        )
+        steps = await device.run(send_round_trip_steps(command, device.content_prefix))
     except ReadFailed as exc:
         raise OutcomeUnknown("the send command was written but its output is garbled") from exc
     watermark_id, watermark_date_ms, proven = _watermark(device, steps[0].output)

@@ -141,6 +141,17 @@ def run_to_the_end(step: str, name: str) -> str:
       write of the step goes to a file (``{ …; }`` runs in the shell itself, its
       redirections in force for each of its commands: ``exec.c`` ``iosetup``), printed back
       by ``cat`` once the step is over, then removed. stdin is ``/dev/null``.
+    * That is the legacy ``shell:``, which the product speaks (adb-shell's
+      ``AdbDeviceAsync.shell`` opens ``shell:<cmd>``). Under the shell protocol
+      (``shell,v2:``, Google's ``adb shell``) adbd itself sends ``kill(pid, SIGHUP)`` to the
+      ``sh``, which the trap ignores the same way, then closes its ends of the stdout and
+      stderr sockets, so a later write raises SIGPIPE (``PassDataStreams``; ``ForkAndExec``
+      restores ``SIG_DFL``; system/core ``adb/daemon/shell_service.cpp`` android-10.0.0_r30
+      and 11.0.0_r1, packages/modules/adb unchanged to branch 15-qpr2). The file is enough
+      there too: the step writes nothing to them; the ``cat`` that prints it back dies alone
+      (141, as mksh's own ``cat`` returns with SIGPIPE blocked), ``rm`` still runs, and the
+      first builtin that writes after it (``Device.run``'s end frame) kills the ``sh`` with
+      nothing left to do.
     * Not ``setsid CMD`` (toybox forks only when the caller leads its process group, which a
       command of a non-interactive mksh does not: on 10 and 12 to 15 it stays mksh's
       foreground job and gets SIGHUP from ``j_exit``), not ``nohup CMD`` (stdout on the PTY:

@@ -8,14 +8,17 @@ values ``STATUS_NONE`` -1, ``STATUS_COMPLETE`` 0, ``STATUS_PENDING`` 32 and ``ST
 android-12.1.0_r4; public SDK constants since API 19, which the SDK never renumbers, so the
 same on 10 to 15).
 
-What writes it, read in a decompiled Android 14 framework (Pixel 7 Pro, UPB1.230309.014), not
-at an AOSP tag here, so the product relies on none of it: ``SMSDispatcher.SmsTracker
-.persistSentMessageIfRequired`` (the row the framework writes for a caller that is not the
-default SMS app) puts ``STATUS_PENDING`` only when the caller gave a delivery intent, and
-``SmsDispatchersController.handleSmsStatusReport`` writes the report's raw TP-Status (GSM:
-when it is below 32 or at least 64; CDMA: 0 or 64). A messaging app writes its own rows as it
-likes. So a value is read by the ranges of 3GPP TS 23.040's TP-Status (9.2.3.15): 0 to 31
-the transaction completed (delivered), 32 to 63 the centre still tries, 64 and above failed.
+What writes it, read in frameworks/opt/telephony at the AOSP tags android-10.0.0_r46,
+11.0.0_r46, 12.1.0_r11, 13.0.0_r52 and 14.0.0_r50 (as LineageOS's mirror merges them) and on
+its lineage-22.0 branch for 15: ``SMSDispatcher.SmsTracker.persistSentMessageIfRequired``
+(the row the framework writes for a caller that is not the default SMS app) puts
+``STATUS_PENDING`` only when the caller gave a delivery intent, and
+``SmsDispatchersController.handleSmsStatusReport`` writes the report's raw TP-Status for GSM
+when it is below 32 or at least 64; for CDMA it writes 0 whatever the report on 10, and 0 or 64
+by the report's error class from 11 (nothing for a temporary error). A messaging app writes
+its own rows as it likes, so a send is proven by its row alone, never by ``status``. A value
+is read by the ranges of 3GPP TS 23.040's TP-Status (9.2.3.15): 0 to 31 the transaction
+completed (delivered), 32 to 63 the centre still tries, 64 and above failed.
 
 The row is read as the reader reads it (:mod:`android_bridge._reader`): an integer query
 and a text query for ``creator`` of the same row, in one round trip, through the same view

@@ -13,7 +13,8 @@ default), ``printf`` (toybox's escapes), ``true``, ``false``, ``:``, ``sleep``, 
 
 A script runs in a :class:`Session`, as adbd starts it: when the stream goes, the terminal is
 hung up; a script whose ``sh`` does not ignore SIGHUP stops where it stands, one that ignores
-it (``trap '' HUP``) runs on with every write to the terminal failing (see :class:`Session`).
+it (``trap '' HUP``) runs on with every write to the terminal failing: ``EIO`` on a legacy
+``shell:`` PTY, ``EPIPE`` and SIGPIPE on the pipes of ``shell,v2:`` (see :class:`Session`).
 
 A command whose stdin is the terminal (not piped, not redirected) and that reads it waits
 until the terminal is hung up, as nobody types into adbd's PTY (see :func:`read_input`). A
@@ -85,23 +86,28 @@ _CURRENT_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar(
 
 
 class TerminalReadError(Exception):
-    """A read of the terminal was waiting when the terminal was hung up: it fails with
-    ``EIO`` (Linux ``n_tty_read``: the master's ``pty_close`` sets ``TTY_OTHER_CLOSED`` and
-    wakes the reader before ``tty_vhangup``), as it does for a command blocked in ``read``."""
+    """A read of a PTY was waiting when the terminal was hung up: it fails with ``EIO``
+    (Linux ``n_tty_read``: the master's ``pty_close`` sets ``TTY_OTHER_CLOSED`` and wakes the
+    reader before ``tty_vhangup``), as it does for a command blocked in ``read``. A read of
+    the shell protocol's stdin socket sees EOF instead (:func:`read_input`)."""
 
 
 async def read_input(stdin: str) -> str:
     """What a command reads from ``stdin`` up to EOF.
 
     From the terminal that is nothing, and not at once: nobody types into adbd's PTY (nor
-    into the shell protocol's stdin pipe), so ``read(2)`` blocks until the terminal is hung
+    into the shell protocol's stdin socket), so ``read(2)`` blocks until the terminal is hung
     up. A read begun after the hang-up sees EOF (``hung_up_tty_read`` returns 0); one that was
-    waiting when it came fails with ``EIO`` (:class:`TerminalReadError`; Android common kernel
-    ``drivers/tty/n_tty.c``, ``pty.c``). A script killed meanwhile stops there. Outside a
-    session (a shell run on its own, in unit tests) the terminal gives EOF at once.
+    waiting when it came fails with ``EIO`` on a PTY (:class:`TerminalReadError`; Android
+    common kernel ``drivers/tty/n_tty.c``, ``pty.c``). With the shell protocol's pipes stdin
+    is one end of a ``socketpair(AF_UNIX, SOCK_STREAM)`` whose other end adbd closes
+    (``CreateSocketpair``, ``stdinout_sfd_.reset()`` in ``PassDataStreams``; system/core
+    ``adb/daemon/shell_service.cpp`` android-10.0.0_r30 and android-11.0.0_r1): a waiting
+    read sees EOF too. A script killed meanwhile stops there. Outside a session (a shell run
+    on its own, in unit tests) the terminal gives EOF at once.
 
     Raises:
-        TerminalReadError: the read was waiting when the terminal was hung up.
+        TerminalReadError: the read of a PTY was waiting when the terminal was hung up.
         ScriptKilled: the script is gone while it waited.
     """
     if isinstance(stdin, SharedInput):
@@ -117,6 +123,8 @@ async def read_input(stdin: str) -> str:
     await session.hang_up_event.wait()
     if session.killed:
         raise ScriptKilled
+    if session.terminal == "pipes":
+        return ""  # the peer socket closed: read(2) returns 0
     raise TerminalReadError
 
 
@@ -230,18 +238,38 @@ class Session:
       the ignored SIGHUP) with it. Only the leader's disposition at the moment of the
       hang-up counts: the SIGHUP comes once.
 
-    With the shell protocol (``shell,v2:`` without ``pty``) adbd sends the SIGHUP itself
-    when the stream dies (``PassDataStreams``) and the script writes to pipes: modelled as
-    the same SIGHUP, then a write fails with ``EPIPE`` and SIGPIPE (adbd's child restores
-    its default): a builtin's write kills the shell, another command dies alone (status
-    141). SIGKILL (adbd restarting, a reboot: init kills everything adbd started,
-    ``KillProcessGroup``) ends the script whatever it ignores. The same at every release
-    from 10 to 15 (research report of issue 21, item 3: adbd, mksh, toybox, bionic, kernel).
+    With the shell protocol and no ``pty`` (``shell,v2:``, ``shell,v2,raw:``: a command runs
+    raw by default, ``ShellService`` in ``services.cpp``) the script's stdin and stdout are
+    one ``socketpair(AF_UNIX, SOCK_STREAM)`` and its stderr another (``CreateSocketpair``).
+    When the stream dies adbd itself does two things (``Subprocess::PassDataStreams``:
+    "protocol FD died, sending SIGHUP to pid"; system/core ``adb/daemon/shell_service.cpp``
+    at android-10.0.0_r30 and android-11.0.0_r1; packages/modules/adb
+    ``daemon/shell_service.cpp`` unchanged there from commit 332823c2 of 2020-05-19 to branch
+    15-qpr2, read in GrapheneOS's mirror, the AOSP 12 to 15 tags not fetched):
+
+    * ``kill(pid_, SIGHUP)``: one signal to the script's ``sh`` alone, as the PTY's hang-up
+      sends it, so the same trap rules hold (:meth:`hang_up`);
+    * ``stdinout_sfd_.reset(); stderr_sfd_.reset()``: it closes its ends of both sockets "so
+      that if it ignores SIGHUP and continues to write data it won't fill up the pipe and
+      block". Every later write fails with ``EPIPE`` and raises SIGPIPE, whose default adbd's
+      child restored before ``execle`` (``signal(SIGPIPE, SIG_DFL)`` in ``ForkAndExec``, same
+      sources): a builtin's write (mksh ``echo``/``print`` block SIGPIPE only for a
+      co-process, ``funcs.c`` R57 and R59c) kills the shell itself, another command dies alone
+      (status 141; mksh's own ``cat``, which blocks SIGPIPE while it writes, returns 141
+      too); a read sees EOF (:func:`read_input`).
+
+    With ``shell,v2,pty:`` adbd sends that SIGHUP and closes the PTY's master: the PTY rules
+    above (``EIO``). The product speaks the legacy ``shell:`` (adb-shell). SIGKILL (adbd
+    restarting, a reboot: init kills everything adbd started, ``KillProcessGroup``) ends the
+    script whatever it ignores. The same at every release from 10 to 15 (research report of
+    issue 21, item 3: adbd, mksh, toybox, bionic, kernel; issue 33, item 4: adbd's side of
+    the shell protocol).
     """
 
     #: ``pty`` (legacy ``shell:``/``exec:``, ``shell,v2,pty:``) or ``pipes`` (``shell,v2:``).
     terminal: str = "pty"
-    #: The terminal was hung up: writes to it fail (EIO on a PTY, EPIPE on pipes).
+    #: The terminal was hung up: writes to it fail (EIO on a PTY, EPIPE and SIGPIPE on the
+    #: shell protocol's sockets), reads see EOF (or EIO for one waiting on a PTY).
     hung_up: bool = False
     #: The script's ``sh`` ignores SIGHUP (its ``trap '' HUP``), set by the leader's ``trap``.
     ignores_hup: bool = False
@@ -1148,8 +1176,11 @@ class Shell:
         self.status = result.status & 0xFF
         if failed:
             if self._session.terminal == "pipes":
-                # EPIPE and SIGPIPE, whose default adbd's child restores: a builtin's write
-                # kills the shell itself, another command dies alone (128 + 13)
+                # adbd closed its ends of the sockets (PassDataStreams): EPIPE and SIGPIPE,
+                # whose default adbd's child restores (ForkAndExec: signal(SIGPIPE,
+                # SIG_DFL); shell_service.cpp, system/core android-10.0.0_r30 and
+                # 11.0.0_r1, packages/modules/adb to 15-qpr2): a builtin's write kills the
+                # shell itself, another command dies alone (128 + 13)
                 if argv[0] in self._builtins:
                     self._session.killed = True
                     self._check_alive()

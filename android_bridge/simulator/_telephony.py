@@ -21,9 +21,13 @@ From android-14.0.0_r1 both providers add ``sub_id IN (<the user's SIMs>, -1)``
 (``ProviderUtil.getSelectionBySubIds``) to every query, whoever calls: the user's SIMs are
 every subscription the phone knows for the main user (``SubscriptionManagerService
 .getSubscriptionInfoListAssociatedWithUser``), and -1 is added for a user that is not a
-managed profile. ``SmsProvider`` ORs in ``address IN (<emergency numbers>)``
-(``ProviderUtil.getSelectionByEmergencyNumbers``). Android 10 to 13 filter nothing by
-subscription: a restricted caller sees inbox and sent rows of every ``sub_id``.
+managed profile (a work-profile caller, not modelled: the shell is user 0, gets only its
+own subscriptions; on 15 with ``workProfileApiSplit``, only those assigned to the profile).
+``SmsProvider`` ORs in ``address IN (<emergency numbers>)``
+(``ProviderUtil.getSelectionByEmergencyNumbers``) when the query's table is the SMS table, on
+15 only with ``FEATURE_TELEPHONY_CALLING`` (``hasCalling``), which a phone has (TelephonyProvider
+android-14.0.0_r1 and 15.0.0_r1). Android 10 to 13 filter nothing by subscription: a
+restricted caller sees inbox and sent rows of every ``sub_id``.
 
 Until the user first unlocks after boot the database (``mmssms.db`` in credential-encrypted
 storage, ``MmsSmsDatabaseHelper.getInstanceForCe``) cannot be opened: ``SmsProvider`` lets the

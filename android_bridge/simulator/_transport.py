@@ -14,14 +14,21 @@ system/core ``adb/daemon/services.cpp`` android-10.0.0_r1, packages/modules/adb
 - ``shell,v2[,raw|pty][,TERM=…]:<command>`` (the shell protocol, ``shell_protocol.h``): the
   stream carries packets ``[id: u8][length: u32 LE][data]``: 0 stdin, 1 stdout, 2 stderr,
   3 exit (one byte), 4 close stdin, 5 window size. stdout and stderr stay apart and the exit
-  status arrives before CLSE. When the stream dies adbd sends SIGHUP to the shell
-  (``PassDataStreams``: "protocol FD died, sending SIGHUP") and closes its pipes.
+  status arrives before CLSE. Without ``pty`` the command's stdin/stdout and its stderr are
+  two Unix socket pairs (``CreateSocketpair``). When the stream dies adbd itself sends
+  SIGHUP to the script's ``sh`` (``kill(pid_, SIGHUP)``), then closes its ends of both
+  sockets (``Subprocess::PassDataStreams``: "protocol FD died, sending SIGHUP to pid";
+  system/core ``adb/daemon/shell_service.cpp`` android-10.0.0_r30 and 11.0.0_r1,
+  packages/modules/adb ``daemon/shell_service.cpp`` unchanged from 2020-05-19 to branch
+  15-qpr2 in GrapheneOS's mirror): a later write raises SIGPIPE, which kills the writer.
 
 Either way, when the connection or the stream goes, the script is hung up
-(``_shell.Session``): its terminal's writes fail, and its ``sh`` gets SIGHUP. A script that
-does not ignore SIGHUP stops where it stands: the command running at that moment has done
-whatever it did, and no later command starts. One that ignores it (``trap '' HUP``) runs on
-to its end on the phone, its output lost. Only a SIGKILL ends every script (adbd restarting,
+(``_shell.Session``): its terminal's writes fail (``EIO`` on a PTY; ``EPIPE`` and SIGPIPE on
+the shell protocol's sockets), and its ``sh`` gets SIGHUP. A script that does not ignore
+SIGHUP stops where it stands: the command running at that moment has done whatever it did,
+and no later command starts. One that ignores it (``trap '' HUP``) runs on to its end on the
+phone, its output lost (with the shell protocol, up to its first builtin that writes to
+stdout or stderr, which SIGPIPE kills). Only a SIGKILL ends every script (adbd restarting,
 a reboot: the phone does that, not the connection). Output travels as the script runs, in
 WRTE packets each acknowledged by an OKAY before the next, as adbd's flow control requires
 (what the script wrote meanwhile goes out together in the next; the script itself blocks
@@ -160,10 +167,11 @@ class _Stream:
         self.room.set()
 
     def hang_up(self) -> None:
-        """adbd closes the stream's PTY master (or, with the shell protocol, sends SIGHUP):
-        the script's terminal is hung up; a script that does not ignore SIGHUP stops (its
-        task is cancelled, or, from inside it, stops at its next step boundary), one that
-        ignores it runs on (see ``_shell.Session``)."""
+        """adbd closes the stream's PTY master (or, with the shell protocol, sends SIGHUP to
+        the ``sh`` and closes its sockets, ``PassDataStreams``): the script's terminal is hung
+        up; a script that does not ignore SIGHUP stops (its task is cancelled, or, from
+        inside it, stops at its next step boundary), one that ignores it runs on (see
+        ``_shell.Session``)."""
         self.session.hang_up()
         self.acked.set()  # a write waiting for the client's OKAY fails now
         self.pending.clear()  # what the terminal held is lost with it

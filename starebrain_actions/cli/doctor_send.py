@@ -51,8 +51,8 @@ SOURCE: Final = (
     "Telephony.TextBasedSmsColumns status (-1 none, 0 complete, 32 pending, 64 failed: the"
     " TP-Status), type and creator, frameworks/base Telephony.java android-12.1.0_r4 (SDK"
     " constants, the same on 10 to 15); who writes status (SMSDispatcher,"
-    " SmsDispatchersController) read in a decompiled Android 14 framework only, not at an AOSP"
-    " tag; type 2 confirms a send (the ledger's rule)"
+    " SmsDispatchersController) read in frameworks/opt/telephony at android-10.0.0_r46 to"
+    " 14.0.0_r50 and lineage-22.0 (15); type 2 confirms a send (the ledger's rule)"
 )
 #: A send test's retry policy: one attempt (a send test never sends a second SMS for its
 #: action), ``send``'s defaults otherwise.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 
 from android_bridge import (
     FENCE_ROOT,
@@ -21,11 +22,17 @@ from android_bridge import (
     ensure_epoch,
     void_fences,
 )
+from android_bridge._dispatcher import send_command, send_round_trip_steps
 from android_bridge._fence import cleanup_command, output_path, run_to_the_end
+from android_bridge._framework import framework_send_command
+from android_bridge._shell import frame_script
 from tests.bridge.conftest import PhoneFactory
+from tests.simulator.sim_helpers import run_until_dropped
 
 TO = "+12025550143"
 BODY = "Your code is 4821"
+#: Where the probe after the send script notes how the script ended.
+PROBE = "/data/local/tmp/after"
 
 
 async def connect(serial: str, key: Path) -> Device:
@@ -63,6 +70,51 @@ async def test_a_send_cut_off_right_after_it_sent_records_its_keys(
     assert [".epoch-" + epoch.epoch, "d-1", "d-1.am", "d-1.go", "d-1.keys"] == (
         phone.files.listdir(FENCE_ROOT)
     )
+
+
+@pytest.mark.parametrize("service", ["shell:", "shell,v2,raw:"])
+@pytest.mark.parametrize(
+    ("path", "command", "nth"), [("ui", "input", 2), ("framework", "service", 1)]
+)
+async def test_the_send_round_trip_runs_to_its_end_under_either_shell_service(
+    make_phone: PhoneFactory, bridge_key: Path, path: str, command: str, nth: int, service: str
+) -> None:
+    """The product's send round trip (framed reads, then the send step) cut off right after
+    it sent, on adb-shell's legacy ``shell:`` (a PTY: adbd signals nothing, the kernel's
+    hang-up SIGHUPs the ``sh``, writes fail with EIO) and on the shell protocol (adbd's own
+    ``kill(pid, SIGHUP)``, then its sockets closed: a write raises SIGPIPE;
+    ``PassDataStreams``, system/core ``adb/daemon/shell_service.cpp`` android-10.0.0_r30 and
+    11.0.0_r1, packages/modules/adb to 15-qpr2). Either way the ``sh`` ignores the SIGHUP and
+    every write of the step goes to its file: the fence holds ``am`` and ``keys``, one SMS
+    left, and the file is gone (the ``cat`` that prints it back dies alone of SIGPIPE, then
+    ``rm`` runs). Only where it ends differs: on the PTY the last frame's ``echo`` fails and
+    the script ends; on the socket that builtin ``echo`` takes SIGPIPE and the ``sh`` dies
+    there, with nothing left to do (the probe after it never runs)."""
+    phone = await make_phone()
+    async with await connect(phone.serial, bridge_key) as device:
+        epoch = await ensure_epoch(device)
+        sdk = (await device.facts()).sdk
+    assert sdk is not None
+    fence = ("d-1", epoch.epoch)
+    nonce = "00112233aabbccdd"
+    if path == "ui":
+        step = send_command(TO, BODY, MessagingApp(), nonce, fence=fence)
+    else:
+        step = framework_send_command(sdk, 1, TO, BODY, nonce, fence=fence)
+    script = frame_script(send_round_trip_steps(step, "")).command
+    phone.drop_after_command(command, nth=nth)
+    signer = PythonRSASigner.FromRSAKeyPath(str(bridge_key))
+    await run_until_dropped(phone, signer, service, f'{script}; echo "after=$?" >>{PROBE}')
+    async with await connect(phone.serial, bridge_key) as device:
+        (report,) = await void_fences(device, [fence])
+    assert FenceState.CLAIMED == report.state
+    assert ["am", "keys"] == [stage for stage, _ms in report.stages]
+    assert [BODY] == [message.body for message in phone.transmissions]
+    assert [".epoch-" + epoch.epoch, "d-1", "d-1.am", "d-1.go", "d-1.keys"] == (
+        phone.files.listdir(FENCE_ROOT)
+    )
+    probe = (phone.files.read_bytes(PROBE) or b"").decode()
+    assert ("after=1\n" if service == "shell:" else "") == probe
 
 
 async def test_a_send_without_a_fence_makes_the_folder_for_its_output(

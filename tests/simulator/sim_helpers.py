@@ -137,3 +137,27 @@ class RawClient:
         except TimeoutError:
             return False
         return True
+
+
+async def run_until_dropped(
+    phone: SimulatedPhone, signer: PythonRSASigner, service: str, script: str
+) -> None:
+    """Open ``service`` (``shell:``, ``exec:``, ``shell,v2,raw:``…) with ``script`` on a raw
+    ADB client that takes every output packet, until the phone resets the connection (an
+    armed ``drop_after_command``); then wait for the scripts that run on after it."""
+    client = await RawClient.open(phone)
+    try:
+        await client.handshake(signer, 0x01000001)
+        await client.send(OPEN, 5, 0, f"{service}{script}\0".encode())
+        kind, remote_id, _, _, _ = await client.read()
+        assert OKAY == kind
+        try:
+            while True:
+                kind, _, _, _, _ = await client.read()
+                assert WRTE == kind, "the stream ended before the connection dropped"
+                await client.send(OKAY, 5, remote_id)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the phone reset the connection
+    finally:
+        client.close()
+    await phone.wait_idle()

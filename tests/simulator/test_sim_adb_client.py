@@ -20,6 +20,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+from android_bridge import FENCE_ROOT, Device, MessagingApp, ensure_epoch
+from android_bridge._dispatcher import send_command, send_round_trip_steps
+from android_bridge._shell import frame_script
 from android_bridge.simulator import SimulatedPhone
 from tests.conftest import PhoneFactory
 
@@ -188,3 +191,34 @@ async def test_adb_shell_am_start_prints_as_the_activity_manager(
         f"Starting: {intent}\n",
         f"Error: Activity not started, unable to resolve {intent}\n",
     ) == (nowhere.status, nowhere.stdout, nowhere.stderr)
+
+
+async def test_the_send_round_trip_survives_a_drop_under_googles_adb_shell_v2(
+    phone: SimulatedPhone, adb: AdbClient, adb_key_path: Path
+) -> None:
+    """Google's ``adb shell`` (``shell,v2:``, the phone announcing ``shell_v2``) runs the
+    product's send round trip, and the connection drops right after the send key: adbd's own
+    ``kill(pid, SIGHUP)`` is ignored (``trap '' HUP``) and the step writes only to its file,
+    so the keys are pressed and recorded, one SMS goes out, the file is removed; the ``sh``
+    dies of SIGPIPE at the last frame's ``echo``, so the probe after it never runs
+    (``PassDataStreams``, ``ForkAndExec``: system/core ``adb/daemon/shell_service.cpp``
+    android-10.0.0_r30 and 11.0.0_r1, packages/modules/adb to 15-qpr2)."""
+    async with await Device.connect(
+        phone.serial, key_path=adb_key_path, connect_timeout_s=2, command_timeout_s=5
+    ) as device:
+        epoch = await ensure_epoch(device)
+    fence = ("d-1", epoch.epoch)
+    step = send_command("+12025550143", "Your code is 4821", MessagingApp(), "00ff", fence=fence)
+    script = frame_script(send_round_trip_steps(step, "")).command
+    serial = await connected(adb, phone)
+    phone.drop_after_command("input", nth=2)
+    probe = "/data/local/tmp/after"
+    result = await adb.run("-s", serial, "shell", f'{script}; echo "after=$?" >>{probe}')
+    # the reply ends where the drop cut it (adb 29.0.6 then exits 0, as for a clean end)
+    assert result.stdout.endswith(":3:begin\n")
+    await phone.wait_idle()
+    assert ["Your code is 4821"] == [message.body for message in phone.transmissions]
+    assert [".epoch-" + epoch.epoch, "d-1", "d-1.am", "d-1.go", "d-1.keys"] == (
+        phone.files.listdir(FENCE_ROOT)
+    )
+    assert phone.files.read_bytes(probe) is None
