@@ -738,6 +738,30 @@ class SimulatedPhone:
             addresses, draft, subject=subject, foreground=foreground, package=package
         )
 
+    async def resend_failed(self, row_id: int) -> None:
+        """The phone's owner taps a failed message in the app to send it again (test hook).
+
+        AOSP Messaging's manual resend (``ResendMessageAction``, then ``SendMessageAction``:
+        ``MessageData.markMessageManualResend`` sets the message's timestamp to now, and
+        ``updateMessageAndStatus`` writes the same telephony row back to type 2 with that
+        date; packages/apps/Messaging android-10.0.0_r30 to android-15.0.0_r1, as LineageOS
+        17.1 and 22.0 mirror it): the row keeps its ``_id``, turns SENT with a new ``date``,
+        and the radio sends the text again.
+
+        Raises:
+            ValueError: no FAILED SMS row ``row_id`` written by a messaging app.
+        """
+        row = self.store.row(row_id)
+        if row is None or row.type != MESSAGE_TYPE_FAILED or row.creator == SHELL_PACKAGE:
+            raise ValueError(f"no failed message of the app at sms _id {row_id}")
+        self.store.update(row_id, {"type": MESSAGE_TYPE_SENT, "date": self.now_ms()})
+        await self._complete_later(
+            _Outgoing(
+                "sms", row_id, (row.address or "",), row.body or "", row.creator or self.app.package
+            ),
+            failed=False,
+        )
+
     def now_ms(self) -> int:
         """The device clock in ms: host clock plus the configured skew and ``advance_time``."""
         return time.time_ns() // 1_000_000 + self.clock_skew_ms + self._clock_offset_ms

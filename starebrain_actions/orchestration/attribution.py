@@ -635,13 +635,30 @@ def _further_copies(
                 and not is_row_of(message, record)
                 and (since_ms is None or message.date_ms is None or message.date_ms >= since_ms)
                 and message.outcome is ArtifactOutcome.SENT
-                and not dated_outside(message, record)
+                and (not dated_outside(message, record) or resent_by_hand(message, record))
                 and written_by(message, item)
                 and judge(message, item.action.intent).matched
             ):
                 taken.take(message)
                 duplicates.append(_sighting(record, message, read))
     return duplicates
+
+
+def resent_by_hand(message: OutgoingMessage, record: ActionRecord) -> bool:
+    """Is ``message`` the attempt's own confirmed row, sent again from the app by the phone's
+    owner? A manual resend keeps the row's ``_id`` and rewrites its ``date`` to the moment of
+    the tap (``MessageData.markMessageManualResend``, written by ``SendMessageAction
+    .updateMessageAndStatus``; packages/apps/Messaging android-10.0.0_r30 to
+    android-15.0.0_r1), so the row is dated after the attempt's send window, yet its text
+    went out again: a further copy. (An owner's own identical text could take that ``_id``
+    only once the row and every later one were deleted: it goes to a person as well.)"""
+    return (
+        message.provider_object_id == record.provider_object_id
+        and message.kind is (record.provider_kind or ProviderKind.SMS)
+        and record.provider_row_date_ms is not None
+        and message.date_ms is not None
+        and message.date_ms > record.provider_row_date_ms
+    )
 
 
 def _sighting(record: ActionRecord, message: OutgoingMessage, read: PhoneRead) -> DuplicateSighting:

@@ -131,3 +131,35 @@ async def test_an_mms_the_network_never_took_never_reads_succeeded(
     assert 1 == len(summary.attempts) == agent.dispatches
     assert ReviewReason.UNSETTLED == summary.attempts[0].review_reason
     assert Status.SUCCEEDED not in (again.status, summary.status)
+
+
+async def test_the_owner_resending_a_failed_row_by_hand_is_seen_as_a_second_copy(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Item 5's manual resend: the radio fails a one-segment SMS (the row first SENT, then
+    FAILED: nothing went out), the product resends it once; then the phone's owner taps the
+    failed message: Messaging writes the same row back to SENT with a new date and sends it
+    again, dated now. The ledger does not call that row its first attempt's (the same ``_id``
+    with another date is another message), nor the owner's own text for being dated after
+    the send window: it records it as a further copy of the action's text, and the action
+    goes to a person, rather than reading one clean SUCCEEDED while the recipient got the
+    text twice (red before: no copy was recorded)."""
+    body = "Your code is 4821"
+    phone = await sms_phone(app="aosp", send_delay_ms=300)
+    phone.inject_fault("send-fails")
+    async with agent_for(phone, policy=policy(settle_after=timedelta(seconds=1))) as agent:
+        outcome = await agent.send("A-17", TO, body, wait=8)
+        assert Status.SUCCEEDED == outcome.status
+        first = (await agent.ledger.summary("A-17")).attempts[0]
+        assert failed_after_sent(first) and first.provider_object_id is not None
+        await phone.resend_failed(first.provider_object_id)
+        await phone.wait_transmissions(count=2, then_idle=True)
+        await passes(agent, phone)
+        summary = await agent.ledger.summary("A-17")
+        duplicates = await agent.ledger.duplicates("A-17")
+    assert [body, body] == [t.body for t in phone.transmissions]
+    assert 2 == len(summary.attempts) == agent.dispatches
+    assert [first.provider_object_id] == [d["provider_object_id"] for d in duplicates]
+    # a copy the app wrote could be its owner's own text, whose it is cannot be told: a
+    # person looks (AMBIGUOUS), as for any identical row of the app after a confirmation
+    assert [ReviewReason.AMBIGUOUS, None] == [a.review_reason for a in summary.attempts]
