@@ -520,6 +520,8 @@ class AndroidPhone:
                 find_unseen=find_unseen,
                 reanchor_before_ms=reanchor_before_ms,
             )
+        except (DeviceUnreachable, OutcomeUnknown) as exc:
+            raise LinkDown(self._failed("", exc)) from exc
         except BridgeError as exc:
             raise LookupFailed(self._failed("", exc)) from exc
         visible = set(read.visible_types)
