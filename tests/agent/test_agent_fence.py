@@ -16,8 +16,9 @@ from typing import Any
 import attrs
 import pytest
 
-from android_bridge import Device
+from android_bridge import FENCE_ROOT, Device
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
+from starebrain_actions.core.transitions import flag_for_review
 from starebrain_actions.orchestration.reconciler import clean_fences, reconcile_device
 from starebrain_actions.orchestration.watched import SCRIPT_FINISH_WITHIN
 
@@ -358,3 +359,38 @@ async def test_a_send_stopped_after_go_stays_in_review_once_the_phone_answers(
         record.evidence.get("fence"),
     )
     assert (0, 1) == (await sent(phone, 0), len(again.summary.attempts))
+
+
+@pytest.mark.parametrize("stopped", ["before the claim", "after the claim"])
+async def test_an_unverified_attempt_whose_script_never_reached_go_is_voided_by_a_pass(
+    sms_phone: Any, agent_for: Any, stopped: str
+) -> None:
+    """An attempt already in review as UNVERIFIED (a ledger that flagged it before its fence
+    was read, or a person who flagged it) whose script never claimed go: its script stopped
+    with the phone before the claim, or right after it. A pass that can read the phone voids
+    its fence there and settles it as not sent (FAILED), with no person; the action is sent
+    once afterwards."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, void_after=timedelta(0)) as agent:
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+        record = await agent.ledger.begin_attempt(
+            "A-17", phone.serial, evidence={"fence_epoch": epoch}
+        )
+        if stopped == "after the claim":
+            (step,) = await agent.phone._device.run(  # what the script's first step leaves
+                [f"ln -s script/. {FENCE_ROOT}/{record.dispatch_id}"]
+            )
+            assert 0 == step.exit_status
+        flagged = await agent.ledger.apply(
+            flag_for_review(
+                record, ReviewReason.UNVERIFIED, now=agent.ledger.now(), actor="operator"
+            )
+        )
+        assert ReviewReason.UNVERIFIED == flagged.review_reason
+        await agent.reconcile()
+        settled = (await agent.ledger.summary("A-17")).latest
+        again = await agent.send("A-17", TO, BODY, wait=5)
+    assert settled is not None
+    assert (DeliveryState.FAILED, "voided") == (settled.delivery, settled.evidence.get("fence"))
+    assert (1, Status.SUCCEEDED) == (await sent(phone, 1), again.status)
