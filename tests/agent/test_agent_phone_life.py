@@ -346,3 +346,30 @@ async def test_a_wipe_found_by_a_send_ends_that_send_after_one_attempt(
     assert "another phone answers here now" in (record.last_error or "")
     assert (True, False) == (record.evidence.get("unreachable"), spends_budget(record))
     assert took < 3.0
+
+
+async def test_a_reset_under_a_live_link_is_found_by_the_failed_fence_claim(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone's data is reset under a connection that never dropped (no reconnect for the
+    handle to read its identity again): the send's fence claim fails, and the phone is asked
+    at once who it is: another phone, refused for good as after a reconnect. The attempt is
+    FAILED as unreachable (no budget spent: it used to be spent, attempt after attempt, on
+    claims that phone could not make) and the send ends; nothing goes out."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        await agent.phone.fence_epoch()
+        phone.store.wipe()  # the stores and android_id, as a factory reset leaves them
+        phone.clear_tmp()
+        outcome = await agent.send("A-17", TO, BODY, wait=4)
+        replaced = agent.phone.replaced
+    record = outcome.record
+    assert record is not None and 1 == len(outcome.summary.attempts)
+    assert (DeliveryState.FAILED, True, False) == (
+        record.delivery,
+        record.evidence.get("unreachable"),
+        spends_budget(record),
+    )
+    assert replaced is not None and "another phone answers here now" in replaced
+    await phone.radio_idle()
+    assert [] == [t for t in phone.transmissions if t.body == BODY]
