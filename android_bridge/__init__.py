@@ -46,6 +46,7 @@ if _typing.TYPE_CHECKING:
         CommandRejected,
         DeviceUnreachable,
         DeviceUnusable,
+        FenceLost,
         IncompleteRead,
         KeyFileError,
         KeyPermissionError,
@@ -106,6 +107,7 @@ _EXPORTS: dict[str, str] = {
     "ReadFailed": "android_bridge.exceptions",
     "UnparseableOutput": "android_bridge.exceptions",
     "DeviceUnusable": "android_bridge.exceptions",
+    "FenceLost": "android_bridge.exceptions",
     "NormalizedRecipient": "android_bridge.recipients",
     "normalize_recipient": "android_bridge.recipients",
 }
@@ -123,6 +125,7 @@ __all__ = [
     "DeviceUnusable",
     "DispatchEvidence",
     "Epoch",
+    "FenceLost",
     "FenceReport",
     "FenceState",
     "FrameworkDispatcher",

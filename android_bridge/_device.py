@@ -16,7 +16,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import attrs
 from adb_shell import exceptions as adb_exceptions
@@ -249,7 +249,7 @@ def serial_names_one_phone(serial: str) -> bool:
 
 
 #: What the shell reads of the phone's identity: ``ANDROID_ID`` of user 0, ``ro.serialno``.
-_IDENTITY_READS: Final = ("settings get secure android_id 2>/dev/null", "getprop ro.serialno")
+IDENTITY_READS: Final = ("settings get secure android_id 2>/dev/null", "getprop ro.serialno")
 
 
 def _android_id(output: str) -> str | None:
@@ -457,7 +457,7 @@ class Device:
                 be read now (booting: the next call tries again); nothing was run.
         """
         known = self._facts.identity if self._facts is not None else None
-        android_id, serialno = _IDENTITY_READS
+        android_id, serialno = IDENTITY_READS
         read = f'echo "A:$({android_id})"; echo "S:$({serialno})"'
         try:
             async with asyncio.timeout(self._command_timeout_s):
@@ -489,6 +489,15 @@ class Device:
                 f"{self.address}: reconnected, but the phone's identity could not be read"
                 " (still booting?); nothing was run"
             )
+        self._refuse_phone(identity)
+
+    def _refuse_phone(self, identity: str) -> NoReturn:
+        """Another phone (``identity``) answers at the address: refuse it for good.
+
+        Raises:
+            DeviceUnusable: always.
+        """
+        known = self._facts.identity if self._facts is not None else None
         self._replaced = (
             f"{self.address}: another phone answers here now ({identity}, not {known}:"
             " wiped, reset or replaced); this connection no longer uses it (connect again to"
@@ -496,6 +505,25 @@ class Device:
         )
         _log.warning("adb_phone_replaced", device=self.address)
         raise DeviceUnusable(self._replaced)
+
+    async def check_identity(self, android_id_output: str, serialno_output: str) -> bool:
+        """Judge an identity read on this connection (the outputs of
+        :data:`IDENTITY_READS`, run by the caller in a round trip of its own) against the one
+        this handle read first: True when it is the same phone, False when it cannot tell
+        (no identity known, or none read). Another phone is refused for good, as on a
+        reconnect (:meth:`replaced`), and the connection is closed.
+
+        Raises:
+            DeviceUnusable: another phone answers at the address now.
+        """
+        known = self._facts.identity if self._facts is not None else None
+        identity = phone_identity(_android_id(android_id_output), serialno_output.strip()[:64])
+        if known is None or identity is None:
+            return False
+        if identity == known:
+            return True
+        await self.close()
+        self._refuse_phone(identity)
 
     @staticmethod
     def _not_adb(transport: Any, offered_key: bool) -> bool:
@@ -654,7 +682,7 @@ class Device:
                 "getprop ro.build.version.sdk",
                 "getprop ro.build.fingerprint",
                 "service check isms",
-                *_IDENTITY_READS,
+                *IDENTITY_READS,
             ]
             if self._read_as_system:
                 commands.append(f"{SYSTEM_PREFIX}id")

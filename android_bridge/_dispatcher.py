@@ -72,7 +72,13 @@ from typing import Final
 import attrs
 
 from android_bridge._device import Device
-from android_bridge._fence import claim_prefix, go_command, run_to_the_end, stage_command
+from android_bridge._fence import (
+    claim_prefix,
+    go_command,
+    refused_claim,
+    run_to_the_end,
+    stage_command,
+)
 from android_bridge._log import get_logger
 from android_bridge._mms import latest_mms_query, parse_latest_mms
 from android_bridge._parser import parse_int_rows
@@ -474,11 +480,14 @@ class SmsDispatcher:
         One round trip. The watermark and the clock are read before ``am`` in that same
         round trip. With ``fence=(dispatch_id, epoch)`` the script claims the attempt's fence
         name on the phone before anything else (:mod:`android_bridge._fence`); a failed
-        claim (the attempt was voided, or the fence folder was cleared) sends nothing.
+        claim (the attempt was voided, or the fence folder was cleared) sends nothing, and
+        one more round trip asks the phone why (:func:`~android_bridge._fence.refused_claim`).
 
         Raises:
-            CommandRejected: bad recipient, blank body, or ``am`` failed (nothing was sent).
-            DeviceUnreachable: the link was down and could not be re-established (nothing sent).
+            CommandRejected: bad recipient, blank body, ``am`` failed, or the attempt's fence
+                was voided (nothing was sent); ``FenceLost``: its epoch is gone from the phone.
+            DeviceUnreachable: the link was down and could not be re-established (nothing
+                sent); ``DeviceUnusable``: another phone answers at the address now.
             NotSent: the command does not fit in one ADB packet (nothing sent).
             OutcomeUnknown: the command was written and then the outcome was not observed.
         """
@@ -497,10 +506,7 @@ class SmsDispatcher:
                 # cannot happen: the keys are chained on the claim
                 raise OutcomeUnknown("keys were reached without a fence claim")
             _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="fence")
-            raise CommandRejected(
-                "the attempt's fence on the phone could not be claimed (it was voided, or the"
-                " fence folder was cleared); no key was pressed"
-            )
+            await refused_claim(self._device, fence, "no key was pressed")
         if claimed:
             send_output = send_output[len(claim_line) :]
         split = _split_send_output(send_output, nonce)

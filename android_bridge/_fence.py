@@ -37,11 +37,18 @@ import enum
 import re
 import secrets
 from collections.abc import Sequence
+from typing import NoReturn
 
 import attrs
 
-from android_bridge._device import Device
-from android_bridge.exceptions import CommandRejected, UnparseableOutput
+from android_bridge._device import IDENTITY_READS, Device
+from android_bridge.exceptions import (
+    BridgeError,
+    CommandRejected,
+    DeviceUnreachable,
+    FenceLost,
+    UnparseableOutput,
+)
 
 #: Where the fence's names live on the phone (the shell user's own directory).
 FENCE_ROOT = "/data/local/tmp/starebrain"
@@ -90,6 +97,44 @@ def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
     return (
         f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)} >/dev/null 2>&1"
         f" && ln -s {SCRIPT} {path} 2>/dev/null && echo {ok_marker}"
+    )
+
+
+async def refused_claim(device: Device, fence: tuple[str, str], what: str) -> NoReturn:
+    """A fenced send's claim failed (its script ran nothing: ``what`` says so, e.g. "no key
+    was pressed"): why, asked of the phone in one more round trip, before anything is spent on
+    it. The phone's identity (as on a reconnect: a reset the link survived would go unseen
+    otherwise) and whether the attempt's epoch is still there.
+
+    Raises:
+        DeviceUnusable: another phone answers at the address now; the handle refuses it for
+            good (:attr:`Device.replaced`).
+        FenceLost: the same phone (or one whose identity cannot be told) no longer has the
+            epoch: the folder was cleared; the attempt needs the phone's new epoch.
+        CommandRejected: the epoch is there: the attempt's name was taken first (voided).
+        DeviceUnreachable: the phone stopped answering before it said why (nothing was sent).
+    """
+    _dispatch_id, epoch = fence
+    android_id, serialno = IDENTITY_READS
+    try:
+        steps = await device.run(
+            [android_id, serialno, f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)}"]
+        )
+    except BridgeError as exc:
+        raise DeviceUnreachable(
+            f"{device.serial}: the attempt's fence on the phone could not be claimed, and the"
+            f" phone did not say why ({type(exc).__name__}: {exc}); {what}"
+        ) from exc
+    await device.check_identity(
+        steps[0].output if steps[0].exit_status == 0 else "", steps[1].output
+    )
+    if steps[2].exit_status != 0:
+        raise FenceLost(
+            f"{device.serial}: the attempt's fence epoch is gone from the phone (its fence"
+            f" folder was cleared), so its fence could not be claimed; {what}"
+        )
+    raise CommandRejected(
+        f"the attempt's fence on the phone could not be claimed (it was voided); {what}"
     )
 
 

@@ -66,7 +66,13 @@ from android_bridge._dispatcher import (
     run_send_round_trip,
     shell_recipient,
 )
-from android_bridge._fence import claim_prefix, go_command, run_to_the_end, stage_command
+from android_bridge._fence import (
+    claim_prefix,
+    go_command,
+    refused_claim,
+    run_to_the_end,
+    stage_command,
+)
 from android_bridge._log import get_logger
 from android_bridge._records import DispatchEvidence
 from android_bridge._shell import posix_quote
@@ -211,8 +217,10 @@ class FrameworkDispatcher:
 
         Raises:
             CommandRejected: bad recipient, blank body, the local usage limit, a fence or
-                release check that failed, or a call the framework refused (nothing sent).
-            DeviceUnreachable / NotSent: the command was not written (nothing sent).
+                release check that failed, or a call the framework refused (nothing sent);
+                ``FenceLost``: the attempt's fence epoch is gone from the phone.
+            DeviceUnreachable / NotSent: the command was not written (nothing sent);
+                ``DeviceUnusable``: a failed claim found another phone at the address.
             OutcomeUnknown: the command was written and then the outcome was not observed.
         """
         if not body.strip():
@@ -233,10 +241,7 @@ class FrameworkDispatcher:
                 if go_line in output:
                     raise OutcomeUnknown("the call was reached without a fence claim")
                 _log.warning("sms_dispatch_rejected", device=self._device.serial, reason="fence")
-                raise CommandRejected(
-                    "the attempt's fence on the phone could not be claimed (it was voided, or"
-                    " the fence folder was cleared); nothing was called"
-                )
+                await refused_claim(self._device, fence, "nothing was called")
             output = output[len(claim_line) :]
         if not output.startswith(go_line):
             if go_line in output:

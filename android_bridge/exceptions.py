@@ -11,6 +11,8 @@ FAILED-vs-PENDING by class alone::
     │   │                        than the one known there, no USB support installed
     │   └── CommandRejected      refused locally or by the phone before anything ran
     │       │                    (e.g. ``am``: "Error: Activity not started")
+    │       ├── FenceLost        the send's fence claim failed because its epoch is gone
+    │       │                    from the same phone (the folder was cleared): nothing ran
     │       └── PhoneNotReady    the send script's checks before the first key failed:
     │                            locked, screen off, no or another SMS app, another window
     ├── OutcomeUnknown           the command may have run: timeout, reset or garbage after writing
@@ -32,6 +34,7 @@ __all__ = [
     "CommandRejected",
     "DeviceUnreachable",
     "DeviceUnusable",
+    "FenceLost",
     "IncompleteRead",
     "KeyFileError",
     "KeyPermissionError",
@@ -65,6 +68,15 @@ class DeviceUnusable(DeviceUnreachable):
 
 class CommandRejected(NotSent):
     """The request was refused before anything could be sent (locally or by the phone)."""
+
+
+class FenceLost(CommandRejected):
+    """A fenced send's claim failed because the attempt's fence epoch is gone from the phone,
+    which is still the phone this handle read first (its identity, read at once): the fence
+    folder was cleared (``rm -rf /data/local/tmp/*``). The script claimed nothing and ran
+    nothing, so nothing was sent; the attempt failed for want of the phone's current epoch,
+    not for anything about the message (ask :func:`~android_bridge.ensure_epoch` again). A
+    claim refused by another phone at the address is :class:`DeviceUnusable` instead."""
 
 
 class PhoneNotReady(CommandRejected):

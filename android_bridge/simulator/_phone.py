@@ -267,7 +267,8 @@ class SimulatedPhone:
         self.reboots = 0
         #: Armed ``drop_after_command`` points: (command name, commands of that name to go,
         #: whether adbd restarts).
-        self._drops_after_command: list[tuple[str, int, bool]] = []
+        #: armed drops: (command name, count left, "drop" | "adbd" | "reboot")
+        self._drops_after_command: list[tuple[str, int, str]] = []
         #: Every script adbd is running, and its task: what a SIGKILL reaches.
         self._scripts: dict[Session, asyncio.Task[object]] = {}
         self._framework_sends = 0
@@ -384,7 +385,9 @@ class SimulatedPhone:
         """
         self.faults.add(fault, count)
 
-    def drop_after_command(self, name: str, *, nth: int = 1, adbd_restarts: bool = False) -> None:
+    def drop_after_command(
+        self, name: str, *, nth: int = 1, adbd_restarts: bool = False, reboot: bool = False
+    ) -> None:
         """Drop the ADB connection right after the ``nth`` next command called ``name`` returns.
 
         The command has done what it does (``am`` has opened the compose screen); the phone
@@ -393,16 +396,23 @@ class SimulatedPhone:
         stops, no later command of it runs; one that does (``trap '' HUP``) runs on to its
         end, its output lost. With ``adbd_restarts`` adbd itself restarts there instead (a
         crash, ``adb root``/``unroot``/``tcpip``/``usb``): init kills every process it
-        started, so the script stops there whatever it ignores (see ``restart_adbd``).
+        started, so the script stops there whatever it ignores (see ``restart_adbd``). With
+        ``reboot`` the phone reboots there (its power lost, a kernel panic): the script stops
+        there too, and the phone comes back as after ``reboot`` (locked until the user's
+        first unlock, ``adb tcpip`` mode lost unless ``tcpip_survives_reboot``).
         ``name`` is the command's name without ``/system/bin/`` (``am``, ``input``,
         ``ln``...). Several drops may be armed at once.
 
         Raises:
-            ValueError: an empty name or ``nth`` below 1.
+            ValueError: an empty name, ``nth`` below 1, or both ``adbd_restarts`` and
+                ``reboot``.
         """
         if not name or nth < 1:
             raise ValueError("drop_after_command needs a command name and nth >= 1")
-        self._drops_after_command.append((name, nth, adbd_restarts))
+        if adbd_restarts and reboot:
+            raise ValueError("adbd restarts or the phone reboots, not both")
+        mode = "reboot" if reboot else "adbd" if adbd_restarts else "drop"
+        self._drops_after_command.append((name, nth, mode))
 
     def restart_adbd(self) -> None:
         """adbd restarts now (a crash, ``adb root``/``unroot``/``tcpip``/``usb``): init kills
@@ -874,7 +884,11 @@ class SimulatedPhone:
         ]
         fired = [drop for drop in counted if drop[1] <= 0]
         self._drops_after_command = [drop for drop in counted if drop[1] > 0]
-        if any(restarts for _, _, restarts in fired):
+        modes = {mode for _, _, mode in fired}
+        if "reboot" in modes:
+            log.info("simulator_drop_after_command", command=name, reboot=True)
+            await self.reboot()
+        elif "adbd" in modes:
             log.info("simulator_drop_after_command", command=name, adbd_restarts=True)
             self.restart_adbd()
         elif fired:

@@ -43,12 +43,18 @@ _AR = AcceptanceState.REJECTED
 
 def spends_budget(record: ActionRecord) -> bool:
     """Does this attempt count against the action's budget? All do, except one that failed
-    because the phone could not be reached at all (``evidence["unreachable"]``) or was not
-    ready for a send (``evidence["not_ready"]``: locked, screen off, no SMS app...; see
-    ``not_ready``): nothing was sent, and nothing was learnt about the message. Its retries
-    still back off like any other."""
+    because the phone could not be reached at all (``evidence["unreachable"]``; another phone
+    answering at its address too), was not ready for a send (``evidence["not_ready"]``:
+    locked, screen off, no SMS app...; see ``not_ready``), or no longer had the attempt's
+    fence epoch, its fence folder cleared (``evidence["fence_lost"]``): nothing was sent, and
+    nothing was learnt about the message. Its retries still back off like any other."""
     return not (
-        record.delivery is _F and (record.evidence.get("unreachable") is True or not_ready(record))
+        record.delivery is _F
+        and (
+            record.evidence.get("unreachable") is True
+            or record.evidence.get("fence_lost") is True
+            or not_ready(record)
+        )
     )
 
 

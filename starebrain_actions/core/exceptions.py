@@ -12,7 +12,8 @@ The tree says what a caller must do next::
     ├── PhoneError                        the phone port failed; the class says what follows
     │   ├── DispatchNotSent               provably nothing was sent: the attempt may FAIL
     │   │   ├── DispatchUnreachable       the phone could not be reached: FAIL, budget kept
-    │   │   └── DispatchNotReady          locked, screen off, no SMS app...: FAIL, budget kept
+    │   │   ├── DispatchNotReady          locked, screen off, no SMS app...: FAIL, budget kept
+    │   │   └── DispatchFenceLost         the attempt's fence epoch is gone: FAIL, budget kept
     │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
     │   └── LookupFailed                  a read of the phone that proves nothing
     │       └── LinkDown                  ...because the link to the phone is down
@@ -84,6 +85,13 @@ class DispatchNotReady(DispatchNotSent):
         super().__init__(message)
         self.reason = reason
         self.remedy = remedy
+
+
+class DispatchFenceLost(DispatchNotSent):
+    """The send's fence claim failed because the attempt's fence epoch is gone from the
+    phone, which is still the same phone (its fence folder was cleared): nothing ran, and
+    nothing was learnt about the message. The attempt FAILS without spending the action's
+    budget; the next one is noted with the phone's new epoch."""
 
 
 class DispatchOutcomeUnknown(PhoneError):

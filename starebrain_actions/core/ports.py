@@ -170,7 +170,8 @@ class Phone(Protocol):
         (``PhoneRead.after_id``, ``reanchored_from``).
 
         Raises:
-            LookupFailed: the read failed; it proves nothing.
+            LookupFailed: the read failed; it proves nothing (``LinkDown``: the phone did
+                not answer at all, so its fences cannot be read either).
         """
         ...
 

@@ -219,22 +219,31 @@ def fail_delivery(
     now: datetime,
     actor: str = "reconciler",
     evidence: Mapping[str, Any] | None = None,
+    settles_review: bool = False,
 ) -> Transition:
     """PENDING -> FAILED: proof that nothing went out (never a mere timeout).
+    ``settles_review``: the proof also answers the attempt's review, which is cleared (its
+    reason kept in the evidence as ``review_settled``).
 
     Raises:
         InvariantViolation: delivery is not PENDING.
     """
     if not reason:
         raise InvalidInput("fail_delivery needs a reason (the proof of absence)")
+    settled = record.review_reason if settles_review else None
     return _transition(
         record,
         Event.FAIL,
         now=now,
         actor=actor,
-        evidence={"reason": reason, **(evidence or {})},
+        evidence={
+            "reason": reason,
+            **(evidence or {}),
+            **({"review_settled": settled.value} if settled is not None else {}),
+        },
         failed_at=require_aware("now", now),
         last_error=reason,
+        **({"review_reason": None} if settled is not None else {}),
     )
 
 
@@ -535,6 +544,14 @@ def phone_hold(record: ActionRecord, action: Action, void_after: timedelta) -> P
     )
 
 
+#: Reviews a void of the attempt's fence answers: each asks whether a send script that ran
+#: sent a text no read has seen (``proof._artifact_missing``); a void proves the script never
+#: pressed a key (it never claimed ``go``), so nothing was or can still be sent.
+ANSWERED_BY_A_VOID: Final[frozenset[ReviewReason | None]] = frozenset(
+    {ReviewReason.UNVERIFIED, ReviewReason.RCS_SUSPECTED}
+)
+
+
 def settle_by_fence(
     record: ActionRecord,
     state: str,
@@ -547,7 +564,9 @@ def settle_by_fence(
     """What the attempt's fence on the phone proves (``state`` from the phone's answer).
 
     ``voided``: the pass holds the fence name (or the script's ``go``), so no key was or can
-    ever be pressed for it: FAILED, the proof of invariant 4 made on the phone. ``claimed``: the
+    ever be pressed for it: FAILED, the proof of invariant 4 made on the phone; a review that
+    asked whether the script sent its text (``ANSWERED_BY_A_VOID``) is answered and cleared,
+    whoever reads the fence (the phone may answer again long after). ``claimed``: the
     script started; its stages are kept as evidence and the attempt stays PENDING (the
     message may be queued, failed or sent out of sight). ``lost``: the fence folder was
     cleared; nothing is proven, noted once.
@@ -575,6 +594,9 @@ def settle_by_fence(
                 "fence_stages": [f"{name}@{ms}" for name, ms in stages],
                 **path_evidence,
             },
+            # a review asking whether a script that ran sent its text is answered: the void
+            # proves it never pressed a key (no person needed; the action may be sent again)
+            settles_review=record.review_reason in ANSWERED_BY_A_VOID,
         )
     if state == "claimed":
         shown = [f"{name}@{ms}" for name, ms in stages]

@@ -24,6 +24,7 @@ import attrs
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.exceptions import (
+    DispatchFenceLost,
     DispatchNotReady,
     DispatchNotSent,
     DispatchOutcomeUnknown,
@@ -518,13 +519,17 @@ class SmsAgent:
                 raise DispatchOutcomeUnknown(
                     f"the send command was cut off by the deadline after {budget_s:.1f} s"
                 ) from None
-        except (DispatchUnreachable, DispatchNotReady) as exc:
-            # an outage, or a phone that refused before the first key (locked, screen off...),
-            # proves nothing about the message: the attempt fails without spending the
-            # budget, and the next one waits for its backoff (the phone may come back)
+        except (DispatchUnreachable, DispatchNotReady, DispatchFenceLost) as exc:
+            # an outage (another phone at the address too), a phone that refused before the
+            # first key (locked, screen off...), or a fence folder cleared under the phone's
+            # handle proves nothing about the message: the attempt fails without spending
+            # the budget, and the next one waits for its backoff (the phone may come back;
+            # the phone's new epoch is asked for)
             if isinstance(exc, DispatchNotReady):
                 what = "phone not ready"
                 kept: dict[str, object] = {"not_ready": exc.reason, "remedy": exc.remedy}
+            elif isinstance(exc, DispatchFenceLost):
+                what, kept = "fence lost", {"fence_lost": True}
             else:
                 what, kept = "phone unreachable", {"unreachable": True}
             transition = _core.fail_delivery(

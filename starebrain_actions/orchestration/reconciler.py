@@ -19,7 +19,7 @@ import attrs
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import transitions as _core
-from starebrain_actions.core.exceptions import LedgerError, PassOutdated, PhoneError
+from starebrain_actions.core.exceptions import LedgerError, LinkDown, PassOutdated, PhoneError
 from starebrain_actions.core.model import (
     AcceptanceState,
     Action,
@@ -78,7 +78,8 @@ class DeviceReport:
     """What one pass did on one device."""
 
     device: str
-    #: False when the device could not be read this pass (nothing changed but the error)
+    #: False when the device's messages could not be read this pass (nothing changed but the
+    #: error, and what the fences of its attempts proved where the phone answered)
     reachable: bool
     error: str | None = None
     #: "shell" or "root", when read
@@ -307,7 +308,14 @@ async def _reconcile_device_once(
             phone, watched, (anchor_id, anchor_date), (mms_after_id, mms_since_ms)
         )
     except PhoneError as exc:
-        return await _unreachable(ledger, phone.device, watched, str(exc), clock())
+        # the phone answers but its messages cannot be read (locked after a reboot, the
+        # provider failing): its fences can still prove what they prove, on the phone itself
+        voided = (
+            []
+            if isinstance(exc, LinkDown) or void_after is None
+            else await _fence_transitions(phone, watched, (), clock, void_after, void_now)
+        )
+        return await _unreachable(ledger, phone.device, watched, str(exc), clock(), voided)
     claimed = await ledger.claimed_provider_ids(phone.device, min(anchor_id, read.after_id))
     claimed_mms = (
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
@@ -424,15 +432,33 @@ def _changes(
 
 
 async def _unreachable(
-    ledger: Ledger, device: str, watched: Sequence[Watched], error: str, now: datetime
+    ledger: Ledger,
+    device: str,
+    watched: Sequence[Watched],
+    error: str,
+    now: datetime,
+    fenced: Sequence[Transition] = (),
 ) -> DeviceReport:
-    """A device that cannot be read changes nothing but the error recorded on its attempts."""
-    notes = _error_notes((w.record for w in watched), error, now)
-    if notes:
-        await ledger.apply_pass(notes, now=now)
+    """A device whose messages cannot be read changes nothing but the error recorded on its
+    attempts, and what their fences proved (``fenced``: read on the phone all the same)."""
+    settled = {transition.before.dispatch_id for transition in fenced}
+    notes = _error_notes(
+        (w.record for w in watched if w.record.dispatch_id not in settled), error, now
+    )
+    transitions = [*fenced, *notes]
+    changes: list[Change] = []
+    if transitions:
+        results, _added = await ledger.apply_pass(transitions, now=now)
+        changes = _changes(watched, fenced, results[: len(fenced)], now)
     _log.warning("device_unreadable", device=device, error=error)
-    in_flight = sum(1 for w in watched if w.record.delivery is DeliveryState.PENDING)
-    return DeviceReport(device=device, reachable=False, error=error, in_flight=in_flight)
+    in_flight = sum(
+        1
+        for w in watched
+        if w.record.delivery is DeliveryState.PENDING and w.record.dispatch_id not in settled
+    )
+    return DeviceReport(
+        device=device, reachable=False, error=error, in_flight=in_flight, changes=tuple(changes)
+    )
 
 
 def _error_notes(records: Iterable[ActionRecord], error: str, now: datetime) -> list[Transition]:

@@ -282,6 +282,13 @@ class SendLoop:
         """Note the fence, take the attempt's receipt and the phone's lease, and dispatch
         once; a phone held by another action's attempt is waited for."""
         agent = self.agent
+        replaced = getattr(agent.phone, "replaced", None)
+        if isinstance(replaced, str) and replaced:
+            # another phone answers at the address now (wiped, reset or replaced): this
+            # connection refuses it for good, so no attempt of this call can reach a phone;
+            # a new connection binds the phone there afresh (the worker makes one at once)
+            self.tell(f"not sent: {replaced}")
+            return await self._summary_outcome()
         self.tell("sending")
         try:
             async with asyncio.timeout(self.bound()):

@@ -2,8 +2,9 @@
 
 Bridge errors are translated by what they prove: ``NotSent`` (and ``CommandRejected``) means
 nothing was sent; ``DeviceUnreachable`` too, and also that nothing was learnt about the
-message (``DispatchUnreachable``: the attempt keeps the budget); every other failure of a
-send means the outcome is unknown; every failure of a read proves nothing.
+message (``DispatchUnreachable``: the attempt keeps the budget), as ``FenceLost`` does (the
+fence folder was cleared: ``DispatchFenceLost``, and the epoch is asked again); every other
+failure of a send means the outcome is unknown; every failure of a read proves nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from android_bridge import (
     Device,
     DeviceUnreachable,
     DeviceUnusable,
+    FenceLost,
     FrameworkDispatcher,
     MessagingApp,
     NotSent,
@@ -44,6 +46,7 @@ from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core.exceptions import (
+    DispatchFenceLost,
     DispatchNotReady,
     DispatchNotSent,
     DispatchOutcomeUnknown,
@@ -384,6 +387,9 @@ class AndroidPhone:
             raise DispatchUnreachable(str(exc)) from exc
         except PhoneNotReady as exc:
             raise DispatchNotReady(str(exc), reason=exc.reason, remedy=exc.remedy) from exc
+        except FenceLost as exc:
+            self._epoch = None  # the next attempt is noted with the phone's new epoch
+            raise DispatchFenceLost(str(exc)) from exc
         except NotSent as exc:
             raise DispatchNotSent(str(exc)) from exc
         except BridgeError as exc:
@@ -514,6 +520,8 @@ class AndroidPhone:
                 find_unseen=find_unseen,
                 reanchor_before_ms=reanchor_before_ms,
             )
+        except (DeviceUnreachable, OutcomeUnknown) as exc:
+            raise LinkDown(self._failed("", exc)) from exc
         except BridgeError as exc:
             raise LookupFailed(self._failed("", exc)) from exc
         visible = set(read.visible_types)

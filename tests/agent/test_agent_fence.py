@@ -13,10 +13,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 
-from android_bridge import Device
+from android_bridge import FENCE_ROOT, Device
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, SmsIntent, Status
+from starebrain_actions.core.transitions import flag_for_review
 from starebrain_actions.orchestration.reconciler import clean_fences, reconcile_device
 from starebrain_actions.orchestration.watched import SCRIPT_FINISH_WITHIN
 
@@ -293,3 +295,102 @@ async def test_a_script_found_past_go_before_its_keys_is_read_again_until_they_a
         after.review_reason,
     )
     assert [f"am@{am}", f"keys@{am + 300}"] == after.evidence.get("fence_stages")
+
+
+@pytest.mark.parametrize(
+    ("command", "nth", "where"),
+    [
+        ("ln", 1, "right after the claim"),
+        ("am", 1, "after am opened the compose window"),
+        ("ln", 2, "after the am stage marker"),
+    ],
+)
+async def test_a_send_stopped_before_its_keys_is_settled_while_the_phone_is_still_locked(
+    sms_phone: Any, agent_for: Any, command: str, nth: int, where: str
+) -> None:
+    """The phone loses power in the middle of a send, before its script claimed the right to
+    press the keys, and comes back locked: its SMS provider refuses every read until the
+    owner unlocks it. The fence lives in ``/data/local/tmp``, which answers before that: the
+    next pass voids it there and the attempt is FAILED (nothing was or can still be sent)
+    without waiting for a read it cannot make, nor for a person (it used to stay unresolved,
+    holding the phone, until the owner unlocked it). Once unlocked, the text goes out once."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, command_timeout_s=1.0) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command(command, nth=nth, reboot=True)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        await phone.enable_tcpip()  # adb over TCP again; the user is still locked
+        assert not phone.user_unlocked
+        report = await agent.reconcile()
+        stopped = (await agent.ledger.summary("A-17")).latest
+        phone.unlock_user()
+        again = await agent.send("A-17", TO, BODY, wait=5)
+    assert stopped is not None and not report.reachable  # its messages could not be read
+    assert (DeliveryState.FAILED, "voided") == (stopped.delivery, stopped.evidence.get("fence"))
+    assert (1, Status.SUCCEEDED, 2) == (
+        await sent(phone, 1),
+        again.status,
+        len(again.summary.attempts),
+    )
+
+
+async def test_a_send_stopped_after_go_stays_in_review_once_the_phone_answers(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone loses power right after the script claimed go, before its send key: the
+    fence shows the keys may have been pressed (no marker can be made in one step with a key
+    press), so once the phone answers and is unlocked the attempt goes to review
+    (UNVERIFIED), never FAILED and never resent; nothing went out."""
+    phone = await sms_phone()
+    policy = attrs.evolve(POLICY, unverified_after=timedelta(0))
+    async with agent_for(phone, policy=policy, command_timeout_s=1.0) as agent:
+        await agent.phone.fence_epoch()
+        phone.drop_after_command("ln", nth=3, reboot=True)
+        await agent.send("A-17", TO, BODY, wait=0.5)
+        await phone.enable_tcpip()
+        await agent.reconcile()  # locked: the fence is read, nothing is settled
+        phone.unlock_user()
+        again = await agent.send("A-17", TO, BODY, wait=1)
+    record = again.record
+    assert record is not None
+    assert (DeliveryState.PENDING, ReviewReason.UNVERIFIED, "claimed") == (
+        record.delivery,
+        record.review_reason,
+        record.evidence.get("fence"),
+    )
+    assert (0, 1) == (await sent(phone, 0), len(again.summary.attempts))
+
+
+@pytest.mark.parametrize("stopped", ["before the claim", "after the claim"])
+async def test_an_unverified_attempt_whose_script_never_reached_go_is_voided_by_a_pass(
+    sms_phone: Any, agent_for: Any, stopped: str
+) -> None:
+    """An attempt already in review as UNVERIFIED (a ledger that flagged it before its fence
+    was read, or a person who flagged it) whose script never claimed go: its script stopped
+    with the phone before the claim, or right after it. A pass that can read the phone voids
+    its fence there and settles it as not sent (FAILED), with no person; the action is sent
+    once afterwards."""
+    phone = await sms_phone()
+    async with agent_for(phone, policy=POLICY, void_after=timedelta(0)) as agent:
+        epoch = await agent.phone.fence_epoch()
+        await agent.ledger.create_action("A-17", SmsIntent(recipient=TO, body=BODY), POLICY)
+        record = await agent.ledger.begin_attempt(
+            "A-17", phone.serial, evidence={"fence_epoch": epoch}
+        )
+        if stopped == "after the claim":
+            (step,) = await agent.phone._device.run(  # what the script's first step leaves
+                [f"ln -s script/. {FENCE_ROOT}/{record.dispatch_id}"]
+            )
+            assert 0 == step.exit_status
+        flagged = await agent.ledger.apply(
+            flag_for_review(
+                record, ReviewReason.UNVERIFIED, now=agent.ledger.now(), actor="operator"
+            )
+        )
+        assert ReviewReason.UNVERIFIED == flagged.review_reason
+        await agent.reconcile()
+        settled = (await agent.ledger.summary("A-17")).latest
+        again = await agent.send("A-17", TO, BODY, wait=5)
+    assert settled is not None
+    assert (DeliveryState.FAILED, "voided") == (settled.delivery, settled.evidence.get("fence"))
+    assert (1, Status.SUCCEEDED) == (await sent(phone, 1), again.status)

@@ -25,6 +25,7 @@ from starebrain_actions import (
     confirm_delivery,
 )
 from starebrain_actions.cli.main import main
+from starebrain_actions.core.decisions import spends_budget
 from starebrain_actions.core.exceptions import DeviceBusy
 from starebrain_actions.orchestration.agent import SmsAgent
 from tests.conftest import OUTBOX_FIRST
@@ -290,3 +291,85 @@ async def test_a_legacy_ledger_adopts_its_phone_at_the_first_connection(
     assert binding is not None
     assert (phone.serial, True, False) == (binding.key, binding.adopted, binding.new)
     assert Status.SUCCEEDED == outcome.status
+
+
+async def test_a_cleared_fence_folder_spends_no_attempt_and_the_text_goes_out_once(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """``rm -rf /data/local/tmp/*`` under an open agent, whose handle knows the old epoch: the
+    attempt's claim fails on the phone, which is still the same phone (its identity, read at
+    once) without that epoch. The attempt FAILS without spending the budget (one attempt
+    allowed: it used to be spent, the action FAILED for a person to retry), the agent asks
+    the phone for its new epoch, and the text goes out once."""
+    phone = await sms_phone()
+    policy = RetryPolicy(
+        maximum_attempts=1,
+        grace_window=timedelta(seconds=1),
+        initial_interval=timedelta(milliseconds=50),
+        settle_after=timedelta(milliseconds=300),
+    )
+    async with agent_for(phone, policy=policy) as agent:
+        await agent.phone.fence_epoch()  # asked once per connection
+        phone.clear_tmp()
+        outcome = await agent.send("A-17", TO, BODY, wait=5)
+    first = outcome.summary.attempts[0]
+    assert (Status.SUCCEEDED, 2) == (outcome.status, len(outcome.summary.attempts))
+    assert (DeliveryState.FAILED, True) == (first.delivery, first.evidence.get("fence_lost"))
+    sent = await phone.wait_transmissions(lambda t: t.body == BODY, then_idle=True)
+    assert (1, [1]) == (len(sent), [len(sent_rows(phone, TO, BODY))])
+
+
+async def test_a_wipe_found_by_a_send_ends_that_send_after_one_attempt(
+    phone_factory: Any, db_path: str, adb_key_path: Path
+) -> None:
+    """The phone is wiped under an open agent with a long wait: the send that finds another
+    phone at the address makes one attempt (FAILED, unreachable: no budget spent) and ends,
+    instead of starting attempt after attempt on a handle that refuses its phone for good
+    until the wait is over; nothing goes out under the old phone's name."""
+    phone: SimulatedPhone = await phone_factory(allow_new_keys=True, send_delay_ms=20)
+    async with SmsAgent.open(
+        db=db_path, device=phone.serial, key_path=adb_key_path, policy=FAST, poll_interval_s=0.05
+    ) as agent:
+        await send_four(agent)
+        await phone.wipe_data()
+        await phone.enable_tcpip()
+        phone.unlock_user()
+        phone.screen = "on"
+        started = asyncio.get_running_loop().time()
+        refused = await agent.send("W-1", TO, "after a wipe", wait=4)
+        took = asyncio.get_running_loop().time() - started
+    await phone.radio_idle()
+    assert [] == [t for t in phone.transmissions if t.body == "after a wipe"]
+    assert 1 == len(refused.summary.attempts), refused.summary.attempts
+    record = refused.record
+    assert record is not None and record.delivery is DeliveryState.FAILED
+    assert "another phone answers here now" in (record.last_error or "")
+    assert (True, False) == (record.evidence.get("unreachable"), spends_budget(record))
+    assert took < 3.0
+
+
+async def test_a_reset_under_a_live_link_is_found_by_the_failed_fence_claim(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The phone's data is reset under a connection that never dropped (no reconnect for the
+    handle to read its identity again): the send's fence claim fails, and the phone is asked
+    at once who it is: another phone, refused for good as after a reconnect. The attempt is
+    FAILED as unreachable (no budget spent: it used to be spent, attempt after attempt, on
+    claims that phone could not make) and the send ends; nothing goes out."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        await agent.phone.fence_epoch()
+        phone.store.wipe()  # the stores and android_id, as a factory reset leaves them
+        phone.clear_tmp()
+        outcome = await agent.send("A-17", TO, BODY, wait=4)
+        replaced = agent.phone.replaced
+    record = outcome.record
+    assert record is not None and 1 == len(outcome.summary.attempts)
+    assert (DeliveryState.FAILED, True, False) == (
+        record.delivery,
+        record.evidence.get("unreachable"),
+        spends_budget(record),
+    )
+    assert replaced is not None and "another phone answers here now" in replaced
+    await phone.radio_idle()
+    assert [] == [t for t in phone.transmissions if t.body == BODY]

@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from android_bridge.simulator import SimulatedPhone
@@ -272,3 +273,62 @@ async def test_a_wiped_phone_is_connected_again_and_served_as_a_new_one(
         devices = {(await ledger.summary(i)).latest.device for i in first + later}  # type: ignore[union-attr]
         assert len(devices) == 2  # the wiped phone is a new phone of the ledger
         assert await ledger.phone_workers() == []
+
+
+async def test_a_wipe_costs_the_action_in_hand_one_attempt_on_the_old_phone(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    """A factory reset found by the send of a claimed action: that send ends after its one
+    attempt on the old phone (FAILED, unreachable: no budget spent), the worker connects
+    again and the action goes out on the new phone, once; the worker does not start attempt
+    after attempt on a handle that refuses its phone until the action's wait is over."""
+    phone = await sms_phone()
+    first = await queue(db_path, 1)
+    worker, events = worker_for(db_path, [phone], adb_key_path, wait=8.0)
+    running = asyncio.create_task(worker.run())
+    assert set((await until_settled(db_path, first)).values()) == DONE
+    old_key = phone.serial
+    await phone.wipe_data()
+    phone.authorized_keys.path.write_text(
+        Path(f"{adb_key_path}.pub").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    await phone.enable_tcpip()
+    phone.unlock_user()
+    later = await queue(db_path, 1, prefix="W")
+    settled = await until_settled(db_path, later, within=20.0)
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert set(settled.values()) == DONE, events
+    async with Ledger.open(db_path) as ledger:
+        attempts = (await ledger.summary(later[0])).attempts
+    on_old = [a for a in attempts if a.device == old_key]
+    assert len(on_old) <= 1, [(a.device, a.last_error) for a in attempts]
+    assert sent_once([phone], later) == dict.fromkeys(later, 1)
+
+
+async def test_a_cleared_fence_folder_costs_the_queue_no_budget(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    """``rm -rf /data/local/tmp/*`` under a running worker (its handle knows the old epoch):
+    the next claimed action's send fails its fence claim on the same phone, spends none of
+    its one attempt, and goes out once with the phone's new epoch; so does the rest of the
+    queue."""
+    phone = await sms_phone()
+    first = await queue(db_path, 1)
+    worker, events = worker_for(db_path, [phone], adb_key_path)
+    running = asyncio.create_task(worker.run())
+    assert set((await until_settled(db_path, first)).values()) == DONE
+    phone.clear_tmp()
+    later = [f"F-{n}" for n in range(3)]
+    async with Ledger.open(db_path) as ledger:
+        for action_id in later:
+            await ledger.enqueue(
+                action_id,
+                SmsIntent(recipient=TO, body=action_id),
+                attrs.evolve(FAST, maximum_attempts=1),
+            )
+    settled = await until_settled(db_path, later, within=20.0)
+    worker.stop()
+    await asyncio.wait_for(running, 30)
+    assert set(settled.values()) == DONE, events
+    assert sent_once([phone], later) == dict.fromkeys(later, 1)

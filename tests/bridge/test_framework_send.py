@@ -11,8 +11,11 @@ import pytest
 from android_bridge import (
     CommandRejected,
     Device,
+    DeviceUnusable,
+    FenceLost,
     FenceState,
     FrameworkDispatcher,
+    SmsDispatcher,
     ensure_epoch,
     probe_framework_send,
     void_fences,
@@ -172,3 +175,44 @@ def test_release_without_a_known_code_is_refused() -> None:
     """An API level outside the ISms.aidl table (android-10.0.0_r1..15) gets no call at all."""
     with pytest.raises(CommandRejected, match="API level 28"):
         service_call_command(28, 1, TO, "x")
+
+
+@pytest.mark.parametrize("path", ["ui", "framework"])
+async def test_a_claim_refused_for_a_cleared_folder_says_the_fence_is_lost(
+    make_phone: PhoneFactory, bridge_key: Path, path: str
+) -> None:
+    """``rm -rf /data/local/tmp/*`` after the handle learnt its epoch: the send's claim fails,
+    and the phone, asked at once, is still the same phone without that epoch: ``FenceLost``
+    (nothing was sent; the attempt needs the phone's new epoch, not a person)."""
+    phone = await make_phone(android=15, build_type="userdebug")
+    async with await connect(phone.serial, bridge_key) as device:
+        epoch = await ensure_epoch(device)
+        phone.clear_tmp()
+        dispatcher = FrameworkDispatcher(device) if path == "framework" else SmsDispatcher(device)
+        with pytest.raises(FenceLost, match="epoch"):
+            await dispatcher.send(TO, "hi", fence=("d-1", epoch.epoch))
+        assert device.replaced is None
+    assert ([], []) == (phone.transmissions, phone.store.rows())
+
+
+@pytest.mark.parametrize("path", ["ui", "framework"])
+async def test_a_claim_refused_by_a_reset_phone_refuses_that_phone(
+    make_phone: PhoneFactory, bridge_key: Path, path: str
+) -> None:
+    """The phone was reset under a link that stayed up (its data, android_id and fence folder
+    gone between two round trips, with no reconnect for the handle to read its identity
+    again): the send's claim fails, and the identity read at once names another phone, so
+    the handle refuses it for good (``DeviceUnusable``, ``replaced``), as after a reconnect;
+    nothing was sent."""
+    phone = await make_phone(android=15, build_type="userdebug")
+    async with await connect(phone.serial, bridge_key) as device:
+        epoch = await ensure_epoch(device)
+        phone.store.wipe()  # the stores and android_id, as a factory reset leaves them
+        phone.clear_tmp()
+        dispatcher = FrameworkDispatcher(device) if path == "framework" else SmsDispatcher(device)
+        with pytest.raises(DeviceUnusable, match="another phone answers here now"):
+            await dispatcher.send(TO, "hi", fence=("d-1", epoch.epoch))
+        assert device.replaced is not None
+        with pytest.raises(DeviceUnusable):
+            await ensure_epoch(device)  # for good
+    assert ([], []) == (phone.transmissions, phone.store.rows())

@@ -150,11 +150,14 @@ def test_retries_back_off_by_default_with_a_jitter_every_process_agrees_on() -> 
     assert huge.interval_before(10_000, "d-1") > timedelta(days=1)  # no overflow
 
 
-def test_an_unreachable_phone_does_not_spend_the_budget() -> None:
+@pytest.mark.parametrize("flag", ["unreachable", "fence_lost"])
+def test_an_unreachable_phone_does_not_spend_the_budget(flag: str) -> None:
     """Issue 10, section 3: attempts that failed only because the phone could not be reached
-    (nothing was written to it) do not count against the budget; they still back off."""
+    (nothing was written to it) do not count against the budget; they still back off. Nor
+    (issue 33) do those whose fence claim failed because the phone's fence folder was
+    cleared (nothing ran: ``fence_lost``)."""
     policy = RetryPolicy(maximum_attempts=1, initial_interval=timedelta(seconds=1), jitter=0.0)
-    unreachable = [attrs.evolve(attempt(n, F), evidence={"unreachable": True}) for n in range(1, 4)]
+    unreachable = [attrs.evolve(attempt(n, F), evidence={flag: True}) for n in range(1, 4)]
     later = NOW + timedelta(seconds=10)
     assert should_redispatch(action(policy), unreachable, later)
     soon = should_redispatch(action(policy), unreachable, NOW)

@@ -47,6 +47,36 @@ def test_a_voided_fence_proves_the_attempt_failed() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("reason", "cleared"),
+    [
+        (None, False),
+        (ReviewReason.UNVERIFIED, True),
+        (ReviewReason.RCS_SUSPECTED, True),
+        (ReviewReason.AMBIGUOUS, False),
+        (ReviewReason.STUCK, False),
+    ],
+)
+def test_a_void_settles_the_review_that_asked_whether_the_script_sent(
+    reason: ReviewReason | None, cleared: bool
+) -> None:
+    """An attempt in review because its script ran but nothing was seen (UNVERIFIED,
+    RCS_SUSPECTED): a void proves the script never pressed a key, so the review is answered
+    and cleared with the FAILED (its reason kept as evidence); another review (whose row the
+    phone's is, a queued row) is left for a person."""
+    record = attrs.evolve(pending(fence_epoch="ab12cd34"), review_reason=reason)
+    transition = settle_by_fence(record, "voided", (), now=NOW, voided_at="go")
+    assert transition is not None
+    after = transition.after
+    assert (DeliveryState.FAILED, None if cleared else reason) == (
+        after.delivery,
+        after.review_reason,
+    )
+    settled = transition.evidence.get("review_settled")
+    assert (reason.value if cleared and reason else None) == settled
+    assert ("review_reason" in transition.changed) is cleared
+
+
 def test_a_claimed_fence_keeps_the_attempt_pending_with_its_stages() -> None:
     """The script claimed the fence: the attempt stays PENDING and its stages are kept."""
     transition = settle_by_fence(

@@ -15,6 +15,7 @@ every release from 10 to 15 (the research report of issue 21, item 3).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -150,6 +151,28 @@ def test_drop_after_command_needs_a_name_and_a_positive_count(tmp_path: Path) ->
         phone.drop_after_command("")
     with pytest.raises(ValueError, match="nth >= 1"):
         phone.drop_after_command("am", nth=0)
+    with pytest.raises(ValueError, match="not both"):
+        phone.drop_after_command("am", adbd_restarts=True, reboot=True)
+
+
+async def test_a_reboot_after_a_command_stops_the_script_there(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """``drop_after_command(..., reboot=True)``: the phone reboots right after the command
+    (power lost mid-script): the script is killed there whatever it ignores (init kills
+    every process at a reboot), the phone comes back locked with ``adb tcpip`` off, and the
+    next command of the script never ran."""
+    phone = await phone_factory()
+    phone.drop_after_command("am", reboot=True)
+    device = await connect(phone, adb_signer)
+    with contextlib.suppress(Exception):
+        await device.shell(IGNORE_HUP + send_command("+15550100", BODY) + f"; echo x > {LOG}")
+    with contextlib.suppress(Exception):
+        await device.close()
+    await phone.wait_idle()
+    assert (1, False, False) == (phone.reboots, phone.user_unlocked, phone.tcpip_enabled)
+    assert not phone.files.exists(LOG)
+    assert [] == stored(phone.store_path)
 
 
 async def noticed(client: RawClient, phone: SimulatedPhone, how: str) -> None:
