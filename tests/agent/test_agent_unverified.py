@@ -111,8 +111,18 @@ async def test_a_send_right_after_one_stuck_out_of_sight_waits_for_it_to_show(
         phone.store.mark_sent(stuck._id, date_sent_ms=phone.now_ms())
         await reconcile_pending(agent.ledger, [phone.serial], key_path=str(adb_key_path))
         final = {a: await agent.ledger.summary(a) for a in ("A-1", "A-2")}
-    assert Status.SUCCEEDED is not second.status
-    assert second.record is not None and second.record.provider_object_id is None
+    first, mine = final["A-1"].latest, second.record
+    assert first is not None and mine is not None
+    # the premise, from the phone's own clock: the second send's key came before the first
+    # one's app had surely written its row (its last key plus the margin). A machine loaded
+    # enough to press it later makes the hidden id provably the first one's, and the second
+    # is rightly confirmed at once (seen once in a full run beside two other test runs)
+    pressed = mine.evidence["keys_window_ms"][0]
+    if pressed < first.evidence["keys_window_ms"][1] + KEYS_MARGIN_MS:
+        assert Status.SUCCEEDED is not second.status
+        assert mine.provider_object_id is None
+    else:
+        assert Status.SUCCEEDED is second.status
     rows = {row.body: row._id for row in phone.store.rows(types=[2])}
     assert [rows[BODY], rows[OTHER_BODY]] == [
         final[a].latest.provider_object_id for a in ("A-1", "A-2") if final[a].latest
