@@ -405,11 +405,16 @@ class Device:
                 stream.abort()
 
     def _abort(self) -> None:
-        """Drop the connection without waiting (usable while being cancelled)."""
+        """Drop the connection without waiting (usable while being cancelled). A connection
+        with bytes still unsent (a write blocked on a stalled link) is aborted: closing it
+        would keep its socket open until they leave, which may be never."""
         transport, self._adb, self._transport = self._transport, None, None
         writer = getattr(transport, "_writer", None) if transport is not None else None
         if writer is not None:
-            writer.close()
+            if writer.transport.get_write_buffer_size() > 0:
+                writer.transport.abort()
+            else:
+                writer.close()
 
     async def _connect(self) -> None:
         await self.close()

@@ -54,15 +54,20 @@ async def test_closing_a_handle_whose_write_is_stuck_does_not_wait(
     make_phone: PhoneFactory, bridge_key: Path
 ) -> None:
     """A caller that gives up on a command stuck in its write (its own deadline) and closes
-    the handle gets control back at once."""
+    the handle gets control back at once, and the socket is closed, not left open holding
+    bytes that can never leave."""
     phone = await make_phone()
     device = await Device.connect(
         phone.serial, key_path=bridge_key, connect_timeout_s=2, command_timeout_s=30
     )
     _shrink_send_buffer(device)
     phone.stall_links()
+    writer = device._transport._writer  # type: ignore[union-attr]  # the socket under test
     async with asyncio.timeout(15):
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.5):
                 await device.shell("echo " + "y" * 100_000)
         await device.close()
+    assert writer.transport.is_closing()
+    await asyncio.sleep(0)  # an aborted transport closes its socket in the next turn
+    assert writer.get_extra_info("socket").fileno() == -1  # not left open holding bytes
