@@ -380,18 +380,41 @@ class Device:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection (idempotent)."""
-        adb, self._adb, self._transport = self._adb, None, None
-        if adb is not None:
-            with contextlib.suppress(*_TRANSPORT_ERRORS):
+        """Close the connection (idempotent), never waiting for bytes that cannot leave.
+
+        adb-shell closes with ``StreamWriter.close`` then ``wait_closed``, and asyncio closes
+        a socket only once its write buffer has drained: on a stalled link (the phone gone
+        from the network without a reset, so nothing is acknowledged) a command whose write
+        blocked would keep it waiting for ever. Such a connection is aborted instead, and
+        the graceful close is bounded by the connect timeout.
+        """
+        adb, transport = self._adb, self._transport
+        self._adb, self._transport = None, None
+        if adb is None:
+            return
+        writer = getattr(transport, "_writer", None) if transport is not None else None
+        stream = getattr(writer, "transport", None)
+        if stream is not None and stream.get_write_buffer_size() > 0:
+            _log.warning("adb_unsent_bytes_dropped", device=self.address)
+            stream.abort()
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
                 await adb.close()
+        except _TRANSPORT_ERRORS:  # asyncio.TimeoutError is TimeoutError
+            if stream is not None:
+                stream.abort()
 
     def _abort(self) -> None:
-        """Drop the connection without waiting (usable while being cancelled)."""
+        """Drop the connection without waiting (usable while being cancelled). A connection
+        with bytes still unsent (a write blocked on a stalled link) is aborted: closing it
+        would keep its socket open until they leave, which may be never."""
         transport, self._adb, self._transport = self._transport, None, None
         writer = getattr(transport, "_writer", None) if transport is not None else None
         if writer is not None:
-            writer.close()
+            if writer.transport.get_write_buffer_size() > 0:
+                writer.transport.abort()
+            else:
+                writer.close()
 
     async def _connect(self) -> None:
         await self.close()

@@ -108,6 +108,18 @@ class MessagingAppProfile:
     #: ``FixupMessageStatusOnStartupAction``). False: the row is written OUTBOX (4) and
     #: moved to SENT once the radio sent it (kinder than any app known: for tests only).
     optimistic_sent: bool = True
+    #: A text to several recipients sent as SMS (group MMS off) writes, besides one row per
+    #: recipient in that recipient's own conversation, a summary row first: type 2 SENT,
+    #: ``address`` every recipient joined by a space, the text, dated 1 ms after the others,
+    #: ``status`` 0 (COMPLETE), in the group's conversation, written SENT at once whatever
+    #: the radio then does with the real messages. AOSP Messaging does
+    #: (``InsertNewMessageAction.executeAction``: "Broadcast SMS - put message in 'fake
+    #: conversation' before farming out to real 1:1", ``insertBroadcastSmsMessage``; read
+    #: in LineageOS's copy of packages/apps/Messaging, lineage-17.1 to lineage-22.0, i.e.
+    #: Android 10 to 15, the same text in each: the AOSP repository could not be fetched
+    #: here). Assumed for the closed apps too: a row that says SENT for a message that may
+    #: have failed is never kinder.
+    broadcast_summary_row: bool = True
 
     @property
     def sendto_component(self) -> tuple[str, str]:

@@ -53,10 +53,13 @@ class Fault(enum.StrEnum):
     WRONG_RECIPIENT = "wrong-recipient"
     #: The next ``content query`` fails with a permission error (counts queries, not sends).
     PROVIDER_ERROR = "provider-error"
-    #: The next shell command never answers and never runs (counts command lines, not sends).
+    #: The link stalls as the next shell command line arrives: it never runs and never
+    #: answers, and the connection carries nothing more either way (``Connection.stall``;
+    #: counts command lines, not sends).
     HANG = "hang"
     #: The message is sent, then the link stalls: the script runs on to its end on the phone,
-    #: but the command never answers (a timeout after a real send).
+    #: but the command never answers (a timeout after a real send), and the connection
+    #: carries nothing more either way (``Connection.stall``).
     HANG_AFTER_SEND = "hang-after-send"
     #: At the next send the phone reboots: every connection is reset, the user is locked
     #: until unlocked, and ``adb tcpip`` mode is lost (see ``SimulatedPhone.reboot``).

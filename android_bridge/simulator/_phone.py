@@ -64,13 +64,14 @@ from android_bridge.simulator._store import (
     MMS_BOX_OUTBOX,
     MMS_BOX_SENT,
     NO_ERROR_CODE,
+    STATUS_COMPLETE,
     SmsStore,
 )
 from android_bridge.simulator._su import _SHELL_GROUPS, Identity, SuCommand
 from android_bridge.simulator._system_state import SystemState
 from android_bridge.simulator._telephony import ROOT_UID, SHELL_UID
 from android_bridge.simulator._toybox import grep as toybox_grep
-from android_bridge.simulator._transport import DEVICE_FEATURES, Connection
+from android_bridge.simulator._transport import DEVICE_FEATURES, Connection, listening_socket
 
 log = get_logger("android_bridge.simulator")
 
@@ -154,6 +155,8 @@ class SimulatedPhone:
         framework_jar: FrameworkJarKind = "aosp",
         app_send_timeout_ms: int = 5 * 60 * 1000,
         mms_fail_after_ms: int = 50 * 60 * 1000,
+        threads_autoincrement: bool = True,
+        serialno: str | None = None,
     ) -> None:
         if latency_ms < 0 or send_delay_ms < 0:
             raise ValueError("latency_ms and send_delay_ms must not be negative")
@@ -195,6 +198,13 @@ class SimulatedPhone:
         #: SIM); Android 14+ providers show rows of these and of ``sub_id`` -1 only.
         self.sim_sub_ids = tuple(dict.fromkeys(sim_sub_ids))
         self.store_path = Path(store_path)
+        #: A new store's ``threads`` table has AUTOINCREMENT (see ``SmsStore``): False for a
+        #: phone whose database predates it and whose upgrade failed.
+        self.threads_autoincrement = threads_autoincrement
+        #: ``ro.serialno``: None gives each phone its own (``SBSIM`` and its port); a value
+        #: gives every phone started with it the same, as cheap builds share one
+        #: (``0123456789ABCDEF``) and every emulator of a release reports ``EMULATOR<ver>``.
+        self.serialno = serialno
         if unlock_after_boot_ms is not None and unlock_after_boot_ms < 0:
             raise ValueError("unlock_after_boot_ms must not be negative")
         #: Added to the device clock by ``advance_time`` (ms).
@@ -313,11 +323,13 @@ class SimulatedPhone:
         """Open the store and start listening."""
         if self._store is not None:
             return
-        self._store = SmsStore(self.store_path)
+        self._store = SmsStore(self.store_path, threads_autoincrement=self.threads_autoincrement)
         self._files = FileTree(self.store_path, clock_ns=lambda: self.now_ms() * 1_000_000)
         self._files.boot()
         self.authorized_keys.start_keystore()
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._accept, sock=listening_socket(self.host, self.port)
+        )
         self.tcpip_enabled = True
         sockets = self._server.sockets
         if sockets:
@@ -612,7 +624,9 @@ class SimulatedPhone:
         """``adb tcpip``: adbd listens on the phone's TCP port again (after a reboot)."""
         if self._server is not None or self._store is None:
             return
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self._server = await asyncio.start_server(
+            self._accept, sock=listening_socket(self.host, self.port)
+        )
         self.tcpip_enabled = True
 
     def disable_tcpip(self) -> None:
@@ -631,6 +645,21 @@ class SimulatedPhone:
         self._kill_scripts()  # adbd restarts: init kills what it started
         for connection in list(self._connections):
             connection.abort(reset=True)
+
+    def stall_links(self) -> None:
+        """Every open ADB connection stalls, as when the phone drops off Wi-Fi without a
+        reset (an outage, or a path that stops carrying packets): nothing more goes either
+        way on them, the phone stops reading what clients write (their writes block once
+        their own buffers are full) and sends nothing, and the scripts they run run on
+        (``Connection.stall``). Connections made afterwards are served. Until
+        ``resume_links()``, a reboot or adbd restarting (which reset them)."""
+        for connection in list(self._connections):
+            connection.stall()
+
+    def resume_links(self) -> None:
+        """The stalled connections carry packets again (``Connection.resume``)."""
+        for connection in list(self._connections):
+            connection.resume()
 
     def advance_time(self, delta: timedelta) -> None:
         """Move the device clock forward by ``delta`` (no real waiting): ``date``, new rows
@@ -834,6 +863,9 @@ class SimulatedPhone:
         if self.faults.take(Fault.HANG):
             log.info("simulator_fault_hang")
             self._parked_scripts.add(session)  # harness bookkeeping (radio_idle)
+            # the link stalls as the command line arrives: nothing more goes either way on
+            # this connection, so the client's later writes block once its buffers are full
+            connection.stall()
             await asyncio.Event().wait()
         stalled = _Stall()
         token = _STALL.set(stalled)
@@ -988,10 +1020,11 @@ class SimulatedPhone:
             link_faults_after=self._link_faults_after,
         )
 
-    def _secure_setting(self, name: str) -> str | None:
-        """A ``Settings.Secure`` value the simulator keeps (``android_id``), else None."""
+    def _secure_setting(self, name: str, user_id: int = 0) -> str | None:
+        """A ``Settings.Secure`` value of ``user_id`` the simulator keeps (``android_id``),
+        else None."""
         if name == "android_id" and self._store is not None:
-            return self._store.android_id()
+            return self._store.android_id(user_id)
         return None
 
     @property
@@ -1004,7 +1037,7 @@ class SimulatedPhone:
         return build_properties(
             region=self.region,
             root=self.root,
-            serial=f"SBSIM{self.port:05d}",
+            serial=f"SBSIM{self.port:05d}" if self.serialno is None else self.serialno,
             release=self.release,
             build_type=self.build_type,
         )
@@ -1072,10 +1105,15 @@ class SimulatedPhone:
                 )
                 outgoing = [_Outgoing("mms", pdu_id, addresses, body, app.package)]
             else:
+                # one clock reading for them all (``InsertNewMessageAction``: ``timestamp``
+                # for each recipient's row, ``timestamp + 1`` for the summary)
+                sent_at = self.now_ms()
+                if len(addresses) > 1 and app.broadcast_summary_row:
+                    self._insert_broadcast_summary(app, addresses, body, date_ms=sent_at + 1)
                 outgoing = [
                     _Outgoing(
                         "sms",
-                        self._insert_outgoing(app, address, body),
+                        self._insert_outgoing(app, address, body, date_ms=sent_at),
                         (address,),
                         body,
                         app.package,
@@ -1124,14 +1162,41 @@ class SimulatedPhone:
             return
         if Fault.HANG_AFTER_SEND in faults:
             _STALL.get(_Stall()).on = True
+            connection = _CONNECTION.get(None)
+            if connection is not None:
+                connection.stall()  # nothing more goes either way on this link
 
-    def _insert_outgoing(self, app: MessagingAppProfile, address: str, body: str) -> int:
+    def _insert_broadcast_summary(
+        self, app: MessagingAppProfile, addresses: tuple[str, ...], body: str, *, date_ms: int
+    ) -> int:
+        """The summary row an app writes for a text to several recipients sent as SMS,
+        before the recipients' own rows (``MessagingAppProfile.broadcast_summary_row``:
+        AOSP Messaging ``InsertNewMessageAction.insertBroadcastSmsMessage``): SENT at once,
+        never sent itself, never changed by what the radio does."""
+        return self.store.insert(
+            address=" ".join(addresses),
+            body=body,
+            date=date_ms,
+            date_sent=0,
+            read=1,
+            seen=1,
+            status=STATUS_COMPLETE,
+            type=MESSAGE_TYPE_SENT,
+            thread_id=self.store.thread_id_for(addresses),
+            error_code=0 if self.release.version == 10 else NO_ERROR_CODE,
+            sub_id=self.sim_sub_ids[0],
+            creator=app.package,
+        )
+
+    def _insert_outgoing(
+        self, app: MessagingAppProfile, address: str, body: str, *, date_ms: int | None = None
+    ) -> int:
         """The row ``app`` writes for one outgoing SMS before the radio answers: SENT for an
         app that writes it optimistically (every profile: ``optimistic_sent``), else OUTBOX."""
         return self.store.insert_outgoing(
             address,
             body,
-            date_ms=self.now_ms(),
+            date_ms=self.now_ms() if date_ms is None else date_ms,
             creator=app.package,
             message_type=MESSAGE_TYPE_SENT if app.optimistic_sent else MESSAGE_TYPE_OUTBOX,
             # no error_code written: the provider's default for a database made on this

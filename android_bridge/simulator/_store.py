@@ -331,7 +331,19 @@ class SmsStore:
     Every write commits immediately, so another process reading the file sees it at once.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, threads_autoincrement: bool = True) -> None:
+        """Open (or create) the store at ``path``.
+
+        ``threads_autoincrement``: the ``threads`` table of a new store is created as
+        ``MmsSmsDatabaseHelper`` creates it at android-10.0.0_r30 to 15.0.0_r1
+        (``_id INTEGER PRIMARY KEY AUTOINCREMENT``: a deleted conversation's id is never
+        given again). False makes it as a database from before that keyword whose
+        upgrade (``upgradeThreadsTableToAutoIncrement``, run at the first
+        ``getWritableDatabase`` after boot and "optional": it fails, and is tried again at
+        the next boot, when storage is short) has not succeeded: ``INTEGER PRIMARY KEY``,
+        so the latest conversation's id, once it is deleted, goes to the next new one. A
+        store that exists keeps the table it has.
+        """
         self.path = Path(path)
         # it holds message bodies: a new store is 0600 in directories created 0700
         make_private_dirs(self.path.parent)
@@ -341,6 +353,14 @@ class SmsStore:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(_SCHEMA)
+        # the conversations (MmsSmsDatabaseHelper.createCommonTables, TelephonyProvider
+        # android-10.0.0_r30 to 15.0.0_r1; the columns the simulator keeps)
+        autoincrement = " AUTOINCREMENT" if threads_autoincrement else ""
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS threads ("
+            f"_id INTEGER PRIMARY KEY{autoincrement}, date INTEGER DEFAULT 0,"
+            " message_count INTEGER DEFAULT 0, recipient_ids TEXT, snippet TEXT)"
+        )
         self._reader = sqlite3.connect(
             f"{self.path.resolve().as_uri()}?mode=ro",
             uri=True,
@@ -394,15 +414,60 @@ class SmsStore:
 
     # -- writing -------------------------------------------------------------------------
 
-    def thread_id_for(self, address: str) -> int:
-        """Return the conversation id for ``address``, creating it as Android does."""
-        self._db.execute(
-            "INSERT OR IGNORE INTO canonical_addresses (address) VALUES (?)", (address,)
+    def thread_id_for(self, addresses: str | Sequence[str]) -> int:
+        """The conversation of ``addresses`` (one address, or several: a group), created if
+        there is none, as ``MmsSmsProvider.getThreadId`` does (TelephonyProvider
+        android-10.0.0_r30 to 15.0.0_r1): each address gets its ``canonical_addresses`` id,
+        and the thread is the ``threads`` row whose ``recipient_ids`` are those ids, sorted
+        and joined by spaces. A conversation whose messages are all deleted is deleted with
+        them (:meth:`drop_empty_threads`): the next message to those recipients starts a new
+        thread, with a new id (or, without AUTOINCREMENT, the deleted one's if it was the
+        highest: see ``threads_autoincrement``)."""
+        if isinstance(addresses, str):
+            addresses = [addresses]
+        ids: list[int] = []
+        for address in addresses:
+            self._db.execute(
+                "INSERT OR IGNORE INTO canonical_addresses (address) VALUES (?)", (address,)
+            )
+            ids.append(
+                int(
+                    self._db.execute(
+                        "SELECT _id FROM canonical_addresses WHERE address = ?", (address,)
+                    ).fetchone()[0]
+                )
+            )
+        recipient_ids = " ".join(str(value) for value in sorted(set(ids)))
+        row = self._db.execute(
+            "SELECT _id FROM threads WHERE recipient_ids = ? ORDER BY _id LIMIT 1",
+            (recipient_ids,),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        cursor = self._db.execute(
+            "INSERT INTO threads (recipient_ids) VALUES (?)", (recipient_ids,)
         )
-        value = self._db.execute(
-            "SELECT _id FROM canonical_addresses WHERE address = ?", (address,)
-        ).fetchone()[0]
-        return int(value)
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def drop_empty_threads(self) -> None:
+        """Delete every conversation no SMS or MMS refers to any more, as
+        ``MmsSmsDatabaseHelper.updateThreads`` does after each delete of messages
+        (TelephonyProvider android-10.0.0_r30 to 15.0.0_r1)."""
+        self._db.execute(
+            "DELETE FROM threads WHERE _id NOT IN ("
+            " SELECT DISTINCT thread_id FROM sms WHERE thread_id IS NOT NULL"
+            " UNION SELECT DISTINCT thread_id FROM pdu WHERE thread_id IS NOT NULL)"
+        )
+
+    def threads(self) -> dict[int, str]:
+        """Test harness: every conversation, ``{thread _id: recipient_ids}``."""
+        return {
+            int(thread_id): str(recipient_ids)
+            for thread_id, recipient_ids in self._db.execute(
+                "SELECT _id, recipient_ids FROM threads ORDER BY _id"
+            )
+        }
 
     def insert(self, **columns: object) -> int:
         """Insert a row with any ``sms`` columns (others take Android's defaults); return ``_id``.
@@ -506,8 +571,10 @@ class SmsStore:
         """Delete one row, as the owner deleting a message does: its ``_id`` is left as a gap
         (or taken again by the next insert, if it was the highest: ``_id INTEGER PRIMARY KEY``
         without AUTOINCREMENT, ``MmsSmsDatabaseHelper`` at android-10.0.0_r30 and
-        android-15.0.0_r17)."""
-        self._db.execute("DELETE FROM sms WHERE _id = ?", (row_id,))
+        android-15.0.0_r17). A conversation left empty is deleted too."""
+        with self._transaction():
+            self._db.execute("DELETE FROM sms WHERE _id = ?", (row_id,))
+            self.drop_empty_threads()
 
     # -- MMS -------------------------------------------------------------------------------
 
@@ -565,10 +632,9 @@ class SmsStore:
         """
         if not addresses:
             raise ValueError("an MMS needs at least one recipient")
-        thread_key = addresses[0] if len(addresses) == 1 else " ".join(sorted(addresses))
         with self._transaction():
             pdu_id = self.insert_pdu(
-                thread_id=self.thread_id_for(thread_key),
+                thread_id=self.thread_id_for(addresses),
                 date=date_ms // 1000,
                 date_sent=0,
                 msg_box=msg_box,
@@ -680,24 +746,35 @@ class SmsStore:
         """A factory reset: every SMS, MMS and conversation is gone, and the secure settings
         with them (``android_id`` is generated anew at the next boot)."""
         with self._transaction():
-            for table in ("sms", "pdu", "addr", "part", "canonical_addresses", "secure_settings"):
+            for table in (
+                "sms",
+                "pdu",
+                "addr",
+                "part",
+                "canonical_addresses",
+                "threads",
+                "secure_settings",
+                # a new database: every AUTOINCREMENT counter starts again
+                "sqlite_sequence",
+            ):
                 self._db.execute(f"DELETE FROM {table}")
 
-    def android_id(self) -> str:
-        """``Settings.Secure.ANDROID_ID`` of user 0, generated once and kept until a wipe:
-        SettingsProvider's ``ensureSecureSettingAndroidIdSetLocked`` stores
-        ``Long.toHexString(new SecureRandom().nextLong())`` when the value is unset (so up to
-        16 hex digits, leading zeros dropped). Kept in this file beside the SMS tables (a real
-        phone keeps it in the settings provider's own store under ``/data``)."""
+    def android_id(self, user_id: int = 0) -> str:
+        """``Settings.Secure.ANDROID_ID`` of ``user_id`` (0: the phone's own), generated once
+        and kept until a wipe: SettingsProvider's ``ensureSecureSettingAndroidIdSetLocked``
+        stores ``Long.toHexString(new SecureRandom().nextLong())`` in each user's secure
+        settings when the value is unset (so up to 16 hex digits, leading zeros dropped;
+        every user has its own). Kept in this file beside the SMS tables (a real phone keeps
+        it in the settings provider's own store under ``/data``)."""
+        name = "android_id" if user_id == 0 else f"android_id@{user_id}"
         row = self._db.execute(
-            "SELECT value FROM secure_settings WHERE name = 'android_id'"
+            "SELECT value FROM secure_settings WHERE name = ?", (name,)
         ).fetchone()
         if row is not None and row[0]:
             return str(row[0])
         value = format(secrets.randbits(64), "x")
         self._db.execute(
-            "INSERT OR REPLACE INTO secure_settings (name, value) VALUES ('android_id', ?)",
-            (value,),
+            "INSERT OR REPLACE INTO secure_settings (name, value) VALUES (?, ?)", (name, value)
         )
         return value
 
@@ -713,7 +790,9 @@ class SmsStore:
             int(row[0])
             for row in self._db.execute("SELECT _id FROM sms WHERE thread_id = ?", (thread_id,))
         ]
-        self._db.execute("DELETE FROM sms WHERE thread_id = ?", (thread_id,))
+        with self._transaction():
+            self._db.execute("DELETE FROM sms WHERE thread_id = ?", (thread_id,))
+            self.drop_empty_threads()
         return ids
 
     def delete_conversation(self, thread_id: int) -> tuple[list[int], list[int]]:
@@ -735,6 +814,7 @@ class SmsStore:
                 self._db.execute("DELETE FROM addr WHERE msg_id = ?", (pdu_id,))
                 self._db.execute("DELETE FROM part WHERE mid = ?", (pdu_id,))
                 self._db.execute("DELETE FROM pdu WHERE _id = ?", (pdu_id,))
+            self.drop_empty_threads()
         return sms_ids, pdu_ids
 
     def delete_from(self, first_id: int) -> list[int]:
@@ -744,7 +824,9 @@ class SmsStore:
             int(row[0])
             for row in self._db.execute("SELECT _id FROM sms WHERE _id >= ?", (first_id,))
         ]
-        self._db.execute("DELETE FROM sms WHERE _id >= ?", (first_id,))
+        with self._transaction():
+            self._db.execute("DELETE FROM sms WHERE _id >= ?", (first_id,))
+            self.drop_empty_threads()
         return ids
 
     def mms_messages(self) -> list[MmsMessage]:
@@ -794,7 +876,11 @@ class SmsStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One write transaction: a reader never sees half a message."""
+        """One write transaction: a reader never sees half a message (inside one already
+        under way, part of it)."""
+        if self._db.in_transaction:
+            yield
+            return
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield

@@ -176,7 +176,7 @@ class SystemState:
         self,
         messaging: Messaging,
         release: Callable[[], AndroidRelease],
-        secure_setting: Callable[[str], str | None] | None = None,
+        secure_setting: Callable[[str, int], str | None] | None = None,
         sim_sub_ids: Callable[[], tuple[int, ...]] = lambda: (1,),
     ) -> None:
         self._messaging = messaging
@@ -474,23 +474,63 @@ class SystemState:
         return "".join(line + "\n" for line in lines)
 
     async def settings(self, argv: list[str], stdin: str) -> Output:
-        """``settings get [--user N] NAMESPACE KEY``: ``secure sms_default_application``,
-        ``secure android_id``, the ``global`` keys set on this phone; other keys are unset."""
+        """``settings [--user N|current] get NAMESPACE KEY`` as SettingsProvider's
+        ``SettingsService.MyShellCommand.onCommand`` parses it (frameworks/base, read in a
+        stored copy at commit 0b1501a7, not at a release tag): ``--user`` may come anywhere,
+        once; without it the user is ``USER_SYSTEM`` (0), ``current``/``cur`` is the current
+        user (0 here); a user the phone does not have is ``Invalid user: N`` on stderr and
+        status 255 (``UserManager.getUserInfo`` null, ``return -1``). ``system`` and
+        ``secure`` values are each user's own (every user has its own ``android_id``; the
+        stale ``sms_default_application`` is user 0's), ``global`` ones the device's.
+        Only ``get`` is modelled."""
         args = argv[1:]
-        if args[:1] != ["get"]:
+        user: int | None = None
+        verb: str | None = None
+        rest: list[str] = []
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            index += 1
+            if arg == "--user":
+                if user is not None or index >= len(args):
+                    return Output.err("Bad arguments\n", 255)
+                text = args[index]
+                index += 1
+                if text in ("current", "cur"):
+                    user = 0  # ActivityManager's current user: the phone's owner here
+                elif re.fullmatch(r"[+-]?[0-9]{1,9}", text):
+                    user = int(text)
+                else:
+                    return Output.err(
+                        f"Exception occurred while executing '{args[0]}':\n"
+                        f'java.lang.NumberFormatException: For input string: "{text}"\n',
+                        255,
+                    )
+            elif verb is None:
+                if arg.lower() in ("put", "delete", "list", "reset"):
+                    return Output.err(f"settings: {arg}: not modelled by the simulator\n")
+                if arg.lower() != "get":
+                    return Output.err(f"Invalid command: {arg}\n", 255)
+                verb = "get"
+            else:
+                rest.append(arg)
+        if verb is None:
             return Output.err("usage:  settings [--user <USER_ID> | current] get namespace key\n")
-        args = args[1:]
-        if args[:1] == ["--user"]:
-            args = args[2:]
-        if len(args) != 2 or args[0] not in ("system", "secure", "global"):
-            return Output.err("Invalid namespace\n", 1)
+        if rest and rest[0].lower() not in ("system", "secure", "global"):
+            return Output.err(f"Invalid namespace '{rest[0]}'\n", 255)
+        if len(rest) != 2:
+            return Output.err("Bad arguments\n", 255)
+        user_id = 0 if user is None or user < 0 else user
+        if user_id not in {role_user.user_id for role_user in self.role_users()}:
+            return Output.err(f"Invalid user: {user_id}\n", 255)
+        namespace, key = rest[0].lower(), rest[1]
         value = None
-        if args == ["secure", SMS_DEFAULT_APPLICATION]:
-            value = self.sms_default_setting
-        elif args[0] == "global":
-            value = self.global_settings.get(args[1])
-        elif args[0] == "secure" and self._secure_setting is not None:
+        if namespace == "secure" and key == SMS_DEFAULT_APPLICATION:
+            value = self.sms_default_setting if user_id == 0 else None
+        elif namespace == "global":
+            value = self.global_settings.get(key)
+        elif namespace == "secure" and self._secure_setting is not None:
             # SettingsService prints the provider's value for the shell (uid 2000, below
             # FIRST_APPLICATION_UID: the device's own android_id, not an app's SSAID)
-            value = self._secure_setting(args[1])
+            value = self._secure_setting(key, user_id)
         return Output.out(f"{value if value is not None else 'null'}\n")

@@ -68,6 +68,28 @@ _ACK_TIMEOUT_S: Final = 60.0
 #: whose buffer is larger: a script blocked sooner is never kinder.
 _TERMINAL_BUFFER: Final = 8192
 
+#: The receive buffer of the phone's ADB sockets (``SO_RCVBUF`` on the listening socket,
+#: inherited by every connection it accepts; Linux doubles it). On a real network a stalled
+#: link delivers nothing: the client's bytes wait unacknowledged in its own send buffer, and
+#: its writes block once that is full. Loopback delivers them to this socket whether or not
+#: the phone reads it, up to the window it advertised (64 KiB and more by default, autotuned
+#: to MiBs), so it is kept small from the start: a window shrunk only once the link stalls
+#: would leave the client's kernel waiting on its persist timer after the link comes back.
+#: Only a client's uploads (commands, OKAYs) cross it; the phone's output is bounded by the
+#: client's own receive buffer.
+RECEIVE_BUFFER: Final = 8192
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The socket adbd listens on: ``host:port`` (0: any free port), its receive buffer
+    ``RECEIVE_BUFFER`` so that a stalled connection holds almost nothing of a client's."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    sock.setblocking(False)
+    return sock
+
+
 #: Shell protocol packet ids (``shell_protocol.h``, ``ShellProtocol::Id``).
 SHELL_ID_STDIN: Final = 0
 SHELL_ID_STDOUT: Final = 1
@@ -204,6 +226,9 @@ class Connection:
         self._next_local_id = 1
         self._write_lock = asyncio.Lock()
         self._closed = False
+        #: Set while the link carries packets; cleared while it is stalled (``stall``).
+        self._flowing = asyncio.Event()
+        self._flowing.set()
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._log = log.bind(peer=self.peer)
@@ -213,10 +238,48 @@ class Connection:
         """Whether the peer has authenticated."""
         return self._online
 
+    @property
+    def stalled(self) -> bool:
+        """Whether the link is stalled (``stall``) and not resumed."""
+        return not self._flowing.is_set()
+
+    def stall(self) -> None:
+        """The link stalls, as when a phone drops off Wi-Fi without a reset, or a path stops
+        carrying packets: nothing more goes either way. The phone neither reads what the
+        client writes (the socket is no longer read, and its receive buffer is small:
+        ``RECEIVE_BUFFER``, so the client's bytes wait in the client's own buffers and its
+        writes block once they are full, as a TCP sender's do when nothing is acknowledged)
+        nor sends anything (replies, OKAYs, CLSEs wait). Scripts on the phone run on as they would:
+        their output waits with adbd. Until ``resume`` or ``abort``; a TCP connection whose
+        peer never answers is the client's to give up.
+        """
+        if self._closed or self.stalled:
+            return
+        self._flowing.clear()
+        transport = self._writer.transport
+        if isinstance(transport, asyncio.ReadTransport):
+            with contextlib.suppress(Exception):
+                transport.pause_reading()
+        self._log.info("adb_link_stalled")
+
+    def resume(self) -> None:
+        """The stalled link carries packets again: what waited on either side goes through
+        (TCP retransmits what was not acknowledged)."""
+        if self._closed or not self.stalled:
+            return
+        transport = self._writer.transport
+        if isinstance(transport, asyncio.ReadTransport):
+            with contextlib.suppress(Exception):
+                transport.resume_reading()
+        self._flowing.set()
+        self._log.info("adb_link_resumed")
+
     async def serve(self) -> None:
         """Read packets until EOF or a protocol violation, then close."""
         try:
             while not self._closed:
+                # a stalled link delivers nothing: not even what the reader already holds
+                await self._flowing.wait()
                 raw = await self._reader.readexactly(_wire.HEADER_SIZE)
                 header = _wire.decode_header(raw, self._max_payload)
                 payload = b""
@@ -229,6 +292,9 @@ class Connection:
                 )
                 if checksummed and payload and _wire.checksum(payload) != header.data_check:
                     raise _wire.MalformedPacket(f"bad checksum on {header.name}")
+                await self._flowing.wait()
+                if self._closed:
+                    break
                 await self._handle(header, payload)
         except (asyncio.IncompleteReadError, ConnectionError):
             self._log.debug("adb_peer_disconnected")
@@ -249,6 +315,7 @@ class Connection:
         if self._closed:
             return
         self._closed = True
+        self._flowing.set()  # whatever waited for the link fails now (the socket is gone)
         if reset:
             sock = self._writer.get_extra_info("socket")
             if sock is not None:
@@ -274,6 +341,9 @@ class Connection:
             with_checksum=self._version < _wire.VERSION_SKIP_CHECKSUM,
         )
         async with self._write_lock:
+            await self._flowing.wait()  # a stalled link sends nothing
+            if self._closed:
+                raise ConnectionResetError("connection closed")
             self._writer.write(packet)
             await self._writer.drain()
 

@@ -293,6 +293,19 @@ _FAULT_HELP = (
     " codes), stripped of its DEX, a DEX 041, without ISms$Stub, unreadable by the shell,"
     " missing, or an OEM's ISms with one method more in front (every isms code moves by one).",
 )
+@click.option(
+    "--serialno",
+    default=None,
+    metavar="SERIAL",
+    help="ro.serialno (default SBSIM and the port): give several phones one serial, as cheap"
+    " builds share 0123456789ABCDEF.",
+)
+@click.option(
+    "--threads-without-autoincrement",
+    is_flag=True,
+    help="A new store's threads table lacks AUTOINCREMENT (a database whose optional upgrade"
+    " failed): a deleted latest conversation's id goes to the next one.",
+)
 @click.option("--seed", type=int, default=None, help="Seed for --background-sends.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every packet-level event.")
 def simulator_command(
@@ -328,6 +341,8 @@ def simulator_command(
     work_profile: bool,
     secondary_user_sms_app: str | None,
     framework_jar: str,
+    serialno: str | None,
+    threads_without_autoincrement: bool,
     seed: int | None,
     verbose: bool,
 ) -> None:
@@ -389,6 +404,8 @@ def simulator_command(
         work_profile=work_profile,
         secondary_user_sms_app=secondary_user_sms_app,
         framework_jar=cast(FrameworkJarKind, framework_jar),
+        serialno=serialno,
+        threads_autoincrement=not threads_without_autoincrement,
         seed=seed,
     )
     try:

@@ -373,3 +373,66 @@ async def test_a_reset_under_a_live_link_is_found_by_the_failed_fence_claim(
     assert replaced is not None and "another phone answers here now" in replaced
     await phone.radio_idle()
     assert [] == [t for t in phone.transmissions if t.body == BODY]
+
+
+@pytest.mark.parametrize("threads_autoincrement", [True, False])
+async def test_a_deleted_conversations_thread_id_given_again_fools_nothing(
+    sms_phone: Any, agent_for: Any, threads_autoincrement: bool
+) -> None:
+    """The owner deletes the conversation of our last send, the latest one; our next send,
+    to someone else, starts a conversation that (on a database without AUTOINCREMENT on
+    ``threads``) takes the deleted one's thread id, and its row the deleted row's ``_id``.
+    The product reads ``thread_id`` but attributes by ``_id``, recipient, body and date,
+    never by conversation: each send is proven by its own row, and the first keeps its
+    verdict."""
+    phone = await sms_phone(threads_autoincrement=threads_autoincrement)
+    first_to, second_to = "+1 202 555 0177", "+1 202 555 0188"
+    async with agent_for(phone) as agent:
+        first = await agent.send("T-1", first_to, BODY, wait=5)
+        assert first.record is not None and first.record.provider_object_id is not None
+        first_row = phone.store.row(first.record.provider_object_id)
+        assert first_row is not None and first_row.thread_id is not None
+        assert max(phone.store.threads()) == first_row.thread_id  # the latest conversation
+        phone.store.delete_conversation(first_row.thread_id)
+        second = await agent.send("T-2", second_to, BODY, wait=5)
+        again = await agent.send("T-1", first_to, BODY, wait=1)  # the same action again
+    assert second.record is not None
+    second_row = phone.store.row(second.record.provider_object_id or 0)
+    assert second_row is not None
+    reused = second_row.thread_id == first_row.thread_id
+    assert (not threads_autoincrement) == reused
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (first.status, second.status)
+    assert [second_row._id] == sent_rows(phone, second_to, BODY)
+    assert (Status.SUCCEEDED, 2) == (again.status, agent.dispatches)
+
+
+@pytest.mark.parametrize("serialno", ["0123456789ABCDEF", "R58M41ABCDE"])
+async def test_two_phones_sharing_a_serial_are_two_devices(
+    phone_factory: Any, db_path: str, adb_key_path: Path, serialno: str
+) -> None:
+    """Two phones report one ``ro.serialno`` (a cheap build's placeholder, or a vendor's
+    serial reused across units): the ledger tells them apart by ``android_id``, so they are
+    two devices, two leases. An attempt holding the first phone does not hold the second,
+    and each send lands on its own phone."""
+    first: SimulatedPhone = await phone_factory(
+        send_delay_ms=20, app=OUTBOX_FIRST, serialno=serialno
+    )
+    second: SimulatedPhone = await phone_factory(send_delay_ms=20, serialno=serialno)
+    async with (
+        SmsAgent.open(db=db_path, device=first.serial, key_path=adb_key_path, policy=FAST) as one,
+        SmsAgent.open(db=db_path, device=second.serial, key_path=adb_key_path, policy=FAST) as two,
+    ):
+        facts = [await agent.phone._device.facts() for agent in (one, two)]  # type: ignore[attr-defined]
+        first.inject_fault("stuck-outbox")  # out of sight: its attempt keeps the first's lease
+        held = await one.send("A-1", TO, BODY, wait=0.3)
+        other = await two.send("B-1", "+1 202 555 0199", "other", wait=5)
+        assert one.binding is not None and two.binding is not None
+        keys = {one.binding.key, two.binding.key}
+        phones = await one.ledger.phones()
+    assert [serialno, serialno] == [fact.serialno for fact in facts]
+    assert facts[0].identity != facts[1].identity
+    assert {first.serial, second.serial} == keys == {info.key for info in phones}
+    assert held.record is not None and DeliveryState.PENDING is held.record.delivery
+    assert Status.SUCCEEDED == other.status
+    assert [] == sent_rows(first, "+12025550199", "other")
+    assert 1 == len(sent_rows(second, "+12025550199", "other"))

@@ -321,3 +321,32 @@ async def test_role_help_exits_255(
         header = "Role manager (role)" if android <= 11 else "Role (role)"
         assert output.startswith(f"{header} commands:\n") and output.endswith("rc=255\n")
         assert ("get-role-holders" in output) == GET_ROLE_HOLDERS[android, updated]
+
+
+async def test_settings_user_n_reads_that_users_values_or_refuses_a_user_not_there(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """``settings --user N`` (SettingsService ``MyShellCommand.onCommand``): a user the phone
+    does not have is ``Invalid user: N``, status 255, not user 0's values; another user's
+    ``secure`` values are its own (its ``android_id`` differs), ``global`` ones are the
+    device's; ``--user`` may follow ``get``, and twice is ``Bad arguments``."""
+    plain = await phone_factory(disable_adb_auth_timeout=True)
+    work = await phone_factory(work_profile=True, sms_default_setting="com.example.old")
+    status = "; echo rc=$?"
+    assert "Invalid user: 10\nrc=255\n" == await _shell(
+        plain, adb_signer, "settings --user 10 get secure android_id 2>&1" + status
+    )
+    assert "Bad arguments\nrc=255\n" == await _shell(
+        plain, adb_signer, "settings --user 0 get --user 0 global x 2>&1" + status
+    )
+    assert "0\n" == await _shell(
+        plain, adb_signer, "settings get --user current global adb_allowed_connection_time"
+    )
+    own = await _shell(work, adb_signer, "settings get secure android_id")
+    assert own == await _shell(work, adb_signer, "settings --user 0 get secure android_id")
+    profile = await _shell(work, adb_signer, "settings --user 10 get secure android_id")
+    assert re.fullmatch(r"[0-9a-f]{1,16}\n", profile) and profile != own
+    assert ("com.example.old\n", "null\n") == (
+        await _shell(work, adb_signer, SETTING),
+        await _shell(work, adb_signer, "settings --user 10 get secure sms_default_application"),
+    )

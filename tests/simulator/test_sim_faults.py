@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from adb_shell.auth.sign_pythonrsa import PythonRSASigner
 from adb_shell.exceptions import TcpTimeoutException
 
-from android_bridge.simulator import Fault, SimulatedPhone
+from android_bridge.simulator import Fault, SimulatedPhone, _wire
 from android_bridge.simulator._apps import AOSP_MESSAGING
 from tests.conftest import PhoneFactory
 from tests.simulator.sim_helpers import connect, send_command, without_wait_lines
@@ -229,8 +230,13 @@ async def test_hang_never_answers_until_the_client_times_out(
         await device.shell(send_command("+15550100", BODY), transport_timeout_s=0.5)
     assert 0.5 <= loop.time() - started < 3
     assert [] == stored(phone.store_path)
-    assert "fine\n" == await device.shell("echo fine")
+    # the link stalled: this connection carries nothing more, a new one is served
+    with pytest.raises(TcpTimeoutException):
+        await device.shell("echo fine", transport_timeout_s=0.5)
     await device.close()
+    fresh = await connect(phone, adb_signer)
+    assert "fine\n" == await fresh.shell("echo fine")
+    await fresh.close()
 
 
 async def test_hang_after_send_sends_but_never_answers(
@@ -242,8 +248,12 @@ async def test_hang_after_send_sends_but_never_answers(
     with pytest.raises(TcpTimeoutException):
         await device.shell(send_command("+15550100", BODY), transport_timeout_s=0.5)
     assert [("+15550100", BODY, 2)] == stored(phone.store_path)
-    assert "fine\n" == await device.shell("echo fine")
+    with pytest.raises(TcpTimeoutException):
+        await device.shell("echo fine", transport_timeout_s=0.5)
     await device.close()
+    fresh = await connect(phone, adb_signer)
+    assert "fine\n" == await fresh.shell("echo fine")
+    await fresh.close()
 
 
 async def test_hang_after_send_runs_the_rest_of_the_script(
@@ -337,3 +347,50 @@ async def test_latency_delays_every_command(
     assert "late\n" == await device.shell("echo late")
     assert 0.2 <= loop.time() - started
     await device.close()
+
+
+def _client_writer(device: object) -> asyncio.StreamWriter:
+    """The adb-shell connection's socket writer (test instrumentation)."""
+    writer: asyncio.StreamWriter = device._io_manager._transport._writer  # type: ignore[attr-defined]
+    return writer
+
+
+async def test_a_stalled_link_reads_nothing_so_the_clients_writes_block(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """hang stalls the link: the phone stops reading the socket, so once the client's own
+    send buffer (a real path's: a few KiB here) is full its writes block, as a TCP sender's
+    do when nothing is acknowledged; when the link comes back they go through."""
+    phone.inject_fault("hang")
+    device = await connect(phone, adb_signer)
+    with pytest.raises(TcpTimeoutException):
+        await device.shell("echo never", transport_timeout_s=0.5)
+    writer = _client_writer(device)
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    # valid packets the phone ignores (a WRTE to no stream), 1 MiB in all
+    packet = _wire.encode_packet(_wire.A_WRTE, 77, 99_999, b"z" * 4096, with_checksum=True)
+    for _ in range(256):
+        writer.write(packet)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(writer.drain(), 2)
+    assert writer.transport.get_write_buffer_size() > 512 * 1024
+    phone.resume_links()
+    await asyncio.wait_for(writer.drain(), 10)
+    assert writer.transport.get_write_buffer_size() < 64 * 1024
+    writer.transport.abort()
+
+
+async def test_an_outage_stalls_open_connections_and_a_new_one_is_served(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """stall_links: an open connection answers nothing (not even a command it could run at
+    once); a connection made afterwards is served."""
+    device = await connect(phone, adb_signer)
+    phone.stall_links()
+    with pytest.raises(TcpTimeoutException):
+        await device.shell("echo stalled", transport_timeout_s=0.5)
+    assert "echo stalled" not in phone.commands_run
+    await device.close()
+    fresh = await connect(phone, adb_signer)
+    assert "served\n" == await fresh.shell("echo served")
+    await fresh.close()

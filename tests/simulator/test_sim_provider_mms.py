@@ -47,7 +47,7 @@ def test_store_writes_an_outgoing_mms_as_the_app_does(tmp_path: Path) -> None:
         assert [
             MmsMessage(
                 id=first,
-                thread_id=store.thread_id_for("+15550101 +15550102"),
+                thread_id=store.thread_id_for(["+15550101", "+15550102"]),
                 msg_box=MMS_BOX_SENT,
                 m_type=128,
                 addresses=("+15550101", "+15550102"),
