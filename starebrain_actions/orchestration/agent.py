@@ -40,6 +40,7 @@ from starebrain_actions.core.model import (
     RetryPolicy,
     SmsIntent,
     Status,
+    Transition,
 )
 from starebrain_actions.core.ports import Phone
 from starebrain_actions.ledger.phones import PhoneBinding, phone_for
@@ -78,6 +79,10 @@ __all__ = [
 ]
 
 _log = get_logger("starebrain.agent")
+
+#: How many times a send's result is applied again on an attempt another writer annotated
+#: meanwhile (each a fresh read: a pass notes errors on every attempt of an unreachable phone).
+_RESULT_TRIES = 4
 
 #: Statuses in which an action waits for a new attempt (another action's hold may stop it).
 _MAY_START = frozenset({Status.PLANNED, Status.FAILED, Status.MISMATCH})
@@ -532,42 +537,72 @@ class SmsAgent:
                 what, kept = "fence lost", {"fence_lost": True}
             else:
                 what, kept = "phone unreachable", {"unreachable": True}
-            transition = _core.fail_delivery(
-                record,
-                reason=f"{what}, nothing sent: {exc}",
-                now=self.ledger.now(),
-                actor=self.actor,
-                evidence={"error": str(exc), **kept},
-            )
+            reason, error = f"{what}, nothing sent: {exc}", str(exc)
+
+            def build(rec: ActionRecord) -> Transition:
+                return _core.fail_delivery(
+                    rec,
+                    reason=reason,
+                    now=self.ledger.now(),
+                    actor=self.actor,
+                    evidence={"error": error, **kept},
+                )
+
         except DispatchNotSent as exc:
-            transition = _core.fail_delivery(
-                record,
-                reason=f"not sent: {exc}",
-                now=self.ledger.now(),
-                actor=self.actor,
-                evidence={"error": str(exc)},
-            )
+            reason, error = f"not sent: {exc}", str(exc)
+
+            def build(rec: ActionRecord) -> Transition:
+                return _core.fail_delivery(
+                    rec,
+                    reason=reason,
+                    now=self.ledger.now(),
+                    actor=self.actor,
+                    evidence={"error": error},
+                )
+
         except DispatchOutcomeUnknown as exc:
             # this sender's command is over (timed out, cut off): its fence may be voided now
             self._timed_out.add(record.dispatch_id)
-            transition = _core.note_error(
-                record, f"outcome unknown: {exc}", now=self.ledger.now(), actor=self.actor
-            )
+            note = f"outcome unknown: {exc}"
+
+            def build(rec: ActionRecord) -> Transition:
+                return _core.note_error(rec, note, now=self.ledger.now(), actor=self.actor)
+
         else:
             receipt_taken = True
-            transition = _core.record_submission(
-                record,
-                watermark_id=receipt.watermark_id,
-                device_clock_ms=receipt.device_clock_ms,
-                now=self.ledger.now(),
-                actor=self.actor,
-                evidence=receipt.evidence,
-            )
-        try:
-            await self.ledger.apply(transition)
-        except StaleTransition:
-            _log.info("dispatch_result_superseded", dispatch_id=record.dispatch_id)
+
+            def build(rec: ActionRecord) -> Transition:
+                return _core.record_submission(
+                    rec,
+                    watermark_id=receipt.watermark_id,
+                    device_clock_ms=receipt.device_clock_ms,
+                    now=self.ledger.now(),
+                    actor=self.actor,
+                    evidence=receipt.evidence,
+                )
+
+        await self._record_result(record, build)
         return receipt_taken
+
+    async def _record_result(
+        self, record: ActionRecord, build: Callable[[ActionRecord], Transition]
+    ) -> None:
+        """Apply what the send proved (``build`` makes its transition from the attempt as the
+        ledger holds it). A compare-and-set lost to a change that left both axes as they
+        were (a pass noting an error, a review flag, its fence's stages) does not make the
+        proof stale: it is applied again on the attempt as it is now. Lost to a change of
+        state (a pass confirmed or failed it), it is superseded: the next read of the ledger
+        carries on from what it holds."""
+        for _ in range(_RESULT_TRIES):
+            try:
+                await self.ledger.apply(build(record))
+                return
+            except StaleTransition:
+                fresh = await self.ledger.get_attempt(record.dispatch_id)
+                if (fresh.delivery, fresh.acceptance) != (record.delivery, record.acceptance):
+                    break
+                record = fresh
+        _log.info("dispatch_result_superseded", dispatch_id=record.dispatch_id)
 
     async def _pause(
         self, give_up: float, clock: Callable[[], float], seconds: float | None = None

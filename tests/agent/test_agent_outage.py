@@ -8,6 +8,7 @@ from typing import Any
 
 from starebrain_actions import DeliveryState, RetryPolicy, Status
 from starebrain_actions.core.decisions import spends_budget
+from starebrain_actions.core.transitions import note_error
 
 TO = "+1 202 555 0100"
 
@@ -93,3 +94,46 @@ async def test_no_attempt_starts_while_the_fence_cannot_be_read(
     record = outcome.record
     assert record is not None and "fence_epoch" in record.evidence
     assert (Status.SUCCEEDED, 1) == (outcome.status, len(outcome.summary.attempts))
+
+
+async def test_a_pass_noting_an_error_meanwhile_never_drops_what_the_send_proved(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """The send meets the outage (nothing sent: its attempt fails without spending the one
+    attempt), while a reconcile pass of the unreachable phone notes its error on that same
+    attempt. The note changes neither axis, so the send's proof is applied on the attempt as
+    it is now; before, the lost compare-and-set dropped it, the attempt stayed in flight with
+    nothing sent, and the action ended UNKNOWN (seen in a full run under load)."""
+    phone = await sms_phone()
+    policy = RetryPolicy(
+        settle_after=timedelta(milliseconds=300),
+        framework_settle_after=timedelta(milliseconds=200),
+        maximum_attempts=1,
+        grace_window=timedelta(seconds=1),
+        initial_interval=timedelta(milliseconds=300),
+    )
+    async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+        await agent.phone.fence_epoch()
+        real = agent.phone.dispatch
+        noted: list[str] = []
+
+        async def dispatch(intent: Any, **kwargs: Any) -> Any:
+            if not noted:
+                # the outage starts as the command leaves; a pass notes it on the attempt
+                phone.disable_tcpip()
+                asyncio.get_running_loop().call_later(
+                    1.0, lambda: asyncio.ensure_future(phone.enable_tcpip())
+                )
+                (attempt,) = (await agent.ledger.summary("A-1")).attempts
+                note = note_error(attempt, "reconcile read failed: refused", now=agent.ledger.now())
+                await agent.ledger.apply(note)
+                noted.append(attempt.dispatch_id)
+            return await real(intent, **kwargs)
+
+        agent.phone.dispatch = dispatch  # type: ignore[method-assign]
+        outcome = await agent.send("A-1", TO, "Table 1 is ready", wait=10)
+    first = outcome.summary.attempts[0]
+    assert (DeliveryState.FAILED, True) == (first.delivery, first.evidence.get("unreachable"))
+    assert Status.SUCCEEDED == outcome.status
+    sent = await phone.wait_transmissions(count=1, then_idle=True)
+    assert ["Table 1 is ready"] == [t.body for t in sent]
