@@ -394,3 +394,17 @@ async def test_an_outage_stalls_open_connections_and_a_new_one_is_served(
     fresh = await connect(phone, adb_signer)
     assert "served\n" == await fresh.shell("echo served")
     await fresh.close()
+
+
+async def test_the_phone_answers_without_waiting_for_a_delayed_ack(
+    phone: SimulatedPhone, adb_signer: PythonRSASigner
+) -> None:
+    """The phone's accepted connections are TCP with ``TCP_NODELAY`` (asyncio sets it only
+    when the listening socket names its protocol): without it every small reply waited on the
+    client's delayed ACK, 44 ms a round trip, and the whole suite slowed (found when a
+    listening socket made with ``socket.create_server`` left the protocol 0)."""
+    device = await connect(phone, adb_signer)
+    assert "hi" in await device.shell("echo hi")
+    sockets = [c._writer.get_extra_info("socket") for c in phone._connections]
+    assert sockets
+    assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
