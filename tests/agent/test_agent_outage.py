@@ -11,6 +11,14 @@ from starebrain_actions.core.decisions import spends_budget
 from starebrain_actions.core.transitions import note_error
 
 TO = "+1 202 555 0100"
+#: One attempt each, a backoff of 0.3 s: an attempt that met an outage spends nothing.
+ONE_ATTEMPT = RetryPolicy(
+    settle_after=timedelta(milliseconds=300),
+    framework_settle_after=timedelta(milliseconds=200),
+    maximum_attempts=1,
+    grace_window=timedelta(seconds=1),
+    initial_interval=timedelta(milliseconds=300),
+)
 
 
 async def test_a_two_second_outage_spends_no_attempt(sms_phone: Any, agent_for: Any) -> None:
@@ -20,14 +28,7 @@ async def test_a_two_second_outage_spends_no_attempt(sms_phone: Any, agent_for: 
     the phone is back. (Before the fix every action spent its budget in milliseconds and
     ended BUDGET_EXHAUSTED with nothing sent.)"""
     phone = await sms_phone()
-    policy = RetryPolicy(
-        settle_after=timedelta(milliseconds=300),
-        framework_settle_after=timedelta(milliseconds=200),
-        maximum_attempts=1,
-        grace_window=timedelta(seconds=1),
-        initial_interval=timedelta(milliseconds=300),
-    )
-    async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+    async with agent_for(phone, policy=ONE_ATTEMPT, connect_timeout_s=0.5) as agent:
         await agent.phone.fence_epoch()  # asked once per connection, before the outage
         phone.disable_tcpip()
         back = asyncio.get_running_loop().call_later(
@@ -105,14 +106,7 @@ async def test_a_pass_noting_an_error_meanwhile_never_drops_what_the_send_proved
     it is now; before, the lost compare-and-set dropped it, the attempt stayed in flight with
     nothing sent, and the action ended UNKNOWN (seen in a full run under load)."""
     phone = await sms_phone()
-    policy = RetryPolicy(
-        settle_after=timedelta(milliseconds=300),
-        framework_settle_after=timedelta(milliseconds=200),
-        maximum_attempts=1,
-        grace_window=timedelta(seconds=1),
-        initial_interval=timedelta(milliseconds=300),
-    )
-    async with agent_for(phone, policy=policy, connect_timeout_s=0.5) as agent:
+    async with agent_for(phone, policy=ONE_ATTEMPT, connect_timeout_s=0.5) as agent:
         await agent.phone.fence_epoch()
         real = agent.phone.dispatch
         noted: list[str] = []
