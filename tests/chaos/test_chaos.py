@@ -62,6 +62,9 @@ WORKER_CONFIG = ChaosConfig(
     settle_s=25.0,
 )
 TO, BODY = "+12025550100", "Your code is 4821"
+#: The faults whose row may hide a send: the action they meet goes to a person, never
+#: SUCCEEDED (issue 33).
+ISSUE_33_FAULTS = ("part-fails", "app-timeout", "mms-network-timeout")
 
 
 @pytest.mark.long(50)
@@ -124,7 +127,10 @@ async def test_a_chaos_run_shows_no_duplicate_no_lost_receipt_no_broken_invarian
     consumed = {name for name, count in report.faults_consumed.items() if count}
     assert len(consumed & {fault.value for fault in SEND_FAULTS}) >= 8, explain
     assert len(consumed) >= 12, explain
-    assert report.statuses.get("SUCCEEDED", 0) >= CONFIG.actions // 3, explain
+    # a third SUCCEEDED, less the actions issue 33's faults send to a person by design
+    # (each use of one meets one action: a long text's part, the app's timeout, an MMS)
+    to_a_person = sum(report.faults_consumed.get(name, 0) for name in ISSUE_33_FAULTS)
+    assert report.statuses.get("SUCCEEDED", 0) >= CONFIG.actions // 3 - to_a_person, explain
 
 
 @pytest.mark.long(25)
@@ -178,7 +184,8 @@ async def test_a_worker_chaos_run_sends_each_queued_action_once_on_any_phone(
     # share that varies with the timing of kills and owners. "More than half" failed by
     # chance (9 and 10 of 20 in 2 runs of 3, on this code and on the code before it): the
     # same floor as the ledger mode's, a third, is what the run shows every time
-    assert report.statuses.get("SUCCEEDED", 0) >= WORKER_CONFIG.actions // 3, explain
+    to_a_person = sum(report.faults_consumed.get(name, 0) for name in ISSUE_33_FAULTS)
+    assert report.statuses.get("SUCCEEDED", 0) >= WORKER_CONFIG.actions // 3 - to_a_person, explain
 
 
 async def test_the_tally_counts_an_action_per_action_across_phones(
