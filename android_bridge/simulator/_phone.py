@@ -447,12 +447,19 @@ class SimulatedPhone:
             if task is not asyncio.current_task():
                 task.cancel()
 
-    async def wait_idle(self) -> None:
+    async def wait_idle(self, *, within_s: float | None = 120.0) -> None:
         """Wait until every delayed send (OUTBOX -> SENT/FAILED) has finished, and every
         script that runs on after its hang-up (``trap '' HUP``) has ended.
 
-        Wrap it in ``asyncio.timeout`` to bound the wait.
+        Test harness: bounded by ``within_s`` (None: no bound), so that a send or a script
+        that never ends fails the test that waits, saying what is still busy, instead of
+        holding the whole run.
+
+        Raises:
+            AssertionError: still busy after ``within_s`` seconds.
         """
+        loop = asyncio.get_running_loop()
+        deadline = None if within_s is None else loop.time() + within_s
         while True:
             orphans = [
                 task
@@ -461,7 +468,15 @@ class SimulatedPhone:
             ]
             if not self._pending_sends and not orphans:
                 return
-            await asyncio.gather(*self._pending_sends.values(), *orphans, return_exceptions=True)
+            busy = [*self._pending_sends.values(), *orphans]
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                raise AssertionError(
+                    f"the phone is still busy after {within_s} s: delayed sends"
+                    f" {sorted(self._pending_sends)!r}, {len(orphans)} script(s) running on"
+                    " after their hang-up"
+                )
+            await asyncio.wait(busy, timeout=left)
 
     async def wait_transmissions(
         self,

@@ -408,3 +408,21 @@ async def test_the_phone_answers_without_waiting_for_a_delayed_ack(
     sockets = [c._writer.get_extra_info("socket") for c in phone._connections]
     assert sockets
     assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in sockets)
+
+
+async def test_wait_idle_is_bounded_and_says_what_is_busy(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """A send the app's timeout holds for a minute (``app-timeout``): ``wait_idle`` gives up
+    at its bound and names the delayed send, rather than holding the test run; the row is
+    still SENT and nothing went out. Unbounded it is still there."""
+    phone = await phone_factory(app="aosp", app_send_timeout_ms=60_000)
+    phone.inject_fault("app-timeout")
+    device = await connect(phone, adb_signer)
+    await device.shell(send_command("+15550100", BODY))
+    await device.close()
+    with pytest.raises(AssertionError, match=r"still busy after 0\.3 s: delayed sends"):
+        await phone.wait_idle(within_s=0.3)
+    assert ([2], []) == ([row.type for row in phone.store.rows()], phone.transmissions)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(phone.wait_idle(within_s=None), 0.3)
