@@ -478,6 +478,28 @@ class SimulatedPhone:
                 )
             await asyncio.wait(busy, timeout=left)
 
+    async def wait_terminal_read(self, *, within_s: float = 10.0) -> None:
+        """Wait until a script running on the phone waits on a read of its terminal (its PTY
+        or the shell protocol's stdin socket), which nobody writes to.
+
+        Test harness, not phone behaviour: it only watches.
+
+        Raises:
+            AssertionError: no script did within ``within_s`` seconds.
+        """
+        waits = {asyncio.ensure_future(s.terminal_read.wait()) for s in self._scripts}
+        if not waits:
+            raise AssertionError("no script is running on the phone")
+        try:
+            done, _ = await asyncio.wait(
+                waits, timeout=within_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not done:
+            raise AssertionError(f"no script waited on a read of its terminal in {within_s} s")
+
     async def wait_transmissions(
         self,
         predicate: Callable[[Transmission], bool] | None = None,

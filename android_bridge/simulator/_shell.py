@@ -120,6 +120,7 @@ async def read_input(stdin: str) -> str:
     session = _CURRENT_SESSION.get(None)
     if session is None or session.hung_up:
         return ""
+    session.terminal_read.set()
     await session.hang_up_event.wait()
     if session.killed:
         raise ScriptKilled
@@ -280,6 +281,9 @@ class Session:
     #: Set once the terminal is hung up (or the script killed): what a read of the terminal
     #: waits for (:func:`read_input`).
     hang_up_event: asyncio.Event = attrs.field(factory=asyncio.Event, repr=False)
+    #: Test harness: set once a command of the script waits on a read of its terminal
+    #: (:func:`read_input`), so a test can wait for that moment rather than for a time.
+    terminal_read: asyncio.Event = attrs.field(factory=asyncio.Event, repr=False)
 
     def hang_up(self) -> bool:
         """The terminal is hung up: SIGHUP to the leader. True when the script lives on."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from pathlib import Path
 
@@ -69,5 +70,8 @@ async def test_closing_a_handle_whose_write_is_stuck_does_not_wait(
                 await device.shell("echo " + "y" * 100_000)
         await device.close()
     assert writer.transport.is_closing()
-    await asyncio.sleep(0)  # an aborted transport closes its socket in the next turn
+    # an aborted transport closes its socket when its connection_lost runs: wait for that
+    async with asyncio.timeout(5):
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
     assert writer.get_extra_info("socket").fileno() == -1  # not left open holding bytes

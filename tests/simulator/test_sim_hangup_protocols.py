@@ -117,8 +117,8 @@ async def test_a_read_waiting_when_the_stream_dies_fails_on_a_pty_and_ends_on_a_
         kind, _, _, payload, _ = await client.read()
         assert WRTE == kind and b"started\n" in payload
         await client.send(OKAY, 5, remote_id)
-        await asyncio.sleep(0.3)
-        assert "" == log_of(phone)  # cat still waits
+        await phone.wait_terminal_read()  # cat waits on its read, which nobody feeds
+        assert "" == log_of(phone)
         await client.send(CLSE, 5, remote_id)
         async with asyncio.timeout(5):
             while (await client.read())[0] != CLSE:
