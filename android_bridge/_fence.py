@@ -194,7 +194,8 @@ def run_to_the_end(step: str, name: str) -> str:
       restores ``SIG_DFL``; system/core ``adb/daemon/shell_service.cpp`` android-10.0.0_r30
       and 11.0.0_r1, packages/modules/adb unchanged to branch 15-qpr2). The file is enough
       there too: the step writes nothing to them; the ``cat`` that prints it back dies alone
-      (141, as mksh's own ``cat`` returns with SIGPIPE blocked), ``rm`` still runs, and the
+      (141: toybox's ``cat``, since Android builds mksh without its builtin one, ``#if
+      !defined(__ANDROID__)`` in ``funcs.c``), ``rm`` still runs, and the
       first builtin that writes after it (``Device.run``'s end frame) kills the ``sh`` with
       nothing left to do.
     * Not ``setsid CMD`` (toybox forks only when the caller leads its process group, which a

@@ -1163,7 +1163,13 @@ class SimulatedPhone:
                 continue
             for message in outgoing:
                 if channel == "mms" and Fault.MMS_NETWORK_TIMEOUT in faults:
-                    self._later(message, self.mms_fail_after_ms, self._mms_network_timeout)
+                    # MmsService gave up waiting for the MMS network: the sent-box row turns
+                    # FAILED, and nothing went out
+                    self._later(
+                        message,
+                        self.mms_fail_after_ms,
+                        lambda mms: self._complete(mms, failed=True),
+                    )
                 elif channel == "sms" and Fault.APP_TIMEOUT in faults:
                     self._later(message, self.app_send_timeout_ms, self._app_timeout)
                 else:
@@ -1248,20 +1254,11 @@ class SimulatedPhone:
         )
 
     async def _complete_later(self, message: _Outgoing, *, failed: bool) -> None:
+        """The radio's verdict on ``message`` after ``send_delay_ms`` (at once without one)."""
         if self.send_delay_ms == 0:
             self._complete(message, failed=failed)
             return
-        assert message.provider_id is not None
-        key: tuple[Channel, int] = (message.channel, message.provider_id)
-
-        async def finish() -> None:
-            try:
-                await asyncio.sleep(self.send_delay_ms / 1000)
-                self._complete(message, failed=failed)
-            finally:
-                self._pending_sends.pop(key, None)
-
-        self._pending_sends[key] = asyncio.create_task(finish())
+        self._later(message, self.send_delay_ms, lambda sent: self._complete(sent, failed=failed))
 
     def _later(self, message: _Outgoing, delay_ms: int, then: Callable[[_Outgoing], None]) -> None:
         """``then(message)`` after ``delay_ms``, as a pending send (``radio_idle`` waits)."""
@@ -1286,14 +1283,6 @@ class SimulatedPhone:
         if row is not None and row.type in (MESSAGE_TYPE_OUTBOX, MESSAGE_TYPE_SENT):
             self.store.update(message.provider_id, {"type": MESSAGE_TYPE_FAILED})
         self._record(message)
-
-    def _mms_network_timeout(self, message: _Outgoing) -> None:
-        """``mms-network-timeout``: MmsService gave up waiting for the MMS network: the sent
-        box row turns FAILED, and nothing went out."""
-        assert message.provider_id is not None
-        boxes = {mms.id: mms.msg_box for mms in self.store.mms_messages()}
-        if boxes.get(message.provider_id) in (MMS_BOX_OUTBOX, MMS_BOX_SENT):
-            self.store.mark_mms_failed(message.provider_id)
 
     def _complete(self, message: _Outgoing, *, failed: bool) -> None:
         """The radio's verdict on one SMS or MMS still in the outbox."""

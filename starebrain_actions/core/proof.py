@@ -297,19 +297,31 @@ def _artifact_sent(
         elif sent_as_mms(record, artifact.kind):
             # first seen past its settle time: an MMS is still never proven by time
             return _confirmed_for_review(record, artifact, now, actor=actor, why=MMS_NEVER_SETTLES)
-    confirmed = confirm_delivery(
+    confirmed = _confirm(record, artifact, now, actor=actor, evidence=row_evidence)
+    if due is not None and due > now:
+        return (confirmed,)  # sent by the phone, not yet settled
+    judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
+    return (confirmed, judged)
+
+
+def _confirm(
+    record: ActionRecord,
+    artifact: Artifact,
+    now: datetime,
+    *,
+    actor: str,
+    evidence: Mapping[str, Any],
+) -> Transition:
+    """The attempt confirmed by ``artifact``: its row, by table, ``_id`` and date."""
+    return confirm_delivery(
         record,
         provider_object_id=artifact.provider_object_id,
         provider_kind=artifact.kind,
         row_date_ms=artifact.row_date_ms,
         now=now,
         actor=actor,
-        evidence=row_evidence,
+        evidence=evidence,
     )
-    if due is not None and due > now:
-        return (confirmed,)  # sent by the phone, not yet settled
-    judged = try_accept(confirmed.after, artifact.verdict, now=now, actor=actor)
-    return (confirmed, judged)
 
 
 def _confirmed_for_review(
@@ -317,15 +329,7 @@ def _confirmed_for_review(
 ) -> tuple[Transition, ...]:
     """The row the attempt wrote, confirmed as its artifact (no other attempt may claim it),
     and in review as UNSETTLED: whether it went out is unknown (``why``)."""
-    confirmed = confirm_delivery(
-        record,
-        provider_object_id=artifact.provider_object_id,
-        provider_kind=artifact.kind,
-        row_date_ms=artifact.row_date_ms,
-        now=now,
-        actor=actor,
-        evidence=dict(artifact.evidence),
-    )
+    confirmed = _confirm(record, artifact, now, actor=actor, evidence=dict(artifact.evidence))
     flagged = flag_for_review(
         confirmed.after, ReviewReason.UNSETTLED, now=now, actor=actor, evidence={"why": why}
     )

@@ -426,3 +426,99 @@ async def test_wait_idle_is_bounded_and_says_what_is_busy(
     assert ([2], []) == ([row.type for row in phone.store.rows()], phone.transmissions)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(phone.wait_idle(within_s=None), 0.3)
+
+
+#: 209 GSM-7 septets: two SMS (153 + 56).
+LONG = ("Your appointment is confirmed. " * 7).strip()
+
+
+async def _send_once(phone: SimulatedPhone, signer: PythonRSASigner, body: str) -> None:
+    device = await connect(phone, signer)
+    await device.shell(send_command("+15550100", body))
+    await device.close()
+    await phone.wait_idle()
+
+
+@pytest.mark.parametrize("fault", ["send-fails", "part-fails"])
+async def test_a_long_text_failed_by_the_radio_has_its_first_parts_delivered(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, fault: str
+) -> None:
+    """AOSP Messaging keeps the worst result across a long text's parts
+    (``SmsSender.SendResult.setPartResult``, packages/apps/Messaging android-10.0.0_r30 to
+    android-15.0.0_r1, read as LineageOS 17.1 and 22.0 mirror it): one failed part makes the
+    row FAILED although the parts before it went out. The phone fails the last part, the
+    unkindest case: the first is delivered, the row says FAILED."""
+    phone = await phone_factory(app="aosp", send_delay_ms=20)
+    phone.inject_fault(fault)
+    await _send_once(phone, adb_signer, LONG)
+    assert [("+15550100", LONG, 5)] == stored(phone.store_path)
+    assert [(LONG, 1)] == [(t.body, t.parts_out) for t in phone.transmissions]
+
+
+async def test_part_fails_waits_for_a_long_text(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """``part-fails`` is used up by a text of several SMS only: a short one goes out whole."""
+    phone = await phone_factory(app="aosp", send_delay_ms=20)
+    phone.inject_fault("part-fails")
+    await _send_once(phone, adb_signer, BODY)
+    assert ({Fault.PART_FAILS: 1}, [(BODY, None)]) == (
+        phone.faults.remaining(),
+        [(t.body, t.parts_out) for t in phone.transmissions],
+    )
+
+
+async def test_the_app_s_own_timeout_fails_its_row_and_the_sms_still_goes_out(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """AOSP Messaging gives a send try ``SMS_SEND_TIMEOUT_IN_MILLIS_DEFAULT`` (5 minutes,
+    ``BugleGservicesKeys``) and then rewrites its row FAILED; the radio's success that comes
+    after is ignored (``SmsSender.setResult``: "ignoring sent result"; packages/apps/Messaging
+    android-10.0.0_r30 to android-15.0.0_r1). The row stays SENT for the timeout (told by the
+    phone's own clock), then FAILED, and the SMS left the phone."""
+    phone = await phone_factory(app="aosp", app_send_timeout_ms=400)
+    phone.inject_fault("app-timeout")
+    await _send_once(phone, adb_signer, BODY)
+    (row,) = phone.store.rows()
+    (sent,) = phone.transmissions
+    assert (5, BODY, True) == (row.type, sent.body, sent.time_ms - row.date >= 400)
+
+
+async def test_an_mms_that_never_gets_its_network_fails_late_and_sends_nothing(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """The text goes as MMS; its sent-box row (Messaging writes it before sending) turns
+    FAILED once MmsService gives up waiting for the MMS network
+    (``MmsNetworkManager.DEFAULT_MMS_SERVICE_NETWORK_REQUEST_TIMEOUT_MILLIS``, 30 minutes,
+    after Messaging's 20-minute resend window; packages/services/Mms as LineageOS 17.1 to 21.0
+    mirror it), and nothing left the phone."""
+    phone = await phone_factory(app="google", mms_fail_after_ms=300)
+    phone.inject_fault("mms-network-timeout")
+    await _send_once(phone, adb_signer, BODY)
+    assert ([5], [], []) == (
+        [mms.msg_box for mms in phone.store.mms_messages()],
+        stored(phone.store_path),
+        phone.transmissions,
+    )
+
+
+async def test_the_owner_s_manual_resend_rewrites_the_same_row_with_a_new_date(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner
+) -> None:
+    """Tapping a failed message: ``MessageData.markMessageManualResend`` sets its timestamp
+    to now and ``SendMessageAction.updateMessageAndStatus`` writes the same telephony row
+    back to type 2 with that date (packages/apps/Messaging android-10.0.0_r30 to
+    android-15.0.0_r1, as LineageOS 17.1 and 22.0 mirror it); the radio sends it again. A
+    row that is not a failed one of the app is refused."""
+    phone = await phone_factory(app="aosp", send_delay_ms=20)
+    phone.inject_fault("send-fails")
+    await _send_once(phone, adb_signer, BODY)
+    (failed,) = phone.store.rows()
+    await phone.resend_failed(failed._id)
+    await phone.wait_idle()
+    (row,) = phone.store.rows()
+    (sent,) = phone.transmissions
+    assert (failed._id, 2, BODY) == (row._id, row.type, sent.body)
+    assert row.date > failed.date
+    with pytest.raises(ValueError, match="no failed message of the app"):
+        await phone.resend_failed(row._id)
