@@ -67,13 +67,24 @@ async def until_settled(db: str, ids: list[str], *, within: float = 60.0) -> dic
             await asyncio.sleep(0.1)
 
 
-async def seen(events: list[WorkerEvent], kind: str, *, within: float = 30.0) -> None:
-    """Wait until the worker told an event of this kind."""
+async def seen(
+    events: list[WorkerEvent], kind: str, *, count: int = 1, within: float = 30.0
+) -> None:
+    """Wait until the worker told ``count`` events of this kind."""
     for _ in range(int(within / 0.02)):
-        if any(e.event == kind for e in events):
+        if sum(1 for e in events if e.event == kind) >= count:
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"no {kind} event within {within} s: {events}")
+    raise AssertionError(f"not {count} {kind} event(s) within {within} s: {events}")
+
+
+async def says(worker: Worker, serial: str, text: str, *, within: float = 30.0) -> str:
+    """Wait until what the worker says it does on phone ``serial`` holds ``text``."""
+    for _ in range(int(within / 0.02)):
+        if text in (doing := worker.doing.get(serial, "")):
+            return doing
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the worker never said {text!r} within {within} s: {worker.doing}")
 
 
 def sent_once(phones: list[SimulatedPhone], ids: list[str]) -> dict[str, int]:
@@ -226,11 +237,10 @@ async def test_a_worker_keeps_to_the_phones_rate_limit(
     ids = await queue(db_path, 4)
     worker, events = worker_for(db_path, [phone], adb_key_path, rate_limit=2)
     running = asyncio.create_task(worker.run())
-    await seen(events, "done")
-    for _ in range(100):
-        if sum(1 for e in events if e.event == "done") >= 2:
-            break
-        await asyncio.sleep(0.05)
+    # two sends, then the worker says it waits on the phone's limit: conditions, not a time
+    # (a bound of 5 s for the second send failed beside a CPU hog)
+    await seen(events, "done", count=2)
+    await says(worker, phone.serial, "send limit")
     await asyncio.sleep(1.5)  # long enough for two more sends, were they allowed
     doing = worker.doing[phone.serial]
     worker.stop()
