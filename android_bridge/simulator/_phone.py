@@ -281,6 +281,9 @@ class SimulatedPhone:
         self._drops_after_command: list[tuple[str, int, str]] = []
         #: Every script adbd is running, and its task: what a SIGKILL reaches.
         self._scripts: dict[Session, asyncio.Task[object]] = {}
+        #: Test harness: cleared by ``hold_radio``: the app's delayed verdicts wait for it.
+        self._radio_free = asyncio.Event()
+        self._radio_free.set()
         self._framework_sends = 0
         #: ``/system/framework/framework.jar`` and the tools that read it (``_framework_jar``).
         self.system_image = SystemImage(lambda: self.release.version, framework_jar)
@@ -477,6 +480,16 @@ class SimulatedPhone:
                     " after their hang-up"
                 )
             await asyncio.wait(busy, timeout=left)
+
+    def hold_radio(self) -> None:
+        """Test harness: the radio's delayed verdicts on the app's sends (``send_delay_ms``,
+        and the app's faults that come later) wait until ``release_radio``, so a test can let
+        a client see the app's SENT row before the radio fails it, whatever the load."""
+        self._radio_free.clear()
+
+    def release_radio(self) -> None:
+        """Test harness: the held verdicts come now (see ``hold_radio``)."""
+        self._radio_free.set()
 
     async def wait_terminal_read(self, *, within_s: float = 10.0) -> None:
         """Wait until a script running on the phone waits on a read of its terminal (its PTY
@@ -1268,6 +1281,7 @@ class SimulatedPhone:
         async def finish() -> None:
             try:
                 await asyncio.sleep(delay_ms / 1000)
+                await self._radio_free.wait()  # test harness: ``hold_radio``
                 then(message)
             finally:
                 self._pending_sends.pop(key, None)

@@ -9,6 +9,7 @@ again for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +26,7 @@ from starebrain_actions import (
     Status,
 )
 from starebrain_actions.core.decisions import MMS_NETWORK_WAIT, failed_after_sent
+from starebrain_actions.core.exceptions import NotFound
 from starebrain_actions.orchestration.agent import reconcile_pending
 from tests.conftest import OUTBOX_FIRST
 
@@ -235,6 +237,16 @@ async def test_the_owners_identical_text_above_our_row_out_of_sight_is_never_cla
     assert [top + 1] == summary.attempts[0].evidence["unseen_ids"]
 
 
+async def until_verifying(agent: Any, action_id: str, *, within: float = 30.0) -> None:
+    """Wait until a read confirmed the action's row, not yet settled (VERIFYING)."""
+    for _ in range(int(within / 0.02)):
+        with contextlib.suppress(NotFound):  # its receipt is not written yet
+            if (await agent.ledger.summary(action_id)).status is Status.VERIFYING:
+                return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{action_id} was not VERIFYING within {within} s")
+
+
 @pytest.mark.parametrize("read_as_system", [False, True])
 async def test_a_sent_row_the_app_later_marks_failed_never_reads_succeeded(
     sms_phone: Any, agent_for: Any, db_path: Any, adb_key_path: Any, read_as_system: bool
@@ -256,7 +268,13 @@ async def test_a_sent_row_the_app_later_marks_failed_never_reads_succeeded(
     )
     phone.inject_fault("send-fails")
     async with agent_for(phone, policy=policy, read_as_system=read_as_system) as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=8)
+        # the radio fails the send only once a read has seen the SENT row (the condition,
+        # not a race of the agent's first read against 0.2 s, lost on a loaded CI machine)
+        phone.hold_radio()
+        sending = asyncio.create_task(agent.send("A-17", TO, BODY, wait=8))
+        await until_verifying(agent, "A-17")
+        phone.release_radio()
+        outcome = await sending
         await settle(agent, db_path, adb_key_path, phone)
         summary = await agent.ledger.summary("A-17")
         history = await agent.ledger.history("A-17")
