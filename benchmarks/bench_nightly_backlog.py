@@ -62,7 +62,7 @@ from starebrain_actions.ledger.store import SCHEMA_VERSION  # noqa: E402
 from starebrain_actions.ledger.updates import to_json  # noqa: E402
 
 #: Bump when the shape of the built ledger changes: cached ledgers of another shape are rebuilt.
-SHAPE = 1
+SHAPE = 2
 ACTIONS = 1_000_000
 IN_FLIGHT = 100_000
 QUICK_ACTIONS = 20_000
@@ -73,8 +73,12 @@ QUICK_PHONES = 20
 QUICK_REACHABLE = 2
 LATENCY_MS = 30
 #: Phone ``n`` is ``127.0.0.1:(BASE_PORT + n)``: the first ``--reachable`` are simulated
-#: phones listening there, the others refuse connections (nothing listens).
-BASE_PORT = 47_300
+#: phones listening there, the others refuse connections (nothing listens). The addresses are
+#: the ledger's device keys, so they are fixed; they lie below Linux's ephemeral range
+#: (``net.ipv4.ip_local_port_range``, 32768-60999 by default), where no client socket of a
+#: test running beside the benchmark can hold one (it did at 47300: EADDRINUSE).
+BASE_PORT = 23_300
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 TARGET_MB = 200.0
 #: review reasons of the in-flight attempts that no longer hold their phone, by
 #: ``index % 50``: (upper bound, reason)
@@ -323,8 +327,22 @@ async def _nightly(
     }
 
 
+def check_ports(phones: int) -> None:
+    """Refuse to run where the phones' fixed ports fall in the ephemeral range."""
+    try:
+        low, high = map(int, EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return
+    if BASE_PORT <= high and BASE_PORT + phones - 1 >= low:
+        raise SystemExit(
+            f"ports {BASE_PORT}-{BASE_PORT + phones - 1} overlap the ephemeral range"
+            f" {low}-{high} ({EPHEMERAL_RANGE}): a client socket could hold one"
+        )
+
+
 def measure_backlog(actions: int, in_flight: int, phones: int, reachable: int) -> dict[str, Any]:
     """Build (or reuse) the ledger, then time one nightly run on a copy of it."""
+    check_ports(phones)
     base = cached_ledger(actions, in_flight, phones)
     with working_copy(base) as ledger_path, tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
