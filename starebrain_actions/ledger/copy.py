@@ -58,6 +58,7 @@ TABLES: Final = (
     "attempts",
     "duplicates",
     "history",
+    "events",
     "phones",
     "phone_addresses",
     "framework_codes",
@@ -66,8 +67,17 @@ TABLES: Final = (
 BATCH_ROWS: Final = 5_000
 #: How many actions one page of the summary check derives, on each side.
 SUMMARY_PAGE: Final = 1_000
-#: The triggers of ``attempts`` that write history; off while the history itself is copied.
-HISTORY_TRIGGERS: Final = ("attempts_history_on_insert", "attempts_history_on_update")
+#: The triggers that write history and events, by table; off while the history and the
+#: events themselves are copied (a copied row must not write a second, invented one).
+HISTORY_TRIGGERS: Final = (
+    ("attempts", "attempts_history_on_insert"),
+    ("attempts", "attempts_history_on_update"),
+    ("history", "history_events"),
+    ("actions", "actions_events_on_insert"),
+)
+#: Columns only the PostgreSQL table has: ``events.sequence`` orders the numbering of events
+#: committed (``starebrain_place_events``); a copied event has its position already.
+_TARGET_ONLY: Final = {"events": frozenset({"sequence"})}
 #: How long the copy waits for an agent using the target to let go of its tables.
 LOCK_TIMEOUT: Final = "10s"
 #: Differences listed at most in an error (the count says how many there were).
@@ -268,7 +278,7 @@ def _columns(source_db: sqlite3.Connection, target_db: _pg.PgConnection, table: 
             " WHERE table_schema = current_schema() AND table_name = ?",
             (table,),
         )
-    }
+    } - _TARGET_ONLY.get(table, frozenset())
     if set(mine) != theirs:
         raise VerificationFailed(
             f"table {table} has columns {sorted(mine)} in the source and {sorted(theirs)} in"
@@ -295,8 +305,8 @@ def _copy_in_one_transaction(
         target_db.execute(f"LOCK TABLE {', '.join(TABLES)} IN ACCESS EXCLUSIVE MODE")
         _refuse_rows(target_db)  # again, under the lock: nobody wrote meanwhile
         started = time.monotonic()
-        for trigger in HISTORY_TRIGGERS:
-            target_db.execute(f"ALTER TABLE attempts DISABLE TRIGGER {trigger}")
+        for table, trigger in HISTORY_TRIGGERS:
+            target_db.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
         rows: dict[str, int] = {}
         digests: dict[str, int] = {}
         for table in TABLES:
@@ -305,8 +315,8 @@ def _copy_in_one_transaction(
             rows[table], digests[table] = _copy_table(
                 source_db, target_db, table, columns, batch_rows
             )
-        for trigger in HISTORY_TRIGGERS:
-            target_db.execute(f"ALTER TABLE attempts ENABLE TRIGGER {trigger}")
+        for table, trigger in HISTORY_TRIGGERS:
+            target_db.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
         last_sequence = _continue_sequence(source_db, target_db)
         # statistics of the new rows (seen by this transaction), for the checks' queries and
         # the ledger's first ones: autovacuum sees nothing until COMMIT
@@ -348,7 +358,7 @@ def _copy_table(
     batch_rows: int,
 ) -> tuple[int, int]:
     """Every row of ``table``, in batches of ``COPY``; the count and the rows' digest."""
-    order = "sequence" if table == "history" else "rowid"
+    order = {"history": "sequence", "events": "position"}.get(table, "rowid")
     count = digest = 0
     try:
         cursor = source_db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
@@ -387,6 +397,7 @@ _ROW_NAMES: Final = {
     "attempts": ("dispatch_id", "action_id"),
     "duplicates": ("device", "provider_kind", "provider_object_id"),
     "history": ("sequence", "dispatch_id"),
+    "events": ("position", "event_id"),
     "phones": ("phone_key",),
     "phone_addresses": ("address",),
     "framework_codes": ("build",),

@@ -11,6 +11,7 @@ PostgreSQL. ``Ledger`` is one class, composed of its parts, each a module of its
 ``queue``          actions queued for a pool, their claims by workers, the phones held
 ``queries``        reads by action: summaries, pages, review, holds, derived generations
 ``devices``        reads by phone (leases, rows claimed, send rates) and the phones
+``events``         the events every change writes (the outbox), read after a position
 ``read``           the file checks and one action's reads, without asyncio
 ``postgres``       the PostgreSQL backend (``pg``: asyncpg behind ``sqlite3``'s surface)
 =================  =====================================================================
@@ -29,6 +30,7 @@ from pathlib import Path
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import open_postgresql, open_sqlite
 from starebrain_actions.ledger.devices import DeviceReads
+from starebrain_actions.ledger.events import EventReads
 from starebrain_actions.ledger.devices import dispatches_since as dispatches_since
 from starebrain_actions.ledger.queries import SUMMARY_PAGE as SUMMARY_PAGE
 from starebrain_actions.ledger.queries import ActionReads
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 
-class Ledger(Receipts, QueueWork, Updates, Rulings, ActionReads, DeviceReads):
+class Ledger(Receipts, QueueWork, Updates, Rulings, ActionReads, DeviceReads, EventReads):
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 
     @classmethod

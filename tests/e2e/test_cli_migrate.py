@@ -77,6 +77,7 @@ async def test_migrate_json_reports_counts_and_checks(
         "attempts",
         "duplicates",
         "history",
+        "events",
         "phones",
         "phone_addresses",
         "framework_codes",
@@ -98,7 +99,7 @@ async def test_a_non_empty_target_exits_1_and_says_why(
         await ledger.create_action("mine", SmsIntent(recipient="+12025550100", body="x"))
     result = await asyncio.to_thread(migrate, "--from", str(source), "--to", with_password(pg_url))
     assert 1 == result.exit_code
-    assert "is not empty (1 actions)" in result.stderr
+    assert "is not empty (1 actions, 1 events)" in result.stderr
     assert SECRET not in result.output
     result = await asyncio.to_thread(
         migrate, "--from", str(source), "--to", with_password(pg_url), "--json"

@@ -239,6 +239,7 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
         "attempts": 1,
         "duplicates": 0,
         "history": 1,
+        "events": 2,
         "phones": 0,
         "phone_addresses": 0,
         "framework_codes": 0,

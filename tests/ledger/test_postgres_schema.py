@@ -692,9 +692,12 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
     db: asyncpg.Connection, tmp_path: Path
 ) -> None:
     """The PostgreSQL schema has the SQLite ledger's tables and columns in the same order with
-    matching types, the same named indexes, and the same triggers plus the two that refuse
-    TRUNCATE."""
+    matching types, the same named indexes, and the same triggers plus the three that refuse
+    TRUNCATE. One difference: the events are numbered once committed (``sequence`` orders
+    the numbering, ``events_unplaced`` finds the events not numbered yet)."""
     lite = await sqlite_catalog(tmp_path / "ledger.db")
+    lite["columns"]["events"].insert(0, ("sequence", "INTEGER"))
+    lite["indexes"].add("events_unplaced")
     types = {"INTEGER": "bigint", "TEXT": "text"}
     columns: dict[str, list[tuple[str, str]]] = {}
     for row in await db.fetch(
@@ -714,12 +717,17 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
             " WHERE connamespace = current_schema()::regnamespace)"
         )
     }
-    assert lite["triggers"] | {"attempts_no_truncate", "history_no_truncate"} == {
+    assert lite["triggers"] | {
+        "attempts_no_truncate",
+        "history_no_truncate",
+        "events_no_truncate",
+    } == {
         row[0]
         for row in await db.fetch(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
             " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history',"
-            " 'phones', 'phone_addresses', 'framework_codes', 'gate_policies', 'owners')"
+            " 'phones', 'phone_addresses', 'framework_codes', 'gate_policies', 'owners',"
+            " 'events')"
         )
     }
 

@@ -1,0 +1,294 @@
+"""The ledger's events: what changed, in the order it was committed (DESIGN.md invariant 10).
+
+The ledger's own triggers write them, in the statement that writes the change they report
+(``schema/migrations/0013_events.sql``): every history row writes its event, a new action
+writes ``action.created``, and a reply or an opt-out writes its own. So no change is ever
+without its event and no event without its change, on every path and on both backends.
+
+A reader asks for the events after a ``position``. On SQLite positions are commit order;
+on PostgreSQL an event is numbered once its transaction has committed
+(``starebrain_place_events``, which every read calls first), so a cursor never passes an
+event it has not seen. Events are never changed or deleted: they are kept as long as the
+history they report, which the ledger keeps for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Collection, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from starebrain_actions.core.convert import format_time, parse_time
+from starebrain_actions.core.exceptions import InvalidInput
+from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.read import row_dict
+
+#: The event types the ledger writes, with what each reports.
+EVENT_TYPES: Final[Mapping[str, str]] = {
+    "action.created": "a new action: its intent is recorded (nothing sent yet)",
+    "attempt.created": "an attempt's receipt, written before anything reaches the phone",
+    "attempt.submitted": "the send command reached the phone (its outcome is not known yet)",
+    "action.sent": "the phone took it: a read of the phone found the sent message",
+    "action.succeeded": "sent, and the message matches the intent",
+    "attempt.failed": "an attempt failed, provably sending nothing; another may follow",
+    "action.failed": "final: the last attempt the budget allows failed (reason in data)",
+    "action.needs_person": "a review, or an approval hold: data.command answers it",
+    "action.denied": "the policy gate or a person denied it: it is never sent",
+    "action.approved": "a person approved it",
+    "action.waiting": "the policy gate holds it until a time (quiet hours, a rate limit)",
+    "action.released": "the policy gate lets go an action it refused before",
+    "action.retry_granted": "a person gave it new attempts (starebrain retry)",
+    "action.resolved": "a person ruled on an attempt (sent or not sent)",
+    "action.policy_pinned": "the policy that judged it is kept with it",
+    "action.changed": "any other change of the action",
+    "attempt.error": "an error that proves nothing was kept on an attempt",
+    "phone.not_ready": "the phone refused a send before anything went out (locked...)",
+    "phone.unreachable": "the phone could not be reached: nothing was sent",
+    "reply.received": "a reply from a number the ledger has texted, linked to its action",
+    "recipient.opted_out": "a number asked to receive nothing more (STOP), or a person said so",
+    "recipient.opted_in": "a number opted back in (START), or a person said so",
+    "webhook.disabled": "a webhook endpoint kept failing and was turned off",
+}
+
+#: The largest page one read returns.
+PAGE_LIMIT: Final = 1000
+
+
+@attrs.frozen(kw_only=True)
+class LedgerEvent:
+    """One event as the ledger keeps it (``data`` unredacted: see ``public``)."""
+
+    #: its place in the ledger's order of events (1, 2, ...): a cursor
+    position: int
+    #: its stable id (``evt_…``): the same on every delivery
+    event_id: str
+    #: what happened (``EVENT_TYPES``)
+    type: str
+    #: the action it concerns, if any
+    action_id: str | None
+    #: the attempt it concerns, if any
+    dispatch_id: str | None
+    #: the phone it concerns, if known
+    device: str | None
+    #: when the change happened
+    at: datetime
+    #: the history row it reports (None: a change the history does not keep)
+    history_sequence: int | None
+    #: what changed, JSON-able
+    data: Mapping[str, Any]
+
+    def public(self, *, show_private: bool = False) -> dict[str, Any]:
+        """The event as it is shown and sent: JSON-able, personal fields redacted unless
+        ``show_private``; ``data.command`` says how a person answers ``action.needs_person``
+        and ``action.failed``."""
+        from starebrain_actions.render.sanitize import redact_data
+
+        data = dict(self.data)
+        command = answering_command(self)
+        if command is not None:
+            data["command"] = command
+        return {
+            "id": self.event_id,
+            "position": self.position,
+            "type": self.type,
+            "action_id": self.action_id,
+            "dispatch_id": self.dispatch_id,
+            "device": self.device,
+            "at": format_time(self.at),
+            "data": redact_data(data, show_private=show_private),
+        }
+
+
+def answering_command(event: LedgerEvent) -> str | None:
+    """The command that answers an event a person must act on (None: none)."""
+    action = event.action_id
+    if action is None:
+        return None
+    if event.type == "action.failed":
+        return f"starebrain retry {action} --reason TEXT"
+    if event.type != "action.needs_person":
+        return None
+    evidence = event.data.get("evidence")
+    if event.data.get("event") == "policy_verdict" and isinstance(evidence, Mapping):
+        return f"starebrain approve {action} --reason TEXT"
+    if event.data.get("review_reason") in ("MISMATCH", "DUPLICATE"):
+        return f"starebrain review {action}"
+    return f"starebrain resolve {action} --as sent|not-sent --reason TEXT"
+
+
+def event_from_row(row: Mapping[str, Any]) -> LedgerEvent:
+    """An event from its row."""
+    import json
+
+    data = json.loads(row["data_json"])
+    return LedgerEvent(
+        position=int(row["position"]),
+        event_id=str(row["event_id"]),
+        type=str(row["type"]),
+        action_id=row["action_id"],
+        dispatch_id=row["dispatch_id"],
+        device=row["device"],
+        at=parse_time(row["at"]),
+        history_sequence=(
+            int(row["history_sequence"]) if row["history_sequence"] is not None else None
+        ),
+        data=data if isinstance(data, dict) else {"value": data},
+    )
+
+
+def check_types(types: Collection[str]) -> tuple[str, ...]:
+    """The types asked for, each a known one (or a family: ``action.*``).
+
+    Raises:
+        InvalidInput: an unknown type, naming the known ones.
+    """
+    wanted = []
+    for kind in types:
+        if kind in EVENT_TYPES or (
+            kind.endswith(".*") and any(k.startswith(kind[:-1]) for k in EVENT_TYPES)
+        ):
+            wanted.append(kind)
+        else:
+            raise InvalidInput(
+                f"unknown event type {kind!r}; known: {', '.join(EVENT_TYPES)}"
+                " (or a family such as action.*)"
+            )
+    return tuple(dict.fromkeys(wanted))
+
+
+_COLUMNS: Final = (
+    "position, event_id, type, action_id, dispatch_id, device, history_sequence, at, data_json"
+)
+
+
+def read_events(
+    db: sqlite3.Connection,
+    *,
+    after: int,
+    limit: int,
+    types: Collection[str] = (),
+    action_id: str | None = None,
+    owner: str | None = None,
+) -> list[LedgerEvent]:
+    """Events after ``after``, in order, at most ``limit``, of these ``types`` (all when
+    empty; ``family.*`` for a family), of one action, of one owner's actions."""
+    where = ["position > ?"]
+    args: list[Any] = [after]
+    if types:
+        exact = [kind for kind in types if not kind.endswith(".*")]
+        families = [kind[:-1] for kind in types if kind.endswith(".*")]
+        parts = []
+        if exact:
+            parts.append(f"type IN ({', '.join('?' for _ in exact)})")
+            args += exact
+        for family in families:
+            parts.append("substr(type, 1, ?) = ?")
+            args += [len(family), family]
+        where.append("(" + " OR ".join(parts) + ")")
+    if action_id is not None:
+        where.append("action_id = ?")
+        args.append(action_id)
+    if owner is not None:
+        where.append("action_id IN (SELECT action_id FROM actions WHERE owner = ?)")
+        args.append(owner)
+    rows = db.execute(
+        f"SELECT {_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY position LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    return [event_from_row(row_dict(row)) for row in rows]
+
+
+def last_position(db: sqlite3.Connection) -> int:
+    """The position of the newest event (0: none)."""
+    row = db.execute("SELECT coalesce(max(position), 0) FROM events").fetchone()
+    return int(row[0])
+
+
+class EventReads(LedgerConnection):
+    """The ledger's reads of its events (a part of ``Ledger``)."""
+
+    async def _place_events(self) -> None:
+        """Number the committed events not numbered yet (PostgreSQL only: on SQLite an
+        event's position is given as it is written)."""
+        if self.backend == "postgresql":
+            await self._write(lambda db: db.execute("SELECT starebrain_place_events()"))
+
+    async def events(
+        self,
+        *,
+        after: int = 0,
+        limit: int = 500,
+        types: Collection[str] = (),
+        action_id: str | None = None,
+        owner: str | None = None,
+    ) -> list[LedgerEvent]:
+        """The events after position ``after``, oldest first, at most ``limit``
+        (1..``PAGE_LIMIT``), filtered by ``types`` (``family.*`` allowed), ``action_id``,
+        and ``owner`` (only that client's actions).
+
+        Raises:
+            InvalidInput: a negative cursor, a limit out of range, an unknown type.
+        """
+        if after < 0:
+            raise InvalidInput(f"a position is 0 or more, got {after}")
+        if not 1 <= limit <= PAGE_LIMIT:
+            raise InvalidInput(f"limit must be 1..{PAGE_LIMIT}, got {limit}")
+        wanted = check_types(types)
+        await self._place_events()
+        return await self._run(
+            lambda db: read_events(
+                db, after=after, limit=limit, types=wanted, action_id=action_id, owner=owner
+            )
+        )
+
+    async def last_event_position(self) -> int:
+        """The position of the newest event (0: the ledger has none)."""
+        await self._place_events()
+        return await self._run(last_position)
+
+    async def follow_events(
+        self,
+        *,
+        after: int = 0,
+        types: Collection[str] = (),
+        action_id: str | None = None,
+        owner: str | None = None,
+        poll_s: float = 0.5,
+        follow: bool = True,
+    ) -> AsyncIterator[LedgerEvent]:
+        """Every event after ``after``, in order, as an async iterator; with ``follow``
+        (the default) it never ends: it waits ``poll_s`` between reads that find nothing
+        new. Resume from the last ``position`` seen."""
+        if poll_s <= 0:
+            raise InvalidInput(f"poll_s must be positive, got {poll_s}")
+        cursor = after
+        while True:
+            page = await self.events(
+                after=cursor,
+                limit=PAGE_LIMIT,
+                types=types,
+                action_id=action_id,
+                owner=owner,
+            )
+            for event in page:
+                cursor = event.position
+                yield event
+            if len(page) == PAGE_LIMIT:
+                continue
+            if not follow:
+                return
+            await asyncio.sleep(poll_s)
+
+
+__all__ = [
+    "EVENT_TYPES",
+    "EventReads",
+    "LedgerEvent",
+    "answering_command",
+    "check_types",
+    "read_events",
+]
