@@ -30,8 +30,8 @@ from pathlib import Path
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import open_postgresql, open_sqlite
 from starebrain_actions.ledger.devices import DeviceReads
-from starebrain_actions.ledger.events import EventReads
 from starebrain_actions.ledger.devices import dispatches_since as dispatches_since
+from starebrain_actions.ledger.events import EventReads
 from starebrain_actions.ledger.queries import SUMMARY_PAGE as SUMMARY_PAGE
 from starebrain_actions.ledger.queries import ActionReads
 from starebrain_actions.ledger.queries import LedgerTally as LedgerTally
