@@ -211,6 +211,28 @@ class ReviewList(BaseModel):
     next_step: str
 
 
+class EventView(BaseModel):
+    """One event of the ledger (``starebrain events``), as a client sees it."""
+
+    id: str = Field(description="The event's stable id: the same on every read.")
+    position: int = Field(description="Its place in the ledger's order: pass it as `after`.")
+    type: str = Field(description="What happened, e.g. action.succeeded, action.needs_person.")
+    action_id: str | None = Field(description="The action it concerns, as you named it.")
+    at: str = Field(description="When it happened (UTC).")
+    data: dict[str, Any] = Field(description="What changed (numbers and bodies redacted).")
+
+
+class EventsPage(BaseModel):
+    """The events after a cursor."""
+
+    events: list[EventView]
+    #: the cursor to pass next (the last position read, or the one given)
+    next_after: int
+    #: True when more events may be waiting (the page was full)
+    more: bool
+    next_step: str
+
+
 class ChangeView(BaseModel):
     """One transition a reconcile pass applied."""
 

@@ -47,8 +47,8 @@ from starebrain_actions.mcp.auth import (
     transport_security,
 )
 from starebrain_actions.mcp.config import WAIT_CEILING_S, ServerConfig
-from starebrain_actions.mcp.results import ReconcileResult, ReviewList, SmsResult
-from starebrain_actions.mcp.service import SmsService, open_service
+from starebrain_actions.mcp.results import EventsPage, ReconcileResult, ReviewList, SmsResult
+from starebrain_actions.mcp.service import EVENTS_PAGE, SmsService, open_service
 from starebrain_actions.render.values import duration_text
 
 __all__ = ["build_server", "parse_http_address", "serve"]
@@ -63,7 +63,9 @@ SERVER_INSTRUCTIONS: Final = (
     " `status` and follow `next_step` in every result; `earlier_message: true` means the call"
     " sent nothing and answers with a message sent before. Never work around an unresolved or"
     " failed result by sending under a new action_id: that is how duplicates happen. Actions"
-    " listed by list_review wait for a person: tell the user instead of resending."
+    " listed by list_review wait for a person: tell the user instead of resending. To learn"
+    " what happened to queued or earlier sends, call get_events with the last next_after"
+    " instead of polling sms_status."
 )
 
 
@@ -117,6 +119,7 @@ def build_server(service: SmsService, *, clients: Clients | None = None) -> MCPS
     _add_sms_status(server, service, scope_of)
     _add_reconcile(server, service, scope_of)
     _add_list_review(server, service, scope_of)
+    _add_get_events(server, service, scope_of)
     if config.allow_resolve:
         _add_resolve(server, service, scope_of)
     return server
@@ -346,6 +349,58 @@ def _add_list_review(server: MCPServer, service: SmsService, scope_of: ScopeOf) 
             "The SMS actions automatic handling has stopped on, which a person must decide"
             " (ambiguous, duplicated, mismatched, out of attempts, never seen on the phone),"
             " with their reasons. Read only. Do not resend these; tell the user."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        structured_output=True,
+    )
+
+
+def _add_get_events(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> None:
+    """The ``get_events`` tool."""
+
+    async def get_events(
+        *,
+        after: Annotated[
+            int,
+            Field(
+                description="Return the events after this position: 0 the first time, then"
+                " the next_after of the previous call.",
+                ge=0,
+            ),
+        ] = 0,
+        limit: Annotated[
+            int, Field(description="At most this many events.", ge=1, le=EVENTS_PAGE)
+        ] = 100,
+        types: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these types (e.g. action.succeeded, action.needs_person,"
+                " or a family such as action.*); default: every type."
+            ),
+        ] = None,
+        action_id: Annotated[
+            str | None, Field(description="Only this action's events.", min_length=1)
+        ] = None,
+        ctx: Context,
+    ) -> EventsPage:
+        return await service.get_events(
+            after=after,
+            limit=limit,
+            types=types or (),
+            action_id=action_id,
+            scope=scope_of(ctx),
+        )
+
+    server.add_tool(
+        get_events,
+        name="get_events",
+        title="What happened to your SMS actions",
+        description=(
+            "The ledger's events, oldest first, after a cursor: each send taken by the phone"
+            " (action.sent), succeeded, failed for good, waiting for a person (with the"
+            " command that answers it), denied; replies and opt-outs. Read only, reads no"
+            " phone. Keep next_after and pass it as `after` next time: you see each event"
+            " once, in order, without polling sms_status for every action."
         ),
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         structured_output=True,

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 import attrs
 from mcp.server.mcpserver.exceptions import ToolError
@@ -63,6 +63,8 @@ from starebrain_actions.mcp.results import (
     OPEN_STATUSES,
     ChangeView,
     DeviceView,
+    EventsPage,
+    EventView,
     ReconcileResult,
     ReviewList,
     SmsResult,
@@ -114,6 +116,10 @@ class _Flight:
     ends_at: float
     #: the address of the phone it sends through
     device: str = ""
+
+
+#: The most events one ``get_events`` call returns.
+EVENTS_PAGE: Final = 500
 
 
 class SmsService:
@@ -677,6 +683,61 @@ class SmsService:
             now=self.ledger.now(),
             detail=detail,
             show_private=self.config.show_private,
+        )
+
+    async def get_events(
+        self,
+        *,
+        after: int,
+        limit: int,
+        types: Sequence[str],
+        action_id: str | None,
+        scope: ActionScope = UNSCOPED,
+    ) -> EventsPage:
+        """The ledger's events after ``after`` (a client of ``--clients``: only its own
+        actions' events, with its own ids; events of no action are not shown to it)."""
+        if after < 0 or not 1 <= limit <= EVENTS_PAGE:
+            raise ToolError(
+                f"after must be 0 or more and limit 1..{EVENTS_PAGE}; got after={after},"
+                f" limit={limit}. Nothing was read."
+            )
+        try:
+            found = await self.ledger.events(
+                after=after,
+                limit=limit,
+                types=types,
+                action_id=scope.ledger_id(action_id) if action_id is not None else None,
+                owner=scope.client,
+            )
+        except InvalidInput as exc:
+            raise ToolError(f"bad input, nothing read: {exc}") from exc
+        views = []
+        for event in found:
+            shown = event.public(show_private=self.config.show_private)
+            own = scope.own(event.action_id) if event.action_id is not None else None
+            if scope.client is not None and own is None:
+                continue  # not the client's: an event of no action, or another's
+            views.append(
+                EventView(
+                    id=shown["id"],
+                    position=shown["position"],
+                    type=shown["type"],
+                    action_id=own if own is not None else event.action_id,
+                    at=shown["at"],
+                    data=shown["data"],
+                )
+            )
+        last = found[-1].position if found else after
+        more = len(found) == limit
+        return EventsPage(
+            events=views,
+            next_after=last,
+            more=more,
+            next_step=(
+                f"More events wait: call get_events again with after={last}."
+                if more
+                else f"That is everything so far; later, call get_events with after={last}."
+            ),
         )
 
     async def list_review(self, *, scope: ActionScope = UNSCOPED) -> ReviewList:
