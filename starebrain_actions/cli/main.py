@@ -37,7 +37,9 @@ from starebrain_actions.cli.send import send
 from starebrain_actions.render import json_output as _render_json
 
 #: Commands that reach no phone: their only log events are the ledger's (``main``).
-_LEDGER_ONLY_COMMANDS: Final = frozenset({"history", "list", "policy", "review", "status"})
+_LEDGER_ONLY_COMMANDS: Final = frozenset(
+    {"events", "history", "list", "policy", "review", "status"}
+)
 
 
 class _Utf8Args:
@@ -70,6 +72,7 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         "demo": "starebrain_actions.cli.demo:demo_command",
         "devices": "starebrain_actions.cli.devices:devices_command",
         "doctor": "starebrain_actions.cli.doctor:doctor_command",
+        "events": "starebrain_actions.cli.events:events_command",
         "key": "starebrain_actions.cli.keys:key_command",
         "mcp": "starebrain_actions.cli.mcp_command:mcp_command",
         "migrate": "starebrain_actions.cli.migrate:migrate_command",
