@@ -19,10 +19,11 @@ import click
 
 from starebrain_actions.cli.context import ledger_path, open_ledger, run, settings_of
 from starebrain_actions.cli.options import json_option, show_private_option
+from starebrain_actions.render import values as _render_values
 from starebrain_actions.render.sanitize import clean_text
 
 if TYPE_CHECKING:
-    from starebrain_actions.ledger.events import LedgerEvent
+    from starebrain_actions.core.events import LedgerEvent
 
 #: Events shown without ``--after``: the newest ones, as ``tail`` shows the end of a file.
 DEFAULT_LAST: Final = 50
@@ -93,8 +94,8 @@ def events_command(
     replies and opt-outs. Each line starts with the event's position. `--json` prints JSON
     lines (one event per line), the body webhooks carry."""
     path = ledger_path(settings_of(ctx), create=False)
+    from starebrain_actions.core.events import check_types
     from starebrain_actions.core.exceptions import InvalidInput
-    from starebrain_actions.ledger.events import check_types
 
     try:
         wanted = check_types(types)
@@ -199,7 +200,7 @@ class _Printer:
             click.echo(f"{'position':>8}  {'at':<27}  {'type':<{_TYPE_WIDTH}}  action  detail")
 
     def event(self, event: LedgerEvent) -> None:
-        shown = event.public(show_private=self.show_private)
+        shown = _render_values.event_data(event, show_private=self.show_private)
         if self.as_json:
             click.echo(json_line(shown))
         else:

@@ -9,121 +9,30 @@ A reader asks for the events after a ``position``. On SQLite positions are commi
 on PostgreSQL an event is numbered once its transaction has committed
 (``starebrain_place_events``, which every read calls first), so a cursor never passes an
 event it has not seen. Events are never changed or deleted: they are kept as long as the
-history they report, which the ledger keeps for ever.
+history they report, which the ledger keeps for ever. ``core/events.py`` holds the types
+and ``LedgerEvent``; ``render/values.event_data`` shows one, redacted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Collection, Mapping
-from datetime import datetime
 from typing import Any, Final
 
-import attrs
-
-from starebrain_actions.core.convert import format_time, parse_time
+from starebrain_actions.core.convert import parse_time
+from starebrain_actions.core.events import EVENT_TYPES, LedgerEvent, check_types
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.read import row_dict
-
-#: The event types the ledger writes, with what each reports.
-EVENT_TYPES: Final[Mapping[str, str]] = {
-    "action.created": "a new action: its intent is recorded (nothing sent yet)",
-    "attempt.created": "an attempt's receipt, written before anything reaches the phone",
-    "attempt.submitted": "the send command reached the phone (its outcome is not known yet)",
-    "action.sent": "the phone took it: a read of the phone found the sent message",
-    "action.succeeded": "sent, and the message matches the intent",
-    "attempt.failed": "an attempt failed, provably sending nothing; another may follow",
-    "action.failed": "final: the last attempt the budget allows failed (reason in data)",
-    "action.needs_person": "a review, or an approval hold: data.command answers it",
-    "action.denied": "the policy gate or a person denied it: it is never sent",
-    "action.approved": "a person approved it",
-    "action.waiting": "the policy gate holds it until a time (quiet hours, a rate limit)",
-    "action.released": "the policy gate lets go an action it refused before",
-    "action.retry_granted": "a person gave it new attempts (starebrain retry)",
-    "action.resolved": "a person ruled on an attempt (sent or not sent)",
-    "action.policy_pinned": "the policy that judged it is kept with it",
-    "action.changed": "any other change of the action",
-    "attempt.error": "an error that proves nothing was kept on an attempt",
-    "phone.not_ready": "the phone refused a send before anything went out (locked...)",
-    "phone.unreachable": "the phone could not be reached: nothing was sent",
-    "reply.received": "a reply from a number the ledger has texted, linked to its action",
-    "recipient.opted_out": "a number asked to receive nothing more (STOP), or a person said so",
-    "recipient.opted_in": "a number opted back in (START), or a person said so",
-    "webhook.disabled": "a webhook endpoint kept failing and was turned off",
-}
 
 #: The largest page one read returns.
 PAGE_LIMIT: Final = 1000
 
 
-@attrs.frozen(kw_only=True)
-class LedgerEvent:
-    """One event as the ledger keeps it (``data`` unredacted: see ``public``)."""
-
-    #: its place in the ledger's order of events (1, 2, ...): a cursor
-    position: int
-    #: its stable id (``evt_…``): the same on every delivery
-    event_id: str
-    #: what happened (``EVENT_TYPES``)
-    type: str
-    #: the action it concerns, if any
-    action_id: str | None
-    #: the attempt it concerns, if any
-    dispatch_id: str | None
-    #: the phone it concerns, if known
-    device: str | None
-    #: when the change happened
-    at: datetime
-    #: the history row it reports (None: a change the history does not keep)
-    history_sequence: int | None
-    #: what changed, JSON-able
-    data: Mapping[str, Any]
-
-    def public(self, *, show_private: bool = False) -> dict[str, Any]:
-        """The event as it is shown and sent: JSON-able, personal fields redacted unless
-        ``show_private``; ``data.command`` says how a person answers ``action.needs_person``
-        and ``action.failed``."""
-        from starebrain_actions.render.sanitize import redact_data
-
-        data = dict(self.data)
-        command = answering_command(self)
-        if command is not None:
-            data["command"] = command
-        return {
-            "id": self.event_id,
-            "position": self.position,
-            "type": self.type,
-            "action_id": self.action_id,
-            "dispatch_id": self.dispatch_id,
-            "device": self.device,
-            "at": format_time(self.at),
-            "data": redact_data(data, show_private=show_private),
-        }
-
-
-def answering_command(event: LedgerEvent) -> str | None:
-    """The command that answers an event a person must act on (None: none)."""
-    action = event.action_id
-    if action is None:
-        return None
-    if event.type == "action.failed":
-        return f"starebrain retry {action} --reason TEXT"
-    if event.type != "action.needs_person":
-        return None
-    evidence = event.data.get("evidence")
-    if event.data.get("event") == "policy_verdict" and isinstance(evidence, Mapping):
-        return f"starebrain approve {action} --reason TEXT"
-    if event.data.get("review_reason") in ("MISMATCH", "DUPLICATE"):
-        return f"starebrain review {action}"
-    return f"starebrain resolve {action} --as sent|not-sent --reason TEXT"
-
-
 def event_from_row(row: Mapping[str, Any]) -> LedgerEvent:
     """An event from its row."""
-    import json
-
     data = json.loads(row["data_json"])
     return LedgerEvent(
         position=int(row["position"]),
@@ -138,26 +47,6 @@ def event_from_row(row: Mapping[str, Any]) -> LedgerEvent:
         ),
         data=data if isinstance(data, dict) else {"value": data},
     )
-
-
-def check_types(types: Collection[str]) -> tuple[str, ...]:
-    """The types asked for, each a known one (or a family: ``action.*``).
-
-    Raises:
-        InvalidInput: an unknown type, naming the known ones.
-    """
-    wanted = []
-    for kind in types:
-        if kind in EVENT_TYPES or (
-            kind.endswith(".*") and any(k.startswith(kind[:-1]) for k in EVENT_TYPES)
-        ):
-            wanted.append(kind)
-        else:
-            raise InvalidInput(
-                f"unknown event type {kind!r}; known: {', '.join(EVENT_TYPES)}"
-                " (or a family such as action.*)"
-            )
-    return tuple(dict.fromkeys(wanted))
 
 
 _COLUMNS: Final = (
@@ -286,9 +175,9 @@ class EventReads(LedgerConnection):
 
 __all__ = [
     "EVENT_TYPES",
+    "PAGE_LIMIT",
     "EventReads",
     "LedgerEvent",
-    "answering_command",
     "check_types",
     "read_events",
 ]

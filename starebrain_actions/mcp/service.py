@@ -81,6 +81,7 @@ from starebrain_actions.orchestration.reconciler import (
 )
 from starebrain_actions.orchestration.send_loop import MIN_DISPATCH_S
 from starebrain_actions.phone.send_path import check_send_path
+from starebrain_actions.render import values as _render_values
 
 __all__ = ["SmsService", "open_service"]
 
@@ -713,7 +714,7 @@ class SmsService:
             raise ToolError(f"bad input, nothing read: {exc}") from exc
         views = []
         for event in found:
-            shown = event.public(show_private=self.config.show_private)
+            shown = _render_values.event_data(event, show_private=self.config.show_private)
             own = scope.own(event.action_id) if event.action_id is not None else None
             if scope.client is not None and own is None:
                 continue  # not the client's: an event of no action, or another's

@@ -12,6 +12,7 @@ from typing import Any
 
 from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.convert import age, format_time, to_jsonable
+from starebrain_actions.core.events import LedgerEvent, answering_command
 from starebrain_actions.core.model import (
     ActionSummary,
     HistoryEntry,
@@ -292,3 +293,23 @@ def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:
     lookup = {str(key): value for key, value in counts.items()}
     parts = [f"{status.value}={lookup[status.value]}" for status in Status if lookup.get(status)]
     return " ".join(parts) or "none"
+
+
+def event_data(event: LedgerEvent, *, show_private: bool) -> dict[str, Any]:
+    """An event as it is shown and sent (``starebrain events --json``, MCP ``get_events``,
+    webhooks): JSON-able, personal fields redacted unless ``show_private``; ``data.command``
+    says how a person answers ``action.needs_person`` and ``action.failed``."""
+    data = dict(event.data)
+    command = answering_command(event)
+    if command is not None:
+        data["command"] = command
+    return {
+        "id": event.event_id,
+        "position": event.position,
+        "type": event.type,
+        "action_id": event.action_id,
+        "dispatch_id": event.dispatch_id,
+        "device": event.device,
+        "at": format_time(event.at),
+        "data": redact_data(data, show_private=show_private),
+    }

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from starebrain_actions import Ledger, Status
-from starebrain_actions.ledger.events import LedgerEvent
+from starebrain_actions.core.events import LedgerEvent
 
 from .conftest import sent_rows
 

@@ -125,8 +125,8 @@ BEGIN
         WHERE c.action_id = NEW.action_id
           AND c.attempt > coalesce((x.grant_json::jsonb ->> 'after_attempt')::bigint, 0)
           AND NOT (c.delivery = 'FAILED' AND (
-              c.evidence_json::jsonb -> 'unreachable' = 'true'::jsonb
-              OR c.evidence_json::jsonb -> 'fence_lost' = 'true'::jsonb
+              (c.evidence_json::jsonb -> 'unreachable') IS NOT DISTINCT FROM 'true'::jsonb
+              OR (c.evidence_json::jsonb -> 'fence_lost') IS NOT DISTINCT FROM 'true'::jsonb
               OR coalesce(c.evidence_json::jsonb ->> 'not_ready', '') <> ''));
         kind := CASE
             WHEN spent >= coalesce((x.grant_json::jsonb ->> 'attempts')::bigint,
