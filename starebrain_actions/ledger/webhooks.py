@@ -296,8 +296,10 @@ class WebhookStore(EventReads):
         return await self._run(work)
 
     async def webhook_pending(self, endpoint: WebhookEndpoint) -> int:
-        """How many events of its types wait after its cursor."""
-        await self._place_events()
+        """How many events of its types wait after its cursor (on a read-only PostgreSQL
+        ledger, of the events numbered so far)."""
+        if not (self._pg is not None and self._pg._read_only):
+            await self._place_events()
         return await self._run(lambda db: _pending(db, endpoint))
 
     async def due_webhooks(self, now: datetime, *, below: int) -> list[str]:

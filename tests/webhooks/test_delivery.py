@@ -277,3 +277,34 @@ async def test_a_test_event_is_signed_and_moves_nothing(sqlite_db: str, receiver
         assert (200, None) == (result.status, result.error)
         assert "webhook.test" == receiver.verified()[0]["type"]
         assert endpoint == await ledger.webhook(endpoint.endpoint_id)
+
+
+async def test_background_delivery_follows_new_events_and_never_raises(
+    sqlite_db: str, receiver: Receiver
+) -> None:
+    """``deliver_in_background`` (what ``worker`` and ``mcp`` run beside their sends) sends
+    events as they are written, and an endpoint that hangs costs it only its time bound:
+    errors are logged, the task goes on until cancelled."""
+    from starebrain_actions.orchestration.webhooks import deliver_in_background
+
+    async with Ledger.open(sqlite_db) as ledger:
+        endpoint = await ledger.add_webhook(receiver.url, allow_private=True)
+        receiver.secret = endpoint.secret
+        receiver.answers.append("hang")
+        task = asyncio.create_task(
+            deliver_in_background(
+                ledger, poll_s=0.05, schedule=FAST, timeout_s=0.3, connect_timeout_s=0.3
+            )
+        )
+        await make_events(ledger, 2)
+        for _ in range(200):
+            if len(receiver.verified()) >= 4:
+                break
+            await asyncio.sleep(0.02)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        events = await ledger.events(after=endpoint.cursor)
+        assert [e.event_id for e in events] == receiver.ids()
+        assert "hang" == receiver.received[0].answer
