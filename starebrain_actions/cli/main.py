@@ -83,6 +83,8 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         "retry": "starebrain_actions.cli.recover:retry_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",
         "worker": "starebrain_actions.cli.worker:worker_command",
+        "webhook": "starebrain_actions.cli.webhook:webhook_command",
+        "deliver": "starebrain_actions.cli.webhook:deliver_command",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -189,5 +191,5 @@ def nightly_main(
 
 
 # `simulator` (contributed by android_bridge, registered here so that the bridge never imports
-# us), `demo`, `devices`, `key`, `mcp`, `migrate` and the recovery commands are imported when
-# they are named (_Group).
+# us), `demo`, `devices`, `key`, `mcp`, `migrate`, `webhook`, `deliver` and the recovery
+# commands are imported when they are named (_Group).

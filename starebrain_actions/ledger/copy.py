@@ -2,7 +2,8 @@
 
 :func:`copy_ledger` reads the SQLite ledger read-only, in one read transaction (one snapshot,
 whatever agents still write to it), and writes every row of ``actions``, ``attempts``,
-``duplicates``, ``history``, ``phones`` and ``phone_addresses`` unchanged (the same values,
+``duplicates``, ``history``, ``events``, ``phones``, ``phone_addresses``,
+``framework_codes`` and ``webhooks`` (with their secrets and cursors) unchanged (the same values,
 the same JSON text, the same history sequence numbers) into an empty PostgreSQL ledger, in ONE
 transaction:
 
@@ -62,6 +63,7 @@ TABLES: Final = (
     "phones",
     "phone_addresses",
     "framework_codes",
+    "webhooks",
 )
 #: How many rows one ``COPY`` sends.
 BATCH_ROWS: Final = 5_000
@@ -74,6 +76,7 @@ HISTORY_TRIGGERS: Final = (
     ("attempts", "attempts_history_on_update"),
     ("history", "history_events"),
     ("actions", "actions_events_on_insert"),
+    ("webhooks", "webhooks_events_on_disable"),
 )
 #: Columns only the PostgreSQL table has: ``events.sequence`` orders the numbering of events
 #: committed (``starebrain_place_events``); a copied event has its position already.
@@ -401,6 +404,7 @@ _ROW_NAMES: Final = {
     "phones": ("phone_key",),
     "phone_addresses": ("address",),
     "framework_codes": ("build",),
+    "webhooks": ("endpoint_id",),
 }
 
 

@@ -102,8 +102,9 @@ class EventReads(LedgerConnection):
 
     async def _place_events(self) -> None:
         """Number the committed events not numbered yet (PostgreSQL only: on SQLite an
-        event's position is given as it is written)."""
-        if self.backend == "postgresql":
+        event's position is given as it is written). A PostgreSQL ledger opened read-only,
+        or a read inside a snapshot, numbers nothing: it sees the events others numbered."""
+        if self._pg is not None and self._pg.writable:
             await self._write(lambda db: db.execute("SELECT starebrain_place_events()"))
 
     async def events(

@@ -67,6 +67,11 @@ class PgBackend:
             "starebrain_pg_pinned", default=None
         )
 
+    @property
+    def writable(self) -> bool:
+        """May this backend write now (not opened read-only, not inside a read snapshot)?"""
+        return not self._read_only and self._pinned.get() is None
+
     async def run(self, work: Callable[[Any], T]) -> T:
         """``work`` with a connection, statements autocommitted (reads)."""
         pinned = self._pinned.get()

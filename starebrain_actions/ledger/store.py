@@ -12,6 +12,7 @@ PostgreSQL. ``Ledger`` is one class, composed of its parts, each a module of its
 ``queries``        reads by action: summaries, pages, review, holds, derived generations
 ``devices``        reads by phone (leases, rows claimed, send rates) and the phones
 ``events``         the events every change writes (the outbox), read after a position
+``webhooks``       the webhook endpoints: secrets, cursors, tries, deliverers' claims
 ``read``           the file checks and one action's reads, without asyncio
 ``postgres``       the PostgreSQL backend (``pg``: asyncpg behind ``sqlite3``'s surface)
 =================  =====================================================================
@@ -43,6 +44,7 @@ from starebrain_actions.ledger.receipts import Receipts
 from starebrain_actions.ledger.rulings import Rulings
 from starebrain_actions.ledger.updates import DuplicateInput as DuplicateInput
 from starebrain_actions.ledger.updates import Updates
+from starebrain_actions.ledger.webhooks import WebhookStore
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -56,7 +58,16 @@ __all__ = [
 ]
 
 
-class Ledger(Receipts, QueueWork, Updates, Rulings, ActionReads, DeviceReads, EventReads):
+class Ledger(
+    Receipts,
+    QueueWork,
+    Updates,
+    Rulings,
+    ActionReads,
+    DeviceReads,
+    WebhookStore,
+    EventReads,
+):
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 
     @classmethod

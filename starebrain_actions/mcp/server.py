@@ -529,25 +529,45 @@ async def serve(
 ) -> None:
     """Run the server over stdio, or over streamable HTTP when ``http`` is given;
     ``announce(text)`` is told where it listens (on stderr: stdout is the protocol's)."""
+    from starebrain_actions.orchestration.webhooks import deliver_in_background
+
     async with open_service(config) as service:
-        server = build_server(service, clients=http.clients if http is not None else None)
-        _log.info(
-            "mcp_server_started",
-            transport="http" if http else "stdio",
-            devices=list(config.devices),
-            max_sends_per_hour=config.max_sends_per_hour,
-        )
-        if http is None:
-            await server.run_stdio_async()
-        else:
-            if not is_loopback(http.host):
-                announce(
-                    f"listening on {http.host}, not a loopback address (--allow-remote): the"
-                    " token crosses the network in clear text unless TLS is put in front"
-                )
-            if is_wildcard(http.host) and not http.allow_hosts:
-                announce(
-                    f"{http.host} is every interface, not a Host header a client sends: name"
-                    " the addresses clients use with --allow-host HOST:PORT"
-                )
-            await _serve_http(server, http, announce)
+        # the ledger's webhooks, beside the tools: bounded, errors logged, never raised
+        hooks = asyncio.create_task(deliver_in_background(service.ledger))
+        try:
+            await _serve_service(service, config, http=http, announce=announce)
+        finally:
+            hooks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hooks
+
+
+async def _serve_service(
+    service: SmsService,
+    config: ServerConfig,
+    *,
+    http: HttpOptions | None,
+    announce: Callable[[str], None],
+) -> None:
+    """``serve``'s transport, over the open service."""
+    server = build_server(service, clients=http.clients if http is not None else None)
+    _log.info(
+        "mcp_server_started",
+        transport="http" if http else "stdio",
+        devices=list(config.devices),
+        max_sends_per_hour=config.max_sends_per_hour,
+    )
+    if http is None:
+        await server.run_stdio_async()
+    else:
+        if not is_loopback(http.host):
+            announce(
+                f"listening on {http.host}, not a loopback address (--allow-remote): the"
+                " token crosses the network in clear text unless TLS is put in front"
+            )
+        if is_wildcard(http.host) and not http.allow_hosts:
+            announce(
+                f"{http.host} is every interface, not a Host header a client sends: name"
+                " the addresses clients use with --allow-host HOST:PORT"
+            )
+        await _serve_http(server, http, announce)

@@ -9,7 +9,8 @@ claim (``Ledger.claim_next``), the action driven as ``resume`` drives one (its p
 up to ``wait``, with a hard deadline), the claim released. A phone found not ready (locked,
 unreachable) rests, doubling its rest, before it takes the next action. One more task beats
 the worker's heart in the ledger: phones another worker took over after a stale heartbeat
-are left at once.
+are left at once. And one delivers the ledger's webhooks (``webhooks.deliver_in_background``:
+small passes, every request time-bounded, errors logged, never raised into a send).
 
 ``stop()`` (SIGTERM) lets every phone finish the action in hand, then lets go of the phones;
 ``kill -9`` leaves claims and phones that pass to another worker once the heartbeat is stale,
@@ -36,6 +37,7 @@ from starebrain_actions.core.model import Status
 from starebrain_actions.ledger.queue import DEFAULT_POOL, STALE_AFTER, PhoneWorker, check_pool
 from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.orchestration.send_loop import How
+from starebrain_actions.orchestration.webhooks import deliver_in_background
 
 if TYPE_CHECKING:
     from starebrain_actions.core.policy import Policy
@@ -131,6 +133,7 @@ class Worker:
         reconcile_every_s: float = RECONCILE_EVERY_S,
         on_event: Callable[[WorkerEvent], None] | None = None,
         name: str | None = None,
+        deliver_webhooks: bool = True,
         **phone_options: Any,
     ) -> None:
         if not devices:
@@ -151,6 +154,8 @@ class Worker:
         self.on_event = on_event
         self.name = name or worker_name()
         self.phone_options = phone_options
+        #: deliver the ledger's webhooks beside the sends (``deliver_in_background``)
+        self.deliver_webhooks = deliver_webhooks
         #: what each phone (by address) is doing now, for the status line
         self.doing: dict[str, str] = dict.fromkeys(self.devices, "starting")
         #: actions driven to the end of their wait, by this worker
@@ -184,12 +189,20 @@ class Worker:
         async with Ledger.open(self.db) as ledger:
             self._ledger = ledger
             beat = asyncio.create_task(self._beat(ledger))
+            # webhooks beside the sends: bounded, and never raising into them
+            hooks = (
+                asyncio.create_task(deliver_in_background(ledger))
+                if self.deliver_webhooks
+                else None
+            )
             try:
                 await asyncio.gather(*(self._serve(device) for device in self.devices))
             finally:
-                beat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beat
+                for task in (beat, hooks):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
                 with contextlib.suppress(LedgerUnavailable):
                     await asyncio.shield(ledger.let_go(self.name))
                 self._held.clear()

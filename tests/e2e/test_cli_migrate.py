@@ -81,6 +81,7 @@ async def test_migrate_json_reports_counts_and_checks(
         "phones",
         "phone_addresses",
         "framework_codes",
+        "webhooks",
         "gate_policies",
         "owners",
     } == set(data["copied"])

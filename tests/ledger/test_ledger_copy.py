@@ -97,6 +97,24 @@ async def seed_every_shape(path: Path) -> None:
                 retry_after=at + timedelta(hours=1),
             )
         )
+        # webhook endpoints, one turned off (its webhook.disabled event written by the
+        # trigger: the copy must not write a second)
+        await ledger.add_webhook("https://hooks.example.com/a", types=["action.*"])
+        off = await ledger.add_webhook("https://hooks.example.com/b", after=0)
+        assert await ledger.claim_webhook(
+            off.endpoint_id, "host:1", until=at + timedelta(minutes=1), now=at
+        )
+        assert await ledger.webhook_failed(
+            off.endpoint_id,
+            "host:1",
+            cursor=0,
+            position=1,
+            failures=8,
+            status=500,
+            error="HTTP 500",
+            now=at,
+            next_try_at=None,
+        )
 
 
 def copy(source: Path, target: str) -> Any:
@@ -243,6 +261,7 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
         "phones": 0,
         "phone_addresses": 0,
         "framework_codes": 0,
+        "webhooks": 0,
         "gate_policies": 0,
         "owners": 0,
     } == await pg_counts(pg_url)

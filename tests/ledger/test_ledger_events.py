@@ -153,3 +153,16 @@ async def test_bad_reads_are_refused_with_what_is_wrong(ledger_target: str) -> N
             await ledger.events(after=-1)
         with pytest.raises(InvalidInput, match="limit"):
             await ledger.events(limit=0)
+
+
+async def test_a_read_only_reader_sees_the_numbered_events(ledger_target: str) -> None:
+    """A ledger opened read-only reads events (on PostgreSQL it numbers none itself: it sees
+    those a writer's read numbered)."""
+    async with Ledger.open(ledger_target) as ledger:
+        await ledger.create_action("A-1", SmsIntent(recipient="+12025550100", body="x"))
+        numbered = await ledger.events()
+        await ledger.create_action("A-2", SmsIntent(recipient="+12025550100", body="y"))
+    async with Ledger.open(ledger_target, read_only=True) as reader:
+        seen = await reader.events()
+    assert ["A-1"] == [event.action_id for event in numbered]
+    assert {"A-1"} <= {event.action_id for event in seen}

@@ -727,7 +727,7 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
             " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history',"
             " 'phones', 'phone_addresses', 'framework_codes', 'gate_policies', 'owners',"
-            " 'events')"
+            " 'events', 'webhooks')"
         )
     }
 

@@ -198,6 +198,20 @@ class DuplicateLine:
         return f"{self.provider_kind} _id {self.provider_object_id}"
 
 
+@attrs.frozen(kw_only=True)
+class WebhookLine:
+    """A webhook endpoint turned off: its schedule spent on one event (``webhook list``)."""
+
+    endpoint_id: str
+    url: str
+    disabled_at: datetime | None
+    reason: str
+    #: events of its types waiting after its cursor (none is lost while it is off)
+    pending: int
+    #: what a person runs to turn it back on
+    command: str
+
+
 def _lines_repr(lines: Sequence[Any]) -> str:
     """A list of the report's lines in its repr: whole when short, else counted (a
     backlog's report has a hundred thousand; ``asyncio.run`` builds its result's repr)."""
@@ -244,6 +258,11 @@ class NightlyReport:
     resumed: tuple[ResumeLine, ...] = ()
     #: phones ``--resume`` could not use, with why
     resume_errors: tuple[str, ...] = ()
+    #: webhook requests this run made: answered 2xx, and failed (tried again later)
+    webhooks_delivered: int = 0
+    webhooks_failed: int = 0
+    #: webhook endpoints turned off (each an attention item)
+    webhooks_off: tuple[WebhookLine, ...] = ()
 
     @property
     def needs_person(self) -> bool:
@@ -288,6 +307,7 @@ _LISTS: Final = frozenset(
         "awaiting_approval",
         "unsent",
         "resumed",
+        "webhooks_off",
     }
 )
 

@@ -24,6 +24,7 @@ from starebrain_actions.orchestration.nightly.report import (
     ReportBuilder,
     ResumeLine,
     UnsentLine,
+    WebhookLine,
     approval_line,
 )
 from starebrain_actions.render.values import spent_attempts
@@ -100,6 +101,7 @@ async def run_nightly(
                 wait_s=resume_wait_s,
                 gate=gate,
             )
+        hooks = await _webhooks(ledger, deliver=not dry_run)
         read = await _read_ledger(ledger, ledger.now(), unsent_after)
     report = read.builder.report(
         ledger_path=ledger.path,
@@ -109,7 +111,74 @@ async def run_nightly(
         tally=read.tally,
         awaiting_approval=read.awaiting_approval,
     )
-    return _with_unsent_and_resumed(report, read.unsent, unsent_after, resumed, resume_errors)
+    report = _with_unsent_and_resumed(report, read.unsent, unsent_after, resumed, resume_errors)
+    return _with_webhooks(report, hooks)
+
+
+#: Seconds the nightly run spends delivering webhooks at most.
+WEBHOOKS_S: Final = 120.0
+
+
+@attrs.frozen(kw_only=True)
+class _Webhooks:
+    delivered: int = 0
+    failed: int = 0
+    off: tuple[WebhookLine, ...] = ()
+    error: str | None = None
+
+
+async def _webhooks(ledger: Ledger, *, deliver: bool) -> _Webhooks:
+    """Deliver the webhooks due now (``deliver``; within ``WEBHOOKS_S``), then read the
+    endpoints turned off. A failure is reported, never fatal."""
+    import asyncio
+
+    from starebrain_actions.orchestration.webhooks import DeliveryPass, WebhookDeliverer
+
+    done = DeliveryPass()
+    error = None
+    if deliver:
+        try:
+            async with asyncio.timeout(WEBHOOKS_S), WebhookDeliverer(ledger) as sender:
+                done = await sender.drain()
+        except TimeoutError:
+            error = f"webhooks: still delivering after {WEBHOOKS_S:.0f} s; the rest waits"
+        except Exception as exc:
+            error = f"webhooks: {type(exc).__name__}: {exc}"
+    off = []
+    for endpoint in await ledger.webhooks():
+        if endpoint.enabled:
+            continue
+        off.append(
+            WebhookLine(
+                endpoint_id=endpoint.endpoint_id,
+                url=endpoint.url,
+                disabled_at=endpoint.disabled_at,
+                reason=endpoint.disabled_reason or "-",
+                pending=await ledger.webhook_pending(endpoint),
+                command=f"starebrain webhook enable {endpoint.endpoint_id}",
+            )
+        )
+    return _Webhooks(delivered=done.delivered, failed=done.failed, off=tuple(off), error=error)
+
+
+def _with_webhooks(report: NightlyReport, hooks: _Webhooks) -> NightlyReport:
+    """``report`` with what the webhooks did, and each endpoint turned off as an attention
+    item."""
+    attention = list(report.attention)
+    if hooks.off:
+        attention.append(
+            f"{len(hooks.off)} webhook endpoint(s) turned off after their retry schedule:"
+            f" `starebrain webhook list`; `starebrain webhook enable ID` turns one back on"
+        )
+    if hooks.error is not None:
+        attention.append(hooks.error)
+    return attrs.evolve(
+        report,
+        attention=tuple(attention),
+        webhooks_delivered=hooks.delivered,
+        webhooks_failed=hooks.failed,
+        webhooks_off=hooks.off,
+    )
 
 
 async def _hold_nightly_lock(stack: contextlib.AsyncExitStack, ledger: Ledger) -> None:

@@ -44,6 +44,7 @@ def iter_summary_lines(report: NightlyReport) -> Iterator[str]:
     yield from _summary_findings(report)
     yield from _summary_approvals(report)
     yield from _summary_resumed_and_unsent(report)
+    yield from _summary_webhooks(report)
     if report.needs_person:
         yield "NEEDS A PERSON: " + t("; ".join(report.attention))
     else:
@@ -150,6 +151,21 @@ def _summary_resumed_and_unsent(report: NightlyReport) -> list[str]:
     return lines
 
 
+def _summary_webhooks(report: NightlyReport) -> Iterator[str]:
+    t = clean_text
+    if report.webhooks_delivered or report.webhooks_failed or report.webhooks_off:
+        yield (
+            f"webhooks: {report.webhooks_delivered} delivered, {report.webhooks_failed} failed"
+            f" (tried again on their schedule), {len(report.webhooks_off)} endpoint(s) turned off"
+        )
+    for line in report.webhooks_off:
+        yield (
+            f"  {t(line.endpoint_id)} {t(line.url)} off since {format_time(line.disabled_at)}"
+            if line.disabled_at is not None
+            else f"  {t(line.endpoint_id)} {t(line.url)} off"
+        ) + f", {line.pending} event(s) waiting: {t(line.reason)} ({t(line.command)})"
+
+
 def _reasons(item: ActionLine) -> str:
     """Review reasons, then superseded ones, or ``-``."""
     return ", ".join([*item.reasons, *(f"{r} (superseded)" for r in item.superseded)]) or "-"
@@ -169,8 +185,27 @@ def report_markdown(report: NightlyReport) -> str:
         *_markdown_approvals(report),
         *_markdown_unsent(report),
         *_markdown_resumed(report),
+        *_markdown_webhooks(report),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _markdown_webhooks(report: NightlyReport) -> list[str]:
+    if not (report.webhooks_delivered or report.webhooks_failed or report.webhooks_off):
+        return []
+    lines = [
+        "## Webhooks",
+        "",
+        f"{report.webhooks_delivered} delivered, {report.webhooks_failed} failed (tried again on"
+        f" their schedule), {len(report.webhooks_off)} endpoint(s) turned off.",
+        "",
+    ]
+    lines += [
+        f"- {md_text(line.endpoint_id)} ({md_text(line.url)}): {md_text(line.reason)};"
+        f" {line.pending} event(s) waiting; `{md_text(line.command)}`"
+        for line in report.webhooks_off
+    ]
+    return [*lines, ""]
 
 
 def _markdown_head(report: NightlyReport) -> list[str]:
