@@ -14,6 +14,7 @@ if _typing.TYPE_CHECKING:
     from starebrain_actions._logging import configure_logging
     from starebrain_actions.core.convert import converter
     from starebrain_actions.core.decisions import should_redispatch
+    from starebrain_actions.core.events import EVENT_TYPES, LedgerEvent
     from starebrain_actions.core.exceptions import (
         AttemptInFlight,
         AttemptRefused,
@@ -103,6 +104,8 @@ _EXPORTS: dict[str, str] = {
     "DuplicateSighting": "starebrain_actions.core.model",
     "Event": "starebrain_actions.core.model",
     "HistoryEntry": "starebrain_actions.core.model",
+    "EVENT_TYPES": "starebrain_actions.core.events",
+    "LedgerEvent": "starebrain_actions.core.events",
     "LookupResult": "starebrain_actions.core.model",
     "MatchVerdict": "starebrain_actions.core.model",
     "PhoneHold": "starebrain_actions.core.model",
@@ -133,6 +136,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "EVENT_TYPES",
     "LEGAL_STATES",
     "SCHEMA_VERSION",
     "STATUS_TABLE",
@@ -157,6 +161,7 @@ __all__ = [
     "InvariantViolation",
     "Ledger",
     "LedgerError",
+    "LedgerEvent",
     "LedgerUnavailable",
     "LookupResult",
     "MatchVerdict",

@@ -14,7 +14,7 @@ import collections
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -23,6 +23,7 @@ import attrs
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import transitions as _core
+from starebrain_actions.core.events import LedgerEvent
 from starebrain_actions.core.exceptions import (
     DispatchFenceLost,
     DispatchNotReady,
@@ -297,6 +298,23 @@ class SmsAgent:
         """
         intent = SmsIntent(recipient=to, body=body, region=self.region)
         return await self.ledger.enqueue(action_id, intent, self.policy, pool=pool, gate=gate)
+
+    def events(
+        self,
+        *,
+        after: int = 0,
+        types: Collection[str] = (),
+        action_id: str | None = None,
+        follow: bool = True,
+        poll_s: float = 0.5,
+    ) -> AsyncIterator[LedgerEvent]:
+        """The ledger's events after position ``after``, in order, as an async iterator
+        (``Ledger.follow_events``): with ``follow`` it waits for new ones and never ends.
+        Keep the last ``position`` seen and pass it as ``after`` to resume exactly there
+        (docs/events.md)."""
+        return self.ledger.follow_events(
+            after=after, types=types, action_id=action_id, poll_s=poll_s, follow=follow
+        )
 
     async def _drive(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """``send``'s path for an intent as given (``resume`` passes the stored one). When it

@@ -78,13 +78,14 @@ async def test_a_cursor_resumes_where_it_stopped_and_filters_hold(
 async def test_a_follower_sees_new_events_as_they_are_committed(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """``follow_events`` waits for new events and yields them in order."""
+    """``SmsAgent.events`` (``Ledger.follow_events``) waits for new events and yields them
+    in order."""
     phone = await sms_phone()
     async with agent_for(phone) as agent:
         seen: list[LedgerEvent] = []
 
         async def follow() -> None:
-            async for event in agent.ledger.follow_events(poll_s=0.05):
+            async for event in agent.events(poll_s=0.05):
                 seen.append(event)
                 if event.type == "action.succeeded":
                     return
