@@ -8,6 +8,7 @@ from typing import Any
 
 from starebrain_actions import Ledger, Status
 from starebrain_actions.core.events import LedgerEvent
+from starebrain_actions.render.values import event_data
 
 from .conftest import sent_rows
 
@@ -96,3 +97,66 @@ async def test_a_follower_sees_new_events_as_they_are_committed(
         await asyncio.wait_for(follower, 10)
     assert "action.created" == seen[0].type
     assert [event.position for event in seen] == sorted(event.position for event in seen)
+
+
+async def test_a_locked_phone_and_an_outage_are_phone_events_not_failures(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """A refusal behind the keyguard is phone.not_ready (with the check that refused), a
+    phone that refuses connections phone.unreachable: neither is attempt.failed or
+    action.failed, and the sends that follow succeed."""
+    phone = await sms_phone(screen="locked")
+    async with agent_for(phone, connect_timeout_s=0.5) as agent:
+
+        async def unlock_later() -> None:
+            await asyncio.sleep(0.6)
+            phone.screen = "on"
+
+        unlocking = asyncio.create_task(unlock_later())
+        locked = await agent.send("A-1", TO, "after the unlock", wait=20)
+        await unlocking
+        await agent.phone.fence_epoch()
+        phone.disable_tcpip()
+
+        async def back_once_refused() -> None:
+            # the phone comes back once an attempt has met the outage, whatever the load
+            for _ in range(2000):
+                if any(e.type == "phone.unreachable" for e in await agent.ledger.events()):
+                    break
+                await asyncio.sleep(0.01)
+            await phone.enable_tcpip()
+
+        back = asyncio.create_task(back_once_refused())
+        outage = await agent.send("A-2", TO, "after the outage", wait=30)
+        await back
+        events = await _all_events(agent.ledger)
+    assert (Status.SUCCEEDED, Status.SUCCEEDED) == (locked.status, outage.status)
+    first = [event for event in events if event.action_id == "A-1"]
+    second = [event for event in events if event.action_id == "A-2"]
+    not_ready = [event for event in first if event.type == "phone.not_ready"]
+    assert not_ready and {"keyguard_showing"} == {
+        event.data["evidence"]["not_ready"] for event in not_ready
+    }
+    assert any(event.type == "phone.unreachable" for event in second)
+    assert not [e for e in events if e.type in ("attempt.failed", "action.failed")]
+    assert ["action.succeeded"] * 2 == [
+        event.type for event in events if event.type == "action.succeeded"
+    ]
+
+
+async def test_the_attempt_that_spends_the_budget_is_action_failed(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Every send fails on the radio: the attempts before the last are attempt.failed, the
+    one that spends the budget action.failed, with the command that grants more."""
+    phone = await sms_phone(send_delay_ms=0)
+    phone.inject_fault("send-fails", 10)
+    async with agent_for(phone) as agent:
+        outcome = await agent.send("A-1", TO, BODY, wait=10)
+        events = await _all_events(agent.ledger)
+    assert Status.FAILED == outcome.status
+    failures = [event for event in events if event.type.endswith(".failed")]
+    assert ["attempt.failed", "attempt.failed", "action.failed"] == [e.type for e in failures]
+    assert [1, 2, 3] == [event.data["attempt"] for event in failures]
+    shown = event_data(failures[-1], show_private=False)
+    assert "starebrain retry A-1 --reason TEXT" == shown["data"]["command"]
