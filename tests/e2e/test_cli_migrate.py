@@ -83,6 +83,8 @@ async def test_migrate_json_reports_counts_and_checks(
         "framework_codes",
         "gate_policies",
         "owners",
+        "replies",
+        "opt_out_changes",
     } == set(data["copied"])
     assert len(SEEDED) == data["summaries_compared"]
     assert "***@" in data["target"]

@@ -1,0 +1,3 @@
+-- Version 14: a placeholder on the `replies` branch, kept so that the migrations stay
+-- numbered without a gap while the webhooks (another branch) are written; the lead replaces
+-- this file with the webhooks' own 0014 when merging. It changes nothing.
