@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core.convert import format_time, parse_time
-from starebrain_actions.core.exceptions import InvalidInput
+from starebrain_actions.core.exceptions import CorruptRecord, InvalidInput
 from starebrain_actions.core.model import canonical_recipient, require_aware, storable
 from starebrain_actions.core.ports import IncomingMessage
 from starebrain_actions.core.replies import (
@@ -100,12 +100,15 @@ def _insert_change(
     reason: str,
     reply_id: int | None,
 ) -> OptOut:
-    row = db.execute(
+    db.execute(
         "INSERT INTO opt_out_changes (number, change, at, actor, reason, reply_id)"
-        f" VALUES (?, ?, ?, ?, ?, ?) RETURNING {_CHANGE_COLUMNS}",
+        " VALUES (?, ?, ?, ?, ?, ?)",
         (number, change.value, format_time(when), actor, reason, reply_id),
-    ).fetchone()
-    return change_from_row(row_dict(row))
+    )
+    made = latest_change(db, number)  # this transaction's own row (a write lock is held)
+    if made is None:
+        raise CorruptRecord(f"internal: the opt-out change of {number} was not written")
+    return made
 
 
 def _sent_to(db: sqlite3.Connection, device: str, number: str) -> list[tuple[SentBefore, bool]]:
@@ -175,12 +178,11 @@ def record_incoming(
         action_id = link_reply(message.date_ms, [item for item, may_have in sent if may_have])
         keyword = keywords.classify(message.body)
         received = datetime.fromtimestamp(message.date_ms / 1000, tz=UTC)
-        row = db.execute(
+        written = db.execute(
             "INSERT INTO replies (device, provider_object_id, row_date_ms, number, body,"
             " received_at, recorded_at, action_id, keyword)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (device, provider_object_id, row_date_ms) DO NOTHING"
-            f" RETURNING {_REPLY_COLUMNS}",
+            " ON CONFLICT (device, provider_object_id, row_date_ms) DO NOTHING",
             (
                 device,
                 message.provider_object_id,
@@ -192,9 +194,14 @@ def record_incoming(
                 action_id,
                 keyword.value if keyword is not None else None,
             ),
-        ).fetchone()
-        if row is None:
+        )
+        if written.rowcount != 1:
             continue  # recorded meanwhile by another reader
+        row = db.execute(
+            f"SELECT {_REPLY_COLUMNS} FROM replies"
+            " WHERE device = ? AND provider_object_id = ? AND row_date_ms = ?",
+            (device, message.provider_object_id, message.date_ms),
+        ).fetchone()
         reply = reply_from_row(row_dict(row))
         known.add((message.provider_object_id, message.date_ms))
         recorded.append(reply)
