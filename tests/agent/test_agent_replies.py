@@ -149,3 +149,24 @@ async def test_a_person_adds_and_removes_an_opt_out_with_its_events(
     assert Status.SUCCEEDED == sent.status
     assert ["recipient.opted_out", "recipient.opted_in"] == [event.type for event in events]
     assert ["asked by phone", "asked again"] == [event.data["reason"] for event in events]
+
+
+async def test_the_keywords_come_from_the_policy_file(
+    sms_phone: Any, agent_for: Any, tmp_path: Any
+) -> None:
+    """[replies] opt_out = ["ARRET"]: "arret" opts out and "STOP" is an ordinary reply."""
+    from starebrain_actions.core.policy import load_policy
+
+    path = tmp_path / "policy.toml"
+    path.write_text('[replies]\nopt_out = ["ARRET"]\n', encoding="utf-8")
+    phone = await sms_phone()
+    async with agent_for(phone, gate=load_policy(path)) as agent:
+        await agent.send("A-1", TO, "bonjour", wait=5)
+        phone.store.insert_incoming(TO, "STOP", date_ms=phone.now_ms())
+        await agent.reconcile()
+        assert [] == await agent.ledger.opt_outs()
+        phone.store.insert_incoming(TO, " arret", date_ms=phone.now_ms() + 1)
+        await agent.reconcile()
+        refused = await agent.send("A-2", TO, "encore", wait=5)
+    assert refused.gate is not None and "opted_out" == refused.gate.rule
+    assert [] == sent_rows(phone, TO, "encore")
