@@ -51,33 +51,43 @@ async def test_a_reply_is_recorded_by_a_read_pass_linked_to_the_latest_action_be
     )
 
 
-async def test_a_reply_during_a_send_is_recorded_by_its_own_reads_at_no_extra_round_trip(
+async def test_a_reply_during_a_send_is_recorded_by_its_own_reads(
     sms_phone: Any, agent_for: Any
 ) -> None:
     """A reply that lands while a send waits for its row is read by that send's own reads
-    (the same queries: no extra round trip) and linked to that send's action."""
+    and linked to that send's action (sent before the reply)."""
     phone = await sms_phone()
     async with agent_for(phone) as agent:
-        handle = agent.phone
-        assert isinstance(handle, AndroidPhone)
-        await agent.send("A-0", TO, "warm up", wait=5)
-        before = handle.round_trips
-        await agent.send("A-1", TO, "no reply", wait=5)
-        quiet = handle.round_trips - before
-
+        await agent.send("A-1", TO, "first", wait=5)
         replied: list[int] = []
 
         def reply(step: str) -> None:
             if step == "waiting for the phone's row" and not replied:
                 replied.append(phone.store.insert_incoming(TO, "got it", date_ms=phone.now_ms()))
 
-        before = handle.round_trips
         outcome = await agent.send("A-2", TO, "with a reply", wait=5, on_step=reply)
-        with_reply = handle.round_trips - before
         replies = await agent.replies("A-2")
     assert Status.SUCCEEDED == outcome.status
     assert ["got it"] == [r.body for r in replies]
-    assert quiet == with_reply
+
+
+async def test_reading_the_inbox_rows_costs_no_round_trip(sms_phone: Any, agent_for: Any) -> None:
+    """The read a send or a pass makes anyway carries the inbox rows: the same window read
+    with a reply in it takes as many round trips as without (one), and returns the reply,
+    its sender normalised with the phone's region."""
+    phone = await sms_phone()
+    async with agent_for(phone) as agent:
+        handle = agent.phone
+        assert isinstance(handle, AndroidPhone)
+        await agent.send("A-1", TO, "first", wait=5)
+        (anchor,) = [row for row in phone.store.rows(types=[2]) if row.body == "first"]
+        window = {"after_id": anchor._id, "anchor_date_ms": anchor.date, "find_unseen": True}
+        quiet = await handle.read_outgoing(**window)
+        phone.store.insert_incoming("(202) 555-0100", "thanks", date_ms=phone.now_ms())
+        with_reply = await handle.read_outgoing(**window)
+    assert (1, ()) == (quiet.round_trips, quiet.incoming)
+    assert 1 == with_reply.round_trips
+    assert [(TO, "thanks")] == [(m.number, m.body) for m in with_reply.incoming]
 
 
 async def test_stop_opts_out_and_every_later_send_is_refused_until_start(
