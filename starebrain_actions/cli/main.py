@@ -38,7 +38,7 @@ from starebrain_actions.render import json_output as _render_json
 
 #: Commands that reach no phone: their only log events are the ledger's (``main``).
 _LEDGER_ONLY_COMMANDS: Final = frozenset(
-    {"events", "history", "list", "policy", "review", "status"}
+    {"events", "history", "list", "optouts", "policy", "replies", "review", "status"}
 )
 
 
@@ -78,7 +78,9 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         "migrate": "starebrain_actions.cli.migrate:migrate_command",
         "approve": "starebrain_actions.cli.recover:approve_command",
         "deny": "starebrain_actions.cli.recover:deny_command",
+        "optouts": "starebrain_actions.cli.replies:optouts_command",
         "policy": "starebrain_actions.cli.policy_command:policy_command",
+        "replies": "starebrain_actions.cli.replies:replies_command",
         "resume": "starebrain_actions.cli.recover:resume_command",
         "retry": "starebrain_actions.cli.recover:retry_command",
         "simulator": "android_bridge.simulator.cli:simulator_command",

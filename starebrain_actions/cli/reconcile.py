@@ -70,6 +70,21 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[str, int, int], N
         yield update
 
 
+def _reply_keywords() -> Any:
+    """The default policy file's rules (for their ``[replies]`` keywords), or None.
+
+    Raises:
+        CliUsageError: the file cannot be read.
+    """
+    from starebrain_actions.cli.options import policy_for
+    from starebrain_actions.core.exceptions import InvalidInput
+
+    try:
+        return policy_for(None, approve="never", short_codes="allow")
+    except InvalidInput as exc:
+        raise CliUsageError(str(exc)) from exc
+
+
 @click.command("reconcile")
 @device_option(
     "devices",
@@ -94,8 +109,14 @@ def reconcile(
     path = ledger_path(settings_of(ctx), create=False)
     show_bar = sys.stderr.isatty() and not as_json
 
+    keywords = _reply_keywords()
+
     async def work() -> ReconcilePass | None:
         async with open_ledger(path, create=False) as ledger:
+            # the replies the reads see are judged by the default policy file's keywords
+            # ([replies]; CTIA's without one): reconcile never sends, so nothing else of
+            # the policy applies here
+            ledger.gate = keywords
             targets = list(devices) or await ledger.devices_in_flight()
             if not targets:
                 return None

@@ -109,6 +109,11 @@ def gate_exit_code(decision: Any) -> int:
 def gate_text(decision: Any) -> str:
     """What the policy gate decided, and what follows, in a sentence."""
     verdict = decision.verdict.value
+    if decision.rule == "opted_out":
+        return (
+            "refused: the recipient opted out; nothing was sent, and nothing is sent to it on"
+            f" any path until it opts back in (rule opted_out: {decision.detail})"
+        )
     what = {
         "DENY": "the policy gate denied it: nothing is ever sent for this action, by any"
         " path (a DENY is final; to send the text after all, send it as a new action)",

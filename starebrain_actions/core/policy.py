@@ -16,6 +16,10 @@ A policy file (``policy.toml`` in the config dir, or ``--policy FILE``)::
     quiet_hours = "21:00-08:00"   # in the recipient's local time, from the number
     max_segments = 3
 
+    [replies]
+    opt_out = ["STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"]   # the defaults
+    opt_in = ["START", "UNSTOP", "YES"]                                     # (CTIA's)
+
 The verdicts, in the order the rules are tried (the first that applies decides):
 ``DENY`` (a person's denial, then ``recipients.deny``, ``recipients.allow``,
 ``recipients.short_codes`` and ``max_segments``: nothing is ever sent for that action),
@@ -52,6 +56,14 @@ import attrs
 
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import SmsIntent
+from starebrain_actions.core.replies import (
+    DEFAULT_KEYWORDS,
+    DEFAULT_OPT_IN,
+    DEFAULT_OPT_OUT,
+    ReplyKeywords,
+    check_keywords,
+    keyword_form,
+)
 from starebrain_actions.core.segments import count_segments
 
 #: How a person takes part: "never" (the caller's word is the approval: the CLI's default),
@@ -103,6 +115,11 @@ class Policy:
     #: (start, end) in the recipient's local time; end before start spans midnight
     quiet_hours: tuple[time, time] | None = None
     max_segments: int | None = None
+    #: the replies whose whole text (trimmed, case-folded) opts a number out or back in
+    #: (``[replies]``; CTIA's by default). A number opted out is refused by the gate with or
+    #: without a policy (``ledger.gate.opted_out_refusal``): these only say which replies
+    #: count.
+    reply_keywords: ReplyKeywords = DEFAULT_KEYWORDS
     #: ``sha256:<hex>`` of the file's bytes ("default" for the built-in policy)
     digest: str = "default"
     #: where it was read from ("" for the built-in policy)
@@ -200,9 +217,11 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
     Raises:
         InvalidInput: an unknown table or key, or a value a rule refuses.
     """
-    _only(data, {"recipients", "limits"}, "")
+    _only(data, {"recipients", "limits", "replies"}, "")
     recipients = _table(data, "recipients")
     limits = _table(data, "limits")
+    replies = _table(data, "replies")
+    _only(replies, {"opt_out", "opt_in"}, "replies.")
     _only(recipients, {"allow", "deny", "approve", "short_codes"}, "recipients.")
     _only(limits, {"per_recipient_per_day", "per_hour", "quiet_hours", "max_segments"}, "limits.")
     allow = recipients.get("allow")
@@ -223,6 +242,7 @@ def parse_policy(data: Mapping[str, Any], *, digest: str, source: str = "") -> P
         per_hour=_count(limits.get("per_hour"), "per_hour"),
         quiet_hours=_quiet(limits.get("quiet_hours")),
         max_segments=_count(limits.get("max_segments"), "max_segments"),
+        reply_keywords=_keywords(replies),
         digest=digest,
         source=source,
     )
@@ -247,7 +267,11 @@ def policy_document(policy: Policy) -> dict[str, Any]:
     if policy.quiet_hours is not None:
         start, end = policy.quiet_hours
         limits["quiet_hours"] = f"{start:%H:%M}-{end:%H:%M}"
-    return {"recipients": recipients, "limits": limits}
+    document: dict[str, Any] = {"recipients": recipients, "limits": limits}
+    keywords = policy.reply_keywords
+    if not keywords.is_default:  # left out when CTIA's: the pins of older policies hold
+        document["replies"] = {"opt_out": list(keywords.opt_out), "opt_in": list(keywords.opt_in)}
+    return document
 
 
 def policy_pin(policy: Policy) -> str:
@@ -419,6 +443,20 @@ def _patterns(value: Any, key: str) -> tuple[str, ...]:
                 " an optional *: at least 3 digits before the *)"
             )
     return tuple(value)
+
+
+def _keywords(replies: Mapping[str, Any]) -> ReplyKeywords:
+    try:
+        opt_out = check_keywords(replies.get("opt_out", list(DEFAULT_OPT_OUT)), "replies.opt_out")
+        opt_in = check_keywords(replies.get("opt_in", list(DEFAULT_OPT_IN)), "replies.opt_in")
+    except ValueError as exc:
+        raise InvalidInput(f"policy: {exc}") from exc
+    both = {keyword_form(k) for k in opt_out} & {keyword_form(k) for k in opt_in}
+    if both:
+        raise InvalidInput(
+            f"policy: replies.opt_out and replies.opt_in both name {sorted(both)[0]!r}"
+        )
+    return ReplyKeywords(opt_out=opt_out, opt_in=opt_in)
 
 
 def _approval(value: Any, key: str) -> str:

@@ -41,6 +41,21 @@ class OutgoingMessage:
 
 
 @attrs.frozen(kw_only=True)
+class IncomingMessage:
+    """One incoming row (``type`` 1, inbox) of the phone's SMS store: a reply, maybe."""
+
+    #: the provider row id (``_id``); with ``date_ms``, which message it is (ids are reused)
+    provider_object_id: int
+    #: the row's ``date``: when the phone received it, device clock, ms since the epoch
+    date_ms: int
+    #: the sender, normalised as a recipient is (E.164 read in the phone's region, or a short
+    #: code's digits); None when it is neither (an alphanumeric sender, a malformed address)
+    number: str | None
+    #: the text as stored
+    body: str | None
+
+
+@attrs.frozen(kw_only=True)
 class PhoneRead:
     """One windowed read of a phone's outgoing messages."""
 
@@ -70,6 +85,10 @@ class PhoneRead:
     #: the anchor asked for, when that row was gone (or its ``_id`` reused) and the read was
     #: anchored again at a row that exists now (None otherwise)
     reanchored_from: int | None = None
+    #: incoming rows (``type`` 1) above the anchor, read in the same round trips as the
+    #: outgoing ones (replies, maybe: ``Ledger.record_replies`` keeps those of numbers the
+    #: ledger has texted); empty when the reader did not ask for them or could not read them
+    incoming: tuple[IncomingMessage, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -161,7 +180,8 @@ class Phone(Protocol):
         find_unseen: bool = False,
         reanchor_before_ms: int | None = None,
     ) -> PhoneRead:
-        """Read outgoing rows above ``after_id`` (a row known to exist), and outgoing MMS
+        """Read outgoing rows above ``after_id`` (a row known to exist), the incoming ones
+        too where the same round trips can carry them (``PhoneRead.incoming``), and outgoing MMS
         above ``mms_after_id`` dated from ``mms_since_ms`` on when it is given.
         ``find_unseen``: also report which SMS ids above ``after_id`` no visible row holds
         (``PhoneRead.unseen_ids``) and every visible row's ``_id`` and date

@@ -64,6 +64,8 @@ TABLES: Final = (
     "phone_addresses",
     "framework_codes",
     "webhooks",
+    "replies",
+    "opt_out_changes",
 )
 #: How many rows one ``COPY`` sends.
 BATCH_ROWS: Final = 5_000
@@ -77,6 +79,8 @@ HISTORY_TRIGGERS: Final = (
     ("history", "history_events"),
     ("actions", "actions_events_on_insert"),
     ("webhooks", "webhooks_events_on_disable"),
+    ("replies", "replies_events"),
+    ("opt_out_changes", "opt_out_changes_events"),
 )
 #: Columns only the PostgreSQL table has: ``events.sequence`` orders the numbering of events
 #: committed (``starebrain_place_events``); a copied event has its position already.
@@ -405,6 +409,8 @@ _ROW_NAMES: Final = {
     "phone_addresses": ("address",),
     "framework_codes": ("build",),
     "webhooks": ("endpoint_id",),
+    "replies": ("reply_id", "device"),
+    "opt_out_changes": ("change_id", "number"),
 }
 
 
@@ -445,7 +451,19 @@ def _continue_sequence(source_db: sqlite3.Connection, target_db: _pg.PgConnectio
         target_db.execute(
             "SELECT setval(pg_get_serial_sequence('history', 'sequence'), ?::bigint)", (highest,)
         )
+    for table, column in _IDENTITIES:
+        # the replies' and opt-out changes' ids go on after the copied ones
+        top = source_db.execute(f"SELECT max({column}) FROM {table}").fetchone()[0]
+        if top:
+            target_db.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), ?::bigint)",
+                (int(top),),
+            )
     return int(copied)
+
+
+#: Identity columns copied with their values, whose sequence must go on after them.
+_IDENTITIES: Final = (("replies", "reply_id"), ("opt_out_changes", "change_id"))
 
 
 # ------------------------------------------------------------------------- the checks

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 _RECIPIENT: Final = _pg.json_field("actions.intent_json", "recipient")
 
 
+#: The rule of the refusal of an action whose recipient opted out (``opted_out_refusal``).
+OPTED_OUT_RULE: Final = "opted_out"
+#: ``gate_refusal``'s ``opt_out`` when the caller has not read it: the gate reads it.
+READ_OPT_OUT: Final[Mapping[str, Any]] = {"read": True}
+
+
 def gate_refusal(
     db: sqlite3.Connection,
     gate: Policy | None,
@@ -36,26 +42,36 @@ def gate_refusal(
     when: datetime,
     *,
     counted: Sequence[int] | None = None,
+    opt_out: Mapping[str, Any] | None = READ_OPT_OUT,
 ) -> GateDecision | None:
     """The verdict refusing a new attempt of ``action`` now (None: allowed), from what the
     ledger keeps with the action, whatever process asks (DESIGN.md invariant 9):
 
     1. a standing verdict (``standing_verdict``): a DENY of any gate or a person's denial is
        final; a hold for approval binds until a person approves;
-    2. the rules of the policy pinned to the action (``gate_policies``), judged again now:
+    2. the recipient's opt-out (``opted_out_refusal``), with or without any policy: refused
+       while the number's opt-out change in force is ``opt_out``, judged again at every
+       attempt, so that an opt-in (START, ``optouts remove``) lifts it;
+    3. the rules of the policy pinned to the action (``gate_policies``), judged again now:
        its limits and quiet hours are counted on every path;
-    3. ``gate``, the policy of the process asking (``--policy``, a client's file), if any:
+    4. ``gate``, the policy of the process asking (``--policy``, a client's file), if any:
        it may add a refusal, never lift one. The first gate to judge an action is pinned to
        it (kept by its rules' digest, with a history row).
 
     A refusing verdict is kept on the action (and in its history when it changed) and is to
     be committed, then raised as ``PolicyRefused``. ``counted``: the counts of
     ``gate_counts`` if the caller read them already, under the same lock (a receipt on
-    PostgreSQL reads them with the action, ``PgConnection.lock_and_read``).
+    PostgreSQL reads them with the action, ``PgConnection.lock_and_read``). ``opt_out``: the
+    recipient's opt-out change in force as its row (None: never changed), read by the
+    caller under the same lock; ``READ_OPT_OUT``: read it here.
     """
     standing = standing_verdict(action)
     if standing is not None:
         return standing
+    opted_out = opted_out_refusal(db, action, opt_out, gate)
+    if opted_out is not None:
+        note_verdict(db, action, attempts, opted_out, when)
+        return opted_out
     from starebrain_actions.core.policy import policy_pin
 
     pinned = pinned_policy(db, action)
@@ -72,9 +88,56 @@ def gate_refusal(
         if not verdict.allowed:
             note_verdict(db, action, attempts, verdict, when)
             return verdict
-    if verdict is not None and action.gate is not None:
-        note_verdict(db, action, attempts, verdict, when)  # refused before, let go now
+    if action.gate is not None and (
+        verdict is not None or action.gate.get("rule") == OPTED_OUT_RULE
+    ):
+        # refused before, let go now (an opt-out lifted, with no policy to judge again)
+        from starebrain_actions.core.policy import GateDecision, Verdict
+
+        allowed = verdict or GateDecision(verdict=Verdict.ALLOW, digest=_digest_of(action))
+        note_verdict(db, action, attempts, allowed, when)
     return None
+
+
+def _digest_of(action: Action) -> str:
+    return str((action.gate or {}).get("digest", "default"))
+
+
+def opted_out_refusal(
+    db: sqlite3.Connection,
+    action: Action,
+    opt_out: Mapping[str, Any] | None,
+    gate: Policy | None,
+) -> GateDecision | None:
+    """The refusal of a new attempt of ``action`` whose recipient opted out (STOP, or a
+    person's ``starebrain optouts add``), or None. Not a DENY: a refusal judged again at
+    every attempt (verdict OVER_LIMIT, rule ``opted_out``: refused now, a later attempt may
+    pass), so that the number's opt-in lifts it; no policy is needed, and none can lift it.
+    ``opt_out``: the change in force as its row (None: never changed), or ``READ_OPT_OUT``."""
+    from starebrain_actions.core.policy import GateDecision, Verdict
+    from starebrain_actions.ledger.replies import change_from_row, latest_change
+
+    if opt_out is READ_OPT_OUT:
+        change = latest_change(db, action.intent.recipient)
+    else:
+        change = change_from_row(opt_out) if opt_out is not None else None
+    if change is None or not change.opted_out:
+        return None
+    how = (
+        "the number replied with an opt-out keyword (STOP)"
+        if change.actor == "reply"
+        else f"{change.actor} opted the number out"
+    )
+    return GateDecision(
+        verdict=Verdict.OVER_LIMIT,
+        rule=OPTED_OUT_RULE,
+        detail=(
+            f"the recipient opted out: {how} at {format_time(change.at)}; nothing is sent to"
+            " it until it opts back in (START) or a person removes the opt-out (`starebrain"
+            " optouts remove NUMBER --reason TEXT`)"
+        ),
+        digest=gate.digest if gate is not None else _digest_of(action),
+    )
 
 
 def pinned_policy(db: sqlite3.Connection, action: Action) -> Policy | None:

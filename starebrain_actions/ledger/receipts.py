@@ -3,7 +3,8 @@
 
 A receipt is decided and written in one write transaction, as named steps (see
 ``Receipts.begin_attempt``): lock and read the action afresh, ask ``should_redispatch``, ask
-the policy gate (``gate``), check the phone's lease, a last check of the caller's
+the policy gate (``gate``: the recipient's opt-out, then the policies), check the
+phone's lease, a last check of the caller's
 (``_admit``), then insert the attempt. Any step refusing writes nothing, but for the gate's
 verdict, which is kept before the refusal is raised.
 """
@@ -53,7 +54,7 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.devices import lease_holder
-from starebrain_actions.ledger.gate import gate_refusal, gate_since
+from starebrain_actions.ledger.gate import READ_OPT_OUT, gate_refusal, gate_since
 from starebrain_actions.ledger.phones import phone_address, phone_key_for
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
 from starebrain_actions.ledger.updates import to_json
@@ -206,7 +207,15 @@ class Receipts(LedgerConnection):
                 # its pinned rules count across every action: one gated writer at a time
                 _pg.lock(db, "policy-gate")
                 counted = None
-            refusing = gate_refusal(db, active, action, attempts, when, counted=counted)
+            refusing = gate_refusal(
+                db,
+                active,
+                action,
+                attempts,
+                when,
+                counted=counted,
+                opt_out=loaded.opt_out if loaded.prefetched else READ_OPT_OUT,
+            )
             if refusing is not None:
                 return refusing  # committed with the verdict the gate kept, raised below
             _check_lease(db, device, loaded)
@@ -269,6 +278,7 @@ class Receipts(LedgerConnection):
                 tuple(lease) if lease is not None else None,
                 tuple(counts) if counts is not None else None,
                 prefetched=True,
+                opt_out=found.get("opt_out"),
             )
         _pg.lock(db, *names)
         action = self._remember(load_action(db, action_id))
@@ -456,6 +466,9 @@ class Loaded:
     counts: tuple[int, ...] | None = None
     #: were the lease and the counts read (False: ask the database)
     prefetched: bool = False
+    #: the recipient's opt-out change in force, as its row (None: never changed), read
+    #: with the rest when ``prefetched``
+    opt_out: Mapping[str, Any] | None = None
 
 
 def _check_lease(db: sqlite3.Connection, device: str, loaded: Loaded | None = None) -> None:

@@ -13,6 +13,7 @@ PostgreSQL. ``Ledger`` is one class, composed of its parts, each a module of its
 ``devices``        reads by phone (leases, rows claimed, send rates) and the phones
 ``events``         the events every change writes (the outbox), read after a position
 ``webhooks``       the webhook endpoints: secrets, cursors, tries, deliverers' claims
+``replies``        the replies of numbers texted, and their opt-outs (STOP, START, a person)
 ``read``           the file checks and one action's reads, without asyncio
 ``postgres``       the PostgreSQL backend (``pg``: asyncpg behind ``sqlite3``'s surface)
 =================  =====================================================================
@@ -41,6 +42,7 @@ from starebrain_actions.ledger.read import SCHEMA_VERSION as SCHEMA_VERSION
 from starebrain_actions.ledger.read import inspect_ledger as inspect_ledger
 from starebrain_actions.ledger.read import summarize as summarize
 from starebrain_actions.ledger.receipts import Receipts
+from starebrain_actions.ledger.replies import ReplyWrites
 from starebrain_actions.ledger.rulings import Rulings
 from starebrain_actions.ledger.updates import DuplicateInput as DuplicateInput
 from starebrain_actions.ledger.updates import Updates
@@ -67,6 +69,7 @@ class Ledger(
     DeviceReads,
     WebhookStore,
     EventReads,
+    ReplyWrites,
 ):
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 

@@ -43,6 +43,8 @@ __all__ = [
     "ClaimView",
     "DeviceView",
     "ReconcileResult",
+    "RepliesResult",
+    "ReplyView",
     "ReviewList",
     "SmsResult",
     "next_step",
@@ -230,6 +232,31 @@ class EventsPage(BaseModel):
     next_after: int
     #: True when more events may be waiting (the page was full)
     more: bool
+    next_step: str
+
+
+class ReplyView(BaseModel):
+    """One reply the ledger recorded."""
+
+    reply_id: int
+    number: str = Field(description="The sender (redacted unless the server shows private data).")
+    body: str = Field(description="The text (redacted unless the server shows private data).")
+    received_at: str = Field(description="When the phone received it (its clock, UTC).")
+    keyword: str | None = Field(
+        description="opt_out (STOP...) or opt_in (START...) when the whole text was one."
+    )
+
+
+class RepliesResult(BaseModel):
+    """The replies linked to one action, and whether its recipient is opted out now."""
+
+    action_id: str
+    count: int
+    replies: list[ReplyView]
+    recipient_opted_out: bool = Field(
+        description="True: the recipient asked to receive nothing more (STOP, or a person"
+        " said so); every new send to it is refused (rule opted_out) until it opts back in."
+    )
     next_step: str
 
 

@@ -47,7 +47,13 @@ from starebrain_actions.mcp.auth import (
     transport_security,
 )
 from starebrain_actions.mcp.config import WAIT_CEILING_S, ServerConfig
-from starebrain_actions.mcp.results import EventsPage, ReconcileResult, ReviewList, SmsResult
+from starebrain_actions.mcp.results import (
+    EventsPage,
+    ReconcileResult,
+    RepliesResult,
+    ReviewList,
+    SmsResult,
+)
 from starebrain_actions.mcp.service import EVENTS_PAGE, SmsService, open_service
 from starebrain_actions.render.values import duration_text
 
@@ -120,6 +126,7 @@ def build_server(service: SmsService, *, clients: Clients | None = None) -> MCPS
     _add_reconcile(server, service, scope_of)
     _add_list_review(server, service, scope_of)
     _add_get_events(server, service, scope_of)
+    _add_get_replies(server, service, scope_of)
     if config.allow_resolve:
         _add_resolve(server, service, scope_of)
     return server
@@ -331,6 +338,32 @@ def _add_reconcile(server: MCPServer, service: SmsService, scope_of: ScopeOf) ->
         annotations=ToolAnnotations(
             read_only_hint=True, idempotent_hint=True, open_world_hint=True
         ),
+        structured_output=True,
+    )
+
+
+def _add_get_replies(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> None:
+    """The ``get_replies`` tool."""
+
+    async def get_replies(
+        *,
+        action_id: Annotated[
+            str, Field(description="The action_id send_sms returned.", min_length=1)
+        ],
+        ctx: Context,
+    ) -> RepliesResult:
+        return await service.get_replies(action_id=action_id, scope=scope_of(ctx))
+
+    server.add_tool(
+        get_replies,
+        name="get_replies",
+        title="Replies to an SMS action",
+        description=(
+            "The replies the recipient sent to this action's SMS, as the ledger recorded them"
+            " when the phone was read (reads nothing now, never sends), and whether the"
+            " recipient opted out (STOP): then never text it again."
+        ),
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         structured_output=True,
     )
 

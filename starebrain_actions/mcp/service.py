@@ -66,6 +66,8 @@ from starebrain_actions.mcp.results import (
     EventsPage,
     EventView,
     ReconcileResult,
+    RepliesResult,
+    ReplyView,
     ReviewList,
     SmsResult,
     sms_result,
@@ -739,6 +741,50 @@ class SmsService:
                 if more
                 else f"That is everything so far; later, call get_events with after={last}."
             ),
+        )
+
+    async def get_replies(self, *, action_id: str, scope: ActionScope = UNSCOPED) -> RepliesResult:
+        """The replies linked to the action (a client of ``--clients``: its own actions
+        only, as every tool's ids are), from the ledger only: reads no phone."""
+        from starebrain_actions.render.sanitize import redact_data
+
+        ledger_id = scope.ledger_id(action_id)
+        try:
+            action = await self.ledger.get_action(ledger_id)
+        except NotFound as exc:
+            raise ToolError(
+                f"no action {action_id!r} in the ledger: nothing was ever sent under that id"
+            ) from exc
+        replies = await self.ledger.replies(ledger_id, limit=1000)
+        in_force = await self.ledger.opt_out_in_force(action.intent.recipient)
+        opted_out = in_force is not None and in_force.opted_out
+        views = []
+        for reply in replies:
+            data = redact_data(reply.data(), show_private=self.config.show_private)
+            views.append(
+                ReplyView(
+                    reply_id=reply.reply_id,
+                    number=str(data["number"]),
+                    body=str(data["body"]),
+                    received_at=str(data["received_at"]),
+                    keyword=reply.keyword,
+                )
+            )
+        if opted_out:
+            step = (
+                "The recipient opted out: do not text it again under any action_id (every"
+                " send is refused, rule opted_out); tell the user."
+            )
+        elif views:
+            step = "Read the replies; answer with send_sms under a new action_id if needed."
+        else:
+            step = "No reply recorded yet (replies are seen when the phone is read: reconcile)."
+        return RepliesResult(
+            action_id=action_id,
+            count=len(views),
+            replies=views,
+            recipient_opted_out=opted_out,
+            next_step=step,
         )
 
     async def list_review(self, *, scope: ActionScope = UNSCOPED) -> ReviewList:

@@ -44,6 +44,7 @@ from starebrain_actions.core.model import (
     Transition,
 )
 from starebrain_actions.core.ports import Phone
+from starebrain_actions.core.replies import Reply
 from starebrain_actions.ledger.phones import PhoneBinding, phone_for
 from starebrain_actions.ledger.queue import DEFAULT_POOL, Queued
 from starebrain_actions.ledger.store import Ledger
@@ -228,6 +229,12 @@ class SmsAgent:
         return await reconcile_device(
             self.ledger, self.phone, void_after=self.void_after, void_now=self._timed_out
         )
+
+    async def replies(self, action_id: str | None = None) -> list[Reply]:
+        """The replies the ledger recorded (to ``action_id``, or every one), oldest first:
+        read by this agent's reads and every reconcile pass, never by a read of their own
+        (``Ledger.replies``; ``Reply.data()`` is unredacted: mind what you log)."""
+        return await self.ledger.replies(action_id)
 
     async def send(
         self,

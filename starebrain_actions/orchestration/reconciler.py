@@ -2,7 +2,8 @@
 
 A pass reads each device once (one windowed read, paged by ``_id``: one round trip per few
 thousand rows above the lowest watermark watched), attributes new outgoing rows to attempts,
-and applies every resulting transition of the pass in one transaction. The attribution itself
+and applies every resulting transition of the pass in one transaction; the incoming rows the
+same read carried are then kept as replies (``Ledger.record_replies``). The attribution itself
 (:func:`~starebrain_actions.orchestration.attribution.plan_device`, whose docstring gives its
 rules) is pure; so is where a watched attempt's rows can lie
 (:mod:`starebrain_actions.orchestration.watched`).
@@ -91,6 +92,8 @@ class DeviceReport:
     in_flight: int = 0
     #: fence names of long-resolved attempts removed from the phone this pass
     fences_removed: int = 0
+    #: replies the pass's read saw and recorded (``Ledger.record_replies``)
+    replies_recorded: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -345,11 +348,15 @@ async def _reconcile_device_once(
         transitions, plan.duplicates, now=when, snapshot=(phone.device, listed_at, known)
     )
     changes = _changes(watched, transitions, results, when)
+    # the replies the same read saw (no round trip of their own), once the pass's own
+    # changes are in: a reply is linked to what was sent before it
+    replies = await ledger.record_replies(phone.device, read.incoming, now=now)
     still = await ledger.count_in_flight(phone.device)
     _log.info(
         "device_reconciled",
         device=phone.device,
         changes=len(changes),
+        replies=len(replies),
         duplicates=added,
         complete=read.complete,
         mode=read.mode,
@@ -362,6 +369,7 @@ async def _reconcile_device_once(
         changes=tuple(changes),
         duplicates_recorded=added,
         in_flight=still,
+        replies_recorded=len(replies),
     )
 
 

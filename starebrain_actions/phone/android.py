@@ -24,10 +24,12 @@ from android_bridge import (
     DeviceUnusable,
     FenceLost,
     FrameworkDispatcher,
+    MessageType,
     MessagingApp,
     NotSent,
     OutcomeUnknown,
     PhoneNotReady,
+    ProviderRead,
     SmsDispatcher,
     SmsMessage,
     SmsReader,
@@ -43,7 +45,7 @@ from android_bridge import (
 )
 from android_bridge._device import handshake_failure, handshake_lasting
 from android_bridge._framework import SHELL_PACKAGE
-from android_bridge.exceptions import KeyPermissionError
+from android_bridge.exceptions import KeyPermissionError, UnparseableOutput
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core.exceptions import (
     DispatchFenceLost,
@@ -56,7 +58,13 @@ from starebrain_actions.core.exceptions import (
     PhoneError,
 )
 from starebrain_actions.core.model import ArtifactOutcome, MatchVerdict, ProviderKind, SmsIntent
-from starebrain_actions.core.ports import DispatchReceipt, FenceCheck, OutgoingMessage, PhoneRead
+from starebrain_actions.core.ports import (
+    DispatchReceipt,
+    FenceCheck,
+    IncomingMessage,
+    OutgoingMessage,
+    PhoneRead,
+)
 from starebrain_actions.phone.send_path import (
     FrameworkProof,
     check_send_path,
@@ -74,6 +82,10 @@ _log = get_logger("starebrain.phone")
 READ_AS_SYSTEM_ENV = "STAREBRAIN_READ_AS_SYSTEM"
 
 _CODE_POINTS = re.compile(r"expected U\+[0-9A-F]+, found U\+[0-9A-F]+")
+
+#: The ``type`` values each read asks for: the outgoing ones and the inbox (replies), in the
+#: same queries (the window's ``type IN (...)`` filter), so replies cost no round trip.
+READ_TYPES: tuple[int, ...] = (1, *OUTGOING_TYPES)
 
 _OUTCOMES = {
     2: ArtifactOutcome.SENT,
@@ -509,17 +521,33 @@ class AndroidPhone:
         find_unseen: bool = False,
         reanchor_before_ms: int | None = None,
     ) -> PhoneRead:
-        """One windowed read of outgoing rows; see ``Phone.read_outgoing``."""
-        try:
-            read = await self._reader.read_since(
+        """One windowed read of outgoing rows, and of the incoming ones in the same round
+        trips (``READ_TYPES``: the window's ``type`` filter widened, no query added); see
+        ``Phone.read_outgoing``.
+
+        An incoming text is a stranger's: one that quotes a row header the parser must find
+        (``android_bridge._parser``) makes the window's text ambiguous, and the read refuses.
+        Then the window is read again without the incoming rows (one more round trip, only
+        then), so that no reply can keep a send from being confirmed; those replies are not
+        recorded by this read (``incoming_unreadable`` is logged)."""
+
+        async def read_types(types: Sequence[int]) -> ProviderRead:
+            return await self._reader.read_since(
                 after_id,
-                types=OUTGOING_TYPES,
+                types=types,
                 anchor_date_ms=anchor_date_ms,
                 mms_after_id=mms_after_id,
                 mms_since_ms=mms_since_ms,
                 find_unseen=find_unseen,
                 reanchor_before_ms=reanchor_before_ms,
             )
+
+        try:
+            try:
+                read = await read_types(READ_TYPES)
+            except UnparseableOutput as exc:
+                _log.warning("incoming_unreadable", device=self.device, error=str(exc))
+                read = await read_types(OUTGOING_TYPES)
         except (DeviceUnreachable, OutcomeUnknown) as exc:
             raise LinkDown(self._failed("", exc)) from exc
         except BridgeError as exc:
@@ -571,7 +599,25 @@ class AndroidPhone:
             visible_rows=read.visible_rows,
             after_id=read.after_id,
             reanchored_from=read.reanchored_from,
+            incoming=tuple(
+                IncomingMessage(
+                    provider_object_id=row.id,
+                    date_ms=row.date_ms,
+                    number=self._sender(row.address),
+                    body=row.body,
+                )
+                for row in read.rows
+                if row.type == MessageType.INBOX and row.date_ms is not None and row.date_ms >= 0
+            ),
         )
+
+    def _sender(self, address: str | None) -> str | None:
+        """An incoming row's sender as the product normalises a recipient (E.164 read in the
+        phone's region, a short code's digits), or None (an alphanumeric sender...)."""
+        if not address:
+            return None
+        sender = normalize_recipient(address, self._region)
+        return sender.value if sender.valid else None
 
     def judge(self, message: OutgoingMessage, intent: SmsIntent) -> MatchVerdict:
         """``message_matches_intent`` in the ledger's vocabulary (an MMS to several

@@ -84,6 +84,8 @@ async def test_migrate_json_reports_counts_and_checks(
         "webhooks",
         "gate_policies",
         "owners",
+        "replies",
+        "opt_out_changes",
     } == set(data["copied"])
     assert len(SEEDED) == data["summaries_compared"]
     assert "***@" in data["target"]

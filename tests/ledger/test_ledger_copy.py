@@ -264,6 +264,8 @@ async def test_a_target_holding_actions_is_refused_and_left_untouched(
         "webhooks": 0,
         "gate_policies": 0,
         "owners": 0,
+        "replies": 0,
+        "opt_out_changes": 0,
     } == await pg_counts(pg_url)
     async with Ledger.open(pg_url) as ledger:
         assert history == await ledger.history("mine")

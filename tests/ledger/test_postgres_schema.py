@@ -692,7 +692,7 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
     db: asyncpg.Connection, tmp_path: Path
 ) -> None:
     """The PostgreSQL schema has the SQLite ledger's tables and columns in the same order with
-    matching types, the same named indexes, and the same triggers plus the three that refuse
+    matching types, the same named indexes, and the same triggers plus the five that refuse
     TRUNCATE. One difference: the events are numbered once committed (``sequence`` orders
     the numbering, ``events_unplaced`` finds the events not numbered yet)."""
     lite = await sqlite_catalog(tmp_path / "ledger.db")
@@ -721,13 +721,15 @@ async def test_every_sqlite_table_column_index_and_trigger_has_its_twin(
         "attempts_no_truncate",
         "history_no_truncate",
         "events_no_truncate",
+        "replies_no_truncate",
+        "opt_out_changes_no_truncate",
     } == {
         row[0]
         for row in await db.fetch(
             "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"
             " AND tgrelid::regclass::text IN ('actions', 'attempts', 'duplicates', 'history',"
             " 'phones', 'phone_addresses', 'framework_codes', 'gate_policies', 'owners',"
-            " 'events', 'webhooks')"
+            " 'events', 'webhooks', 'replies', 'opt_out_changes')"
         )
     }
 

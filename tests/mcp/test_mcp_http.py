@@ -62,7 +62,14 @@ async def test_http_sessions_repeating_a_send_after_a_timeout_produce_one_sms(
         assert 0 == await asyncio.wait_for(process.wait(), timeout=30)
         assert process.stdout is not None
         assert b"" == await process.stdout.read()
-    assert ["get_events", "list_review", "reconcile", "send_sms", "sms_status"] == names
+    assert [
+        "get_events",
+        "get_replies",
+        "list_review",
+        "reconcile",
+        "send_sms",
+        "sms_status",
+    ] == names
     for result in results:
         data = structured(result)
         assert ("A-17", "SUCCEEDED", 1) == (data["action_id"], data["status"], data["attempts"])

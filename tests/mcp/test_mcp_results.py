@@ -124,7 +124,14 @@ async def test_tools_are_described_for_a_model_with_schemas(client_for: OpenClie
     descriptions that tell the model to reuse its action_id; reads are marked read-only."""
     async with client_for() as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert ["get_events", "list_review", "reconcile", "send_sms", "sms_status"] == sorted(tools)
+    assert [
+        "get_events",
+        "get_replies",
+        "list_review",
+        "reconcile",
+        "send_sms",
+        "sms_status",
+    ] == sorted(tools)
     send = tools["send_sms"]
     assert ["action_id", "to", "body", "wait_seconds", "device", "pool"] == list(
         send.input_schema["properties"]
