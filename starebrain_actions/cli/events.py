@@ -55,7 +55,7 @@ _TYPE_WIDTH: Final = 20
     help="Only events of this type, or of a family such as action.*; repeatable. Types: "
     + "action.created, attempt.created, attempt.submitted, action.sent, action.succeeded,"
     " attempt.failed, action.failed, action.needs_person, action.denied, action.approved,"
-    " action.waiting, action.released, action.retry_granted, action.resolved,"
+    " action.waiting, action.refused, action.released, action.retry_granted, action.resolved,"
     " action.policy_pinned, action.changed, attempt.error, phone.not_ready,"
     " phone.unreachable, reply.received, recipient.opted_out, recipient.opted_in,"
     " webhook.disabled.",
@@ -236,7 +236,12 @@ def describe(shown: Mapping[str, Any]) -> str:
         parts.append(f"pool {data['pool']}" if data.get("pool") else "created")
     if data.get("review_reason"):
         parts.append(str(data["review_reason"]))
-    if kind in ("action.denied", "action.needs_person", "action.waiting") and evidence.get("rule"):
+    if kind in (
+        "action.denied",
+        "action.needs_person",
+        "action.waiting",
+        "action.refused",
+    ) and evidence.get("rule"):
         parts.append(f"{evidence.get('verdict', '')} by {evidence['rule']}".strip())
     if kind in ("attempt.failed", "action.failed", "phone.not_ready", "phone.unreachable"):
         why = evidence.get("not_ready") or data.get("error") or evidence.get("error")

@@ -27,6 +27,7 @@ EVENT_TYPES: Final[Mapping[str, str]] = {
     "action.denied": "the policy gate or a person denied it: it is never sent",
     "action.approved": "a person approved it",
     "action.waiting": "the policy gate holds it until a time (quiet hours, a rate limit)",
+    "action.refused": "the policy gate refused it for now (a limit; the recipient opted out)",
     "action.released": "the policy gate lets go an action it refused before",
     "action.retry_granted": "a person gave it new attempts (starebrain retry)",
     "action.resolved": "a person ruled on an attempt (sent or not sent)",

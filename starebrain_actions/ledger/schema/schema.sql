@@ -437,6 +437,7 @@ BEGIN
                         WHEN 'DENY' THEN 'action.denied'
                         WHEN 'HOLD' THEN 'action.needs_person'
                         WHEN 'WAIT' THEN 'action.waiting'
+                        WHEN 'OVER_LIMIT' THEN 'action.refused'
                         ELSE 'action.released'
                     END
                 ELSE 'action.changed'

@@ -37,7 +37,8 @@ END;
 --    attempt.error otherwise; resolve_sent, resolve_not_sent: action.resolved; the action's
 --    own events: action.retry_granted, action.approved, action.denied,
 --    action.policy_pinned, and a policy verdict: action.denied (DENY),
---    action.needs_person (HOLD), action.waiting (WAIT), action.released (let go).
+--    action.needs_person (HOLD), action.waiting (WAIT), action.refused (OVER_LIMIT: a
+--    limit, or the recipient opted out), action.released (let go).
 --    A confirmation or a ruling that also accepts writes action.succeeded after its own.
 CREATE TRIGGER history_events AFTER INSERT ON history
 BEGIN
@@ -90,6 +91,7 @@ BEGIN
                         WHEN 'DENY' THEN 'action.denied'
                         WHEN 'HOLD' THEN 'action.needs_person'
                         WHEN 'WAIT' THEN 'action.waiting'
+                        WHEN 'OVER_LIMIT' THEN 'action.refused'
                         ELSE 'action.released'
                     END
                 ELSE 'action.changed'
