@@ -246,6 +246,73 @@ CREATE VIEW IF NOT EXISTS pdu_restricted AS SELECT * FROM pdu WHERE (msg_box=1 O
     AND (m_type!=130);
 """
 
+#: ``threads`` columns the provider has beyond the ones every simulated store was made with
+#: (``MmsSmsDatabaseHelper.createCommonTables``, TelephonyProvider android-10.0.0_r30 and
+#: 15.0.0_r1): a new conversation is ``read`` 1 until an unread message lands in it.
+_THREAD_COLUMNS_ADDED: Final = (
+    ("snippet_cs", "INTEGER DEFAULT 0"),
+    ("read", "INTEGER DEFAULT 1"),
+    ("archived", "INTEGER DEFAULT 0"),
+    ("type", "INTEGER DEFAULT 0"),
+    ("error", "INTEGER DEFAULT 0"),
+    ("has_attachment", "INTEGER DEFAULT 0"),
+    ("sub_id", "INTEGER DEFAULT -1"),
+)
+
+# What the provider's triggers on ``sms`` do to the conversation (``MmsSmsDatabaseHelper``:
+# ``sms_update_thread_on_insert``, ``sms_update_thread_date_subject_on_update`` on an
+# update of date, body or type, ``sms_update_thread_read_on_update`` on an update of read;
+# TelephonyProvider android-10.0.0_r30 and 15.0.0_r1, unchanged between them). The thread's
+# ``date`` is the database's clock in whole seconds times 1000 (``strftime('%s','now')``),
+# not the message's date; ``message_count`` counts the SMS that are not drafts and the MMS
+# that are not drafts; ``read`` is 0 while any SMS of the thread is unread. Written here
+# from what those triggers do (the same statements in this simulator's words). The
+# database clock is the host's: ``clock_skew_ms`` and ``advance_time`` do not reach it.
+_THREAD_UPDATE: Final = """
+    UPDATE threads SET date = strftime('%s', 'now') * 1000, snippet = new.body, snippet_cs = 0
+        WHERE _id = new.thread_id;
+    UPDATE threads SET message_count =
+        (SELECT COUNT(*) FROM sms WHERE sms.thread_id = new.thread_id AND sms.type != 3)
+        + (SELECT COUNT(*) FROM pdu WHERE pdu.thread_id = new.thread_id
+            AND pdu.m_type IN (128, 130, 132) AND pdu.msg_box != 3)
+        WHERE _id = new.thread_id;
+"""
+_THREAD_READ_UPDATE: Final = """
+    UPDATE threads SET read =
+        CASE (SELECT COUNT(*) FROM sms WHERE sms.read = 0 AND sms.thread_id = threads._id)
+            WHEN 0 THEN 1 ELSE 0 END
+        WHERE _id = new.thread_id;
+"""
+_THREAD_TRIGGERS: Final = f"""
+CREATE INDEX IF NOT EXISTS typeThreadIdIndex ON sms (type, thread_id);
+CREATE INDEX IF NOT EXISTS threadIdDateIndex ON sms (thread_id, date);
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_on_insert AFTER INSERT ON sms
+BEGIN {_THREAD_UPDATE} {_THREAD_READ_UPDATE} END;
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_date_subject_on_update
+    AFTER UPDATE OF date, body, type ON sms
+BEGIN {_THREAD_UPDATE} {_THREAD_READ_UPDATE} END;
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_read_on_update AFTER UPDATE OF read ON sms
+BEGIN {_THREAD_READ_UPDATE} END;
+"""
+
+
+@attrs.frozen(kw_only=True)
+class ThreadRow:
+    """One conversation as the ``threads`` table holds it (the columns the simulator keeps)."""
+
+    #: The thread ``_id`` (``thread_id`` of its messages).
+    id: int
+    #: The database clock (ms, whole seconds) at the last insert or change of one of its SMS.
+    date: int
+    #: Its messages that are not drafts, SMS and MMS.
+    message_count: int
+    #: The ``canonical_addresses`` ids of its recipients, sorted, joined by spaces.
+    recipient_ids: str
+    #: The body of the SMS last inserted or changed.
+    snippet: str | None
+    #: 1 when none of its SMS is unread.
+    read: int
+
 
 @attrs.frozen(kw_only=True)
 class SmsRow:
@@ -361,6 +428,7 @@ class SmsStore:
             f"_id INTEGER PRIMARY KEY{autoincrement}, date INTEGER DEFAULT 0,"
             " message_count INTEGER DEFAULT 0, recipient_ids TEXT, snippet TEXT)"
         )
+        self._upgrade_threads()
         self._reader = sqlite3.connect(
             f"{self.path.resolve().as_uri()}?mode=ro",
             uri=True,
@@ -369,6 +437,18 @@ class SmsStore:
         )
         self._reader.execute("PRAGMA query_only = ON")
         self._reader.execute("PRAGMA busy_timeout = 5000")
+
+    def _upgrade_threads(self) -> None:
+        """Give ``threads`` the columns and ``sms`` the triggers and indexes the provider has
+        (``MmsSmsDatabaseHelper.createCommonTables``, ``createCommonTriggers`` and
+        ``upgradeDatabaseToVersion...``, TelephonyProvider android-10.0.0_r30 and
+        15.0.0_r1, the same at both): a store made before they were modelled gets them
+        here, once."""
+        present = {str(row[1]) for row in self._db.execute("PRAGMA table_info(threads)")}
+        for name, declaration in _THREAD_COLUMNS_ADDED:
+            if name not in present:
+                self._db.execute(f"ALTER TABLE threads ADD COLUMN {name} {declaration}")
+        self._db.executescript(_THREAD_TRIGGERS)
 
     def close(self) -> None:
         """Close both connections."""
@@ -468,6 +548,25 @@ class SmsStore:
                 "SELECT _id, recipient_ids FROM threads ORDER BY _id"
             )
         }
+
+    def thread(self, thread_id: int) -> ThreadRow | None:
+        """Test harness: one conversation's row, or None."""
+        values = self._db.execute(
+            "SELECT _id, date, message_count, recipient_ids, snippet, read FROM threads"
+            " WHERE _id = ?",
+            (thread_id,),
+        ).fetchone()
+        if values is None:
+            return None
+        thread_id, date, count, recipient_ids, snippet, read = values
+        return ThreadRow(
+            id=int(thread_id),
+            date=int(date),
+            message_count=int(count),
+            recipient_ids=str(recipient_ids),
+            snippet=snippet,
+            read=int(read),
+        )
 
     def insert(self, **columns: object) -> int:
         """Insert a row with any ``sms`` columns (others take Android's defaults); return ``_id``.
