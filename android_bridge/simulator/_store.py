@@ -44,6 +44,8 @@ NO_ERROR_CODE: Final = -1
 DEFAULT_SUB_ID: Final = 1
 #: The package of the messaging app that writes outgoing rows.
 MESSAGING_PACKAGE: Final = "com.google.android.apps.messaging"
+#: The SMSC address an incoming PDU names (``service_center``): a made-up +1 555 number.
+SERVICE_CENTER: Final = "+15555550000"
 
 SMS_COLUMNS: Final = (
     "_id",
@@ -596,24 +598,56 @@ class SmsStore:
         date_sent_ms: int | None = None,
         sub_id: int = DEFAULT_SUB_ID,
         read: int = 0,
+        seen: int | None = None,
+        creator: str = MESSAGING_PACKAGE,
+        error_code: int = NO_ERROR_CODE,
+        service_center: str = SERVICE_CENTER,
     ) -> int:
-        """Write a received message (type 1) the way the telephony stack does; return ``_id``."""
-        return self.insert(
-            address=address,
-            body=body,
-            date=date_ms,
-            date_sent=date_ms - 2000 if date_sent_ms is None else date_sent_ms,
-            protocol=0,
-            read=read,
-            seen=read,
-            status=STATUS_NONE,
-            type=MESSAGE_TYPE_INBOX,
-            reply_path_present=0,
-            service_center="+15555550000",
-            sub_id=sub_id,
-            error_code=0,
-            creator="com.android.phone",
-        )
+        """Write a received SMS (type 1) as the default SMS app does on ``SMS_DELIVER``;
+        return its ``_id``. ``SimulatedPhone.receive_sms`` models the reception and calls
+        this; tests may call it directly to plant a row.
+
+        The app writes the row, not the framework: ``InboundSmsHandler`` only hands the
+        assembled PDUs to the default SMS app (its ``writeInboxMessage`` ran only under
+        ``getAutoPersisting()``, "always false", at android-10.0.0_r46, and is never called
+        from 11: frameworks/opt/telephony, LineageOS's merges of android-10.0.0_r46 to
+        14.0.0_r50 and lineage-22.0). ``SmsProvider.insert`` then sets ``creator`` to the
+        calling package, the app's (``ProviderUtil.shouldSetCreator``: only the system and
+        phone uids may name another), and the thread: the sender's conversation, found or
+        created (``Threads.getOrCreateThreadId``); the provider's triggers update the
+        conversation's snippet, date, count and read flag (see ``_THREAD_TRIGGERS``;
+        TelephonyProvider android-10.0.0_r30 and 15.0.0_r1). ``date`` is the phone's clock
+        when the app writes the row; ``date_sent`` the service centre's time stamp from the
+        PDU (TP-SCTS: whole seconds), by default two seconds before ``date``, rounded down
+        to a second. ``seen`` defaults to ``read``.
+
+        Raises:
+            ValueError: ``date_sent_ms`` is not a whole number of seconds (a PDU's SC time
+                stamp cannot say more).
+        """
+        if date_sent_ms is None:
+            date_sent_ms = max(0, (date_ms - 2000) // 1000 * 1000)
+        if date_sent_ms % 1000:
+            raise ValueError(
+                f"date_sent_ms {date_sent_ms} is not whole seconds: the service centre's time"
+                " stamp (TP-SCTS) has one-second resolution"
+            )
+        with self._transaction():
+            return self.insert(
+                address=address,
+                body=body,
+                date=date_ms,
+                date_sent=date_sent_ms,
+                protocol=0,
+                read=read,
+                seen=read if seen is None else seen,
+                type=MESSAGE_TYPE_INBOX,
+                reply_path_present=0,
+                service_center=service_center,
+                sub_id=sub_id,
+                error_code=error_code,
+                creator=creator,
+            )
 
     def insert_outgoing(
         self,
