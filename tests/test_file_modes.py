@@ -187,7 +187,8 @@ async def test_simulated_phone_store_is_0600_in_private_dirs(
 
 def test_simulator_command_creates_config_dir_and_store_private(home: Path, tmp_path: Path) -> None:
     """`starebrain simulator` run first, as a real process with the usual umask, creates the
-    config directory and its `simulator` directory 0700 and `sms.db` 0600."""
+    config directory and its `simulator` directory 0700, `sms.db` 0600, and its console file
+    (`sms.db.console`, the token of `receive-sms`) 0600, removed when it stops."""
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config")}
     launch = "import os; os.umask(0o022); from starebrain_actions.cli.main import main; main()"
     process = subprocess.Popen(
@@ -210,8 +211,10 @@ def test_simulator_command_creates_config_dir_and_store_private(home: Path, tmp_
         "config/starebrain": 0o700,
         "config/starebrain/simulator": 0o700,
         "config/starebrain/simulator/sms.db": 0o600,
+        "config/starebrain/simulator/sms.db.console": 0o600,
     } == {name: bits for name, bits in found.items() if not name.endswith(("-wal", "-shm"))}
     assert {0o600} >= {bits for name, bits in found.items() if name.endswith(("-wal", "-shm"))}
+    assert not (home / "config/starebrain/simulator/sms.db.console").exists()
 
 
 def test_the_simulated_phones_authorised_keys_file_is_private(tmp_path: Path) -> None:

@@ -120,6 +120,17 @@ class MessagingAppProfile:
     #: here). Assumed for the closed apps too: a row that says SENT for a message that may
     #: have failed is never kinder.
     broadcast_summary_row: bool = True
+    #: How the app writes the inbox row of an SMS it receives (SMS_DELIVER): True as AOSP
+    #: Messaging does (``ReceiveSmsMessageAction.executeAction``: ``seen`` 1 "incoming
+    #: messages are marked as seen in the telephony db", ``read`` 1 when the sender's
+    #: conversation is the one open on screen; ``error_code`` -1 from
+    #: ``MmsUtils.parseReceivedSmsMessage``, as no ``errorCode`` extra comes with the
+    #: intent; LineageOS's copy of packages/apps/Messaging, lineage-22.0). False: the
+    #: values the framework itself would write (``InboundSmsHandler.parseSmsMessage``,
+    #: frameworks/opt/telephony android-10.0.0_r46 and 11.0.0_r46): ``read`` 0, ``seen`` 0
+    #: and no ``error_code`` (the column's default), the closed apps' own code being
+    #: unreadable; an unseen, unread row is never kinder to a reader of replies.
+    inbox_as_aosp_messaging: bool = False
 
     @property
     def sendto_component(self) -> tuple[str, str]:
@@ -178,6 +189,7 @@ def split_component(component: str) -> tuple[str, str]:
 AOSP_MESSAGING: Final = MessagingAppProfile(
     name="aosp",
     package="com.android.messaging",
+    inbox_as_aosp_messaging=True,
     sendto_activity="com.android.messaging/.ui.conversation.LaunchConversationActivity",
     compose_activity="com.android.messaging/.ui.conversation.ConversationActivity",
     sendto_reuses_task=False,

@@ -240,6 +240,8 @@ class SimulatedPhone:
         #: Every shell command line received, in order.
         self.commands_run: list[str] = []
         self._random = random.Random(seed)
+        #: SMS received before the user's first unlock, waiting in the raw table.
+        self._held_incoming: list[_Incoming] = []
         self._store: SmsStore | None = None
         self._files: FileTree | None = None
         #: What the release's toybox does differently (``_files.ToyboxRelease``).
@@ -666,9 +668,14 @@ class SimulatedPhone:
         self.unlock_user()
 
     def unlock_user(self) -> None:
-        """The user enters the PIN: the user is unlocked and the keyguard goes away."""
+        """The user enters the PIN: the user is unlocked and the keyguard goes away. SMS
+        received while locked now reach the app, which writes their rows (see
+        :meth:`receive_sms`)."""
         self.user_unlocked = True
         self._messaging.screen = "on"
+        held, self._held_incoming = self._held_incoming, []
+        for incoming in held:
+            self._deliver(incoming)
 
     async def enable_tcpip(self) -> None:
         """``adb tcpip``: adbd listens on the phone's TCP port again (after a reboot)."""
@@ -753,6 +760,7 @@ class SimulatedPhone:
         user turning it on again, and an unknown key is then asked about again.
         """
         self.store.wipe()
+        self._held_incoming.clear()  # the raw table went with the database
         self._tree().wipe()
         keys = self.authorized_keys
         if keys.path.exists():
@@ -826,6 +834,91 @@ class SimulatedPhone:
         return self._messaging.open_compose(
             addresses, draft, subject=subject, foreground=foreground, package=package
         )
+
+    def receive_sms(
+        self, sender: str, body: str, *, sub_id: int | None = None, date_sent_ms: int | None = None
+    ) -> int | None:
+        """An SMS from ``sender`` reaches the phone: the default SMS app writes its inbox row,
+        as on a phone. Returns the row's ``_id``, or None while the user is locked (the row
+        is written when the user unlocks: :meth:`unlock_user`).
+
+        What the row holds, and where each value comes from (docs/simulator.md, "Incoming
+        SMS"): type 1; ``address`` exactly as given (the PDU's originating address: a
+        national number without ``+`` stays one); ``body`` the whole text, one row however
+        many parts it took (``InboundSmsHandler.processMessagePart`` keeps the parts in the
+        ``raw`` table and hands them on only once all are in, and the app joins them:
+        frameworks/opt/telephony at LineageOS's merges of android-10.0.0_r46 to
+        14.0.0_r50 and lineage-22.0); ``date`` the phone's clock (:meth:`now_ms`) when the
+        app writes it; ``date_sent`` the service centre's time stamp of the first part
+        (whole seconds: TP-SCTS), by default the network's time, which is the host's clock
+        plus :meth:`advance_time` but not ``clock_skew_ms`` (a phone whose clock is behind
+        gets a ``date`` before its ``date_sent``, as a real one does); ``sub_id`` the SIM
+        it came in on (default: the phone's first SIM, its default for SMS); ``creator``
+        the default SMS app's package (``SmsProvider.insert``: the caller's package);
+        ``read``/``seen``/``error_code`` as the app writes them
+        (``MessagingAppProfile.inbox_as_aosp_messaging``); the conversation found or
+        created, its snippet, date, count and read flag updated by the provider's triggers.
+
+        Raises:
+            ValueError: an empty sender, a ``sub_id`` that is none of the phone's SIMs, or
+                a ``date_sent_ms`` that is not whole seconds.
+        """
+        if not sender:
+            raise ValueError("an SMS needs an originating address")
+        chosen = self.sim_sub_ids[0] if sub_id is None else sub_id
+        if chosen not in self.sim_sub_ids:
+            raise ValueError(
+                f"sub_id {chosen} is none of the phone's SIMs {list(self.sim_sub_ids)}"
+            )
+        if date_sent_ms is None:
+            network_ms = time.time_ns() // 1_000_000 + self._clock_offset_ms
+            date_sent_ms = network_ms // 1000 * 1000
+        elif date_sent_ms % 1000:
+            raise ValueError(
+                f"date_sent_ms {date_sent_ms} is not whole seconds: the service centre's time"
+                " stamp (TP-SCTS) has one-second resolution"
+            )
+        incoming = _Incoming(sender, body, chosen, date_sent_ms)
+        if not self.user_unlocked:
+            # before the first unlock the parts wait in the raw table and the user gets a
+            # "new message" notification; the app gets SMS_DELIVER once the user unlocks
+            # (InboundSmsHandler.processMessagePartWithUserLocked, then
+            # SmsBroadcastUndelivered)
+            self._held_incoming.append(incoming)
+            log.info("sms_held_until_unlock", sub_id=chosen)
+            return None
+        return self._deliver(incoming)
+
+    def _deliver(self, incoming: _Incoming) -> int:
+        """The default SMS app takes ``SMS_DELIVER`` and writes the inbox row."""
+        app = self.app
+        top = self._messaging.top_activity()
+        # AOSP Messaging: read when the sender's conversation is the one the user looks at
+        # (DataModel.isFocusedConversation: its ConversationActivity resumed, screen on)
+        focused = (
+            app.inbox_as_aosp_messaging
+            and self.screen == "on"
+            and isinstance(top, Compose)
+            and top.app.package == app.package
+            and top.addresses == (incoming.sender,)
+        )
+        row_id = self.store.insert_incoming(
+            incoming.sender,
+            incoming.body,
+            date_ms=self.now_ms(),
+            date_sent_ms=incoming.date_sent_ms,
+            sub_id=incoming.sub_id,
+            read=1 if focused else 0,
+            seen=1 if app.inbox_as_aosp_messaging else 0,
+            creator=app.package,
+            # AOSP Messaging writes NO_ERROR_CODE; the framework's values have none, so the
+            # column's default for a database made on this release (0 on 10, -1 from 11)
+            error_code=(
+                NO_ERROR_CODE if app.inbox_as_aosp_messaging or self.release.version != 10 else 0
+            ),
+        )
+        log.info("sms_received", row_id=row_id, sub_id=incoming.sub_id)
+        return row_id
 
     async def resend_failed(self, row_id: int) -> None:
         """The phone's owner taps a failed message in the app to send it again (test hook).
@@ -1360,7 +1453,7 @@ class SimulatedPhone:
             address = self._random.choice(_BACKGROUND_CONTACTS)
             body = self._random.choice(_BACKGROUND_BODIES)
             if self._random.random() < 0.25:
-                self.store.insert_incoming(address, body, date_ms=self.now_ms())
+                self.receive_sms(address, body)
                 continue
             creator = self.app.package
             row_id = self._insert_outgoing(self.app, address, body)
@@ -1378,6 +1471,16 @@ class _Outgoing:
     addresses: tuple[str, ...]
     body: str
     app: str
+
+
+@attrs.frozen
+class _Incoming:
+    """One received SMS on its way to the app: sender, whole text, SIM, SC time stamp."""
+
+    sender: str
+    body: str
+    sub_id: int
+    date_sent_ms: int
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -44,6 +44,8 @@ NO_ERROR_CODE: Final = -1
 DEFAULT_SUB_ID: Final = 1
 #: The package of the messaging app that writes outgoing rows.
 MESSAGING_PACKAGE: Final = "com.google.android.apps.messaging"
+#: The SMSC address an incoming PDU names (``service_center``): a made-up +1 555 number.
+SERVICE_CENTER: Final = "+15555550000"
 
 SMS_COLUMNS: Final = (
     "_id",
@@ -246,6 +248,73 @@ CREATE VIEW IF NOT EXISTS pdu_restricted AS SELECT * FROM pdu WHERE (msg_box=1 O
     AND (m_type!=130);
 """
 
+#: ``threads`` columns the provider has beyond the ones every simulated store was made with
+#: (``MmsSmsDatabaseHelper.createCommonTables``, TelephonyProvider android-10.0.0_r30 and
+#: 15.0.0_r1): a new conversation is ``read`` 1 until an unread message lands in it.
+_THREAD_COLUMNS_ADDED: Final = (
+    ("snippet_cs", "INTEGER DEFAULT 0"),
+    ("read", "INTEGER DEFAULT 1"),
+    ("archived", "INTEGER DEFAULT 0"),
+    ("type", "INTEGER DEFAULT 0"),
+    ("error", "INTEGER DEFAULT 0"),
+    ("has_attachment", "INTEGER DEFAULT 0"),
+    ("sub_id", "INTEGER DEFAULT -1"),
+)
+
+# What the provider's triggers on ``sms`` do to the conversation (``MmsSmsDatabaseHelper``:
+# ``sms_update_thread_on_insert``, ``sms_update_thread_date_subject_on_update`` on an
+# update of date, body or type, ``sms_update_thread_read_on_update`` on an update of read;
+# TelephonyProvider android-10.0.0_r30 and 15.0.0_r1, unchanged between them). The thread's
+# ``date`` is the database's clock in whole seconds times 1000 (``strftime('%s','now')``),
+# not the message's date; ``message_count`` counts the SMS that are not drafts and the MMS
+# that are not drafts; ``read`` is 0 while any SMS of the thread is unread. Written here
+# from what those triggers do (the same statements in this simulator's words). The
+# database clock is the host's: ``clock_skew_ms`` and ``advance_time`` do not reach it.
+_THREAD_UPDATE: Final = """
+    UPDATE threads SET date = strftime('%s', 'now') * 1000, snippet = new.body, snippet_cs = 0
+        WHERE _id = new.thread_id;
+    UPDATE threads SET message_count =
+        (SELECT COUNT(*) FROM sms WHERE sms.thread_id = new.thread_id AND sms.type != 3)
+        + (SELECT COUNT(*) FROM pdu WHERE pdu.thread_id = new.thread_id
+            AND pdu.m_type IN (128, 130, 132) AND pdu.msg_box != 3)
+        WHERE _id = new.thread_id;
+"""
+_THREAD_READ_UPDATE: Final = """
+    UPDATE threads SET read =
+        CASE (SELECT COUNT(*) FROM sms WHERE sms.read = 0 AND sms.thread_id = threads._id)
+            WHEN 0 THEN 1 ELSE 0 END
+        WHERE _id = new.thread_id;
+"""
+_THREAD_TRIGGERS: Final = f"""
+CREATE INDEX IF NOT EXISTS typeThreadIdIndex ON sms (type, thread_id);
+CREATE INDEX IF NOT EXISTS threadIdDateIndex ON sms (thread_id, date);
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_on_insert AFTER INSERT ON sms
+BEGIN {_THREAD_UPDATE} {_THREAD_READ_UPDATE} END;
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_date_subject_on_update
+    AFTER UPDATE OF date, body, type ON sms
+BEGIN {_THREAD_UPDATE} {_THREAD_READ_UPDATE} END;
+CREATE TRIGGER IF NOT EXISTS sms_update_thread_read_on_update AFTER UPDATE OF read ON sms
+BEGIN {_THREAD_READ_UPDATE} END;
+"""
+
+
+@attrs.frozen(kw_only=True)
+class ThreadRow:
+    """One conversation as the ``threads`` table holds it (the columns the simulator keeps)."""
+
+    #: The thread ``_id`` (``thread_id`` of its messages).
+    id: int
+    #: The database clock (ms, whole seconds) at the last insert or change of one of its SMS.
+    date: int
+    #: Its messages that are not drafts, SMS and MMS.
+    message_count: int
+    #: The ``canonical_addresses`` ids of its recipients, sorted, joined by spaces.
+    recipient_ids: str
+    #: The body of the SMS last inserted or changed.
+    snippet: str | None
+    #: 1 when none of its SMS is unread.
+    read: int
+
 
 @attrs.frozen(kw_only=True)
 class SmsRow:
@@ -361,6 +430,7 @@ class SmsStore:
             f"_id INTEGER PRIMARY KEY{autoincrement}, date INTEGER DEFAULT 0,"
             " message_count INTEGER DEFAULT 0, recipient_ids TEXT, snippet TEXT)"
         )
+        self._upgrade_threads()
         self._reader = sqlite3.connect(
             f"{self.path.resolve().as_uri()}?mode=ro",
             uri=True,
@@ -369,6 +439,18 @@ class SmsStore:
         )
         self._reader.execute("PRAGMA query_only = ON")
         self._reader.execute("PRAGMA busy_timeout = 5000")
+
+    def _upgrade_threads(self) -> None:
+        """Give ``threads`` the columns and ``sms`` the triggers and indexes the provider has
+        (``MmsSmsDatabaseHelper.createCommonTables``, ``createCommonTriggers`` and
+        ``upgradeDatabaseToVersion...``, TelephonyProvider android-10.0.0_r30 and
+        15.0.0_r1, the same at both): a store made before they were modelled gets them
+        here, once."""
+        present = {str(row[1]) for row in self._db.execute("PRAGMA table_info(threads)")}
+        for name, declaration in _THREAD_COLUMNS_ADDED:
+            if name not in present:
+                self._db.execute(f"ALTER TABLE threads ADD COLUMN {name} {declaration}")
+        self._db.executescript(_THREAD_TRIGGERS)
 
     def close(self) -> None:
         """Close both connections."""
@@ -469,6 +551,25 @@ class SmsStore:
             )
         }
 
+    def thread(self, thread_id: int) -> ThreadRow | None:
+        """Test harness: one conversation's row, or None."""
+        values = self._db.execute(
+            "SELECT _id, date, message_count, recipient_ids, snippet, read FROM threads"
+            " WHERE _id = ?",
+            (thread_id,),
+        ).fetchone()
+        if values is None:
+            return None
+        thread_id, date, count, recipient_ids, snippet, read = values
+        return ThreadRow(
+            id=int(thread_id),
+            date=int(date),
+            message_count=int(count),
+            recipient_ids=str(recipient_ids),
+            snippet=snippet,
+            read=int(read),
+        )
+
     def insert(self, **columns: object) -> int:
         """Insert a row with any ``sms`` columns (others take Android's defaults); return ``_id``.
 
@@ -497,24 +598,56 @@ class SmsStore:
         date_sent_ms: int | None = None,
         sub_id: int = DEFAULT_SUB_ID,
         read: int = 0,
+        seen: int | None = None,
+        creator: str = MESSAGING_PACKAGE,
+        error_code: int = NO_ERROR_CODE,
+        service_center: str = SERVICE_CENTER,
     ) -> int:
-        """Write a received message (type 1) the way the telephony stack does; return ``_id``."""
-        return self.insert(
-            address=address,
-            body=body,
-            date=date_ms,
-            date_sent=date_ms - 2000 if date_sent_ms is None else date_sent_ms,
-            protocol=0,
-            read=read,
-            seen=read,
-            status=STATUS_NONE,
-            type=MESSAGE_TYPE_INBOX,
-            reply_path_present=0,
-            service_center="+15555550000",
-            sub_id=sub_id,
-            error_code=0,
-            creator="com.android.phone",
-        )
+        """Write a received SMS (type 1) as the default SMS app does on ``SMS_DELIVER``;
+        return its ``_id``. ``SimulatedPhone.receive_sms`` models the reception and calls
+        this; tests may call it directly to plant a row.
+
+        The app writes the row, not the framework: ``InboundSmsHandler`` only hands the
+        assembled PDUs to the default SMS app (its ``writeInboxMessage`` ran only under
+        ``getAutoPersisting()``, "always false", at android-10.0.0_r46, and is never called
+        from 11: frameworks/opt/telephony, LineageOS's merges of android-10.0.0_r46 to
+        14.0.0_r50 and lineage-22.0). ``SmsProvider.insert`` then sets ``creator`` to the
+        calling package, the app's (``ProviderUtil.shouldSetCreator``: only the system and
+        phone uids may name another), and the thread: the sender's conversation, found or
+        created (``Threads.getOrCreateThreadId``); the provider's triggers update the
+        conversation's snippet, date, count and read flag (see ``_THREAD_TRIGGERS``;
+        TelephonyProvider android-10.0.0_r30 and 15.0.0_r1). ``date`` is the phone's clock
+        when the app writes the row; ``date_sent`` the service centre's time stamp from the
+        PDU (TP-SCTS: whole seconds), by default two seconds before ``date``, rounded down
+        to a second. ``seen`` defaults to ``read``.
+
+        Raises:
+            ValueError: ``date_sent_ms`` is not a whole number of seconds (a PDU's SC time
+                stamp cannot say more).
+        """
+        if date_sent_ms is None:
+            date_sent_ms = max(0, (date_ms - 2000) // 1000 * 1000)
+        if date_sent_ms % 1000:
+            raise ValueError(
+                f"date_sent_ms {date_sent_ms} is not whole seconds: the service centre's time"
+                " stamp (TP-SCTS) has one-second resolution"
+            )
+        with self._transaction():
+            return self.insert(
+                address=address,
+                body=body,
+                date=date_ms,
+                date_sent=date_sent_ms,
+                protocol=0,
+                read=read,
+                seen=read if seen is None else seen,
+                type=MESSAGE_TYPE_INBOX,
+                reply_path_present=0,
+                service_center=service_center,
+                sub_id=sub_id,
+                error_code=error_code,
+                creator=creator,
+            )
 
     def insert_outgoing(
         self,

@@ -22,6 +22,7 @@ from android_bridge.simulator._apps import (
     MessagingAppProfile,
     app_profile,
 )
+from android_bridge.simulator._console import ConsoleError, SmsConsole, send_to_running_phone
 from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS, SCREEN_STATES, Screen
 from android_bridge.simulator._faults import Fault, parse_fault
 from android_bridge.simulator._framework_jar import FRAMEWORK_JAR_KINDS, FrameworkJarKind
@@ -77,7 +78,8 @@ _FAULT_HELP = (
 )
 
 
-@click.command("simulator")
+@click.group("simulator", invoke_without_command=True, context_settings={"max_content_width": 100})
+@click.pass_context
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -309,6 +311,7 @@ _FAULT_HELP = (
 @click.option("--seed", type=int, default=None, help="Seed for --background-sends.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every packet-level event.")
 def simulator_command(
+    ctx: click.Context,
     host: str,
     port: int,
     store_path: Path | None,
@@ -351,7 +354,11 @@ def simulator_command(
     Point adb-shell (or `adb connect HOST:PORT`) at it; it authenticates with RSA keys,
     answers `content query`, `am start`, `input`, `getprop`, `date`, `id` like a phone, and
     stores messages in an SQLite sms table you can inspect. Stops on Ctrl-C or SIGTERM.
+
+    While it runs, `starebrain simulator receive-sms` makes it receive an SMS.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     directory = default_directory()
     store = store_path or directory / "sms.db"
     keys = authorized_keys_path or directory / "adb_keys"
@@ -450,7 +457,14 @@ async def _serve(phone: SimulatedPhone) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     await phone.start()
+    console = SmsConsole(
+        phone.store_path,
+        lambda sender, body, sub_id, date_sent_ms: phone.receive_sms(
+            sender, body, sub_id=sub_id, date_sent_ms=date_sent_ms
+        ),
+    )
     try:
+        await console.start()
         click.echo(
             f"listening on {phone.host}:{phone.port} serial={phone.serial} "
             f"store={phone.store_path} authorized_keys={phone.authorized_keys.path}"
@@ -458,5 +472,80 @@ async def _serve(phone: SimulatedPhone) -> None:
         sys.stdout.flush()
         await stop.wait()
     finally:
+        await console.stop()
         await phone.stop()
         click.echo("stopped")
+
+
+def _check_date_sent(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value % 1000:
+        raise click.BadParameter(
+            f"{value} is not whole seconds: the service centre's time stamp (TP-SCTS) has"
+            " one-second resolution",
+            ctx=ctx,
+            param=param,
+        )
+    return value
+
+
+@simulator_command.command("receive-sms")
+@click.argument("sender")
+@click.argument("body")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The store of the running phone (its --store). [default: <config dir>/simulator/sms.db]",
+)
+@click.option(
+    "--sub-id",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The SIM it comes in on (one of the phone's --sim-sub-ids). [default: the first]",
+)
+@click.option(
+    "--date-sent-ms",
+    type=int,
+    default=None,
+    callback=_check_date_sent,
+    help="The service centre's time stamp, ms since the epoch, whole seconds. "
+    "[default: the network's time now]",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the phone's answer.",
+)
+def receive_sms_command(
+    sender: str,
+    body: str,
+    store_path: Path | None,
+    sub_id: int | None,
+    date_sent_ms: int | None,
+    timeout: float,
+) -> None:
+    """Make the running simulated phone receive an SMS from SENDER saying BODY.
+
+    The phone writes the inbox row as a phone's default SMS app does (type 1, in
+    SENDER's conversation; see docs/simulator.md) and this prints its _id. SENDER is kept
+    as given, as the network delivers the originating address: +12025550143, or a national
+    number such as 2025550143. While the phone's user is locked (after a reboot) the SMS
+    waits, as on a phone, and the row is written at the unlock: this prints "held".
+
+    The phone is found by its store (--store, as given to `starebrain simulator`): it
+    writes <store>.console while it runs. Exit 1 when no phone answers or it refuses (a
+    --sub-id that is none of its SIMs).
+    """
+    store = store_path or default_directory() / "sms.db"
+    try:
+        row_id = asyncio.run(
+            send_to_running_phone(
+                store, sender, body, sub_id=sub_id, date_sent_ms=date_sent_ms, timeout_s=timeout
+            )
+        )
+    except ConsoleError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo("held until the user unlocks" if row_id is None else f"received _id={row_id}")

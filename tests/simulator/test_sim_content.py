@@ -59,7 +59,7 @@ async def test_null_and_blob_and_default_columns(
         "Row: 0 _id=1, thread_id=1, address=+15550100, person=NULL, date=1700000000000,"
         " date_sent=1699999998000, protocol=0, read=0, status=-1, type=1,"
         " reply_path_present=0, subject=NULL, body=hi, service_center=+15555550000, locked=0,"
-        " sub_id=1, error_code=0, creator=com.android.phone, seen=0\n"
+        " sub_id=1, error_code=-1, creator=com.google.android.apps.messaging, seen=0\n"
     )
     assert expected == printed
 
