@@ -192,6 +192,73 @@ async def _ledger_agent(
         return summaries, agent.dispatches
 
 
+#: The replies the demo's recipients send once the batch is out: an answer, and a STOP.
+REPLIES: tuple[tuple[str, str], ...] = (
+    ("+1 202 555 0100", "Got it, thanks"),
+    ("+1 202 555 0101", "STOP"),
+)
+#: The message the demo then tries to send to the number that replied STOP.
+AFTER_STOP = DemoMessage(
+    action_id="otp-1010",
+    to="+1 202 555 0101",
+    body="Your code is 2290",
+    fault=None,
+    what="to a number that replied STOP",
+)
+
+
+@attrs.frozen(kw_only=True)
+class RepliesSeen:
+    """What the ledger made of the recipients' replies, and of a send after a STOP."""
+
+    #: (action id the reply is linked to, its text, its keyword) per reply recorded
+    linked: tuple[tuple[str | None, str, str | None], ...]
+    #: the gate's rule that refused the send after the STOP (None: not refused)
+    refused_by: str | None
+    #: SENT rows to the opted-out number before and after that send (the phone's own store)
+    sent_before: int
+    sent_after: int
+
+
+async def _replies(phone: SimulatedPhone, db: Path, key: Path) -> RepliesSeen:
+    """The recipients reply (the phone receives them as AOSP writes inbox rows); one read
+    records and links them; then a send to the number that said STOP is refused."""
+    for sender, text in REPLIES:
+        phone.receive_sms(sender, text)
+    sent_before = _sent_to(phone, AFTER_STOP.to)
+    async with Ledger.open(db) as ledger:
+        android = await AndroidPhone.connect(
+            phone.serial, key_path=key, command_timeout_s=_COMMAND_TIMEOUT_S, read_as_system=True
+        )
+        agent = SmsAgent(ledger, android, policy=_POLICY, poll_interval_s=0.1)
+        try:
+            await agent.reconcile()
+            linked = tuple(
+                (reply.action_id, reply.body, reply.keyword) for reply in await agent.replies()
+            )
+            outcome = await agent.send(
+                AFTER_STOP.action_id, AFTER_STOP.to, AFTER_STOP.body, wait=3.0
+            )
+        finally:
+            await android.close()
+    await phone.wait_idle()
+    return RepliesSeen(
+        linked=linked,
+        refused_by=outcome.gate.rule if outcome.gate is not None else None,
+        sent_before=sent_before,
+        sent_after=_sent_to(phone, AFTER_STOP.to),
+    )
+
+
+def _sent_to(phone: SimulatedPhone, number: str) -> int:
+    wanted = number.replace(" ", "")
+    return sum(
+        1
+        for row in phone.store.rows(types=[SENT])
+        if (row.address or "").replace(" ", "") == wanted
+    )
+
+
 async def _naive_agent(phone: SimulatedPhone, key: Path, batch: Sequence[DemoMessage]) -> int:
     """Retry on any error, as a tracker that calls a timeout 'failed' does."""
     dispatches = 0
@@ -255,6 +322,8 @@ async def _run(out: Output, folder: Path) -> int:
         _show_axes(out, summaries)
         _show_fenced(out, summaries)
         _show_sent_box(out, ledger_phone, seeded, summaries)
+        replies = await _replies(ledger_phone, folder / "ledger.db", key)
+        _show_replies(out, replies)
     _show_comparison(out, ledger_tally, naive_tally, ledger_dispatches, naive_dispatches)
     elapsed = time.monotonic() - started
     out.line()
@@ -262,7 +331,31 @@ async def _run(out: Output, folder: Path) -> int:
         f"Ledger agent: {ledger_tally.caused_duplicates} duplicate SMS caused by retries;"
         f" naive agent: {naive_tally.caused_duplicates}. ({elapsed:.1f} s)"
     )
-    return 0 if ledger_tally.caused_duplicates == 0 else 1
+    stop_held = replies.refused_by == "opted_out" and replies.sent_after == replies.sent_before
+    return 0 if ledger_tally.caused_duplicates == 0 and stop_held else 1
+
+
+def _show_replies(out: Output, seen: RepliesSeen) -> None:
+    out.line()
+    out.heading("Replies, and a STOP")
+    out.line(
+        "Two recipients answer. The ledger's next read of the phone records each reply and"
+        " links it to the latest action sent to that number before it:"
+    )
+    out.table(
+        ["reply", "linked to", "keyword"],
+        [[text, action or "-", keyword or "-"] for action, text, keyword in seen.linked],
+    )
+    refused = (
+        f"refused by the gate (rule {seen.refused_by}), nothing sent"
+        if seen.refused_by is not None
+        else "NOT refused"
+    )
+    out.line(
+        f"Then {AFTER_STOP.action_id}, {AFTER_STOP.what}: {refused}. The phone's sent box holds"
+        f" {seen.sent_after} message(s) to that number, as before ({seen.sent_before});"
+        " `starebrain optouts` lists it until it replies START."
+    )
 
 
 def _show_axes(out: Output, summaries: Sequence[ActionSummary]) -> None:

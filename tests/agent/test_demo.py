@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_demo_runs_and_the_ledger_agent_sends_no_duplicate(tmp_path: Path) -> None:
     """The installed command exits 0 within 30 s, shows both agents, and the ledger agent
-    caused zero duplicates while the naive one caused some."""
+    caused zero duplicates while the naive one caused some; two replies are linked to their
+    actions and a send to the number that replied STOP is refused."""
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
     env.pop("STAREBRAIN_ADB_KEY", None)
     started = time.monotonic()
@@ -41,4 +42,9 @@ def test_demo_runs_and_the_ledger_agent_sends_no_duplicate(tmp_path: Path) -> No
     assert 0 == ledger_count
     assert naive_count > 0
     assert "MISMATCH" in out and "AMBIGUOUS" in out
+    # the recipients' replies, linked to their actions, and the send after a STOP refused
+    replies = out[out.index("Replies, and a STOP") :]
+    assert "Got it, thanks  otp-1001" in replies
+    assert "STOP            otp-1002   opt_out" in replies
+    assert "otp-1010, to a number that replied STOP: refused by the gate (rule opted_out)" in out
     assert not (tmp_path / "config" / "starebrain").exists()  # keys stay in the demo's temp dir
