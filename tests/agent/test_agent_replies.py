@@ -63,7 +63,7 @@ async def test_a_reply_during_a_send_is_recorded_by_its_own_reads(
 
         def reply(step: str) -> None:
             if step == "waiting for the phone's row" and not replied:
-                replied.append(phone.store.insert_incoming(TO, "got it", date_ms=phone.now_ms()))
+                replied.append(phone.receive_sms(TO, "got it"))
 
         outcome = await agent.send("A-2", TO, "with a reply", wait=5, on_step=reply)
         replies = await agent.replies("A-2")
@@ -83,7 +83,7 @@ async def test_reading_the_inbox_rows_costs_no_round_trip(sms_phone: Any, agent_
         (anchor,) = [row for row in phone.store.rows(types=[2]) if row.body == "first"]
         window = {"after_id": anchor._id, "anchor_date_ms": anchor.date, "find_unseen": True}
         quiet = await handle.read_outgoing(**window)
-        phone.store.insert_incoming("(202) 555-0100", "thanks", date_ms=phone.now_ms())
+        phone.receive_sms("(202) 555-0100", "thanks")
         with_reply = await handle.read_outgoing(**window)
     assert (1, ()) == (quiet.round_trips, quiet.incoming)
     assert 1 == with_reply.round_trips
@@ -99,14 +99,14 @@ async def test_stop_opts_out_and_every_later_send_is_refused_until_start(
     phone = await sms_phone()
     async with agent_for(phone) as agent:
         await agent.send("A-1", TO, "hello", wait=5)
-        phone.store.insert_incoming(TO, "  Stop ", date_ms=phone.now_ms())
+        phone.receive_sms(TO, "  Stop ")
         report = await agent.reconcile()
         assert 1 == report.replies_recorded
         refused = await agent.send("A-2", TO, "are you there", wait=5)
         other = await agent.send("B-1", OTHER, "hello other", wait=5)
         out = await _events(agent, "recipient.opted_out")
         refusals = await _events(agent, "action.refused")
-        phone.store.insert_incoming(TO, "START", date_ms=phone.now_ms())
+        phone.receive_sms(TO, "START")
         await agent.reconcile()
         again = await agent.send("A-2", TO, "are you there", wait=5)
         back = await _events(agent, "recipient.opted_in")

@@ -39,7 +39,7 @@ async def test_stop_refuses_send_and_resume_with_exit_9_until_removed(
         "--action-id", "R-1", "--wait", "5",
     )  # fmt: skip
     assert 0 == first.exit_code, first.output
-    phone.store.insert_incoming(RECIPIENT, "who is this?", date_ms=phone.now_ms())
+    phone.receive_sms(RECIPIENT, "who is this?")
     phone.store.insert_incoming(RECIPIENT, "STOP", date_ms=phone.now_ms() + 1)
     read = await cli(ledger_target, "reconcile", *phone_args)
     assert 0 == read.exit_code, read.output

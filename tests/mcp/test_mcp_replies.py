@@ -36,7 +36,7 @@ async def test_a_client_sees_its_own_replies_and_a_stop_refuses_its_next_send(
         first = structured(
             await as_alice.call_tool("send_sms", {**call, "action_id": "A-1", "body": "hi"})
         )
-        phone.store.insert_incoming(TO, "sure, see you", date_ms=phone.now_ms())
+        phone.receive_sms(TO, "sure, see you")
         phone.store.insert_incoming(TO, "STOP", date_ms=phone.now_ms() + 1)
         await as_alice.call_tool("reconcile", {"device": phone.serial})
         replies = structured(await as_alice.call_tool("get_replies", {"action_id": "A-1"}))
