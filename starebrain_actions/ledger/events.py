@@ -54,6 +54,38 @@ _COLUMNS: Final = (
 )
 
 
+def type_filter(types: Collection[str]) -> tuple[str, list[Any]]:
+    """``(clause, args)`` keeping events of ``types`` (exact, or ``family.*``; empty: all):
+    every value a parameter, never text of the query."""
+    if not types:
+        return "1 = 1", []
+    exact = [kind for kind in types if not kind.endswith(".*")]
+    families = [kind[:-1] for kind in types if kind.endswith(".*")]
+    parts: list[str] = []
+    args: list[Any] = []
+    if exact:
+        parts.append(f"type IN ({', '.join('?' for _ in exact)})")
+        args += exact
+    for family in families:
+        parts.append("substr(type, 1, ?) = ?")
+        args += [len(family), family]
+    return "(" + " OR ".join(parts) + ")", args
+
+
+def action_filter(action_id: str | None, owner: str | None) -> tuple[list[str], list[Any]]:
+    """``(clauses, args)`` keeping rows of one action and of one owner's actions (a client of
+    ``--clients``), for a table with an ``action_id`` column."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if action_id is not None:
+        clauses.append("action_id = ?")
+        args.append(action_id)
+    if owner is not None:
+        clauses.append("action_id IN (SELECT action_id FROM actions WHERE owner = ?)")
+        args.append(owner)
+    return clauses, args
+
+
 def read_events(
     db: sqlite3.Connection,
     *,
@@ -67,23 +99,12 @@ def read_events(
     empty; ``family.*`` for a family), of one action, of one owner's actions."""
     where = ["position > ?"]
     args: list[Any] = [after]
-    if types:
-        exact = [kind for kind in types if not kind.endswith(".*")]
-        families = [kind[:-1] for kind in types if kind.endswith(".*")]
-        parts = []
-        if exact:
-            parts.append(f"type IN ({', '.join('?' for _ in exact)})")
-            args += exact
-        for family in families:
-            parts.append("substr(type, 1, ?) = ?")
-            args += [len(family), family]
-        where.append("(" + " OR ".join(parts) + ")")
-    if action_id is not None:
-        where.append("action_id = ?")
-        args.append(action_id)
-    if owner is not None:
-        where.append("action_id IN (SELECT action_id FROM actions WHERE owner = ?)")
-        args.append(owner)
+    clause, more = type_filter(types)
+    where.append(clause)
+    args += more
+    owned, more = action_filter(action_id, owner)
+    where += owned
+    args += more
     rows = db.execute(
         f"SELECT {_COLUMNS} FROM events WHERE {' AND '.join(where)} ORDER BY position LIMIT ?",
         (*args, limit),
@@ -179,6 +200,8 @@ __all__ = [
     "PAGE_LIMIT",
     "EventReads",
     "LedgerEvent",
+    "action_filter",
     "check_types",
     "read_events",
+    "type_filter",
 ]

@@ -37,6 +37,7 @@ from starebrain_actions.core.replies import (
 )
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.events import action_filter
 from starebrain_actions.ledger.read import row_dict
 
 _log = get_logger("starebrain.ledger")
@@ -244,12 +245,9 @@ def read_replies(
 ) -> list[Reply]:
     where = ["reply_id > ?"]
     args: list[Any] = [after]
-    if action_id is not None:
-        where.append("action_id = ?")
-        args.append(action_id)
-    if owner is not None:
-        where.append("action_id IN (SELECT action_id FROM actions WHERE owner = ?)")
-        args.append(owner)
+    owned, more = action_filter(action_id, owner)
+    where += owned
+    args += more
     rows = db.execute(
         f"SELECT {_REPLY_COLUMNS} FROM replies WHERE {' AND '.join(where)}"
         " ORDER BY reply_id LIMIT ?",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -28,7 +28,7 @@ from starebrain_actions.core.convert import format_time, parse_time
 from starebrain_actions.core.events import check_types
 from starebrain_actions.core.exceptions import InvalidInput, NotFound
 from starebrain_actions.core.webhooks import check_url, new_endpoint_id, new_secret
-from starebrain_actions.ledger.events import EventReads
+from starebrain_actions.ledger.events import EventReads, type_filter
 from starebrain_actions.ledger.read import row_dict
 
 #: An endpoint's states.
@@ -138,24 +138,6 @@ def endpoint_from_row(row: Mapping[str, Any]) -> WebhookEndpoint:
         claimed_by=row["claimed_by"],
         claimed_until=_time(row["claimed_until"]),
     )
-
-
-def type_filter(types: Sequence[str]) -> tuple[str, list[Any]]:
-    """A SQL condition on ``events.type`` for ``types`` (families ``x.*`` too; empty: all),
-    and its arguments."""
-    if not types:
-        return "1 = 1", []
-    exact = [kind for kind in types if not kind.endswith(".*")]
-    families = [kind[:-1] for kind in types if kind.endswith(".*")]
-    parts: list[str] = []
-    args: list[Any] = []
-    if exact:
-        parts.append(f"type IN ({', '.join('?' for _ in exact)})")
-        args += exact
-    for family in families:
-        parts.append("substr(type, 1, ?) = ?")
-        args += [len(family), family]
-    return "(" + " OR ".join(parts) + ")", args
 
 
 def _one(db: sqlite3.Connection, endpoint_id: str) -> WebhookEndpoint:
