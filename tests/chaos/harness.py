@@ -1183,9 +1183,33 @@ class ChaosRun:
         self._tasks.add(task)
         return task
 
+    async def _keep_framework_codes(self) -> None:
+        """The premise of "both send paths run": each phone's framework codes are read and
+        kept in the ledger before the chaos, with time to spare. A reading cut short (a
+        loaded machine: the jar's pull timed out) is kept with an hour to retry after, so
+        ``auto`` rightly sent everything through the app, and the run proved nothing of the
+        framework path (red once in a full run: ``framework_sends`` 0)."""
+        from android_bridge import Device
+        from starebrain_actions.ledger.store import Ledger
+        from starebrain_actions.phone.send_path import build_codes
+
+        async with Ledger.open(self.db) as ledger:
+            for rig in self.rigs:
+                device = await Device.connect(
+                    rig.phone.serial, key_path=self.key, command_timeout_s=60.0
+                )
+                try:
+                    codes = await build_codes(ledger, device)
+                finally:
+                    await device.close()
+                if self._framework_jar(rig.index) == "aosp":
+                    assert codes.send_text is not None, codes.reason
+
     async def _run(self) -> ChaosReport:
         config = self.config
         ledger = config.agent in LEDGER_AGENTS
+        if ledger:
+            await self._keep_framework_codes()
         self.say(
             f"{config.agent} agent: {len(self.actions)} actions ({config.twins} twin pairs),"
             f" {config.phones} phone(s), {config.workers} senders, seed {config.seed}"
