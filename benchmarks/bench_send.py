@@ -257,6 +257,7 @@ async def api_sends(
                 assert outcome.status.value == "SUCCEEDED", outcome.status
             recorded = len(await agent.replies()) if replies else 0
     return {
+        "sends": sends,
         "replies": recorded,
         "median": statistics.median(timings),
         "p99": _p99(timings),
@@ -373,7 +374,10 @@ async def _measure(quick: bool, sends: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         results["empty"] = await api_sends(root, "empty", count, 0)
-        results["replies"] = await api_sends(root, "replies", count, 0, replies=True)
+        # round trips are counted, not timed: a few sends show them (5 in --quick)
+        results["replies"] = await api_sends(
+            root, "replies", 5 if quick else count, 0, replies=True
+        )
         if not quick:
             results["large"] = await api_sends(root, "large", count, LARGE)
             # the framework path: SmsUsageMonitor holds the 31st send of a minute
@@ -453,7 +457,7 @@ def _rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             f" {empty['round_trips']}, mean {empty['mean_round_trips']:.2f}",
             "target": "no more round trips than without replies",
             "met": answered["round_trips"] <= empty["round_trips"]
-            and answered["replies"] == results["sends"],
+            and answered["replies"] == answered["sends"],
         }
     )
     rows.append(

@@ -342,3 +342,37 @@ async def test_a_cleared_fence_folder_costs_the_queue_no_budget(
     await asyncio.wait_for(running, 30)
     assert set(settled.values()) == DONE, events
     assert sent_once([phone], later) == dict.fromkeys(later, 1)
+
+
+async def test_a_worker_never_sends_to_a_number_that_opted_out(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]], db_path: str, adb_key_path: Path
+) -> None:
+    """STOP binds the worker too (issue 34): with the recipient opted out, a queued action to
+    it is refused by the gate in the worker's receipt transaction (rule opted_out, the event
+    action.refused) and nothing reaches the phone, while the queue's other number is sent."""
+    phone = await sms_phone()
+    other = "+12025550199"
+    async with Ledger.open(db_path) as ledger:
+        await ledger.change_opt_out(TO, "opt_out", actor="ana", reason="asked by phone")
+        await ledger.enqueue("Q-stop", SmsIntent(recipient=TO, body="Q-stop"), FAST)
+        await ledger.enqueue("Q-other", SmsIntent(recipient=other, body="Q-other"), FAST)
+    worker, _events = worker_for(db_path, [phone], adb_key_path)
+    running = asyncio.create_task(worker.run())
+    try:
+        settled = await until_settled(db_path, ["Q-other"])
+        async with Ledger.open(db_path) as ledger:
+            for _ in range(300):  # until the worker has judged Q-stop
+                refusals = await ledger.events(types=["action.refused"], action_id="Q-stop")
+                if refusals:
+                    break
+                await asyncio.sleep(0.05)
+            stopped = await ledger.summary("Q-stop")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    assert {"Q-other": Status.SUCCEEDED} == settled
+    assert refusals and "opted_out" == refusals[0].data["evidence"]["rule"]
+    assert stopped.action.gate is not None and "opted_out" == stopped.action.gate["rule"]
+    assert not stopped.attempts
+    assert [] == sent_rows(phone, TO, "Q-stop")
+    assert 1 == len(sent_rows(phone, other, "Q-other"))

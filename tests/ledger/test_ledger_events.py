@@ -82,11 +82,11 @@ async def _check_against_history(ledger: Ledger) -> int:
 
 
 async def test_nothing_is_missing_after_kill_9_at_any_moment(ledger_target: str) -> None:
-    """Writers are killed (SIGKILL) at random moments, three times, two at once; the ledger
-    they leave has an event for every change and a change for every event."""
+    """Writers are killed (SIGKILL) at random moments, twice, two at once; the ledger they
+    leave has an event for every change and a change for every event."""
     rng = random.Random(34)
     async with Ledger.open(ledger_target) as ledger:
-        for round_ in range(3):
+        for round_ in range(2):
             before = await _history_rows(ledger)
             writers = [_writer(ledger_target, f"{round_}{n}", 400) for n in range(2)]
             try:
@@ -101,7 +101,7 @@ async def test_nothing_is_missing_after_kill_9_at_any_moment(ledger_target: str)
                     writer.wait()
             assert await _history_rows(ledger) > before
             count = await _check_against_history(ledger)
-        assert count > 3 * 10
+        assert count > 2 * 10
 
 
 async def test_a_cursor_never_passes_an_event_committed_later(ledger_target: str) -> None:
@@ -110,7 +110,7 @@ async def test_a_cursor_never_passes_an_event_committed_later(ledger_target: str
     writer's commit must not be passed over)."""
     async with Ledger.open(ledger_target) as ledger:
         seen: list[Any] = []
-        writers = [_writer(ledger_target, f"c{n}", 40) for n in range(2)]
+        writers = [_writer(ledger_target, f"c{n}", 25) for n in range(2)]
         try:
             cursor = 0
             for _ in range(3000):
@@ -127,7 +127,7 @@ async def test_a_cursor_never_passes_an_event_committed_later(ledger_target: str
         assert all(writer.returncode == 0 for writer in writers)
         everything = await ledger.events(after=0, limit=1000)
     assert [event.event_id for event in everything] == [event.event_id for event in seen]
-    assert 2 * 40 * 5 < len(seen)
+    assert 2 * 25 * 5 < len(seen)
 
 
 async def test_events_are_append_only(ledger_target: str) -> None:
