@@ -161,6 +161,14 @@ async def test_workers_killed_raced_and_moved_send_each_message_once(
             await phones[3].stop()
             d = await WorkerProcess.start("D", url, adb_key_path, [spare], log)
             workers.append(d)
+            # more work once D is ready: the first batch may be gone by then (a worker's
+            # start-up is seconds on a loaded machine), and the spread asserted below needs
+            # the added phone to find some; each other phone takes one at a time, so twelve
+            # cannot all go before D's next look at the queue (0.5 s)
+            await d.seen("phone_ready")
+            late = [f"late-{n:02d}" for n in range(12)]
+            await queue_all(url, late)
+            ids += late
             await asyncio.sleep(2.0)
             await phones[3].start()
 
