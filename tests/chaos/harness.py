@@ -221,6 +221,12 @@ class ChaosConfig:
         Fault.APP_TIMEOUT,
         Fault.MMS_NETWORK_TIMEOUT,
     )
+    #: deal the send faults of ``first_faults`` between the phones (phone i arms every
+    #: ``phones``-th of them first, the others after its seeded order) instead of arming them
+    #: all first on every phone: a run with few sends (worker mode: one per queued action)
+    #: then still meets as many kinds of send fault as it did before them (the long-text
+    #: ones take no send from the others and stay first everywhere)
+    deal_first_faults: bool = False
     #: an MMS that never gets its network turns FAILED this long after the send
     #: (``mms-network-timeout``: about 50 minutes on a phone; never settled by time anyway)
     mms_fail_after_s: float = 3.0
@@ -369,12 +375,19 @@ def plan_queue(config: ChaosConfig, actions: Sequence[ActionSpec]) -> tuple[list
 
 
 def fault_order(config: ChaosConfig, phone: int) -> list[Fault]:
-    """Every fault of the simulator in a seeded order, ``config.first_faults`` first; each
-    phone starts elsewhere in the rest, so that two phones together meet every fault early."""
+    """Every fault of the simulator in a seeded order, ``config.first_faults`` first (or, with
+    ``deal_first_faults``, the send faults among them dealt between the phones); each phone
+    starts elsewhere in the rest, so that two phones together meet every fault early."""
     order = [fault for fault in Fault if fault not in config.first_faults]
     random.Random(f"{config.seed}:faults").shuffle(order)
     shift = phone * len(order) // config.phones
-    return [*config.first_faults, *order[shift:], *order[:shift]]
+    rest = [*order[shift:], *order[:shift]]
+    if not config.deal_first_faults:
+        return [*config.first_faults, *rest]
+    everywhere = [fault for fault in config.first_faults if fault in LONG_TEXT_FAULTS]
+    dealt = [fault for fault in config.first_faults if fault not in LONG_TEXT_FAULTS]
+    mine = dealt[phone % config.phones :: config.phones]
+    return [*everywhere, *mine, *rest, *(fault for fault in dealt if fault not in mine)]
 
 
 # --------------------------------------------------------------------------- ground truth
