@@ -173,6 +173,25 @@ def open_ledger(
     return Ledger.open(path, read_only=read_only, create=create)
 
 
+@contextmanager
+def stop_on_signals() -> Iterator[Any]:
+    """An ``asyncio.Event`` set by SIGTERM or SIGINT while the block runs (in a running event
+    loop), for the commands that keep going until told to stop (``events --follow``,
+    ``deliver --follow``); the signals' handlers are given back afterwards."""
+    import asyncio
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        yield stop
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
 def operator_name(given: str | None) -> str:
     """Who rules, grants or approves: ``--operator``, else ``$USER``, else the login name.
 

@@ -9,16 +9,23 @@ JSON object per line (JSON lines), the same object webhooks carry.
 
 from __future__ import annotations
 
-import json
-import signal
+import contextlib
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from starebrain_actions.cli.context import ledger_path, open_ledger, run, settings_of
+from starebrain_actions.cli.context import (
+    ledger_path,
+    open_ledger,
+    run,
+    settings_of,
+    stop_on_signals,
+)
+from starebrain_actions.cli.db import is_url
 from starebrain_actions.cli.options import json_option, show_private_option
+from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import values as _render_values
 from starebrain_actions.render.sanitize import clean_text
 
@@ -131,61 +138,42 @@ async def _show(
 
     # PostgreSQL numbers events as a reader asks (a write): open it for writing there;
     # a SQLite file is only read
-    read_only = not str(path).startswith(("postgresql:", "postgres:"))
-    async with open_ledger(path, read_only=read_only, create=False) as ledger:
+    async with open_ledger(path, read_only=not is_url(str(path)), create=False) as ledger:
         if after is None:
             newest = await ledger.last_event_position()
             shown = DEFAULT_LAST if limit is None else limit
             after = 0 if shown == 0 else max(0, newest - shown)
             limit = None if follow else shown
-        left = limit if limit else None
         cursor = after
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        if follow:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
+
+        async def stream() -> None:
+            nonlocal cursor
+            printed = 0
+            async for event in ledger.follow_events(
+                after=after, types=types, action_id=action_id, poll_s=poll, follow=follow
+            ):
+                printer.event(event)
+                cursor = event.position
+                printed += 1
+                if limit and printed >= limit:
+                    return
+
         printer.header()
-        try:
-            while True:
-                page = await ledger.events(
-                    after=cursor,
-                    limit=min(1000, left) if left else 1000,
-                    types=types,
-                    action_id=action_id,
-                )
-                for event in page:
-                    printer.event(event)
-                    cursor = event.position
-                if left is not None:
-                    left -= len(page)
-                    if left <= 0:
-                        return
-                if len(page) == 1000:
-                    continue
-                if not follow:
-                    return
-                if await _stopped(stop, poll):
-                    print(
-                        f"stopped; resume with: starebrain events --after {cursor} --follow",
-                        file=sys.stderr,
-                    )
-                    return
-        finally:
-            if follow:
-                for signum in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(signum)
-
-
-async def _stopped(stop: Any, poll: float) -> bool:
-    """Wait ``poll`` seconds, or less if told to stop; True when told to stop."""
-    import asyncio
-
-    try:
-        await asyncio.wait_for(stop.wait(), timeout=poll)
-    except TimeoutError:
-        return False
-    return True
+        if not follow:
+            await stream()
+            return
+        with stop_on_signals() as stop:
+            streaming = asyncio.ensure_future(stream())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({streaming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if streaming.done():
+                streaming.result()  # ended by its --limit, or raised
+                return
+            streaming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await streaming
+        print(f"stopped; resume with: starebrain events --after {cursor} --follow", file=sys.stderr)
 
 
 class _Printer:
@@ -202,7 +190,7 @@ class _Printer:
     def event(self, event: LedgerEvent) -> None:
         shown = _render_values.event_data(event, show_private=self.show_private)
         if self.as_json:
-            click.echo(json_line(shown))
+            click.echo(_render_json.json_line(shown))
         else:
             click.echo(
                 clean_text(
@@ -211,15 +199,6 @@ class _Printer:
                 )
             )
         sys.stdout.flush()
-
-
-def json_line(data: Mapping[str, Any]) -> str:
-    """``data`` as one line of compact, key-sorted JSON; characters a terminal could act on
-    are ``\\u`` escapes (the decoded data is unchanged)."""
-    from starebrain_actions.render.json_output import _JSON_UNSAFE
-
-    text = json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def describe(shown: Mapping[str, Any]) -> str:

@@ -4,6 +4,7 @@ which the policy gate reads on every path (rule ``opted_out``; docs/replies.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -136,14 +137,27 @@ def _change(
         click.echo(f"{data['number']} was already {state} (since {data['at']}); nothing written")
 
 
+def _change_options(function: Callable[..., None]) -> Callable[..., None]:
+    """The arguments and options ``optouts add`` and ``optouts remove`` share."""
+    for decorate in reversed(
+        (
+            click.argument("number"),
+            reason_option(more_help=" Required."),
+            operator_option(),
+            click.option(
+                "--region", default=None, help="Read a national NUMBER in this region (e.g. US)."
+            ),
+            json_option,
+            show_private_option(),
+            click.pass_context,
+        )
+    ):
+        function = decorate(function)
+    return function
+
+
 @optouts_command.command("add")
-@click.argument("number")
-@reason_option(more_help=" Required.")
-@operator_option()
-@click.option("--region", default=None, help="Read a national NUMBER in this region (e.g. US).")
-@json_option
-@show_private_option()
-@click.pass_context
+@_change_options
 def add_command(
     ctx: click.Context,
     number: str,
@@ -159,13 +173,7 @@ def add_command(
 
 
 @optouts_command.command("remove")
-@click.argument("number")
-@reason_option(more_help=" Required.")
-@operator_option()
-@click.option("--region", default=None, help="Read a national NUMBER in this region (e.g. US).")
-@json_option
-@show_private_option()
-@click.pass_context
+@_change_options
 def remove_command(
     ctx: click.Context,
     number: str,

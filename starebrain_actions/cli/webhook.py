@@ -9,7 +9,6 @@ the endpoint did not answer 2xx, (``deliver``) a try failed or an endpoint was t
 
 from __future__ import annotations
 
-import signal
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ from starebrain_actions.cli.context import (
     open_ledger,
     run,
     settings_of,
+    stop_on_signals,
 )
 from starebrain_actions.cli.options import Seconds, json_option
 
@@ -329,8 +329,6 @@ def deliver_command(
     shown = _Shown(as_json=as_json)
 
     async def work() -> DeliveryPass:
-        import asyncio
-
         from starebrain_actions.orchestration.webhooks import DeliveryPass, WebhookDeliverer
 
         async with open_ledger(path, create=False) as ledger, WebhookDeliverer(ledger) as sender:
@@ -338,15 +336,8 @@ def deliver_command(
                 done = await (sender.deliver_due() if once else sender.drain())
                 shown.show(done)
                 return done
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
-            try:
+            with stop_on_signals() as stop:
                 await sender.follow(stop, poll_s=poll, on_pass=shown.show)
-            finally:
-                for signum in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(signum)
             return DeliveryPass()
 
     done = run(work())
@@ -360,11 +351,11 @@ class _Shown:
         self.as_json = as_json
 
     def show(self, done: DeliveryPass) -> None:
-        import json
+        from starebrain_actions.render.json_output import json_line
 
         for result in done.results:
             if self.as_json:
-                click.echo(json.dumps(result.data(), sort_keys=True))
+                click.echo(json_line(result.data()))
                 continue
             at = datetime.now(UTC).strftime("%H:%M:%S")
             what = f"HTTP {result.status}" if result.delivered else f"failed: {result.error}"

@@ -1,7 +1,7 @@
-"""The ledger's events as data: their types, one event, the command that answers one.
+"""The ledger's events as data: their types and one event.
 
 The ledger writes them (``ledger/events.py``); the render layer shows them
-(``render/values.event_data``). Pure: no I/O.
+(``render/values.event_data``, with the command that answers it). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -65,23 +65,6 @@ class LedgerEvent:
     history_sequence: int | None
     #: what changed, JSON-able
     data: Mapping[str, Any]
-
-
-def answering_command(event: LedgerEvent) -> str | None:
-    """The command that answers an event a person must act on (None: none)."""
-    action = event.action_id
-    if action is None:
-        return None
-    if event.type == "action.failed":
-        return f"starebrain retry {action} --reason TEXT"
-    if event.type != "action.needs_person":
-        return None
-    evidence = event.data.get("evidence")
-    if event.data.get("event") == "policy_verdict" and isinstance(evidence, Mapping):
-        return f"starebrain approve {action} --reason TEXT"
-    if event.data.get("review_reason") in ("MISMATCH", "DUPLICATE"):
-        return f"starebrain review {action}"
-    return f"starebrain resolve {action} --as sent|not-sent --reason TEXT"
 
 
 def check_types(types: Collection[str]) -> tuple[str, ...]:

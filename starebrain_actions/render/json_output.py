@@ -38,7 +38,17 @@ def versioned(data: Any) -> Any:
 def json_text(data: Any) -> str:
     """``data`` as indented, key-sorted JSON; characters a terminal could act on are
     ``\\u`` escapes (the decoded data is unchanged)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return _escaped(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+
+
+def json_line(data: Any) -> str:
+    """``data`` as one line of compact, key-sorted JSON (JSON lines: ``events --json``,
+    ``deliver --json``); characters a terminal could act on are ``\\u`` escapes (the decoded
+    data is unchanged)."""
+    return _escaped(json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
+def _escaped(text: str) -> str:
     return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 

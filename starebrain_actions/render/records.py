@@ -4,7 +4,6 @@ held phones and the actions waiting for approval."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -18,6 +17,9 @@ from starebrain_actions.core.model import (
     PhoneHold,
 )
 from starebrain_actions.render.output import Output, stream_table
+from starebrain_actions.render.values import APPROVE_COMMAND as APPROVE_COMMAND
+from starebrain_actions.render.values import DENY_COMMAND as DENY_COMMAND
+from starebrain_actions.render.values import approval_commands as approval_commands
 from starebrain_actions.render.values import (
     attempts_text,
     body_text,
@@ -280,22 +282,6 @@ def render_holds(out: Output, holds: Sequence[PhoneHold], *, now: datetime) -> N
         " row, voided from 'void from' if its script never ran, or moved to review at"
         " 'review at', which frees the phone"
     )
-
-
-#: What a person runs on an action the policy gate holds for approval (``ID``: its id): the
-#: first lets it go, the second stops it for good. ``review`` and the nightly report name
-#: the same two.
-APPROVE_COMMAND: Final = "starebrain approve ID"
-DENY_COMMAND: Final = "starebrain deny ID --reason TEXT"
-
-
-def approval_commands(action_id: str) -> tuple[str, str]:
-    """``APPROVE_COMMAND`` and ``DENY_COMMAND`` for one action, ready to paste: its id quoted
-    for a POSIX shell, behind ``--`` when it starts with ``-`` (else read as an option)."""
-    shown = shlex.quote(action_id)
-    if action_id.startswith("-"):
-        return f"starebrain approve -- {shown}", f"starebrain deny --reason TEXT -- {shown}"
-    return f"starebrain approve {shown}", f"starebrain deny {shown} --reason TEXT"
 
 
 def held_rule(action: Action) -> str:

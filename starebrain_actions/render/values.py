@@ -6,13 +6,14 @@ place in the queue), and the JSON shapes of summaries, history, holds and gate v
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.convert import age, format_time, to_jsonable
-from starebrain_actions.core.events import LedgerEvent, answering_command
+from starebrain_actions.core.events import LedgerEvent
 from starebrain_actions.core.model import (
     ActionSummary,
     HistoryEntry,
@@ -293,6 +294,42 @@ def status_counts_text(counts: Mapping[Status, int] | Mapping[str, int]) -> str:
     lookup = {str(key): value for key, value in counts.items()}
     parts = [f"{status.value}={lookup[status.value]}" for status in Status if lookup.get(status)]
     return " ".join(parts) or "none"
+
+
+#: What a person runs on an action the policy gate holds for approval (``ID``: its id): the
+#: first lets it go, the second stops it for good. ``review`` and the nightly report name
+#: the same two.
+APPROVE_COMMAND: Final = "starebrain approve ID"
+DENY_COMMAND: Final = "starebrain deny ID --reason TEXT"
+
+
+def approval_commands(action_id: str) -> tuple[str, str]:
+    """``APPROVE_COMMAND`` and ``DENY_COMMAND`` for one action, ready to paste: its id quoted
+    for a POSIX shell, behind ``--`` when it starts with ``-`` (else read as an option)."""
+    shown = shlex.quote(action_id)
+    if action_id.startswith("-"):
+        return f"starebrain approve -- {shown}", f"starebrain deny --reason TEXT -- {shown}"
+    return f"starebrain approve {shown}", f"starebrain deny {shown} --reason TEXT"
+
+
+def answering_command(event: LedgerEvent) -> str | None:
+    """The command that answers an event a person must act on, its action's id ready to
+    paste (None: none): ``action.failed`` is granted more attempts, a hold for approval is
+    approved (``approval_commands``), a review is ruled on, a MISMATCH or DUPLICATE is
+    looked at."""
+    action = event.action_id
+    if action is None or event.type not in ("action.failed", "action.needs_person"):
+        return None
+    if event.type == "action.needs_person" and event.data.get("event") == "policy_verdict":
+        return approval_commands(action)[0]
+    shown = shlex.quote(action) if not action.startswith("-") else f"-- {shlex.quote(action)}"
+    if event.type == "action.failed":
+        return f"starebrain retry {shown} --reason TEXT"
+    if event.data.get("review_reason") in ("MISMATCH", "DUPLICATE"):
+        # something went out that a person should see; nothing to rule on (`review` takes
+        # no id: it lists every action waiting)
+        return f"starebrain status {shown}"
+    return f"starebrain resolve {shown} --as sent|not-sent --reason TEXT"
 
 
 def event_data(event: LedgerEvent, *, show_private: bool) -> dict[str, Any]:

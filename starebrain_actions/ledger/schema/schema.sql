@@ -459,27 +459,16 @@ BEGIN
         LEFT JOIN attempts AS a ON a.dispatch_id = NEW.dispatch_id
         LEFT JOIN actions AS x ON x.action_id = NEW.action_id
     );
+    -- the same change's action.succeeded, with the same data
     INSERT INTO events (event_id, type, action_id, dispatch_id, device, history_sequence, at,
                         data_json)
-    SELECT 'evt_' || lower(hex(randomblob(12))), 'action.succeeded', NEW.action_id,
-           nullif(NEW.dispatch_id, ''), a.device, NEW.sequence, NEW.at,
-           json_object(
-               'event', NEW.event,
-               'actor', NEW.actor,
-               'attempt', a.attempt,
-               'delivery', NEW.to_delivery,
-               'acceptance', NEW.to_acceptance,
-               'review_reason', a.review_reason,
-               'error', a.last_error,
-               'pool', x.pool,
-               'owner', x.owner,
-               'evidence', json(NEW.evidence_json)
-           )
-    FROM attempts AS a JOIN actions AS x ON x.action_id = a.action_id
-    WHERE a.dispatch_id = NEW.dispatch_id
+    SELECT 'evt_' || lower(hex(randomblob(12))), 'action.succeeded', action_id, dispatch_id,
+           device, history_sequence, at, data_json
+    FROM events
+    WHERE history_sequence = NEW.sequence AND dispatch_id IS NOT NULL
       AND NEW.event IN ('confirm', 'resolve_sent')
       AND NEW.to_acceptance = 'ACCEPTED' AND NEW.from_acceptance IS NOT 'ACCEPTED'
-      AND a.review_reason IS NULL;
+      AND json_extract(data_json, '$.review_reason') IS NULL;
 END;
 
 CREATE TRIGGER history_no_delete BEFORE DELETE ON history
