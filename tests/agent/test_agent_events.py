@@ -80,7 +80,7 @@ async def test_a_follower_sees_new_events_as_they_are_committed(
     sms_phone: Any, agent_for: Any
 ) -> None:
     """``SmsAgent.events`` (``Ledger.follow_events``) waits for new events and yields them
-    in order."""
+    in order: a send made once the follower has read everything before it still reaches it."""
     phone = await sms_phone()
     async with agent_for(phone) as agent:
         seen: list[LedgerEvent] = []
@@ -88,12 +88,20 @@ async def test_a_follower_sees_new_events_as_they_are_committed(
         async def follow() -> None:
             async for event in agent.events(poll_s=0.05):
                 seen.append(event)
-                if event.type == "action.succeeded":
+                if (event.action_id, event.type) == ("A-10", "action.succeeded"):
                     return
 
+        def has(action_id: str) -> bool:
+            return any((e.action_id, e.type) == (action_id, "action.succeeded") for e in seen)
+
         follower = asyncio.create_task(follow())
-        await asyncio.sleep(0.1)
         await agent.send("A-9", TO, BODY, wait=5)
+        for _ in range(500):  # the follower has read A-9's events: A-10's come after
+            if has("A-9"):
+                break
+            await asyncio.sleep(0.02)
+        assert has("A-9")
+        await agent.send("A-10", TO, "Your code is 1010", wait=5)
         await asyncio.wait_for(follower, 10)
     assert "action.created" == seen[0].type
     assert [event.position for event in seen] == sorted(event.position for event in seen)
@@ -108,12 +116,16 @@ async def test_a_locked_phone_and_an_outage_are_phone_events_not_failures(
     phone = await sms_phone(screen="locked")
     async with agent_for(phone, connect_timeout_s=0.5) as agent:
 
-        async def unlock_later() -> None:
-            await asyncio.sleep(0.6)
+        async def unlock_once_refused() -> None:
+            # the owner unlocks once a send has met the keyguard, whatever the load
+            for _ in range(2000):
+                if await agent.ledger.events(types=["phone.not_ready"]):
+                    break
+                await asyncio.sleep(0.01)
             phone.screen = "on"
 
-        unlocking = asyncio.create_task(unlock_later())
-        locked = await agent.send("A-1", TO, "after the unlock", wait=20)
+        unlocking = asyncio.create_task(unlock_once_refused())
+        locked = await agent.send("A-1", TO, "after the unlock", wait=30)
         await unlocking
         await agent.phone.fence_epoch()
         phone.disable_tcpip()

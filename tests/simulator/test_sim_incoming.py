@@ -36,8 +36,9 @@ async def test_an_incoming_sms_is_an_unread_inbox_row_in_the_senders_thread(
 ) -> None:
     """type 1, read 0, seen 0, the sender's conversation (the one our sent message is in),
     date the phone's clock, date_sent the SC time stamp in whole seconds and not after it,
-    the first SIM, and creator the default SMS app (InboundSmsHandler hands the PDUs to it;
-    SmsProvider.insert stamps its package)."""
+    the first SIM, and creator the default SMS app (InboundSmsHandler hands the PDUs to it:
+    frameworks/opt/telephony android-10.0.0_r46 and 11.0.0_r46, as merged into LineageOS;
+    SmsProvider.insert stamps its package: TelephonyProvider android-10.0.0_r30, 15.0.0_r1)."""
     sent = phone.store.insert_outgoing(SENDER, "Your code is 4821", date_ms=phone.now_ms())
     before = phone.now_ms()
     row_id = phone.receive_sms(SENDER, "STOP")
@@ -66,8 +67,9 @@ async def test_the_conversation_takes_the_snippet_count_and_unread_flag(
     phone: SimulatedPhone,
 ) -> None:
     """The provider's triggers (MmsSmsDatabaseHelper sms_update_thread_on_insert and
-    sms_update_thread_read_on_update): snippet is the new body, message_count counts it,
-    the thread is unread until the row is read, and its date is whole seconds."""
+    sms_update_thread_read_on_update, the same at TelephonyProvider android-10.0.0_r30 and
+    15.0.0_r1): snippet is the new body, message_count counts it, the thread is unread
+    until the row is read, and its date is whole seconds."""
     phone.store.insert_outgoing(SENDER, "hello", date_ms=phone.now_ms())
     row_id = phone.receive_sms(SENDER, "who is this?")
     assert row_id is not None
@@ -86,8 +88,9 @@ async def test_a_national_sender_is_kept_and_gets_its_own_conversation(
     phone: SimulatedPhone,
 ) -> None:
     """The address is the PDU's originating address as the network delivered it: a national
-    number stays one, and (MmsSmsProvider.getThreadId matching addresses as given) it is a
-    conversation of its own beside the +1 form."""
+    number stays one, and (MmsSmsProvider.getThreadId matching addresses as given,
+    TelephonyProvider android-10.0.0_r30 to 15.0.0_r1) it is a conversation of its own
+    beside the +1 form."""
     international = phone.receive_sms(SENDER, "one")
     national = phone.receive_sms("2025550143", "two")
     assert international is not None and national is not None
@@ -99,7 +102,8 @@ async def test_a_national_sender_is_kept_and_gets_its_own_conversation(
 
 async def test_a_long_text_is_one_row_with_the_whole_body(phone: SimulatedPhone) -> None:
     """A text of several parts is one row holding every part, written once all are in
-    (InboundSmsHandler.processMessagePart waits in the raw table for the last part)."""
+    (InboundSmsHandler.processMessagePart waits in the raw table for the last part:
+    frameworks/opt/telephony android-10.0.0_r46 to 14.0.0_r50, lineage-22.0 for 15)."""
     body = "Please stop texting me. " * 20  # 480 GSM characters: 4 parts
     row_id = phone.receive_sms(SENDER, body)
     assert [body] == [row.body for row in phone.store.rows()]
@@ -109,7 +113,9 @@ async def test_a_long_text_is_one_row_with_the_whole_body(phone: SimulatedPhone)
 async def test_the_sc_time_stamp_given_is_kept_and_must_be_whole_seconds(
     phone: SimulatedPhone,
 ) -> None:
-    """``date_sent_ms`` is the PDU's TP-SCTS: kept as given, refused below a second."""
+    """``date_sent_ms`` is the PDU's TP-SCTS: kept as given, refused below a second (3GPP TS
+    23.040 9.2.3.11; SmsMessage.PduParser.getSCTimestampMillis, read only at aosp-mirror
+    main, commit 052ac3d, not at a release tag)."""
     row_id = phone.receive_sms(SENDER, "late", date_sent_ms=1_700_000_000_000)
     assert row_id is not None
     row = phone.store.row(row_id)
@@ -122,7 +128,9 @@ async def test_a_phone_clock_behind_dates_the_row_before_it_was_sent(
     phone_factory: PhoneFactory,
 ) -> None:
     """``date`` is the phone's clock, ``date_sent`` the network's: a phone whose clock is a
-    minute behind writes a row received before it was sent, as a real one does."""
+    minute behind writes a row received before it was sent, as a real one does (AOSP
+    Messaging SmsReceiver.deliverSmsMessages and MmsUtils.getMessageDate, LineageOS
+    lineage-22.0)."""
     phone = await phone_factory(clock_skew_ms=-60_000)
     row_id = phone.receive_sms(SENDER, "skewed")
     assert row_id is not None
@@ -133,7 +141,8 @@ async def test_a_phone_clock_behind_dates_the_row_before_it_was_sent(
 
 async def test_the_sim_is_one_of_the_phones(phone_factory: PhoneFactory) -> None:
     """sub_id is the SIM the SMS came in on: the first by default, another if named, and
-    never one the phone does not have."""
+    never one the phone does not have (InboundSmsHandler putPhoneIdAndSubIdExtra,
+    frameworks/opt/telephony android-10.0.0_r46 to 14.0.0_r50)."""
     phone = await phone_factory(sim_sub_ids=(3, 4))
     first, second = phone.receive_sms(SENDER, "a"), phone.receive_sms(SENDER, "b", sub_id=4)
     assert [3, 4] == [row.sub_id for row in phone.store.rows()]
@@ -148,7 +157,8 @@ async def test_an_app_writing_no_error_code_leaves_the_releases_default(
 ) -> None:
     """The framework's values (InboundSmsHandler.parseSmsMessage) carry no error_code, so a
     closed app assumed to write them gets the column's default: 0 on a database made on 10,
-    NO_ERROR_CODE -1 from 11 (MmsSmsDatabaseHelper)."""
+    NO_ERROR_CODE -1 from 11 (InboundSmsHandler android-10.0.0_r46 and 11.0.0_r46;
+    MmsSmsDatabaseHelper, TelephonyProvider android-10.0.0_r30 and 15.0.0_r1)."""
     phone = await phone_factory(android=android)
     phone.receive_sms(SENDER, "hi")
     assert [error_code] == [row.error_code for row in phone.store.rows()]
@@ -158,7 +168,8 @@ async def test_aosp_messaging_marks_it_seen_and_read_when_the_conversation_is_op
     phone_factory: PhoneFactory,
 ) -> None:
     """AOSP Messaging (ReceiveSmsMessageAction) writes seen 1 always, read 1 only when the
-    sender's conversation is the one on screen, and error_code -1; creator is its package."""
+    sender's conversation is the one on screen, and error_code -1; creator is its package
+    (packages/apps/Messaging as LineageOS keeps it, lineage-22.0: read there only)."""
     phone = await phone_factory(app="aosp")
     unread = phone.receive_sms(SENDER, "first")
     phone.open_compose(SENDER, "")
@@ -178,8 +189,8 @@ async def test_an_sms_received_while_locked_lands_at_the_unlock(
     phone_factory: PhoneFactory,
 ) -> None:
     """Before the first unlock the parts wait in the raw table
-    (processMessagePartWithUserLocked): no row, until the user unlocks and the app writes
-    it, dated then."""
+    (processMessagePartWithUserLocked, frameworks/opt/telephony android-10.0.0_r46 to
+    14.0.0_r50): no row, until the user unlocks and the app writes it, dated then."""
     phone = await phone_factory()
     await phone.reboot()
     assert not phone.user_unlocked
@@ -197,7 +208,8 @@ async def test_the_shell_and_root_see_inbox_rows(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, root: bool
 ) -> None:
     """Inbox rows are in the restricted view (sms_restricted: types 1 and 2) that the shell
-    user and root read, beside sent rows; a failed row is not."""
+    user and root read, beside sent rows; a failed row is not (ProviderUtil.isAccessRestricted,
+    SmsProvider.query, TelephonyProvider android-10.0.0_r30 and 15.0.0_r1)."""
     phone = await phone_factory(root=root)
     phone.store.insert_outgoing(SENDER, "Your code is 4821", date_ms=phone.now_ms(), message_type=2)
     phone.store.insert_outgoing(SENDER, "failed", date_ms=phone.now_ms(), message_type=5)
@@ -213,8 +225,8 @@ async def test_the_subscription_filter_applies_to_inbox_rows(
     phone_factory: PhoneFactory, adb_signer: PythonRSASigner, android: int, visible: bool
 ) -> None:
     """From 14 an inbox row of a subscription the user does not have is hidden as a sent
-    row is (ProviderUtil.getSelectionBySubIds); 10 to 13 show it. Rows of both SIMs of a
-    dual-SIM phone are shown."""
+    row is (ProviderUtil.getSelectionBySubIds, TelephonyProvider android-14.0.0_r1 and
+    15.0.0_r1); 10 to 13 show it. Rows of both SIMs of a dual-SIM phone are shown."""
     phone = await phone_factory(android=android, sim_sub_ids=(1, 2))
     phone.receive_sms(SENDER, "on one")
     phone.receive_sms(SENDER, "on two", sub_id=2)
@@ -232,7 +244,8 @@ async def test_the_subscription_filter_applies_to_inbox_rows(
 async def test_inbox_uri_shows_the_received_row(
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
-    """``content://sms/inbox`` shows the row with the columns the app wrote."""
+    """``content://sms/inbox`` shows the row with the columns the app wrote (SmsProvider's
+    inbox URI, TelephonyProvider android-10.0.0_r30 and 15.0.0_r1)."""
     phone.receive_sms(SENDER, "Reply, x=1\nRow: 9 fake")
     printed = await shell(
         phone,

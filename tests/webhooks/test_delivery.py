@@ -214,7 +214,7 @@ async def test_a_deliverer_lost_between_the_answer_and_its_record_means_one_repe
             with pytest.raises(asyncio.CancelledError):
                 await task
         receiver.delay_s = 0
-        await asyncio.sleep(0.7)
+        # until_drained's passes find the endpoint claimed until the lease lapses, then send
         await until_drained(ledger, receiver, len(events))
         ids = receiver.ids(answered_2xx=False)
         assert events[0].event_id == ids[0] == ids[1]
