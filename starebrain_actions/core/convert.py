@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 
@@ -32,6 +32,9 @@ from starebrain_actions.core.model import (
     canonical_body,
     extras_validator,
     frozen_mapping,
+)
+from starebrain_actions.core.model import (
+    format_time as format_time,
 )
 
 if TYPE_CHECKING:
@@ -55,13 +58,6 @@ def age(delta: timedelta) -> str:
     return f"{seconds // 86400}d"
 
 
-def format_time(value: datetime) -> str:
-    """Fixed-width UTC text (``2026-11-29T12:00:00.000000Z``): SQL text order is time order."""
-    if value.tzinfo is not UTC:
-        value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
 def parse_time(value: str) -> datetime:
     """Read a time written by ``format_time`` (or any ISO 8601 text with an offset).
 
@@ -76,12 +72,23 @@ def parse_time(value: str) -> datetime:
 
 def _make_converter() -> cattrs.Converter:
     import cattrs
+    from cattrs.gen import make_dict_unstructure_fn, override
 
     converter = cattrs.Converter(forbid_extra_keys=True)
     converter.register_unstructure_hook(datetime, format_time)
     converter.register_structure_hook(datetime, lambda value, _t: parse_time(value))
     converter.register_unstructure_hook(timedelta, lambda value: value.total_seconds())
     converter.register_structure_hook(timedelta, lambda value, _t: timedelta(seconds=value))
+    # an intent without a deadline or a schedule is stored as it was before they existed
+    converter.register_unstructure_hook(
+        SmsIntent,
+        make_dict_unstructure_fn(
+            SmsIntent,
+            converter,
+            not_after=override(omit_if_default=True),
+            not_before=override(omit_if_default=True),
+        ),
+    )
     return converter
 
 
@@ -286,12 +293,18 @@ def action_from_row(row: Mapping[str, Any]) -> Action:
 
 
 def stored_binding(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The policy an action is pinned to and its owner, from a row of ``actions``, as
-    ``Action``'s keyword arguments: none for a ledger older than version 12."""
+    """The policy an action is pinned to, its owner and when its expiry was recorded, from a
+    row of ``actions``, as ``Action``'s keyword arguments: none for a ledger older than
+    version 12 (no expiry before version 16)."""
     names = row.keys()
     if "gate_policy" not in names:
         return {}
-    return {"gate_policy": row["gate_policy"], "owner": row["owner"]}
+    expired = row["expired_at"] if "expired_at" in names else None
+    return {
+        "gate_policy": row["gate_policy"],
+        "owner": row["owner"],
+        "expired_at": None if expired is None else parse_time(expired),
+    }
 
 
 def stored_gate(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -371,16 +384,16 @@ def stored_intent(data: Any, what: str, *, fingerprint: str | None = None) -> Sm
         extras = data.get("extras") or {}
         if not isinstance(body, str) or not isinstance(extras, Mapping):
             raise
-        try:
-            structure({**data, "recipient": "+12025550100"}, SmsIntent, what)
-        except CorruptRecord:
-            raise  # something else than the recipient is wrong
+        # raises when something else than the recipient is wrong
+        checked = structure({**data, "recipient": "+12025550100"}, SmsIntent, what)
         intent = SmsIntent.__new__(SmsIntent)
         for name, value in (
             ("recipient", data["recipient"]),
             ("body", body),
             ("region", region if isinstance(region, str) else None),
             ("extras", frozen_mapping(extras)),
+            ("not_after", checked.not_after),
+            ("not_before", checked.not_before),
         ):
             object.__setattr__(intent, name, value)
         return intent
@@ -397,7 +410,7 @@ def _trusted_intent(data: Any, fingerprint: str) -> SmsIntent | None:
     So the result is the intent the full read makes, without parsing the number again
     (phonenumbers, the costliest part of reading an action). The body and extras are
     checked as ever."""
-    if type(data) is not dict or not data.keys() <= {"recipient", "body", "region", "extras"}:
+    if type(data) is not dict or not data.keys() <= _INTENT_KEYS:
         return None
     recipient, body = data.get("recipient"), data.get("body")
     region, extras = data.get("region"), data.get("extras", {})
@@ -413,6 +426,18 @@ def _trusted_intent(data: Any, fingerprint: str) -> SmsIntent | None:
         "body": canonical_body(body),
         "extras": dict(sorted(extras.items())),
     }
+    times: dict[str, datetime | None] = {"not_after": None, "not_before": None}
+    for name in times:
+        stored = data.get(name)
+        if stored is None:
+            continue
+        if type(stored) is not str:
+            return None
+        try:
+            times[name] = parse_time(stored)
+        except ValueError:
+            return None
+        canonical[name] = format_time(times[name])  # type: ignore[arg-type]
     text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     try:
         digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -430,9 +455,16 @@ def _trusted_intent(data: Any, fingerprint: str) -> SmsIntent | None:
         ("body", body),
         ("region", region),
         ("extras", frozen_extras),
+        *times.items(),
     ):
         object.__setattr__(intent, name, value)
     return intent
+
+
+#: The keys of an intent as the ledger stores it.
+_INTENT_KEYS: Final = frozenset(
+    {"recipient", "body", "region", "extras", "not_after", "not_before"}
+)
 
 
 def history_from_row(row: Mapping[str, Any]) -> HistoryEntry:

@@ -98,6 +98,10 @@ def should_redispatch(
             return RedispatchDecision(redispatch=False, reason=RedispatchReason.SUCCEEDED)
         if latest.delivery is _C and latest.acceptance is _AP:
             return RedispatchDecision(redispatch=False, reason=RedispatchReason.VERIFYING)
+    if action.intent.expired(now):
+        return RedispatchDecision(redispatch=False, reason=RedispatchReason.EXPIRED)
+    if ordered:
+        latest = ordered[-1]
         reason = (
             RedispatchReason.DELIVERY_FAILED
             if latest.delivery is _F
@@ -110,15 +114,32 @@ def should_redispatch(
     deadline = action.deadline
     if deadline is not None and now >= deadline:
         return RedispatchDecision(redispatch=False, reason=RedispatchReason.DEADLINE_PASSED)
+    retry_at = action.intent.scheduled_after(now)
     if counted:
         latest = counted[-1]
         ended = latest.failed_at or latest.rejected_at or latest.dispatched_at
-        retry_at = ended + action.policy.interval_before(len(counted) + 1, latest.dispatch_id)
-        if now < retry_at:
+        backoff_ends = ended + action.policy.interval_before(len(counted) + 1, latest.dispatch_id)
+        if now < backoff_ends and (retry_at is None or backoff_ends > retry_at):
             return RedispatchDecision(
-                redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=retry_at
+                redispatch=False, reason=RedispatchReason.BACKOFF, retry_at=backoff_ends
             )
+    if retry_at is not None:
+        return RedispatchDecision(
+            redispatch=False, reason=RedispatchReason.SCHEDULED, retry_at=retry_at
+        )
     return RedispatchDecision(redispatch=True, reason=reason)
+
+
+def expired(action: Action, attempts: Sequence[ActionRecord], now: datetime) -> bool:
+    """Is the action EXPIRED: its intent's deadline passed with nothing of it sent or under
+    way? Every attempt (if any) provably not sent (delivery FAILED) and none waiting for a
+    person's ruling on it (an app's late FAILED row may hide a send: review UNSETTLED; a
+    ruling that nothing went out clears it); and
+    not denied (DENIED says more). An attempt in flight at the deadline is settled by reads
+    as ever: the deadline never turns an unknown outcome into "not sent"."""
+    if action.denied or not action.intent.expired(require_aware("now", now)):
+        return False
+    return all(record.delivery is _F and record.review_reason is None for record in attempts)
 
 
 #: Why ``should_redispatch`` refuses a new attempt where an operator may grant one.

@@ -27,8 +27,11 @@ DERIVED_ID_WINDOW: Final = timedelta(hours=24)
 
 def derive_action_id(intent: SmsIntent) -> str:
     """The first generation of an intent's derived action id: ``sms-`` and 16 hex digits of
-    its fingerprint. Later generations add ``-2``, ``-3``… (``choose_derived_generation``)."""
-    return "sms-" + intent.fingerprint.removeprefix("sha256:")[:16]
+    its message's fingerprint (``SmsIntent.message_fingerprint``: without a deadline or a
+    schedule, so that a rerun naming them as durations finds its action, and one naming
+    other times conflicts with it). Later generations add ``-2``, ``-3``…
+    (``choose_derived_generation``)."""
+    return "sms-" + intent.message_fingerprint.removeprefix("sha256:")[:16]
 
 
 def is_derived_id(action_id: str, intent: SmsIntent) -> bool:
@@ -38,9 +41,9 @@ def is_derived_id(action_id: str, intent: SmsIntent) -> bool:
 
 def settled(summary: ActionSummary, now: datetime) -> bool:
     """True when no send can change the action any more: SUCCEEDED, DENIED (a DENY is final:
-    no path sends it), or FAILED/MISMATCH with no new attempt allowed (other than after a
-    backoff)."""
-    if summary.status in (Status.SUCCEEDED, Status.DENIED):
+    no path sends it), EXPIRED (its deadline passed with nothing sent), or FAILED/MISMATCH
+    with no new attempt allowed (other than after a backoff)."""
+    if summary.status in (Status.SUCCEEDED, Status.DENIED, Status.EXPIRED):
         return True
     if summary.status not in (Status.FAILED, Status.MISMATCH):
         return False

@@ -125,10 +125,11 @@ class NotFound(LedgerError, LookupError):
 class FingerprintConflict(LedgerError):
     """An action with this id exists with a different intent fingerprint."""
 
-    def __init__(self, action_id: str, stored: str, offered: str) -> None:
+    def __init__(self, action_id: str, stored: str, offered: str, detail: str = "") -> None:
         super().__init__(
             f"action {action_id!r} already exists with fingerprint {stored}; "
-            f"this intent has fingerprint {offered}: use a new action id for a new intent"
+            f"this intent has fingerprint {offered}{detail}: use a new action id for a new"
+            " intent"
         )
         self.action_id = action_id
         self.stored = stored

@@ -49,6 +49,10 @@ class Status(enum.StrEnum):
     #: action-level: a DENY is final (a gate's rule or a person's denial) and nothing of it
     #: is under way or went out: it is never sent
     DENIED = "DENIED"
+    #: action-level: its intent's deadline (``SmsIntent.not_after``) passed and nothing of it
+    #: went out or is under way (every attempt provably not sent, none in a person's hands):
+    #: final, it is never sent
+    EXPIRED = "EXPIRED"
 
 
 class ReviewReason(enum.StrEnum):
@@ -162,6 +166,11 @@ class RedispatchReason(enum.StrEnum):
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
     DEADLINE_PASSED = "DEADLINE_PASSED"
     BACKOFF = "BACKOFF"
+    #: the intent's deadline (``SmsIntent.not_after``) has passed: no attempt ever again (no
+    #: ruling lifts it; a person who still wants the message sent creates a new action)
+    EXPIRED = "EXPIRED"
+    #: the intent's schedule (``SmsIntent.not_before``) has not come yet
+    SCHEDULED = "SCHEDULED"
     #: the last two attempts were rejected in the same way: a systematic cause
     REPEATED_MISMATCH = "REPEATED_MISMATCH"
 
@@ -177,6 +186,13 @@ def _aware_utc(_instance: object, attribute: attrs.Attribute[Any], value: object
         raise InvalidInput(f"{attribute.name} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(f"{attribute.name} must be timezone-aware (UTC); got naive {value}")
+
+
+def _utc_or_none(value: object) -> object:
+    """An aware datetime in UTC (anything else is left to the validator to refuse)."""
+    if isinstance(value, datetime) and value.tzinfo is not None and value.utcoffset() is not None:
+        return value.astimezone(UTC)
+    return value
 
 
 def require_aware(name: str, value: datetime) -> datetime:
@@ -364,14 +380,45 @@ class SmsIntent:
     extras: Mapping[str, str] = attrs.field(
         factory=dict, converter=frozen_mapping, validator=extras_validator
     )
+    #: its deadline: no attempt starts at or after this time, on any path; once it passes
+    #: with nothing sent the action is EXPIRED (None: no deadline). Part of the intent: a
+    #: rerun naming another deadline is a changed intent
+    not_after: datetime | None = attrs.field(
+        default=None, converter=_utc_or_none, validator=_aware_utc
+    )
+    #: its schedule: no attempt starts before this time (None: at once). Part of the intent
+    not_before: datetime | None = attrs.field(
+        default=None, converter=_utc_or_none, validator=_aware_utc
+    )
 
     def __attrs_post_init__(self) -> None:
         # validated above; with validators disabled (reading a legacy row) it is kept as is
         if not attrs.validators.get_disabled():
             object.__setattr__(self, "recipient", canonical_recipient(self.recipient, self.region))
+            if (
+                self.not_after is not None
+                and self.not_before is not None
+                and self.not_before >= self.not_after
+            ):
+                raise InvalidInput(
+                    f"not_before ({format_time(self.not_before)}) must come before not_after"
+                    f" ({format_time(self.not_after)}): the message could never be sent"
+                )
 
     def canonical(self) -> dict[str, Any]:
-        """The allowlisted, normalised form the fingerprint is computed over."""
+        """The allowlisted, normalised form the fingerprint is computed over: the message
+        (``message``), and its deadline and schedule where it has them."""
+        canonical = self.message()
+        for name in ("not_after", "not_before"):
+            value = getattr(self, name)
+            if value is not None:
+                canonical[name] = format_time(value)
+        return canonical
+
+    def message(self) -> dict[str, Any]:
+        """What is sent, and to whom, in canonical form, without the times: an intent's
+        derived action id is computed over it (``derived_ids.derive_action_id``), so that a
+        rerun naming its deadline as a duration finds the action it created."""
         return {
             "kind": "sms",
             "recipient": canonical_recipient(self.recipient, self.region),
@@ -382,10 +429,77 @@ class SmsIntent:
     @property
     def fingerprint(self) -> str:
         """``sha256:<hex>`` over the canonical JSON of the intent; stable across runs."""
-        text = json.dumps(
-            self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        return _digest(self.canonical())
+
+    @property
+    def message_fingerprint(self) -> str:
+        """``sha256:<hex>`` over ``message()``: the fingerprint of an intent without a
+        deadline or a schedule is this one."""
+        return _digest(self.message())
+
+    def expired(self, now: datetime) -> bool:
+        """Has its deadline passed (no attempt may start)?"""
+        return self.not_after is not None and now >= self.not_after
+
+    def scheduled_after(self, now: datetime) -> datetime | None:
+        """Its schedule's time while it has not come (None: it may be sent now)."""
+        return self.not_before if self.not_before is not None and now < self.not_before else None
+
+
+def _digest(canonical: Mapping[str, Any]) -> str:
+    text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def format_time(value: datetime) -> str:
+    """Fixed-width UTC text (``2026-11-29T12:00:00.000000Z``): SQL text order is time order."""
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def _positive_duration(_i: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise InvalidInput(f"{attribute.name} must be a duration above zero; got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class IntentTimes:
+    """A deadline or a schedule given as a duration ("within 10 minutes"), counted from the
+    action's creation: this call's time for a new action, the stored action's creation for
+    one that exists, so that the same command rerun later names the same times (and so the
+    same intent)."""
+
+    #: the deadline, this long after the creation
+    not_after: timedelta | None = attrs.field(default=None, validator=_positive_duration)
+    #: the schedule, this long after the creation
+    not_before: timedelta | None = attrs.field(default=None, validator=_positive_duration)
+
+    def applied(self, intent: SmsIntent, start: datetime) -> SmsIntent:
+        """``intent`` with these times counted from ``start``.
+
+        Raises:
+            InvalidInput: the intent names that time already (given twice).
+        """
+        start = require_aware("start", start)
+        for name in ("not_after", "not_before"):
+            if getattr(self, name) is not None and getattr(intent, name) is not None:
+                raise InvalidInput(f"{name} is given twice: as a time and as a duration")
+        return attrs.evolve(
+            intent,
+            not_after=start + self.not_after if self.not_after else intent.not_after,
+            not_before=start + self.not_before if self.not_before else intent.not_before,
         )
-        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def cleared(self, intent: SmsIntent) -> SmsIntent:
+        """``intent`` without the times these durations set."""
+        return attrs.evolve(
+            intent,
+            not_after=None if self.not_after else intent.not_after,
+            not_before=None if self.not_before else intent.not_before,
+        )
 
 
 # --------------------------------------------------------------------------- policy
@@ -558,6 +672,10 @@ class Action:
     gate_policy: str | None = None
     #: the client of ``starebrain mcp --clients`` whose namespace holds its id (None: none)
     owner: str | None = None
+    #: when the ledger recorded that its deadline passed with nothing sent (the
+    #: ``action.expired`` event; None: not recorded yet, or it never expired). Its EXPIRED
+    #: status is derived from the deadline and its attempts, at once, whether recorded or not
+    expired_at: datetime | None = attrs.field(default=None, validator=_aware_utc)
 
     @property
     def denied(self) -> bool:
@@ -797,6 +915,12 @@ class RedispatchDecision:
 
     def __bool__(self) -> bool:
         return self.redispatch
+
+    @property
+    def waits(self) -> bool:
+        """True when only time stands in the way: a backoff, or a schedule not come yet
+        (``retry_at`` says until when)."""
+        return self.reason in (RedispatchReason.BACKOFF, RedispatchReason.SCHEDULED)
 
 
 @attrs.frozen(kw_only=True)

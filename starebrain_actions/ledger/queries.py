@@ -25,6 +25,7 @@ from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.convert import (
     ATTEMPT_COLUMNS,
     action_from_row,
+    format_time,
     record_from_row,
     stored_binding,
     stored_gate,
@@ -89,7 +90,7 @@ class LedgerTally:
 
     #: every action
     actions: int
-    #: actions with no attempt yet, not denied (status PLANNED)
+    #: actions with no attempt yet, not denied, not expired (status PLANNED)
     planned: int
     #: actions whose every attempt is CONFIRMED, ACCEPTED and unflagged: SUCCEEDED, nothing
     #: to review, no superseded reason
@@ -98,6 +99,8 @@ class LedgerTally:
     duplicates: int
     #: actions with no attempt that a DENY stopped for good (status DENIED)
     denied_unattempted: int = 0
+    #: actions with no attempt whose deadline passed (status EXPIRED; not denied)
+    expired_unattempted: int = 0
 
 
 class ActionReads(LedgerConnection):
@@ -389,11 +392,14 @@ class ActionReads(LedgerConnection):
         ids = await self._run(work)
         return [await self.summary(action_id, now=when) for action_id in ids]
 
-    async def ledger_tally(self) -> LedgerTally:
+    async def ledger_tally(self, *, now: datetime | None = None) -> LedgerTally:
         """Counts over every action, in a few index scans: the actions with no attempt
-        (PLANNED), those whose attempts are all clean successes (SUCCEEDED with nothing to
-        review, which ``iter_summaries(notable_only=True)`` leaves out), and the provider rows
-        ever recorded as duplicates."""
+        (PLANNED; DENIED; EXPIRED, their deadline passed by ``now``), those whose attempts are
+        all clean successes (SUCCEEDED with nothing to review, which
+        ``iter_summaries(notable_only=True)`` leaves out), and the provider rows ever
+        recorded as duplicates."""
+
+        when = require_aware("now", now) if now is not None else self.now()
 
         def work(db: sqlite3.Connection) -> LedgerTally:
             actions = int(db.execute("SELECT count(*) FROM actions").fetchone()[0])
@@ -417,10 +423,20 @@ class ActionReads(LedgerConnection):
                     " WHERE attempts.action_id = actions.action_id)"
                 ).fetchone()[0]
             )
+            expired = int(
+                db.execute(
+                    "SELECT count(*) FROM actions WHERE not_after IS NOT NULL"
+                    f" AND not_after <= ? AND NOT coalesce({_DENIED[_pg.dialect(db)]}, FALSE)"
+                    " AND NOT EXISTS (SELECT 1 FROM attempts"
+                    " WHERE attempts.action_id = actions.action_id)",
+                    (format_time(when),),
+                ).fetchone()[0]
+            )
             return LedgerTally(
                 actions=actions,
-                planned=actions - attempted - denied,
+                planned=actions - attempted - denied - expired,
                 denied_unattempted=denied,
+                expired_unattempted=expired,
                 quietly_succeeded=attempted - notable,
                 duplicates=duplicates,
             )
@@ -651,6 +667,8 @@ def _prefilter(
         conditions.append(f"NOT EXISTS ({own})")
     elif status is Status.DENIED:
         conditions.append(_DENIED[dialect])
+    elif status is Status.EXPIRED:
+        conditions.append("actions.not_after IS NOT NULL")
     elif status is not None and status is not Status.SUCCEEDED:
         conditions.append(f"EXISTS ({own} AND {_NOTABLE} AND delivery = ? AND acceptance = ?)")
         params.extend(_STATUS_PAIRS[status])

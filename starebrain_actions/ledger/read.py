@@ -415,17 +415,20 @@ def summarize(
     """Derive an action's status and review reasons from its attempts (pure)."""
     ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
     if not ordered:
+        status = Status.PLANNED
+        if action.denied:
+            status = Status.DENIED
+        elif _decisions.expired(action, (), now):
+            status = Status.EXPIRED
         return ActionSummary(
-            action=action,
-            attempts=(),
-            status=Status.DENIED if action.denied else Status.PLANNED,
-            review_reasons=(),
-            duplicates=0,
+            action=action, attempts=(), status=status, review_reasons=(), duplicates=0
         )
     latest = ordered[-1]
     status = _core.derive_status(latest, now, action.policy.grace_window)
     if status is Status.FAILED and action.denied:
         status = Status.DENIED  # nothing went out, and nothing ever will
+    elif _decisions.expired(action, ordered, now):
+        status = Status.EXPIRED  # nothing went out, and its time is over
     reasons: list[ReviewReason] = []
     superseded: list[ReviewReason] = []
     for record in ordered:
@@ -444,7 +447,7 @@ def summarize(
     if (
         latest.resolved_by is None
         and latest.is_final
-        and status not in (Status.SUCCEEDED, Status.DENIED)
+        and status not in (Status.SUCCEEDED, Status.DENIED, Status.EXPIRED)
     ):
         decision = _decisions.should_redispatch(action, ordered, now)
         if decision.reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):

@@ -43,6 +43,7 @@ from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
     Action,
     ActionRecord,
+    IntentTimes,
     RedispatchDecision,
     RedispatchReason,
     RetryPolicy,
@@ -53,6 +54,7 @@ from starebrain_actions.core.model import (
 )
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.deadlines import record_expiry
 from starebrain_actions.ledger.devices import lease_holder
 from starebrain_actions.ledger.gate import READ_OPT_OUT, gate_refusal, gate_since
 from starebrain_actions.ledger.phones import phone_address, phone_key_for
@@ -92,26 +94,35 @@ class Receipts(LedgerConnection):
         now: datetime | None = None,
         device: str | None = None,
         owner: str | None = None,
+        times: IntentTimes | None = None,
     ) -> Action:
         """Create the action, or return the existing one with the same id and fingerprint.
         ``device``: the phone (its key) the sender means to send it through, kept as
         ``planned_device``: no other phone sends it (an existing action keeps what it has).
         ``owner``: the client of ``starebrain mcp --clients`` creating it, whose namespace
-        (``OWNER/``) holds its id.
+        (``OWNER/``) holds its id. ``times``: a deadline or a schedule given as a duration
+        (``IntentTimes``), counted from the action's creation.
 
         Raises:
             InvalidInput: the id is empty, too long or holds spaces or control characters, or
                 it lies in a client's namespace (``register_owners``) and the caller is not
-                that client; nothing is written.
+                that client; a new action's deadline has passed already; nothing is written.
             FingerprintConflict: the id exists with another intent; nothing is written.
         """
         when = require_aware("now", now) if now is not None else self.now()
         candidate = new_action(
-            action_id, intent, policy or RetryPolicy(), when, device=device, owner=owner
+            action_id,
+            intent,
+            policy or RetryPolicy(),
+            when,
+            device=device,
+            owner=owner,
+            times=times,
         )
+        await self._check_not_past(candidate)
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
-            return insert_action(db, candidate)
+            return insert_action(db, candidate, times)
 
         # PostgreSQL: its INSERT is the only write and comes first, autocommitted
         action, created = await self._write(work, inline=True, pg_mode="one")
@@ -122,6 +133,26 @@ class Receipts(LedgerConnection):
             fingerprint=candidate.fingerprint,
         )
         return action
+
+    async def _check_not_past(self, candidate: Action) -> None:
+        """Refuse to create an action whose deadline has passed already (it could never be
+        sent); an action stored under the id is read back as ever (a rerun after the
+        deadline learns it is EXPIRED).
+
+        Raises:
+            InvalidInput: no action has the id and the candidate's deadline has passed.
+        """
+        deadline = candidate.intent.not_after
+        if deadline is None or deadline > candidate.created_at:
+            return
+        try:
+            await self.get_action(candidate.action_id)
+        except NotFound:
+            raise InvalidInput(
+                f"the deadline {format_time(deadline)} has passed already (it is"
+                f" {format_time(candidate.created_at)}): the message could never be sent;"
+                " nothing was written"
+            ) from None
 
     async def register_owners(self, names: Sequence[str], *, now: datetime | None = None) -> None:
         """Record the clients of ``starebrain mcp --clients`` as the owners of their
@@ -195,11 +226,16 @@ class Receipts(LedgerConnection):
         kept = storable(dict(evidence or {}))  # NUL: U+FFFD on both backends
         active = gate if gate is not None else self.gate
 
-        def work(db: sqlite3.Connection) -> ActionRecord | GateDecision:
+        def work(db: sqlite3.Connection) -> ActionRecord | GateDecision | RedispatchDecision:
             loaded = self._lock_and_load(db, action_id, device, gated=active is not None, when=when)
             action, attempts = loaded.action, loaded.attempts
             decision = _decisions.should_redispatch(action, attempts, when)
             if not decision:
+                if decision.reason is RedispatchReason.EXPIRED and _decisions.expired(
+                    action, attempts, when
+                ):
+                    record_expiry(db, action_id, when)
+                    return decision  # committed with the expiry recorded, raised below
                 raise _refusal(action_id, decision)
             check_route(db, action, device)
             counted = loaded.counts if action.owner is None else None  # "new" per client
@@ -225,6 +261,8 @@ class Receipts(LedgerConnection):
         made = await self._write(work, inline=True, pg_mode="locked")
         # the gate may have kept a verdict or pinned its policy: read the action afresh
         self._actions.pop(action_id, None)
+        if isinstance(made, RedispatchDecision):
+            raise _refusal(action_id, made)
         if not isinstance(made, ActionRecord):
             raise _policy_refused(action_id, made)
         _log.info(
@@ -338,15 +376,20 @@ def new_action(
     device: str | None = None,
     pool: str | None = None,
     owner: str | None = None,
+    times: IntentTimes | None = None,
 ) -> Action:
     """The action ``create_action`` (``device``: its planned phone) or ``enqueue`` (``pool``:
-    queued for that pool from ``when``) records, checked (``owner``: the client creating it,
-    whose namespace holds the id).
+    queued for that pool from ``when``, or from its schedule) records, checked (``owner``:
+    the client creating it, whose namespace holds the id; ``times``: durations from
+    ``when`` that set the intent's deadline and schedule).
 
     Raises:
-        InvalidInput: a bad id, an intent that is not valid Unicode, an empty device.
+        InvalidInput: a bad id, an intent that is not valid Unicode, an empty device, times
+            given both in the intent and as durations.
     """
     check_action_id(action_id)
+    if times is not None:
+        intent = times.applied(intent, when)
     try:
         fingerprint = intent.fingerprint
     except UnicodeEncodeError as exc:
@@ -366,24 +409,30 @@ def new_action(
         created_at=when,
         planned_device=device,
         pool=pool,
-        queue_after=when if pool is not None else None,
+        queue_after=max(when, intent.not_before or when) if pool is not None else None,
         owner=owner,
     )
 
 
-def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bool]:
+def insert_action(
+    db: sqlite3.Connection, candidate: Action, times: IntentTimes | None = None
+) -> tuple[Action, bool]:
     """Insert ``candidate``, or read the action already stored under its id; and whether it
-    was inserted.
+    was inserted. ``times``: the durations ``candidate``'s deadline and schedule were set
+    from: an action already stored is the same intent when they give its times counted from
+    its own creation (a rerun of the same command, later).
 
     Raises:
         FingerprintConflict: the id exists with another intent; nothing is written.
     """
     check_namespace(db, candidate)
     deadline = candidate.deadline
+    intent = candidate.intent
     inserted = db.execute(
         "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
-        " policy_json, created_at, deadline, planned_device, pool, queue_after, owner)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " policy_json, created_at, deadline, planned_device, pool, queue_after, owner,"
+        " not_after, not_before)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (action_id) DO NOTHING",
         (
             candidate.action_id,
@@ -397,6 +446,8 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
             candidate.pool,
             format_time(candidate.queue_after) if candidate.queue_after else None,
             candidate.owner,
+            format_time(intent.not_after) if intent.not_after else None,
+            format_time(intent.not_before) if intent.not_before else None,
         ),
     )
     if inserted.rowcount == 1:
@@ -409,9 +460,30 @@ def insert_action(db: sqlite3.Connection, candidate: Action) -> tuple[Action, bo
             f"action id {candidate.action_id} was created by another caller of this ledger"
             f" before client {candidate.owner!r} did: it is not this client's; use another id"
         )
-    if stored["fingerprint"] != candidate.fingerprint:
-        raise FingerprintConflict(candidate.action_id, stored["fingerprint"], candidate.fingerprint)
-    return action_from_row(stored), False
+    if stored["fingerprint"] == candidate.fingerprint:
+        return action_from_row(stored), False
+    action = action_from_row(stored)
+    if times is not None:
+        # the durations count from the stored action's creation: the same times, the same intent
+        again = times.applied(times.cleared(intent), action.created_at)
+        if again.fingerprint == stored["fingerprint"]:
+            return action, False
+    detail = ""
+    if action.intent.message_fingerprint == intent.message_fingerprint:
+        detail = (
+            f" (the same message; its deadline and schedule were {_times(action.intent)},"
+            f" these are {_times(intent)})"
+        )
+    raise FingerprintConflict(
+        candidate.action_id, stored["fingerprint"], candidate.fingerprint, detail
+    )
+
+
+def _times(intent: SmsIntent) -> str:
+    """An intent's deadline and schedule in words, for a conflict's message."""
+    after = format_time(intent.not_after) if intent.not_after else "none"
+    before = format_time(intent.not_before) if intent.not_before else "none"
+    return f"not after {after}, not before {before}"
 
 
 #: Between a client's name and its own id in the ledger (``starebrain mcp --clients``).
@@ -544,6 +616,12 @@ def _refusal(action_id: str, decision: RedispatchDecision) -> AttemptRefused:
     if reason is RedispatchReason.IN_FLIGHT:
         return AttemptInFlight(
             f"action {action_id} has an unresolved attempt: reconcile it first", decision
+        )
+    if reason is RedispatchReason.EXPIRED:
+        return AttemptRefused(
+            f"action {action_id}: its deadline has passed: it is never sent (no ruling lifts"
+            " a deadline; to send the message after all, create a new action)",
+            decision,
         )
     if reason in (RedispatchReason.BUDGET_EXHAUSTED, RedispatchReason.DEADLINE_PASSED):
         return BudgetExhausted(

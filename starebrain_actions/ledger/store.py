@@ -31,6 +31,7 @@ from pathlib import Path
 
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import open_postgresql, open_sqlite
+from starebrain_actions.ledger.deadlines import Deadlines
 from starebrain_actions.ledger.devices import DeviceReads
 from starebrain_actions.ledger.devices import dispatches_since as dispatches_since
 from starebrain_actions.ledger.events import EventReads
@@ -70,6 +71,7 @@ class Ledger(
     WebhookStore,
     EventReads,
     ReplyWrites,
+    Deadlines,
 ):
     """The durable two-axis action ledger. Open it with ``async with Ledger.open(path)``."""
 

@@ -394,7 +394,8 @@ async def test_the_source_is_copied_as_one_snapshot(tmp_path: Path, pg_url: str)
                     "INSERT INTO actions SELECT 'late', fingerprint, intent_json,"
                     " maximum_attempts, policy_json, created_at, deadline, grant_json,"
                     " planned_device, approval, gate_json, pool, queue_after, claimed_by,"
-                    " claimed_device, claimed_at, gate_policy, owner FROM actions LIMIT 1"
+                    " claimed_device, claimed_at, gate_policy, owner, not_after, not_before,"
+                    " expired_at FROM actions LIMIT 1"
                 )
 
     report = await asyncio.to_thread(

@@ -54,6 +54,8 @@ SHAPES = (
     "planned",
     "denied",
     "failed-denied",
+    "expired",
+    "failed-expired",
 )
 
 
@@ -115,24 +117,26 @@ async def test_paged_filters_give_what_each_summary_says(ledger_path: Path) -> N
         notable = [s async for s in ledger.iter_summaries(notable_only=True, now=LATER)]
         quiet = [s for s in everything if s not in notable]
         # what notable_only leaves out is SUCCEEDED with nothing to show, or PLANNED, or
-        # DENIED before any attempt
+        # DENIED or EXPIRED before any attempt
         assert quiet and all(
             (s.status is Status.SUCCEEDED and s.attempts)
-            or (s.status in (Status.PLANNED, Status.DENIED) and not s.attempts)
+            or (s.status in (Status.PLANNED, Status.DENIED, Status.EXPIRED) and not s.attempts)
             for s in quiet
         )
         assert all(not s.review_reasons and not s.superseded_reasons for s in quiet)
-        tally = await ledger.ledger_tally()
+        tally = await ledger.ledger_tally(now=LATER)
         assert (
             len(everything),
             sum(s.status is Status.PLANNED for s in everything),
             sum(s.status is Status.DENIED and not s.attempts for s in everything),
+            sum(s.status is Status.EXPIRED and not s.attempts for s in everything),
             sum(s.status is Status.SUCCEEDED for s in quiet),
             sum(s.duplicates for s in everything),
         ) == (
             tally.actions,
             tally.planned,
             tally.denied_unattempted,
+            tally.expired_unattempted,
             tally.quietly_succeeded,
             tally.duplicates,
         )
@@ -167,14 +171,19 @@ async def seed_copy(ledger: Ledger, copy: int) -> None:
     for number, shape in enumerate(SHAPES):
         action_id = f"{shape}-{copy:03d}"
         created = T0 + timedelta(minutes=copy)
-        intent = SmsIntent(recipient=f"+1202555{number:02d}{copy:02d}", body=action_id)
+        intent = SmsIntent(
+            recipient=f"+1202555{number:02d}{copy:02d}",
+            body=action_id,
+            # its deadline passes before LATER, with nothing sent (EXPIRED)
+            not_after=created + timedelta(hours=3) if "expired" in shape else None,
+        )
         policy = (
             RetryPolicy(maximum_attempts=5, schedule_to_close=timedelta(hours=2))
             if shape == "deadline"
             else RetryPolicy(maximum_attempts=2)
         )
         await ledger.create_action(action_id, intent, policy, now=created)
-        if shape == "planned":
+        if shape in ("planned", "expired"):
             continue
         if shape == "denied":
             await ledger.deny(action_id, operator="ana", reason="not this one", now=created)
@@ -185,9 +194,11 @@ async def seed_copy(ledger: Ledger, copy: int) -> None:
         if shape == "unknown":
             await ledger.apply(flag_for_review(record, ReviewReason.STUCK, now=at))
             continue
-        if shape in ("failed-then-sent", "failed", "spent", "deadline", "failed-denied"):
+        if shape in (
+            "failed-then-sent", "failed", "spent", "deadline", "failed-denied", "failed-expired"
+        ):  # fmt: skip
             record = await ledger.apply(fail_delivery(record, reason="refused", now=at))
-            if shape in ("failed", "deadline"):
+            if shape in ("failed", "deadline", "failed-expired"):
                 continue
             if shape == "failed-denied":
                 # a later gate's rule denies it: final, never sent again
@@ -223,7 +234,7 @@ async def test_nightly_report_from_notable_actions_and_the_tally(ledger_path: Pa
         await seed_spread(ledger)
         everything = await one_by_one(ledger)
         notable = [s async for s in ledger.iter_summaries(notable_only=True, now=LATER)]
-        tally = await ledger.ledger_tally()
+        tally = await ledger.ledger_tally(now=LATER)
     common = {"ledger_path": ledger_path, "now": LATER, "duration_s": 1.0, "devices": ()}
     full = build_report(summaries=everything, **common)  # type: ignore[arg-type]
     paged = build_report(summaries=notable, tally=tally, **common)  # type: ignore[arg-type]
@@ -334,7 +345,7 @@ async def test_reads_of_nightly_list_and_review_use_indexes(ledger_path: Path) -
             per_page += await traced(ledger, _drain(source))
         per_page += await traced(ledger, ledger.duplicates("duplicate-000"))
         per_page += await traced(ledger, ledger.summary("duplicate-000"))
-        tally = await traced(ledger, ledger.ledger_tally())
+        tally = await traced(ledger, ledger.ledger_tally(now=LATER))
         tally += await traced(ledger, ledger.devices())
         tally += await traced(ledger, ledger.in_flight())
     assert any("FROM duplicates" in s or "JOIN duplicates" in s for s in per_page)

@@ -530,6 +530,7 @@ class ReportBuilder:
         if tally is not None:
             counts[Status.PLANNED.value] += tally.planned
             counts[Status.DENIED.value] += tally.denied_unattempted
+            counts[Status.EXPIRED.value] += tally.expired_unattempted
             counts[Status.SUCCEEDED.value] += tally.quietly_succeeded
             duplicates_total = tally.duplicates
         unresolved = sorted(self.unresolved, key=lambda line: line.dispatched_at)

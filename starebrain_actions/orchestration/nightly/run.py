@@ -244,7 +244,7 @@ async def _read_ledger(ledger: Ledger, now: datetime, unsent_after: timedelta) -
     """Read everything the report needs from the ledger."""
     # one snapshot for every read below: the counts and the lists agree with each other
     async with ledger.read_snapshot():
-        tally = await ledger.ledger_tally()
+        tally = await ledger.ledger_tally(now=now)
         # counted per device, not loaded: a fleet back from an outage leaves a backlog
         in_flight = await ledger.in_flight_counts()
         builder = ReportBuilder(now)

@@ -1,0 +1,104 @@
+"""An action's deadline in the ledger (``schema/migrations/0016_deadlines.sql``): recording
+that it passed with nothing sent (``record_expiry``, by the receipt it refused, and
+``Ledger.expire_due``, by a pass), which writes the ``action.expired`` event.
+
+The EXPIRED status is derived (``core.decisions.expired``) from the intent's deadline and the
+attempts, at once, whoever reads; what is recorded here is when a writer first met it, so
+that the event log and the webhooks tell the world, and a queued action leaves the queue.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Final
+
+from starebrain_actions._logging import get_logger
+from starebrain_actions.core.convert import format_time
+from starebrain_actions.core.model import require_aware
+from starebrain_actions.ledger import pg as _pg
+from starebrain_actions.ledger.connection import LedgerConnection
+
+_log = get_logger("starebrain.ledger")
+
+#: An action ``core.decisions.expired`` says is EXPIRED, in SQL (given its deadline passed):
+#: not denied, and every attempt provably not sent with no review open.
+_NOTHING_SENT: Final = {
+    dialect: (
+        f"NOT {denied}"
+        " AND NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.action_id = actions.action_id"
+        " AND (delivery <> 'FAILED' OR review_reason IS NOT NULL))"
+    )
+    for dialect, denied in {
+        "sqlite": "(approval IS 'DENIED' OR json_extract(gate_json, '$.verdict') IS 'DENY')",
+        "postgresql": (
+            "(approval IS NOT DISTINCT FROM 'DENIED'"
+            " OR (gate_json::jsonb ->> 'verdict') IS NOT DISTINCT FROM 'DENY')"
+        ),
+    }.items()
+}
+
+
+def record_expiry(db: sqlite3.Connection, action_id: str, when: datetime) -> None:
+    """Record, inside the caller's write, that ``action_id``'s deadline passed with nothing
+    sent (the caller checked it: ``core.decisions.expired``); once: a later call changes
+    nothing. The action leaves the queue."""
+    db.execute(
+        "UPDATE actions SET expired_at = ?, queue_after = NULL"
+        " WHERE action_id = ? AND expired_at IS NULL AND not_after <= ?",
+        (format_time(when), action_id, format_time(when)),
+    )
+
+
+class Deadlines(LedgerConnection):
+    """The ``Ledger``'s expiry pass (see the module docstring)."""
+
+    async def expire_due(self, *, now: datetime | None = None) -> list[str]:
+        """Record every action whose deadline passed with nothing of it sent or under way
+        (EXPIRED, not recorded yet): each gets ``expired_at`` and its ``action.expired``
+        event, and leaves the queue. Run by the worker, ``nightly``, ``reconcile`` and
+        ``resume``; a send refused at the deadline records its own action. Returns the ids
+        recorded now, oldest deadline first."""
+        when = require_aware("now", now) if now is not None else self.now()
+        stamp = format_time(when)
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            nothing_sent = _NOTHING_SENT[_pg.dialect(db)]
+            due = [
+                str(row[0])
+                for row in db.execute(
+                    "SELECT action_id FROM actions"
+                    " WHERE not_after IS NOT NULL AND expired_at IS NULL AND not_after <= ?"
+                    f" AND {nothing_sent} ORDER BY not_after, action_id",
+                    (stamp,),
+                ).fetchall()
+            ]
+            for action_id in due:
+                _pg.lock(db, f"action:{action_id}")
+                db.execute(
+                    "UPDATE actions SET expired_at = ?, queue_after = NULL"
+                    " WHERE action_id = ? AND expired_at IS NULL"
+                    f" AND {nothing_sent}",
+                    (stamp, action_id),
+                )
+            return due
+
+        if not await self._run(lambda db: _any_due(db, stamp)):
+            return []
+        recorded = await self._write(work)
+        for action_id in recorded:
+            _log.info("action_expired", action_id=action_id)
+        return recorded
+
+
+def _any_due(db: sqlite3.Connection, stamp: str) -> bool:
+    """Has any deadline passed without its expiry recorded (a cheap look by the index first,
+    so that a pass with nothing to record never takes the write lock)?"""
+    return (
+        db.execute(
+            "SELECT 1 FROM actions WHERE not_after IS NOT NULL AND expired_at IS NULL"
+            " AND not_after <= ? LIMIT 1",
+            (stamp,),
+        ).fetchone()
+        is not None
+    )
