@@ -19,7 +19,7 @@ from starebrain_actions.cli.context import (
 from starebrain_actions.cli.options import json_option, operator_option, reason_option
 from starebrain_actions.core.decisions import GRANTABLE, should_redispatch
 from starebrain_actions.core.exceptions import StaleTransition
-from starebrain_actions.core.model import ActionSummary, ProviderKind, RedispatchReason
+from starebrain_actions.core.model import ActionSummary, ProviderKind
 from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import output as _render
 from starebrain_actions.render import records as _render_records
@@ -109,9 +109,7 @@ def resolve(
 
     summary, record, changed = run(work())
     decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
-    resend = ruling == "not-sent" and (
-        decision.redispatch or decision.reason is RedispatchReason.BACKOFF
-    )
+    resend = ruling == "not-sent" and (decision.redispatch or decision.waits)
     if as_json:
         data = _render_values.summary_data(summary, show_private=False)
         data["changed"] = changed

@@ -68,7 +68,6 @@ from starebrain_actions.core.derived_ids import (
 from starebrain_actions.core.exceptions import FingerprintConflict, InvalidInput, NotFound
 from starebrain_actions.core.model import (
     ActionSummary,
-    RedispatchReason,
     RetryPolicy,
     SmsIntent,
     Status,
@@ -140,7 +139,7 @@ def send_exit_code(summary: ActionSummary) -> int:
         return EXIT_REFUSED
     if status is Status.FAILED and latest is not None and not spends_budget(latest):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
-        if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+        if decision.redispatch or decision.waits:
             return EXIT_NOT_READY
     if status is Status.VERIFYING and latest is not None and settling_until(latest) is not None:
         return EXIT_SETTLING
@@ -148,7 +147,7 @@ def send_exit_code(summary: ActionSummary) -> int:
         return EXIT_MISMATCH
     if status in (Status.FAILED, Status.MISMATCH):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
-        if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+        if decision.redispatch or decision.waits:
             return EXIT_UNRESOLVED
         return EXIT_FAILED
     return EXIT_UNRESOLVED

@@ -13,7 +13,6 @@ from starebrain_actions.core.decisions import should_redispatch
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import (
     ActionSummary,
-    RedispatchReason,
     SmsIntent,
     Status,
     require_aware,
@@ -48,7 +47,7 @@ def settled(summary: ActionSummary, now: datetime) -> bool:
     if summary.status not in (Status.FAILED, Status.MISMATCH):
         return False
     decision = should_redispatch(summary.action, summary.attempts, now)
-    return not decision.redispatch and decision.reason is not RedispatchReason.BACKOFF
+    return not decision.redispatch and not decision.waits
 
 
 def derived_id_resumable(summary: ActionSummary, now: datetime, window: timedelta) -> bool:

@@ -25,6 +25,7 @@ EVENT_TYPES: Final[Mapping[str, str]] = {
     "action.failed": "final: the last attempt the budget allows failed (reason in data)",
     "action.needs_person": "a review, or an approval hold: data.command answers it",
     "action.denied": "the policy gate or a person denied it: it is never sent",
+    "action.expired": "its deadline passed with nothing sent: it is never sent",
     "action.approved": "a person approved it",
     "action.waiting": "the policy gate holds it until a time (quiet hours, a rate limit)",
     "action.refused": "the policy gate refused it for now (a limit; the recipient opted out)",

@@ -43,7 +43,6 @@ from starebrain_actions.core.model import (
     ActionSummary,
     DeliveryState,
     HistoryEntry,
-    RedispatchReason,
     RetryPolicy,
     Status,
     check_action_id,
@@ -296,7 +295,7 @@ class ActionReads(LedgerConnection):
                 if summary.action.awaiting_approval:
                     continue  # a person's approval first (``review`` lists it)
                 decision = _decisions.should_redispatch(summary.action, summary.attempts, when)
-                if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
+                if decision.redispatch or decision.waits:
                     found.append(summary)
         found.sort(key=lambda summary: (summary.action.created_at, summary.action.action_id))
         return found

@@ -67,6 +67,7 @@ _LEAVES: Final = frozenset(
         RedispatchReason.NEEDS_REVIEW,
         RedispatchReason.BUDGET_EXHAUSTED,
         RedispatchReason.DEADLINE_PASSED,
+        RedispatchReason.EXPIRED,
         RedispatchReason.REPEATED_MISMATCH,
     }
 )
@@ -143,7 +144,7 @@ def next_look(action: Action, attempts: Sequence[ActionRecord], now: datetime) -
         return _gate_wait(action, now)
     if decision.reason in _LEAVES:
         return None
-    if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None:
+    if decision.waits and decision.retry_at is not None:
         return decision.retry_at
     return now + RECHECK
 

@@ -29,7 +29,6 @@ from starebrain_actions.core.model import (
     DeliveryState,
     PhoneHold,
     RedispatchDecision,
-    RedispatchReason,
     ReviewReason,
     Status,
 )
@@ -378,9 +377,7 @@ def _facts(summary: ActionSummary, now: datetime) -> _Facts:
     decision = should_redispatch(summary.action, summary.attempts, now)
     # a DENY is final: whatever the budget says, no path starts another attempt
     denied = summary.action.denied
-    retry_allowed = not denied and (
-        decision.redispatch or decision.reason is RedispatchReason.BACKOFF
-    )
+    retry_allowed = not denied and (decision.redispatch or decision.waits)
     return _Facts(
         again=again,
         again_first="C" + again[1:],  # the same words, starting a sentence
@@ -388,7 +385,7 @@ def _facts(summary: ActionSummary, now: datetime) -> _Facts:
         retry_allowed=retry_allowed,
         when=(
             f" from {format_time(decision.retry_at)}"
-            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+            if decision.waits and decision.retry_at is not None
             else ""
         ),
         blocking=[
@@ -727,7 +724,7 @@ def sms_result(
         max_attempts=action.budget,
         retry_at=(
             format_time(decision.retry_at)
-            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at is not None
+            if decision.waits and decision.retry_at is not None
             else None
         ),
         device=latest.device if latest else None,

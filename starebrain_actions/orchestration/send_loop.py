@@ -24,7 +24,6 @@ from starebrain_actions.core.model import (
     ActionRecord,
     ActionSummary,
     DeliveryState,
-    RedispatchReason,
     ReviewReason,
     SmsIntent,
     Status,
@@ -259,7 +258,7 @@ class SendLoop:
         action = summary.action
         decision = _decisions.should_redispatch(action, summary.attempts, now)
         if not decision:
-            if decision.reason is RedispatchReason.BACKOFF and decision.retry_at:
+            if decision.waits and decision.retry_at:
                 delay = (decision.retry_at - now).total_seconds()
                 if self.clock() + delay <= self.give_up:
                     remedy = SendOutcome(summary=summary).not_ready
