@@ -32,9 +32,14 @@ transaction (the schema's triggers write their history rows). The result is chec
 CONFIRMED and ACCEPTED, one artifact per row, acceptance only with confirmation).
 ``--quick`` makes about 20 sends and skips the 100,000-attempt ledger.
 
-Every send here settles at once (``SETTLED_AT_ONCE``, ``--settle-after 0``): the figures are
-the work of a send and its proof, not the wait for a messaging app's SENT row to settle (26
-minutes by default, during which a send reports VERIFYING).
+Every send above settles at once (``SETTLED_AT_ONCE``, ``--settle-after 0``): the figures are
+the work of a send and its proof, not the wait for a messaging app's SENT row to settle (30
+minutes by default, during which a send reports VERIFYING at once).
+
+One case keeps the default ``framework_settle_after`` (0.5 s, read from the AOSP sources:
+``RetryPolicy``): time to SUCCEEDED on the framework path, against the floor (the phone's own
+send time plus two round trips), target p99 <= floor + 1 s; the same run's settled-at-once
+framework sends are that floor as measured (``--quick`` makes 5 of each).
 """
 
 from __future__ import annotations
@@ -206,12 +211,13 @@ async def api_sends(
     path: str = "ui",
     *,
     replies: bool = False,
+    policy: RetryPolicy = SETTLED_AT_ONCE,
 ) -> dict[str, Any]:
     """Time ``sends`` sends through one agent after a warm-up send, with ``attempts`` settled
     attempts already on the device, on send path ``path``; with ``replies``, the recipient's
     reply reaches the phone while each send is under way (the send's own reads record it:
     issue 34, no round trip added), and ``replies`` in the result counts those the ledger
-    recorded."""
+    recorded. ``policy``: the sends' (by default their rows settle when first seen)."""
     key, authorized = _keys(root)
     store = root / f"{name}-sms.db"
     db = root / f"{name}-ledger.db"
@@ -235,7 +241,7 @@ async def api_sends(
             key_path=key,
             rate_limit=NO_RATE_LIMIT,
             send_path=path,
-            policy=SETTLED_AT_ONCE,
+            policy=policy,
         ) as agent:
             started = time.perf_counter()
             first = await agent.send(f"{name}-warm-up", RECIPIENT, f"{name} warm-up")
@@ -380,10 +386,13 @@ async def _measure(quick: bool, sends: int | None) -> dict[str, Any]:
         )
         if not quick:
             results["large"] = await api_sends(root, "large", count, LARGE)
-            # the framework path: SmsUsageMonitor holds the 31st send of a minute
-            results["framework"] = await api_sends(
-                root, "framework", min(count, FRAMEWORK_SENDS), 0, "framework"
-            )
+        # the framework path: SmsUsageMonitor holds the 31st send of a minute (each case has
+        # its phone); settled at once (the floor as measured), then with the default settle
+        framework_sends = 5 if quick else min(count, FRAMEWORK_SENDS)
+        results["framework"] = await api_sends(root, "framework", framework_sends, 0, "framework")
+        results["framework_settled"] = await api_sends(
+            root, "framework-settled", framework_sends, 0, "framework", policy=RetryPolicy()
+        )
         runs = 3 if quick else 10
         results["cli"] = await cli_sends(root, runs)
         results["fresh_agent"] = await fresh_agent_sends(root, runs)
@@ -417,6 +426,20 @@ def _rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "met": figures["p99"] <= 1.2 * floor,
             }
         )
+    settled = results["framework_settled"]
+    floor = floor_ms("framework")
+    settle_ms = RetryPolicy().framework_settle_after.total_seconds() * 1000
+    rows.append(
+        {
+            "work": "SmsAgent.send to SUCCEEDED, framework send path, default"
+            f" framework_settle_after ({settle_ms:.0f} ms)",
+            "figure": f"median {settled['median']:.0f} ms, p99 {settled['p99']:.0f} ms (floor"
+            f" {floor:.0f} ms: p99 floor + {settled['p99'] - floor:.0f} ms; the same run's"
+            f" sends settled at once: median {results['framework']['median']:.0f} ms)",
+            "target": "p99 <= floor + 1000 ms",
+            "met": settled["p99"] <= floor + 1000,
+        }
+    )
     api = results["empty"]["median"]
     cli = results["cli"]["median"]
     rows.append(
@@ -488,7 +511,7 @@ def main() -> None:
         f" {DEFAULT_FOCUS_DELAY_MS} ms compose focus delay (ui path); {results['sends']} timed"
         f" sends per case ({FRAMEWORK_SENDS} on the framework path), after one warm-up send"
     )
-    for case in ("empty", "replies", "large", "framework"):
+    for case in ("empty", "replies", "large", "framework", "framework_settled"):
         if case not in results:
             continue
         figures = results[case]
@@ -501,7 +524,9 @@ def main() -> None:
             " radio send delay"
             f" = {floor:.0f} ms;"
             f" median {figures['median']:.0f} ms ({figures['median'] / floor:.2f}x),"
-            f" p99 {figures['p99']:.0f} ms ({figures['p99'] / floor:.2f}x, target <= 1.20x);"
+            f" p99 {figures['p99']:.0f} ms ({figures['p99'] / floor:.2f}x, target"
+            + (" p99 <= floor + 1000 ms" if case == "framework_settled" else " <= 1.20x")
+            + ");"
             f" round trips per send: min {trips}, mean {figures['mean_round_trips']:.2f};"
             f" warm-up (first) send {figures['first']:.0f} ms; slowest (ms, round trips):"
             f" {', '.join(f'({ms:.0f}, {trips})' for ms, trips in figures['slowest'])}"

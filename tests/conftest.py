@@ -33,8 +33,8 @@ AOSP_OUTBOX_FIRST = attrs.evolve(AOSP_MESSAGING, optimistic_sent=False)
 def _settle_windows_of_the_simulated_phones(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's settle windows for the simulated phones (their radios answer within tens of
     milliseconds, their framework updates a failed row 50 ms after writing it), for every
-    ``starebrain send``/``mcp`` a test runs, in process or as a child; the defaults (26
-    minutes, 5 s) fit a real phone. A test of the defaults removes the variables."""
+    ``starebrain send``/``mcp`` a test runs, in process or as a child; the defaults (30
+    minutes, 0.5 s) fit a real phone. A test of the defaults removes the variables."""
     monkeypatch.setenv("STAREBRAIN_SETTLE_AFTER", "0.3")
     monkeypatch.setenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", "0.2")
 

@@ -29,7 +29,7 @@ PARTS = (
 ROWS = {
     "nightly_backlog": ("nightly", "in flight on"),
     "reconcile": ("reconcile pass",),
-    "send": ("SmsAgent.send",),
+    "send": ("SmsAgent.send", "SmsAgent.send to SUCCEEDED, framework send path"),
     "startup": ("start-up",),
     "ledger": ("ledger vs sqlite3",),
     "bridge": ("bridge:",),

@@ -130,12 +130,13 @@ _POLICY_OPTIONS: Final[tuple[Decorator, ...]] = (
     click.option(
         "--framework-settle-after",
         type=Seconds(maximum=3600),
-        default=5.0,
+        default=0.5,
         show_default=True,
         envvar=FRAMEWORK_SETTLE_AFTER_ENV,
         help="Seconds after it is first seen before a sent row the framework wrote (the "
         "framework send path) counts as settled: a failed send's row is written SENT and "
-        f"marked FAILED a moment later. Also read from ${FRAMEWORK_SETTLE_AFTER_ENV}.",
+        "marked FAILED by the next statement (one provider write later). "
+        f"Also read from ${FRAMEWORK_SETTLE_AFTER_ENV}.",
     ),
     click.option(
         "--app-send-timeout",
@@ -186,7 +187,7 @@ def retry_policy(
     backoff: float,
     max_backoff: float,
     settle_after: float = 1800.0,
-    framework_settle_after: float = 5.0,
+    framework_settle_after: float = 0.5,
     app_send_timeout: float = 300.0,
 ) -> RetryPolicy:
     """The ``RetryPolicy`` the :func:`policy_options` describe.

@@ -199,6 +199,15 @@ def send_exit_code(summary: ActionSummary) -> int:
     help="Seconds to wait for proof of the outcome before exiting 3 (unresolved), and for a"
     " phone that does not answer or is not ready before exiting 7.",
 )
+@click.option(
+    "--wait-settled",
+    "wait_settled",
+    is_flag=True,
+    help="Read a row the phone shows sent until it settles (or --wait ends), resending on"
+    " proof of an early failure. Without it, a row that cannot settle within --wait"
+    " (the messaging app's, 30 minutes) is answered at once: exit 6, VERIFYING, its"
+    " settles_at.",
+)
 @policy_options
 @phone_options
 @region_option
@@ -218,6 +227,7 @@ def send(
     action_id: str | None,
     derived_id_window: float,
     wait: float,
+    wait_settled: bool,
     max_attempts: int,
     grace: float,
     unverified_after: float,
@@ -243,8 +253,9 @@ def send(
     its latest attempt; past that the same text is a new message. A rerun that sends nothing
     says it is the earlier message, and when that was sent.
 
-    Exit status: 0 SUCCEEDED, 6 sent by the phone but not yet settled when --wait ends (the
-    app may still mark it failed until --settle-after: rerun the same command to follow it),
+    Exit status: 0 SUCCEEDED, 6 sent by the phone but not yet settled (the app may still
+    mark it failed until --settle-after: rerun the same command to follow it; answered as
+    soon as the row is found when it cannot settle within --wait, unless --wait-settled),
     3 still unresolved when --wait ends (rerun the same command to resume), 4 FAILED with no
     attempt left (`starebrain retry` gives it another), 5 MISMATCH (something else went out),
     7 the phone did not answer or was not ready (locked, screen off...) within --wait: nothing
@@ -319,6 +330,7 @@ def send(
         show_progress=not as_json,
         derived_id_window=window,
         gate=gate,
+        wait_settled=wait_settled,
     )
     ctx.exit(_report_sent(sent, as_json, action_id is None, window=window, private=show_private))
 
@@ -559,11 +571,12 @@ def _run_send(
     show_progress: bool = False,
     derived_id_window: timedelta = DERIVED_ID_WINDOW,
     gate: Any = None,
+    wait_settled: bool = False,
 ) -> SendResult:
     """Send within ``wait`` seconds in all: connecting, every command on the phone and every
     wait fit inside it (``hard_deadline``), with a progress line on stderr when
     ``show_progress``. ``action_id`` None: the intent's derived id (``choose_derived_id``
-    with ``derived_id_window``)."""
+    with ``derived_id_window``). ``wait_settled``: ``SmsAgent.send``'s."""
     from starebrain_actions.cli.progress import Progress
 
     progress = Progress(enabled=show_progress)
@@ -606,6 +619,7 @@ def _run_send(
                     on_wait=_tell_waiting,
                     on_step=progress.step,
                     hard_deadline=True,
+                    wait_settled=wait_settled,
                 )
                 return SendResult(summary=outcome.summary, before=known, outcome=outcome)
 

@@ -198,6 +198,16 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
                 max_length=100,
             ),
         ] = None,
+        wait_settled: Annotated[
+            bool,
+            Field(
+                description="Keep reading a message the phone shows sent until it settles"
+                " (within wait_seconds), resending it on proof of an early failure. Without"
+                " it, a message that cannot settle within wait_seconds (the messaging app's"
+                " row settles 30 minutes after the send) is answered as soon as it is"
+                " found: VERIFYING, with settles_at.",
+            ),
+        ] = False,
         ctx: Context,
     ) -> SmsResult:
         return await service.send_sms(
@@ -208,6 +218,7 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
             device=device,
             scope=scope_of(ctx),
             pool=pool,
+            wait_settled=wait_settled,
         )
 
     server.add_tool(
@@ -249,7 +260,9 @@ def _send_sms_description(config: ServerConfig) -> str:
         f"Returns within wait_seconds (default {config.default_wait_s:g}, at most"
         f" {config.max_wait_s:g}) with the status as it stands: SUCCEEDED (done),"
         " IN_FLIGHT, UNKNOWN or VERIFYING (not proven yet: call again later with the"
-        " same action_id, never a new one), FAILED (nothing went out), MISMATCH (another"
+        " same action_id, never a new one; VERIFYING is answered as soon as the phone"
+        " shows the message sent when it cannot settle within wait_seconds, settles_at"
+        " saying when it does, unless wait_settled), FAILED (nothing went out), MISMATCH (another"
         " text went out), DENIED (the policy gate or a person denied it: it is never sent;"
         " policy names the rule). Follow next_step.\n\n"
         f"Phones: {devices} (the first is the default; an action keeps the phone it was"

@@ -119,6 +119,8 @@ class _Flight:
     ends_at: float
     #: the address of the phone it sends through
     device: str = ""
+    #: it follows a settling row until it settles (``send_sms(wait_settled=True)``)
+    wait_settled: bool = False
 
 
 #: The most events one ``get_events`` call returns.
@@ -154,11 +156,14 @@ class SmsService:
         device: str | None,
         scope: ActionScope = UNSCOPED,
         pool: str | None = None,
+        wait_settled: bool = False,
     ) -> SmsResult:
         """Send at most once per action; see the tool's description. ``scope``: the calling
         client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger) and
         the pools it may queue for. ``pool``: queue it for that pool's workers instead, and
-        return at once (``queue_sms``)."""
+        return at once (``queue_sms``). ``wait_settled``: ``SmsAgent.send``'s (a call that
+        asks for it and joins a send that does not is carried on by one that does, within
+        its own wait; one that does not and joins one that does waits with it)."""
         if pool is not None:
             if device is not None:
                 raise ToolError(
@@ -188,7 +193,14 @@ class SmsService:
             flight = self._flights.get(chosen)
             if flight is None:
                 started, note = await self._start(
-                    chosen, intent, known, device, send_until, scope, derived=derived
+                    chosen,
+                    intent,
+                    known,
+                    device,
+                    send_until,
+                    scope,
+                    derived=derived,
+                    wait_settled=wait_settled,
                 )
                 if isinstance(started, SmsResult):
                     return started
@@ -207,8 +219,12 @@ class SmsService:
                 raise ToolError(f"{note} {said[:1].upper()}{said[1:]}") from exc
             summary = outcome.summary
             rejoin = (
-                summary.status in OPEN_STATUSES or summary.status is Status.PLANNED
-            ) and flight.ends_at < give_up - MIN_DISPATCH_S
+                (summary.status in OPEN_STATUSES or summary.status is Status.PLANNED)
+                and flight.ends_at < give_up - MIN_DISPATCH_S
+            ) or (
+                # the send this call joined answered early; this call follows the settle
+                wait_settled and not flight.wait_settled and summary.status is Status.VERIFYING
+            )
             if outcome.refused is not None:
                 # the ledger refused the phone (``WrongPhone``): the action is bound elsewhere
                 refused = own_ids(outcome.refused, chosen, scope)
@@ -424,6 +440,7 @@ class SmsService:
         scope: ActionScope,
         *,
         derived: bool,
+        wait_settled: bool = False,
     ) -> tuple[_Flight | SmsResult, str]:
         """Start the action's send in the server; or, when it is settled (a DENY is final)
         or none of this server's phones may send it, the result as it stands (``known``: the
@@ -442,7 +459,10 @@ class SmsService:
             return result, ""
         await self._check_cap(action_id, summary, scope)
         gate = self.config.client_gates.get(scope.client or "")
-        return self._launch(action_id, intent, route.address, send_until, gate=gate), route.note
+        flight = self._launch(
+            action_id, intent, route.address, send_until, gate=gate, wait_settled=wait_settled
+        )
+        return flight, route.note
 
     async def _still_sending(
         self,
@@ -565,16 +585,30 @@ class SmsService:
             ) from exc
 
     def _launch(
-        self, action_id: str, intent: SmsIntent, device: str, give_up: float, *, gate: Any = None
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        device: str,
+        give_up: float,
+        *,
+        gate: Any = None,
+        wait_settled: bool = False,
     ) -> _Flight:
         """Start the send of an action in the server; ``gate``: the calling client's own
-        policy gate (None: the server's)."""
+        policy gate (None: the server's); ``wait_settled``: ``SmsAgent.send``'s."""
         loop = asyncio.get_running_loop()
         task = asyncio.create_task(
-            self._fly(action_id, intent, device, give_up - loop.time(), gate=gate),
+            self._fly(
+                action_id,
+                intent,
+                device,
+                give_up - loop.time(),
+                gate=gate,
+                wait_settled=wait_settled,
+            ),
             name=f"starebrain-send-{action_id}",
         )
-        flight = _Flight(task=task, ends_at=give_up, device=device)
+        flight = _Flight(task=task, ends_at=give_up, device=device, wait_settled=wait_settled)
         self._flights[action_id] = flight
 
         def landed(done: asyncio.Task[SendOutcome]) -> None:
@@ -592,7 +626,14 @@ class SmsService:
         return flight
 
     async def _fly(
-        self, action_id: str, intent: SmsIntent, device: str, wait_s: float, *, gate: Any = None
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        device: str,
+        wait_s: float,
+        *,
+        gate: Any = None,
+        wait_settled: bool = False,
     ) -> SendOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -610,6 +651,7 @@ class SmsService:
             on_step=lambda step: self._steps.__setitem__(action_id, step),
             hard_deadline=True,
             gate=gate,
+            wait_settled=wait_settled,
         )
         return outcome
 

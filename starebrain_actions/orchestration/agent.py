@@ -248,6 +248,7 @@ class SmsAgent:
         on_step: Callable[[str], None] | None = None,
         hard_deadline: bool = False,
         gate: Policy | None = None,
+        wait_settled: bool = False,
     ) -> SendOutcome:
         """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
         for proof of the outcome. ``gate``: the policy gate of this send (None: the one
@@ -263,6 +264,15 @@ class SmsAgent:
         phone does; no attempt starts with less than ``MIN_DISPATCH_S`` left, and a send cut
         off by the deadline is an unknown outcome, settled later by a read (never resent).
         Without it, a step already started runs to its own timeout.
+
+        ``wait_settled``: a row the phone shows sent but that has not settled yet (VERIFYING:
+        the messaging app may still mark it failed until ``settles_at``, 30 minutes by
+        default) is read until it settles or ``wait`` ends, and a FAILED seen meanwhile is
+        resent within the wait. False (the default): such a row is followed only when it
+        settles within ``wait``; otherwise the call returns as soon as the row is found,
+        VERIFYING with its ``settles_at`` (waiting could not prove it sooner). A later call
+        with the same ``action_id``, ``resume``, a worker or a reconcile pass reads it again
+        and never sends it twice (docs/guarantees.md, "The early answer").
 
         An attempt in review as ``AMBIGUOUS`` (a matching row that may be the owner's as well
         as ours) ends the wait at once: no later read can tell, a person rules.
@@ -282,6 +292,7 @@ class SmsAgent:
             on_step=on_step,
             hard_deadline=hard_deadline,
             gate=gate,
+            wait_settled=wait_settled,
         )
         return await self._drive(action_id, intent, how)
 

@@ -58,8 +58,13 @@ class How:
     on_step: Callable[[str], None] | None = None
     hard_deadline: bool = False
     #: False: return once the phone shows the message sent and it only has to settle
-    #: (VERIFYING: its attempt no longer holds the phone)
+    #: (VERIFYING: its attempt no longer holds the phone), wherever its settle time lies
     follow_settling: bool = True
+    #: True: follow a settling row until it settles or the wait ends; False (``send``'s
+    #: default, the early answer): follow it only when it settles within the wait, else
+    #: return at once with VERIFYING and its ``settles_at`` (waiting out ``wait`` could not
+    #: prove it, only show an early FAILED sooner: docs/guarantees.md)
+    wait_settled: bool = False
     #: the policy gate of this send (None: the ledger's)
     gate: Policy | None = None
     #: the action is in the ledger already (``resume``, a worker): it is not created again
@@ -236,12 +241,16 @@ class SendLoop:
             return None  # the next read comes at the watch's time
         due = _decisions.settling_until(latest) if latest is not None else None
         if due is not None and summary.status is Status.VERIFYING:
-            if not self.how.follow_settling:
-                return SendOutcome(summary=summary)  # the phone is free for the next
+            until = (due - self.ledger.now()).total_seconds() + 0.01
+            if not self.how.follow_settling or (
+                not self.how.wait_settled and until > self.give_up - self.clock()
+            ):
+                # the phone is free for the next; and a settle past the wait's end cannot
+                # be proven by waiting: the answer (VERIFYING, its settles_at) is known now
+                return SendOutcome(summary=summary)
             # sent by the phone, not yet settled: read now and then (an early FAILED
             # is worth seeing), and once more when it settles
             self.tell("sent by the phone, waiting for it to settle")
-            until = (due - self.ledger.now()).total_seconds() + 0.01
             pause = max(self.agent.poll_interval_s, min(SETTLE_POLL_S, until))
             if not await self.agent._pause(self.give_up, self.clock, pause):
                 return SendOutcome(summary=summary)

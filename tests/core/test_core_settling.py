@@ -158,10 +158,10 @@ def test_a_row_first_seen_after_the_window_is_judged_at_once() -> None:
 
 def test_a_framework_row_settles_shortly_after_it_is_first_seen() -> None:
     """The framework writes its row when the radio answered (SENT, then FAILED at once on a
-    failure): settled ``framework_settle_after`` (5 s) after first sight."""
+    failure): settled ``framework_settle_after`` (0.5 s) after first sight."""
     seen = NOW + timedelta(seconds=40)
     record = confirmed_at(seen, FRAMEWORK)
-    assert seen + timedelta(seconds=5) == settle_time(record)
+    assert seen + timedelta(milliseconds=500) == settle_time(record)
 
 
 def test_a_mismatch_is_judged_at_once() -> None:

@@ -46,7 +46,7 @@ def at(text: str) -> datetime:
 
 @pytest.fixture
 def default_settling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's own settle times (30 minutes, 5 s), not the tests' short ones."""
+    """The CLI's own settle times (30 minutes, 0.5 s), not the tests' short ones."""
     monkeypatch.delenv("STAREBRAIN_SETTLE_AFTER", raising=False)
     monkeypatch.delenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", raising=False)
 

@@ -266,3 +266,32 @@ async def test_a_phone_held_by_another_action_is_named_with_when_it_can_be_freed
     assert "H-1" == data["held_by"]["action_id"]
     assert "'H-1'" in data["next_step"] and data["held_by"]["releasable_at"] in data["next_step"]
     assert [] == sms_out(phone)
+
+
+async def test_a_row_that_cannot_settle_in_the_wait_is_answered_early_unless_wait_settled(
+    phone_factory: PhoneFactory, db_path: Path, adb_key_path: Path
+) -> None:
+    """Through the messaging app, a row settling in an hour: send_sms answers VERIFYING with
+    settles_at as soon as the row is found, not after its 60 s wait; a repeat sends nothing;
+    a repeat with wait_settled reads the row until its wait ends. One SMS."""
+    phone = await phone_factory()
+    policy = attrs.evolve(SEND_POLICY, settle_after=timedelta(hours=1))
+    call = {"action_id": "E-1", "to": TO, "body": BODY, "wait_seconds": 60}
+    async with client_on(
+        db_path, adb_key_path, [phone.serial], send_path="ui", policy=policy, max_wait_s=60
+    ) as client:
+        started = time.monotonic()
+        early = structured(await client.call_tool("send_sms", call))
+        took = time.monotonic() - started
+        again = structured(await client.call_tool("send_sms", call))
+        started = time.monotonic()
+        settled = {**call, "wait_seconds": 2, "wait_settled": True}
+        followed = structured(await client.call_tool("send_sms", settled))
+        followed_for = time.monotonic() - started
+    assert ("VERIFYING", 1) == (early["status"], early["attempts"]), early
+    assert early["settles_at"] is not None
+    assert took < 30, took  # answered when the row was found
+    assert ("VERIFYING", 1, True) == (again["status"], again["attempts"], again["earlier_message"])
+    assert ("VERIFYING", 1) == (followed["status"], followed["attempts"])
+    assert followed_for >= 2 - 0.1, followed_for  # it read the row for its whole wait
+    assert [BODY] == sms_out(phone)
