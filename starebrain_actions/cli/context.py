@@ -58,6 +58,8 @@ EXIT_HELD: Final = 8
 #: the policy gate refused the action: a recipient rule or a person's denial (never sent), or
 #: a limit (try later)
 EXIT_REFUSED: Final = 9
+#: the action's deadline passed with nothing sent (EXPIRED): it is never sent, by any path
+EXIT_EXPIRED: Final = 10
 #: Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED: Final = 130
 

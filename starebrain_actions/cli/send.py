@@ -19,6 +19,7 @@ import click
 
 from starebrain_actions.cli.connect import agent_within
 from starebrain_actions.cli.context import (
+    EXIT_EXPIRED,
     EXIT_FAILED,
     EXIT_HELD,
     EXIT_INTERRUPTED,
@@ -68,10 +69,14 @@ from starebrain_actions.core.derived_ids import (
 from starebrain_actions.core.exceptions import FingerprintConflict, InvalidInput, NotFound
 from starebrain_actions.core.model import (
     ActionSummary,
+    IntentTimes,
     RetryPolicy,
     SmsIntent,
     Status,
     check_action_id,
+    intent_conflict,
+    intent_times,
+    read_time_spec,
 )
 from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import output as _render
@@ -95,7 +100,7 @@ async def choose_derived_id(ledger: Ledger, intent: SmsIntent, *, window: timede
     base = derive_action_id(intent)
     now = ledger.now()
     generations = await ledger.derived_generations(base, now=now)
-    chosen = choose_derived_generation(generations, intent.fingerprint, now, window)
+    chosen = choose_derived_generation(generations, intent.message_fingerprint, now, window)
     return derived_generation_id(base, chosen)
 
 
@@ -126,17 +131,18 @@ def gate_text(decision: Any) -> str:
 
 
 def send_exit_code(summary: ActionSummary) -> int:
-    """0 SUCCEEDED, 9 DENIED (never sent), 6 sent by the phone but not yet settled, 5
-    MISMATCH, 4 FAILED with no
-    attempt left (or a send the phone showed and then marked failed), 7 the latest attempt
-    found the phone not ready or unreachable (nothing sent, attempts left), 3 anything
-    still open."""
+    """0 SUCCEEDED, 9 DENIED (never sent), 10 EXPIRED (its deadline passed, never sent), 6
+    sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no attempt left (or a
+    send the phone showed and then marked failed), 7 the latest attempt found the phone not
+    ready or unreachable (nothing sent, attempts left), 3 anything still open."""
     status = summary.status
     latest = summary.latest
     if status is Status.SUCCEEDED:
         return EXIT_SUCCEEDED
     if status is Status.DENIED:
         return EXIT_REFUSED
+    if status is Status.EXPIRED:
+        return EXIT_EXPIRED
     if status is Status.FAILED and latest is not None and not spends_budget(latest):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
         if decision.redispatch or decision.waits:
@@ -208,6 +214,28 @@ def send_exit_code(summary: ActionSummary) -> int:
     " (the messaging app's, 30 minutes) is answered at once: exit 6, VERIFYING, its"
     " settles_at.",
 )
+@click.option(
+    "--not-after",
+    "not_after",
+    default=None,
+    metavar="WHEN",
+    help="The message's deadline: no attempt starts at or after it, on any path (this send,"
+    " a rerun, resume, nightly, a worker, MCP, a retry ruling); once it passes with nothing"
+    " sent the action is EXPIRED (exit 10) and never sent. An ISO 8601 time with its zone"
+    " (2026-12-08T09:00:00+01:00, …Z) or a duration from the action's creation (90s, 10m,"
+    " 2h, 1d: a rerun names the same deadline). Part of the intent: a rerun with another"
+    " one is a changed intent (exit 2).",
+)
+@click.option(
+    "--not-before",
+    "not_before",
+    default=None,
+    metavar="WHEN",
+    help="The message's schedule: no attempt starts before it (as --not-after: a time or a"
+    " duration, part of the intent). With --queue no worker claims it before then; without,"
+    " the send waits for it within --wait, else exits 3 and a rerun or `resume` sends it"
+    " then. Quiet hours still apply: the later wins.",
+)
 @policy_options
 @phone_options
 @region_option
@@ -228,6 +256,8 @@ def send(
     derived_id_window: float,
     wait: float,
     wait_settled: bool,
+    not_after: str | None,
+    not_before: str | None,
     max_attempts: int,
     grace: float,
     unverified_after: float,
@@ -263,7 +293,8 @@ def send(
     the policy gate holds it (a person's approval: `starebrain approve ID`, or quiet hours
     until the time it says), 9 the policy gate refused it (a recipient rule or a denial:
     never sent; or a limit: try later); 2 bad input or a changed intent under an existing
-    action id, 1 anything else.
+    action id, 10 EXPIRED: its --not-after deadline passed with nothing sent (never sent,
+    by any path), 1 anything else.
 
     With --queue (and --pool): the message is recorded for the pool's workers and the command
     returns at once with its id and status; exit 0 when it is queued (or its id is already in
@@ -290,6 +321,7 @@ def send(
             max_backoff=max_backoff,
         ),
     )
+    intent, times = _timed(intent, not_after, not_before)
     gate = typed_command_gate(policy_path)
     window = timedelta(seconds=derived_id_window)
     if pool is not None and not queue:
@@ -309,6 +341,7 @@ def send(
             pool=pool or "default",
             gate=gate,
             derived_id_window=window,
+            times=times,
         )
         ctx.exit(_report_queued(queued, as_json, action_id is None, private=show_private))
     if device is None:
@@ -331,6 +364,7 @@ def send(
         derived_id_window=window,
         gate=gate,
         wait_settled=wait_settled,
+        times=times,
     )
     ctx.exit(_report_sent(sent, as_json, action_id is None, window=window, private=show_private))
 
@@ -363,6 +397,7 @@ def _run_queue(
     pool: str,
     gate: Any,
     derived_id_window: timedelta,
+    times: IntentTimes | None = None,
 ) -> Queued:
     """``send --queue``: record the action for ``pool``'s workers (``Ledger.enqueue``, the
     gate judging it) under ``action_id`` or the intent's derived id; no phone is reached."""
@@ -370,7 +405,7 @@ def _run_queue(
     async def work() -> Queued:
         async with open_ledger(path) as ledger:
             chosen = action_id or await choose_derived_id(ledger, intent, window=derived_id_window)
-            return await ledger.enqueue(chosen, intent, policy, pool=pool, gate=gate)
+            return await ledger.enqueue(chosen, intent, policy, pool=pool, gate=gate, times=times)
 
     try:
         return run(work())
@@ -408,6 +443,28 @@ def _report_queued(queued: Queued, as_json: bool, derived: bool, *, private: boo
         )
     _render_records.render_summary(out, summary, show_private=private)
     return code
+
+
+def _timed(
+    intent: SmsIntent, not_after: str | None, not_before: str | None
+) -> tuple[SmsIntent, IntentTimes | None]:
+    """``intent`` with ``--not-after`` and ``--not-before`` given as times, and those given as
+    durations (counted from the action's creation by the ledger).
+
+    Raises:
+        CliUsageError: a time that cannot be read, or a schedule not before the deadline.
+    """
+    try:
+        after, before, times = intent_times(
+            read_time_spec(not_after, "--not-after") if not_after is not None else None,
+            read_time_spec(not_before, "--not-before") if not_before is not None else None,
+        )
+        if times is not None and after is None and before is None:
+            # both as durations, or one: their order is checked as the ledger will count them
+            times.applied(intent, datetime.now(UTC))
+        return attrs.evolve(intent, not_after=after, not_before=before), times
+    except InvalidInput as exc:
+        raise CliUsageError(f"bad input: {exc}") from exc
 
 
 def _send_input(
@@ -572,6 +629,7 @@ def _run_send(
     derived_id_window: timedelta = DERIVED_ID_WINDOW,
     gate: Any = None,
     wait_settled: bool = False,
+    times: IntentTimes | None = None,
 ) -> SendResult:
     """Send within ``wait`` seconds in all: connecting, every command on the phone and every
     wait fit inside it (``hard_deadline``), with a progress line on stderr when
@@ -592,7 +650,7 @@ def _run_send(
 
     async def work() -> SendResult:
         async with progress.shown():
-            known, answer = await _ledger_answer(path, chosen, intent, derived_id_window)
+            known, answer = await _ledger_answer(path, chosen, intent, derived_id_window, times)
             if answer is not None:
                 return answer
             async with agent_within(
@@ -620,6 +678,8 @@ def _run_send(
                     on_step=progress.step,
                     hard_deadline=True,
                     wait_settled=wait_settled,
+                    not_after=intent.not_after or (times.not_after if times else None),
+                    not_before=intent.not_before or (times.not_before if times else None),
                 )
                 return SendResult(summary=outcome.summary, before=known, outcome=outcome)
 
@@ -633,7 +693,11 @@ def _run_send(
 
 
 async def _ledger_answer(
-    path: LedgerTarget, chosen: list[str], intent: SmsIntent, window: timedelta
+    path: LedgerTarget,
+    chosen: list[str],
+    intent: SmsIntent,
+    window: timedelta,
+    times: IntentTimes | None = None,
 ) -> tuple[ActionSummary | None, SendResult | None]:
     """Settle what the ledger alone can settle, so a changed intent is exit 2 and a rerun
     of a finished action exits as before even while the phone is down: the action as it
@@ -651,8 +715,10 @@ async def _ledger_answer(
         except NotFound:
             known = None
     if known is not None:
+        if times is not None:  # durations count from the stored action's creation
+            intent = times.applied(intent, known.action.created_at)
         if known.action.fingerprint != intent.fingerprint:
-            raise FingerprintConflict(chosen[0], known.action.fingerprint, intent.fingerprint)
+            raise intent_conflict(known.action, intent)
         if settled(known, datetime.now(UTC)):
             return known, SendResult(summary=known, before=known)
     return known, None

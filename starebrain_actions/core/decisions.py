@@ -195,6 +195,12 @@ def grant_retry(
         )
     if decision.reason is RedispatchReason.SUCCEEDED:
         raise RetryRefused(f"{what} SUCCEEDED: nothing to retry")
+    if decision.reason is RedispatchReason.EXPIRED:
+        raise RetryRefused(
+            f"{what}: its deadline (not after {action.intent.not_after}) has passed: no ruling"
+            " lifts it, it is never sent; to send the message after all, send it as a new"
+            " action"
+        )
     if decision.reason not in GRANTABLE:
         raise RetryRefused(
             f"{what} may be retried already ({decision.reason.value}): `starebrain resume`"

@@ -105,14 +105,17 @@ def derived_generation(action_id: str, base_id: str) -> int | None:
 def choose_derived_generation(
     generations: Sequence[ActionSummary], fingerprint: str, now: datetime, window: timedelta
 ) -> int:
-    """The generation of a derived id a send with this intent (``fingerprint``) uses.
+    """The generation of a derived id a send of this message (``fingerprint``: its
+    ``SmsIntent.message_fingerprint``) uses.
 
     ``generations`` holds the existing generations 1, 2, … in order, up to the first that
     no action holds (``len(generations) + 1``: ``Ledger.derived_generations``). The answer is
-    the newest generation holding this intent that may still be resumed
+    the newest generation holding this message that may still be resumed
     (``derived_id_resumable``); when none may, the first free generation. A generation
-    holding another intent (a collision of the 64 bits, or an id someone chose) is never
-    used. Two processes asking at once get the same answer, and creating an action is
+    holding another message (a collision of the 64 bits, or an id someone chose) is never
+    used. The same message with another deadline or schedule is the same generation: its
+    creation then fails as a changed intent (never a second SMS beside one whose outcome is
+    open). Two processes asking at once get the same answer, and creating an action is
     idempotent on its id and intent, so they share one action.
 
     Raises:
@@ -122,7 +125,8 @@ def choose_derived_generation(
         raise InvalidInput(f"the derived id window must not be negative; got {window}")
     for generation in range(len(generations), 0, -1):
         summary = generations[generation - 1]
-        if summary.action.fingerprint == fingerprint and derived_id_resumable(summary, now, window):
+        held = summary.action.intent.message_fingerprint
+        if held == fingerprint and derived_id_resumable(summary, now, window):
             return generation
     return len(generations) + 1
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import attrs
 
-from starebrain_actions.core.exceptions import InvalidInput
+from starebrain_actions.core.exceptions import FingerprintConflict, InvalidInput
 
 # --------------------------------------------------------------------------- states
 
@@ -446,6 +446,24 @@ class SmsIntent:
         return self.not_before if self.not_before is not None and now < self.not_before else None
 
 
+def intent_conflict(stored: Action, intent: SmsIntent) -> FingerprintConflict:
+    """The error of creating ``intent`` under the id ``stored`` holds with another intent;
+    when only the deadline or the schedule differ, it says so, with both."""
+    detail = ""
+    if stored.intent.message_fingerprint == intent.message_fingerprint:
+        detail = (
+            f" (the same message; its deadline and schedule were {_times_text(stored.intent)},"
+            f" these are {_times_text(intent)})"
+        )
+    return FingerprintConflict(stored.action_id, stored.fingerprint, intent.fingerprint, detail)
+
+
+def _times_text(intent: SmsIntent) -> str:
+    after = format_time(intent.not_after) if intent.not_after else "none"
+    before = format_time(intent.not_before) if intent.not_before else "none"
+    return f"not after {after}, not before {before}"
+
+
 def _digest(canonical: Mapping[str, Any]) -> str:
     text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -500,6 +518,73 @@ class IntentTimes:
             not_after=None if self.not_after else intent.not_after,
             not_before=None if self.not_before else intent.not_before,
         )
+
+
+#: A time given to the product: an ISO 8601 time with its zone, or a duration from now.
+TimeSpec = datetime | timedelta
+
+_DURATION: Final = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def read_time_spec(text: str, name: str) -> TimeSpec:
+    """``text`` as a ``TimeSpec``: a duration (``90s``, ``10m``, ``2h``, ``1d``, or parts
+    such as ``1h30m``) or an ISO 8601 time with a zone (``2026-12-08T09:00:00+01:00``,
+    ``…Z``). ``name`` names it in the error.
+
+    Raises:
+        InvalidInput: neither, a time without a zone, or a duration of zero.
+    """
+    value = text.strip()
+    if _DURATION.fullmatch(value):
+        seconds = sum(
+            float(amount) * _UNIT_SECONDS[unit] for amount, unit in _DURATION_PART.findall(value)
+        )
+        if seconds <= 0:
+            raise InvalidInput(f"{name}: a duration must be above zero; got {text!r}")
+        return timedelta(seconds=seconds)
+    try:
+        when = datetime.fromisoformat(value.replace("z", "Z"))
+    except ValueError:
+        raise InvalidInput(
+            f"{name}: expected an ISO 8601 time with its zone (2026-12-08T09:00:00+01:00,"
+            f" or …Z for UTC) or a duration from now (90s, 10m, 2h, 1d); got {text!r}"
+        ) from None
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise InvalidInput(
+            f"{name}: {text!r} has no zone: add one (Z for UTC, or +01:00…); a time without"
+            " one would mean something else on every machine"
+        )
+    return when.astimezone(UTC)
+
+
+def intent_times(
+    not_after: TimeSpec | None = None, not_before: TimeSpec | None = None
+) -> tuple[datetime | None, datetime | None, IntentTimes | None]:
+    """A deadline and a schedule as a caller gave them (times or durations): the deadline
+    and the schedule given as times (for ``SmsIntent``), and those given as durations (None:
+    none), which the ledger counts from the action's creation
+    (``Ledger.create_action(times=)``).
+
+    Raises:
+        InvalidInput: a value that is neither an aware datetime nor a timedelta.
+    """
+    times: list[datetime | None] = []
+    durations: list[timedelta | None] = []
+    for name, value in (("not_after", not_after), ("not_before", not_before)):
+        if value is None or isinstance(value, timedelta):
+            times.append(None)
+            durations.append(value)
+        elif isinstance(value, datetime):
+            times.append(require_aware(name, value))
+            durations.append(None)
+        else:
+            raise InvalidInput(f"{name} must be a datetime or a timedelta; got {value!r}")
+    relative = None
+    if any(durations):
+        relative = IntentTimes(not_after=durations[0], not_before=durations[1])
+    return times[0], times[1], relative
 
 
 # --------------------------------------------------------------------------- policy

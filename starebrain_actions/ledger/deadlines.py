@@ -53,6 +53,28 @@ def record_expiry(db: sqlite3.Connection, action_id: str, when: datetime) -> Non
 class Deadlines(LedgerConnection):
     """The ``Ledger``'s expiry pass (see the module docstring)."""
 
+    async def expire(self, action_id: str, *, now: datetime | None = None) -> bool:
+        """Record ``action_id``'s expiry if it is EXPIRED and not recorded yet (its deadline
+        passed with nothing of it sent or under way); True when recorded now."""
+        when = require_aware("now", now) if now is not None else self.now()
+        stamp = format_time(when)
+
+        def work(db: sqlite3.Connection) -> bool:
+            _pg.lock(db, f"action:{action_id}")
+            changed = db.execute(
+                "UPDATE actions SET expired_at = ?, queue_after = NULL"
+                " WHERE action_id = ? AND expired_at IS NULL AND not_after <= ?"
+                f" AND {_NOTHING_SENT[_pg.dialect(db)]}",
+                (stamp, action_id, stamp),
+            )
+            return changed.rowcount == 1
+
+        recorded = await self._write(work)
+        self._actions.pop(action_id, None)
+        if recorded:
+            _log.info("action_expired", action_id=action_id)
+        return recorded
+
     async def expire_due(self, *, now: datetime | None = None) -> list[str]:
         """Record every action whose deadline passed with nothing of it sent or under way
         (EXPIRED, not recorded yet): each gets ``expired_at`` and its ``action.expired``
@@ -73,20 +95,24 @@ class Deadlines(LedgerConnection):
                     (stamp,),
                 ).fetchall()
             ]
+            recorded = []
             for action_id in due:
                 _pg.lock(db, f"action:{action_id}")
-                db.execute(
+                changed = db.execute(
                     "UPDATE actions SET expired_at = ?, queue_after = NULL"
                     " WHERE action_id = ? AND expired_at IS NULL"
                     f" AND {nothing_sent}",
                     (stamp, action_id),
                 )
-            return due
+                if changed.rowcount == 1:
+                    recorded.append(action_id)
+            return recorded
 
         if not await self._run(lambda db: _any_due(db, stamp)):
             return []
         recorded = await self._write(work)
         for action_id in recorded:
+            self._actions.pop(action_id, None)
             _log.info("action_expired", action_id=action_id)
         return recorded
 

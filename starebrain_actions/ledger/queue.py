@@ -32,6 +32,7 @@ from starebrain_actions.core.model import (
     Action,
     ActionRecord,
     ActionSummary,
+    IntentTimes,
     QueueClaim,
     RedispatchReason,
     RetryPolicy,
@@ -43,7 +44,7 @@ from starebrain_actions.ledger.connection import LedgerConnection
 from starebrain_actions.ledger.gate import gate_refusal, standing_verdict
 from starebrain_actions.ledger.queries import cached_action, summaries_of
 from starebrain_actions.ledger.read import load_action, load_attempts, row_dict
-from starebrain_actions.ledger.receipts import insert_action, new_action
+from starebrain_actions.ledger.receipts import check_not_past, insert_action, new_action
 
 if TYPE_CHECKING:
     from starebrain_actions.core.policy import GateDecision, Policy
@@ -162,27 +163,38 @@ class QueueWork(LedgerConnection):
         gate: Policy | None = None,
         now: datetime | None = None,
         owner: str | None = None,
+        times: IntentTimes | None = None,
     ) -> Queued:
         """Record the action with no phone, queued for ``pool``'s workers, and return at once.
         ``gate``: the policy gate judges it now (None: the ledger's, ``Ledger.gate``; and each
         worker's gate judges it again before its attempt). An id already in the ledger keeps
         what it has (its pool, or its sender); nothing is queued again. ``owner``: the
-        client of ``starebrain mcp --clients`` queueing it (``create_action``'s).
+        client of ``starebrain mcp --clients`` queueing it (``create_action``'s); ``times``:
+        its deadline and schedule as durations (``create_action``'s). No worker looks at it
+        before its schedule (``SmsIntent.not_before``).
 
         Raises:
-            InvalidInput: a bad id, pool or intent; nothing is written.
+            InvalidInput: a bad id, pool or intent, or a new action's deadline has passed;
+                nothing is written.
             FingerprintConflict: the id exists with another intent; nothing is written.
         """
         when = require_aware("now", now) if now is not None else self.now()
         candidate = new_action(
-            action_id, intent, policy or RetryPolicy(), when, pool=check_pool(pool), owner=owner
+            action_id,
+            intent,
+            policy or RetryPolicy(),
+            when,
+            pool=check_pool(pool),
+            owner=owner,
+            times=times,
         )
+        await check_not_past(self, candidate)
         active = gate if gate is not None else self.gate
 
         def work(db: sqlite3.Connection) -> Queued:
             if active is not None:
                 _pg.lock(db, "policy-gate")
-            action, created = insert_action(db, candidate)
+            action, created = insert_action(db, candidate, times)
             if created:
                 self._admit_queued(db, action, when)
             verdict = None

@@ -33,7 +33,6 @@ from starebrain_actions.core.exceptions import (
     AttemptRefused,
     BudgetExhausted,
     DeviceBusy,
-    FingerprintConflict,
     InvalidInput,
     NotFound,
     PolicyRefused,
@@ -49,6 +48,7 @@ from starebrain_actions.core.model import (
     RetryPolicy,
     SmsIntent,
     check_action_id,
+    intent_conflict,
     require_aware,
     storable,
 )
@@ -119,7 +119,7 @@ class Receipts(LedgerConnection):
             owner=owner,
             times=times,
         )
-        await self._check_not_past(candidate)
+        await check_not_past(self, candidate)
 
         def work(db: sqlite3.Connection) -> tuple[Action, bool]:
             return insert_action(db, candidate, times)
@@ -133,26 +133,6 @@ class Receipts(LedgerConnection):
             fingerprint=candidate.fingerprint,
         )
         return action
-
-    async def _check_not_past(self, candidate: Action) -> None:
-        """Refuse to create an action whose deadline has passed already (it could never be
-        sent); an action stored under the id is read back as ever (a rerun after the
-        deadline learns it is EXPIRED).
-
-        Raises:
-            InvalidInput: no action has the id and the candidate's deadline has passed.
-        """
-        deadline = candidate.intent.not_after
-        if deadline is None or deadline > candidate.created_at:
-            return
-        try:
-            await self.get_action(candidate.action_id)
-        except NotFound:
-            raise InvalidInput(
-                f"the deadline {format_time(deadline)} has passed already (it is"
-                f" {format_time(candidate.created_at)}): the message could never be sent;"
-                " nothing was written"
-            ) from None
 
     async def register_owners(self, names: Sequence[str], *, now: datetime | None = None) -> None:
         """Record the clients of ``starebrain mcp --clients`` as the owners of their
@@ -414,6 +394,32 @@ def new_action(
     )
 
 
+async def check_not_past(ledger: LedgerConnection, candidate: Action) -> None:
+    """Refuse to create an action whose deadline has passed already (it could never be
+    sent); an action stored under the id is read back as ever (a rerun after the deadline
+    learns it is EXPIRED).
+
+    Raises:
+        InvalidInput: no action has the id and the candidate's deadline has passed.
+    """
+    deadline = candidate.intent.not_after
+    if deadline is None or deadline > candidate.created_at:
+        return
+
+    def stored(db: sqlite3.Connection) -> bool:
+        found = db.execute(
+            "SELECT 1 FROM actions WHERE action_id = ?", (candidate.action_id,)
+        ).fetchone()
+        return found is not None
+
+    if not await ledger._run(stored):
+        raise InvalidInput(
+            f"the deadline {format_time(deadline)} has passed already (it is"
+            f" {format_time(candidate.created_at)}): the message could never be sent;"
+            " nothing was written"
+        )
+
+
 def insert_action(
     db: sqlite3.Connection, candidate: Action, times: IntentTimes | None = None
 ) -> tuple[Action, bool]:
@@ -468,22 +474,7 @@ def insert_action(
         again = times.applied(times.cleared(intent), action.created_at)
         if again.fingerprint == stored["fingerprint"]:
             return action, False
-    detail = ""
-    if action.intent.message_fingerprint == intent.message_fingerprint:
-        detail = (
-            f" (the same message; its deadline and schedule were {_times(action.intent)},"
-            f" these are {_times(intent)})"
-        )
-    raise FingerprintConflict(
-        candidate.action_id, stored["fingerprint"], candidate.fingerprint, detail
-    )
-
-
-def _times(intent: SmsIntent) -> str:
-    """An intent's deadline and schedule in words, for a conflict's message."""
-    after = format_time(intent.not_after) if intent.not_after else "none"
-    before = format_time(intent.not_before) if intent.not_before else "none"
-    return f"not after {after}, not before {before}"
+    raise intent_conflict(action, candidate.intent)
 
 
 #: Between a client's name and its own id in the ledger (``starebrain mcp --clients``).

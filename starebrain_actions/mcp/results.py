@@ -138,7 +138,8 @@ class SmsResult(BaseModel):
         " went out (or the phone showed it sent, then marked it failed: see next_step)."
         " PLANNED: no attempt started yet (a queued action: waiting for a worker of its pool)."
         " DENIED: a DENY (a policy rule, or a person) stopped it for good: it is never sent,"
-        " by any path; policy says which rule."
+        " by any path; policy says which rule. EXPIRED: its not_after deadline passed with"
+        " nothing sent: it is never sent, by any path."
     )
     next_step: str = Field(description="What to do now, in one sentence.")
     delivery: DeliveryState | None = Field(
@@ -407,6 +408,12 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
     if status is Status.PLANNED:
         if facts.pool is not None:
             return _queued_step(summary, facts)
+        scheduled = summary.action.intent.not_before
+        if scheduled is not None and scheduled > now and not sending:
+            return (
+                f"Scheduled: nothing is sent before {format_time(scheduled)}"
+                f" (its not_before); {facts.again} then (it never sends twice)."
+            )
         return _planned_step(facts, sending=sending)
     if status in OPEN_STATUSES:
         return _open_step(summary, facts)
@@ -414,7 +421,20 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
         return _failed_step(summary, facts)
     if status is Status.DENIED:
         return _denied_step(summary)
+    if status is Status.EXPIRED:
+        return _expired_step(summary)
     return _rejected_step(summary, facts)
+
+
+def _expired_step(summary: ActionSummary) -> str:
+    """EXPIRED: its deadline passed with nothing sent; no path ever sends it."""
+    deadline = summary.action.intent.not_after
+    shown = format_time(deadline) if deadline is not None else "its deadline"
+    return (
+        f"Expired: its deadline ({shown}) passed with nothing sent. This action is never"
+        " sent, by any path, and no ruling lifts a deadline. Tell the user; if the message is"
+        " still wanted, send it as a new message with a new action_id (and a new deadline)."
+    )
 
 
 def _succeeded_step(facts: _Facts) -> str:

@@ -208,6 +208,26 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
                 " found: VERIFYING, with settles_at.",
             ),
         ] = False,
+        not_after: Annotated[
+            str | None,
+            Field(
+                description="The message's deadline: an ISO 8601 time with its zone"
+                " ('2026-12-08T09:00:00+01:00', '...Z') or a duration from the action's"
+                " creation ('90s', '10m', '2h', '1d': a repeated call names the same one)."
+                " No attempt starts at or after it, on any path; once it passes with nothing"
+                " sent the status is EXPIRED and the message is never sent. Part of the"
+                " message: repeat it unchanged on every retry.",
+                max_length=64,
+            ),
+        ] = None,
+        not_before: Annotated[
+            str | None,
+            Field(
+                description="The message's schedule, as not_after: no attempt starts before"
+                " it (with pool, no worker takes it before then). Part of the message.",
+                max_length=64,
+            ),
+        ] = None,
         ctx: Context,
     ) -> SmsResult:
         return await service.send_sms(
@@ -219,6 +239,8 @@ def _add_send_sms(server: MCPServer, service: SmsService, scope_of: ScopeOf) -> 
             scope=scope_of(ctx),
             pool=pool,
             wait_settled=wait_settled,
+            not_after=not_after,
+            not_before=not_before,
         )
 
     server.add_tool(
@@ -264,7 +286,8 @@ def _send_sms_description(config: ServerConfig) -> str:
         " shows the message sent when it cannot settle within wait_seconds, settles_at"
         " saying when it does, unless wait_settled), FAILED (nothing went out), MISMATCH (another"
         " text went out), DENIED (the policy gate or a person denied it: it is never sent;"
-        " policy names the rule). Follow next_step.\n\n"
+        " policy names the rule), EXPIRED (its not_after deadline passed with nothing sent:"
+        " it is never sent). Follow next_step.\n\n"
         f"Phones: {devices} (the first is the default; an action keeps the phone it was"
         " made for)."
         + (

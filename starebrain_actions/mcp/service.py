@@ -50,10 +50,13 @@ from starebrain_actions.core.exceptions import (
 )
 from starebrain_actions.core.model import (
     ActionSummary,
+    IntentTimes,
     PhoneHold,
     SmsIntent,
     Status,
     check_action_id,
+    intent_times,
+    read_time_spec,
 )
 from starebrain_actions.ledger.queue import check_pool
 from starebrain_actions.mcp.auth import UNSCOPED, ActionScope
@@ -157,13 +160,18 @@ class SmsService:
         scope: ActionScope = UNSCOPED,
         pool: str | None = None,
         wait_settled: bool = False,
+        not_after: str | None = None,
+        not_before: str | None = None,
     ) -> SmsResult:
         """Send at most once per action; see the tool's description. ``scope``: the calling
         client's view of action ids (``--clients``: its own, ``NAME/ID`` in the ledger) and
         the pools it may queue for. ``pool``: queue it for that pool's workers instead, and
         return at once (``queue_sms``). ``wait_settled``: ``SmsAgent.send``'s (a call that
         asks for it and joins a send that does not is carried on by one that does, within
-        its own wait; one that does not and joins one that does waits with it)."""
+        its own wait; one that does not and joins one that does waits with it).
+        ``not_after``, ``not_before``: the deadline and the schedule as the tool takes them
+        (``core.model.read_time_spec``)."""
+        times = _read_times(not_after, not_before)
         if pool is not None:
             if device is not None:
                 raise ToolError(
@@ -172,7 +180,7 @@ class SmsService:
                     " through one of this server's phones"
                 )
             return await self.queue_sms(
-                action_id=action_id, to=to, body=body, pool=pool, scope=scope
+                action_id=action_id, to=to, body=body, pool=pool, scope=scope, times=times
             )
         loop = asyncio.get_running_loop()
         wait = self.config.default_wait_s if wait_seconds is None else wait_seconds
@@ -180,14 +188,14 @@ class SmsService:
         # a send this call starts gets at least the default wait, however short the call's:
         # it goes on in the server after a quick return, and a repeat joins it
         send_until = max(give_up, loop.time() + self.config.default_wait_s)
-        intent = self._checked_intent(action_id, to, body, device, scope)
+        intent = _timed(self._checked_intent(action_id, to, body, device, scope), times)
         derived = action_id is None
         chosen = (
             scope.ledger_id(action_id)
             if action_id is not None
             else await self._derived_id(intent, scope)
         )
-        known = await self._known_or_created(chosen, intent, scope, device)
+        known = await self._known_or_created(chosen, intent, scope, device, times[2])
         note = ""  # what the call is told first: the action keeps its phone
         while True:
             flight = self._flights.get(chosen)
@@ -249,6 +257,7 @@ class SmsService:
         body: str,
         pool: str,
         scope: ActionScope = UNSCOPED,
+        times: _Times = (None, None, None),
     ) -> SmsResult:
         """Queue the action for ``pool``'s workers, reaching no phone, and return at once:
         the policy gate (the client's own, else the server's) judges it now, its refusal
@@ -261,7 +270,9 @@ class SmsService:
         """
         self._check_pool(pool, scope)
         # the send path is the worker's to check: it may send another way than this server
-        intent = self._checked_intent(action_id, to, body, None, scope, send_path=False)
+        intent = _timed(
+            self._checked_intent(action_id, to, body, None, scope, send_path=False), times
+        )
         derived = action_id is None
         chosen = (
             scope.ledger_id(action_id)
@@ -282,6 +293,7 @@ class SmsService:
                 pool=pool,
                 gate=self.config.client_gates.get(scope.client or ""),
                 owner=scope.client,
+                times=times[2],
             )
         except FingerprintConflict as exc:
             raise self._changed_intent(chosen, scope) from exc
@@ -372,11 +384,17 @@ class SmsService:
         return intent
 
     async def _known_or_created(
-        self, action_id: str, intent: SmsIntent, scope: ActionScope, device: str | None
+        self,
+        action_id: str,
+        intent: SmsIntent,
+        scope: ActionScope,
+        device: str | None,
+        times: IntentTimes | None = None,
     ) -> ActionSummary | None:
         """The action as it stood before the call (None: new, and created now, bound to the
         phone the call sends it through, ``device`` or the server's first, by its key in the
-        ledger, and owned by the calling client of ``--clients``, if any).
+        ledger, and owned by the calling client of ``--clients``, if any). ``times``: the
+        deadline and schedule given as durations, counted from the action's creation.
 
         Raises:
             ToolError: the action exists with another intent, or is not the calling client's;
@@ -387,6 +405,8 @@ class SmsService:
             known: ActionSummary | None = await self.ledger.summary(action_id)
         except NotFound:
             known = None
+        if known is not None and times is not None:
+            intent = times.applied(intent, known.action.created_at)
         if known is not None and known.action.fingerprint != intent.fingerprint:
             raise self._changed_intent(action_id, scope)
         if known is not None:
@@ -399,7 +419,12 @@ class SmsService:
         planned = await self.phones.key_of(device or self.config.devices[0])
         try:
             await self.ledger.create_action(
-                action_id, intent, self.config.policy, device=planned, owner=scope.client
+                action_id,
+                intent,
+                self.config.policy,
+                device=planned,
+                owner=scope.client,
+                times=times,
             )
         except FingerprintConflict as exc:  # created meanwhile with another intent
             raise self._changed_intent(action_id, scope) from exc
@@ -459,8 +484,14 @@ class SmsService:
             return result, ""
         await self._check_cap(action_id, summary, scope)
         gate = self.config.client_gates.get(scope.client or "")
+        # the stored intent: its deadline and schedule as the ledger counted them
         flight = self._launch(
-            action_id, intent, route.address, send_until, gate=gate, wait_settled=wait_settled
+            action_id,
+            summary.action.intent,
+            route.address,
+            send_until,
+            gate=gate,
+            wait_settled=wait_settled,
         )
         return flight, route.note
 
@@ -494,7 +525,7 @@ class SmsService:
         generations = await self.ledger.derived_generations(base, now=now)
         window = timedelta(seconds=self.config.derived_id_window_s)
         return derived_generation_id(
-            base, choose_derived_generation(generations, intent.fingerprint, now, window)
+            base, choose_derived_generation(generations, intent.message_fingerprint, now, window)
         )
 
     async def _hold_on(self, address: str, action_id: str) -> PhoneHold | None:
@@ -652,6 +683,8 @@ class SmsService:
             hard_deadline=True,
             gate=gate,
             wait_settled=wait_settled,
+            not_after=intent.not_after,
+            not_before=intent.not_before,
         )
         return outcome
 
@@ -989,3 +1022,34 @@ async def open_service(config: ServerConfig) -> AsyncIterator[SmsService]:
         finally:
             await service.drain(config.command_timeout_s)
             await service.phones.close()
+
+
+#: A deadline and a schedule as a call gave them: the times, and the durations.
+_Times = tuple[datetime | None, datetime | None, IntentTimes | None]
+
+
+def _read_times(not_after: str | None, not_before: str | None) -> _Times:
+    """``send_sms``'s ``not_after`` and ``not_before``, read (``read_time_spec``).
+
+    Raises:
+        ToolError: a time that cannot be read; nothing is sent or written.
+    """
+    try:
+        return intent_times(
+            read_time_spec(not_after, "not_after") if not_after is not None else None,
+            read_time_spec(not_before, "not_before") if not_before is not None else None,
+        )
+    except InvalidInput as exc:
+        raise ToolError(f"bad input, nothing sent: {exc}") from exc
+
+
+def _timed(intent: SmsIntent, times: _Times) -> SmsIntent:
+    """``intent`` with the deadline and schedule given as times.
+
+    Raises:
+        ToolError: a schedule not before the deadline; nothing is sent or written.
+    """
+    try:
+        return attrs.evolve(intent, not_after=times[0], not_before=times[1])
+    except InvalidInput as exc:
+        raise ToolError(f"bad input, nothing sent: {exc}") from exc

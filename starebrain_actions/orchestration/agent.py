@@ -41,7 +41,9 @@ from starebrain_actions.core.model import (
     RetryPolicy,
     SmsIntent,
     Status,
+    TimeSpec,
     Transition,
+    intent_times,
 )
 from starebrain_actions.core.ports import Phone
 from starebrain_actions.core.replies import Reply
@@ -225,10 +227,14 @@ class SmsAgent:
 
     async def reconcile(self) -> DeviceReport:
         """One reconcile pass on this agent's phone (reads only; it may void the fence of an
-        attempt whose command this agent gave up on, or that is older than ``void_after``)."""
-        return await reconcile_device(
+        attempt whose command this agent gave up on, or that is older than ``void_after``),
+        then the expiry of every action whose deadline passed with nothing sent
+        (``Ledger.expire_due``: its ``action.expired`` event)."""
+        report = await reconcile_device(
             self.ledger, self.phone, void_after=self.void_after, void_now=self._timed_out
         )
+        await self.ledger.expire_due()
+        return report
 
     async def replies(self, action_id: str | None = None) -> list[Reply]:
         """The replies the ledger recorded (to ``action_id``, or every one), oldest first:
@@ -249,6 +255,8 @@ class SmsAgent:
         hard_deadline: bool = False,
         gate: Policy | None = None,
         wait_settled: bool = False,
+        not_after: TimeSpec | None = None,
+        not_before: TimeSpec | None = None,
     ) -> SendOutcome:
         """Send ``body`` to ``to`` at most once for ``action_id``; wait up to ``wait`` seconds
         for proof of the outcome. ``gate``: the policy gate of this send (None: the one
@@ -277,14 +285,26 @@ class SmsAgent:
         An attempt in review as ``AMBIGUOUS`` (a matching row that may be the owner's as well
         as ours) ends the wait at once: no later read can tell, a person rules.
 
+        ``not_after``: the message's deadline, an aware datetime or a timedelta from the
+        action's creation (the same call repeated later names the same deadline): no
+        attempt starts at or after it, on any path; once it passes with nothing sent the
+        action is EXPIRED, never sent. ``not_before``: its schedule, likewise: no attempt
+        starts before it (the call waits for it within ``wait``, else returns PLANNED; a
+        later call, ``resume`` or a worker sends it then). Both are part of the intent: the
+        same ``action_id`` with other times is a changed intent.
+
         Raises:
             InvalidInput: empty or malformed recipient or body, a bad action id, or a body
                 the send path named at ``open`` cannot send (more than one SMS segment on
-                ``framework``); nothing is recorded or sent.
-            FingerprintConflict: ``action_id`` exists with another recipient or body;
-                nothing is sent.
+                ``framework``); a new action whose deadline has passed, or whose schedule is
+                not before its deadline; nothing is recorded or sent.
+            FingerprintConflict: ``action_id`` exists with another recipient, body, deadline
+                or schedule; nothing is sent.
         """
-        intent = SmsIntent(recipient=to, body=body, region=self.region)
+        after, before, relative = intent_times(not_after, not_before)
+        intent = SmsIntent(
+            recipient=to, body=body, region=self.region, not_after=after, not_before=before
+        )
         how = How(
             wait=wait,
             clock=clock,
@@ -293,6 +313,7 @@ class SmsAgent:
             hard_deadline=hard_deadline,
             gate=gate,
             wait_settled=wait_settled,
+            times=relative,
         )
         return await self._drive(action_id, intent, how)
 
@@ -304,18 +325,27 @@ class SmsAgent:
         *,
         pool: str = DEFAULT_POOL,
         gate: Policy | None = None,
+        not_after: TimeSpec | None = None,
+        not_before: TimeSpec | None = None,
     ) -> Queued:
         """Record ``body`` to ``to`` for the workers of ``pool`` (``starebrain worker``) and
         return at once: this agent's phone is not used (``Ledger.enqueue``, with this agent's
         retry policy and region; ``gate``: the policy gate judging it now, None: the one
-        given at ``open``).
+        given at ``open``). ``not_after`` and ``not_before`` as for ``send``: no worker
+        claims it before ``not_before``, none sends it at or after ``not_after``.
 
         Raises:
-            InvalidInput: a bad id, pool, recipient or body; nothing is recorded.
-            FingerprintConflict: ``action_id`` exists with another recipient or body.
+            InvalidInput: a bad id, pool, recipient, body or time; nothing is recorded.
+            FingerprintConflict: ``action_id`` exists with another intent (recipient, body,
+                deadline or schedule).
         """
-        intent = SmsIntent(recipient=to, body=body, region=self.region)
-        return await self.ledger.enqueue(action_id, intent, self.policy, pool=pool, gate=gate)
+        after, before, relative = intent_times(not_after, not_before)
+        intent = SmsIntent(
+            recipient=to, body=body, region=self.region, not_after=after, not_before=before
+        )
+        return await self.ledger.enqueue(
+            action_id, intent, self.policy, pool=pool, gate=gate, times=relative
+        )
 
     def events(
         self,

@@ -103,6 +103,8 @@ class ReconcilePass:
     started_at: datetime
     finished_at: datetime
     devices: tuple[DeviceReport, ...]
+    #: actions whose expiry the pass recorded (deadline passed, nothing sent: EXPIRED)
+    expired: tuple[str, ...] = ()
 
     @property
     def changes(self) -> tuple[Change, ...]:
@@ -568,7 +570,9 @@ async def reconcile_pending(
     fence_retention: timedelta | None = None,
     in_flight_page: int = IN_FLIGHT_PAGE,
 ) -> ReconcilePass:
-    """One reconcile pass over ``devices`` (default: every device with in-flight attempts).
+    """One reconcile pass over ``devices`` (default: every device with in-flight attempts),
+    then the expiry of every action whose deadline passed with nothing sent
+    (``Ledger.expire_due``).
 
     Each device is connected, read once and closed; devices are read concurrently. A device
     that cannot be reached is reported (``reachable=False``) and changes nothing but the
@@ -634,5 +638,9 @@ async def reconcile_pending(
                 progress(serial, done, len(names))
 
     reports = await asyncio.gather(*(one(serial) for serial in names))
+    # what the reads settled may leave an action past its deadline with nothing sent
+    expired = await ledger.expire_due(now=now)
     finished = ledger.now() if now is None else started
-    return ReconcilePass(started_at=started, finished_at=finished, devices=tuple(reports))
+    return ReconcilePass(
+        started_at=started, finished_at=finished, devices=tuple(reports), expired=tuple(expired)
+    )

@@ -24,6 +24,8 @@ from starebrain_actions.core.model import (
     ActionRecord,
     ActionSummary,
     DeliveryState,
+    IntentTimes,
+    RedispatchReason,
     ReviewReason,
     SmsIntent,
     Status,
@@ -67,6 +69,8 @@ class How:
     wait_settled: bool = False
     #: the policy gate of this send (None: the ledger's)
     gate: Policy | None = None
+    #: the deadline and schedule given as durations, counted from the action's creation
+    times: IntentTimes | None = None
     #: the action is in the ledger already (``resume``, a worker): it is not created again
     recorded: bool = False
 
@@ -130,7 +134,11 @@ class SendLoop:
             check_body(self.intent.body)  # a path named by the caller that cannot send it
         if not self.how.recorded:
             await self.ledger.create_action(
-                self.action_id, self.intent, agent.policy, device=agent.phone.device
+                self.action_id,
+                self.intent,
+                agent.policy,
+                device=agent.phone.device,
+                times=self.how.times,
             )
         self.give_up = clock() + max(0.0, self.how.wait)
         self.blocked_pass_at = clock()
@@ -271,13 +279,20 @@ class SendLoop:
                 delay = (decision.retry_at - now).total_seconds()
                 if self.clock() + delay <= self.give_up:
                     remedy = SendOutcome(summary=summary).not_ready
-                    self.tell(
-                        f"the phone is not ready: {remedy}; trying again in {delay:.1f} s"
-                        if remedy is not None
-                        else f"backing off {delay:.1f} s before the next attempt"
-                    )
+                    if decision.reason is RedispatchReason.SCHEDULED:
+                        self.tell(f"scheduled: waiting {delay:.1f} s for its --not-before")
+                    elif remedy is not None:
+                        self.tell(
+                            f"the phone is not ready: {remedy}; trying again in {delay:.1f} s"
+                        )
+                    else:
+                        self.tell(f"backing off {delay:.1f} s before the next attempt")
                     await asyncio.sleep(delay)
                     return None
+            if decision.reason is RedispatchReason.EXPIRED and await self.ledger.expire(
+                self.action_id, now=now
+            ):
+                return await self._summary_outcome()  # its expiry is recorded: read afresh
             return SendOutcome(summary=summary)
         if not await self.agent._within_rate(self.give_up, self.clock, self.how.on_wait):
             return await self._summary_outcome()

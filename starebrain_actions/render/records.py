@@ -40,7 +40,8 @@ from starebrain_actions.render.values import (
 def render_summary(
     out: Output, summary: ActionSummary, *, show_private: bool, now: datetime | None = None
 ) -> None:
-    """Print one action: its intent (redacted by default), status, its place in the queue
+    """Print one action: its intent (redacted by default), status, its deadline and
+    schedule (when it has them), its place in the queue
     when it was queued (its pool; the worker and phone driving it, or when a worker looks at
     it next, or that it left the queue: ``queue_text``, due now from ``now`` on), and every
     attempt."""
@@ -64,6 +65,8 @@ def render_summary(
             ("body", body_text(summary, show_private=show_private)),
             ("fingerprint", action.fingerprint),
             ("created", when(action.created_at)),
+            *([("not after", deadline_text(summary))] if action.intent.not_after else []),
+            *([("not before", when(action.intent.not_before))] if action.intent.not_before else []),
             *([("owner", action.owner)] if action.owner else []),
             *(
                 [("phone", f"{action.planned_device} (only this phone sends it)")]
@@ -320,3 +323,12 @@ def render_approvals(
         ),
     )
     out.line(f"`{APPROVE_COMMAND}` lets one go; `{DENY_COMMAND}` stops it")
+
+
+def deadline_text(summary: ActionSummary) -> str:
+    """The deadline, and when the ledger recorded that it passed with nothing sent."""
+    action = summary.action
+    shown = when(action.intent.not_after)
+    if action.expired_at is not None:
+        return f"{shown} (passed with nothing sent; recorded {when(action.expired_at)})"
+    return f"{shown} (no attempt starts at or after it)"

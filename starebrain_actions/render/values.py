@@ -43,6 +43,12 @@ def status_meaning(summary: ActionSummary) -> str | None:
             f"denied by {denial_rule(summary)}: never sent, by any path (a DENY is final; to"
             " send the text after all, send it as a new action)"
         )
+    if summary.status is Status.EXPIRED:
+        return (
+            f"its deadline ({when(summary.action.intent.not_after)}) passed with nothing sent:"
+            " never sent, by any path (no ruling lifts a deadline; to send the text after"
+            " all, send it as a new action)"
+        )
     due = settles_at(summary)
     if due is not None:
         latest = summary.latest
@@ -107,13 +113,17 @@ def gate_text(summary: ActionSummary) -> str | None:
 
 def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any]:
     """An action summary as JSON-able data: the record fields plus what is derived
-    (``settling`` and ``settles_at``: sent by the phone, not yet settled)."""
+    (``settling`` and ``settles_at``: sent by the phone, not yet settled), and the intent's
+    deadline and schedule (``not_after``, ``not_before``: null when it has none)."""
     data: dict[str, Any] = to_jsonable(summary)
     data["needs_review"] = summary.needs_review
     data["latest"] = data["attempts"][-1] if data["attempts"] else None
     due = settles_at(summary)
     data["settling"] = due is not None
     data["settles_at"] = to_jsonable(due) if due is not None else None
+    intent = summary.action.intent
+    data["not_after"] = to_jsonable(intent.not_after) if intent.not_after else None
+    data["not_before"] = to_jsonable(intent.not_before) if intent.not_before else None
     return dict(redact_data(data, show_private=show_private))
 
 
