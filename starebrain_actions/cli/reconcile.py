@@ -111,7 +111,7 @@ def reconcile(
 
     keywords = _reply_keywords()
 
-    async def work() -> ReconcilePass | None:
+    async def work() -> ReconcilePass | list[str]:
         async with open_ledger(path, create=False) as ledger:
             # the replies the reads see are judged by the default policy file's keywords
             # ([replies]; CTIA's without one): reconcile never sends, so nothing else of
@@ -119,7 +119,8 @@ def reconcile(
             ledger.gate = keywords
             targets = list(devices) or await ledger.devices_in_flight()
             if not targets:
-                return None
+                # no phone to read; the deadlines passed with nothing sent are recorded still
+                return await ledger.expire_due()
             with _progress(show_bar, "reconciling") as progress:
                 return await reconcile_pending(
                     ledger,
@@ -130,13 +131,20 @@ def reconcile(
                 )
 
     result = run(work())
-    if result is None:
+    if isinstance(result, list):
         if as_json:
             _render_json.emit_json(
-                {"started_at": None, "finished_at": None, "devices": [], "changes": []}
+                {
+                    "started_at": None,
+                    "finished_at": None,
+                    "devices": [],
+                    "changes": [],
+                    "expired": result,
+                }
             )
         else:
             click.echo("nothing in flight: no device to read")
+            _say_expired(result)
         return
     if as_json:
         data = to_jsonable(result)
@@ -144,8 +152,15 @@ def reconcile(
         _render_json.emit_json(data)
     else:
         render_pass(_render.Output(), result)
+        _say_expired(list(result.expired))
     if result.unreachable:
         ctx.exit(EXIT_ERROR)
+
+
+def _say_expired(expired: list[str]) -> None:
+    """Name the actions whose expiry the pass recorded, if any."""
+    if expired:
+        click.echo(f"expired (deadline passed, nothing sent; never sent): {', '.join(expired)}")
 
 
 def render_pass(out: _render.Output, result: ReconcilePass) -> None:

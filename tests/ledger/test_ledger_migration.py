@@ -200,6 +200,10 @@ async def test_a_version_1_ledger_migrates_with_every_row_kept(tmp_path: Path) -
             # version 12: no policy pinned, no owner
             "gate_policy": None,
             "owner": None,
+            # version 16: no deadline, no schedule, no expiry
+            "not_after": None,
+            "not_before": None,
+            "expired_at": None,
         }
         for row in before["actions"]
     ] == rows(path, "actions", ORDERS["actions"])

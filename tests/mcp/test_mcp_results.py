@@ -133,7 +133,17 @@ async def test_tools_are_described_for_a_model_with_schemas(client_for: OpenClie
         "sms_status",
     ] == sorted(tools)
     send = tools["send_sms"]
-    assert ["action_id", "to", "body", "wait_seconds", "device", "pool"] == list(
+    assert [
+        "action_id",
+        "to",
+        "body",
+        "wait_seconds",
+        "device",
+        "pool",
+        "wait_settled",
+        "not_after",
+        "not_before",
+    ] == list(
         send.input_schema["properties"]
     )
     assert ["to", "body"] == send.input_schema["required"]

@@ -14,20 +14,26 @@ CREATE INDEX actions_by_deadline ON actions (not_after) WHERE not_after IS NOT N
 CREATE FUNCTION starebrain_actions_times_fixed() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    IF NEW.not_after IS DISTINCT FROM OLD.not_after
-            OR NEW.not_before IS DISTINCT FROM OLD.not_before THEN
-        RAISE EXCEPTION 'an action''s deadline and schedule are part of its intent: never changed'
-            USING ERRCODE = 'integrity_constraint_violation';
-    END IF;
-    IF OLD.expired_at IS NOT NULL AND NEW.expired_at IS DISTINCT FROM OLD.expired_at THEN
-        RAISE EXCEPTION 'an action''s expiry is recorded once'
-            USING ERRCODE = 'integrity_constraint_violation';
-    END IF;
-    RETURN NEW;
+    RAISE EXCEPTION 'an action''s deadline and schedule are part of its intent: never changed'
+        USING ERRCODE = 'integrity_constraint_violation';
 END;
 $$;
-CREATE TRIGGER actions_times_fixed BEFORE UPDATE OF not_after, not_before, expired_at
-    ON actions FOR EACH ROW EXECUTE FUNCTION starebrain_actions_times_fixed();
+CREATE TRIGGER actions_times_fixed BEFORE UPDATE OF not_after, not_before ON actions
+    FOR EACH ROW
+    WHEN (NEW.not_after IS DISTINCT FROM OLD.not_after
+          OR NEW.not_before IS DISTINCT FROM OLD.not_before)
+    EXECUTE FUNCTION starebrain_actions_times_fixed();
+CREATE FUNCTION starebrain_actions_expiry_once() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    RAISE EXCEPTION 'an action''s expiry is recorded once'
+        USING ERRCODE = 'integrity_constraint_violation';
+END;
+$$;
+CREATE TRIGGER actions_expiry_once BEFORE UPDATE OF expired_at ON actions
+    FOR EACH ROW
+    WHEN (OLD.expired_at IS NOT NULL AND NEW.expired_at IS DISTINCT FROM OLD.expired_at)
+    EXECUTE FUNCTION starebrain_actions_expiry_once();
 
 CREATE FUNCTION starebrain_attempts_within_time() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
