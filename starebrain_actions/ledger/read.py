@@ -412,7 +412,9 @@ def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionS
 def summarize(
     action: Action, attempts: Sequence[ActionRecord], now: datetime, *, duplicates: int = 0
 ) -> ActionSummary:
-    """Derive an action's status and review reasons from its attempts (pure)."""
+    """Derive an action's status and review reasons from its attempts (pure). An action whose
+    latest attempt sent nothing because of the phone (not ready, unreachable) and that may
+    be tried again reads PLANNED (``decisions.waiting_for_phone``), not FAILED."""
     ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
     if not ordered:
         return ActionSummary(
@@ -426,6 +428,8 @@ def summarize(
     status = _core.derive_status(latest, now, action.policy.grace_window)
     if status is Status.FAILED and action.denied:
         status = Status.DENIED  # nothing went out, and nothing ever will
+    if status is Status.FAILED and _decisions.waiting_for_phone(action, ordered, now) is not None:
+        status = Status.PLANNED  # nothing was sent: the phone was not ready (or did not answer)
     reasons: list[ReviewReason] = []
     superseded: list[ReviewReason] = []
     for record in ordered:
