@@ -49,7 +49,8 @@ async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
     """Locked, a send through the messaging app: exit 7, stderr says to unlock the phone, JSON
     names the remedy, no attempt is spent: the action reads PLANNED, waiting for the phone,
     in `status` (the reason and remedy, its refused tries in a table of their own), `list`
-    (0 attempts) and `list --status` (PLANNED, not FAILED), and `review` leaves it out;
+    (0 attempts) and `list --status` (PLANNED, not FAILED), the nightly report counts it
+    PLANNED, and `review` leaves it out;
     unlocked, the same command sends once (one SENT row in the phone's store) and exits 0:
     1 attempt, the refused tries still listed apart."""
     phone = await phone_factory(screen="locked")
@@ -84,6 +85,8 @@ async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
         only = json.loads((await cli(ledger_target, "list", "--status", status, "--json")).stdout)
         assert ids == [item["action"]["action_id"] for item in only]
     assert [] == json.loads((await cli(ledger_target, "review", "--json")).stdout)
+    counts = json.loads((await cli(ledger_target, "nightly", "--json")).stdout)["status_counts"]
+    assert (1, 0) == (counts["PLANNED"], counts["FAILED"])
     assert 0 == sent(phone, "locked text")
     phone.screen = "on"
     again = await send(ledger_target, adb_key_path, phone, *what, "--wait", "10", *QUICK)
