@@ -106,13 +106,16 @@ def waiting_for_phone(
     """The latest attempt, when it sent nothing because of the phone (``unsent_why``: not
     ready, unreachable, its fence lost) and the action may be tried again, now or after
     its backoff (``should_redispatch``): the action waits for the phone, and the summary
-    reads PLANNED. None otherwise: no attempt, another outcome, or no new attempt allowed
+    reads PLANNED. None otherwise: no attempt, another outcome, an earlier attempt whose
+    message went out (the phone confirmed it: a wrong text, say), or no new attempt allowed
     (the budget spent or the deadline passed: it stays FAILED, for a person)."""
     if not attempts:
         return None
     latest = max(attempts, key=lambda record: record.attempt)
     if unsent_why(latest) is None:
         return None
+    if any(record.delivery is _C and not failed_after_sent(record) for record in attempts):
+        return None  # something went out before: this action is not "nothing sent"
     decision = should_redispatch(action, attempts, now)
     if decision.redispatch or decision.reason is RedispatchReason.BACKOFF:
         return latest

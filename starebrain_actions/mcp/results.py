@@ -536,8 +536,11 @@ def _waiting_step(summary: ActionSummary, facts: _Facts) -> str:
 
 
 def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
-    """FAILED: nothing went out (proven, or out of attempts)."""
+    """FAILED: nothing went out (proven, or out of attempts; a phone not ready after a wrong
+    text went out: ``_waiting_step``)."""
     blocking = facts.blocking
+    if _not_ready(summary) is not None and facts.retry_allowed and not blocking:
+        return _waiting_step(summary, facts)
     if blocking:
         return (
             f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"

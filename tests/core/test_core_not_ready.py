@@ -20,7 +20,7 @@ from starebrain_actions.core.decisions import (
 from starebrain_actions.core.derived_ids import earlier_message
 from starebrain_actions.ledger.read import summarize
 
-from .test_core_decisions import NOW, C, F, action, attempt
+from .test_core_decisions import AR, NOW, C, F, action, attempt
 
 LOCKED = {
     "not_ready": "keyguard_showing",
@@ -121,3 +121,16 @@ def test_tries_that_sent_nothing_are_no_earlier_message() -> None:
     assert not earlier_message(refused, refused)
     spent = summarize(action(), [failed(1, **LOCKED), failed(2, error="radio")], NOW)
     assert earlier_message(spent, spent)
+
+
+def test_a_locked_try_after_a_wrong_text_went_out_is_not_planned() -> None:
+    """A wrong text went out (a MISMATCH), then a try the phone refused: something was sent,
+    so the action does not read PLANNED; a row the phone showed sent and then marked failed
+    sent nothing, and the action waits for the phone."""
+    wrong = attrs.evolve(attempt(1, C, AR), evidence={"reason": "body_mismatch"})
+    attempts = [wrong, failed(2, **LOCKED)]
+    assert None is waiting_for_phone(action(), attempts, NOW)
+    assert Status.PLANNED is not summarize(action(), attempts, NOW).status
+    marked = attrs.evolve(attempt(1, C, AR), evidence={"failed_after_sent": True})
+    attempts = [marked, failed(2, **LOCKED)]
+    assert Status.PLANNED == summarize(action(), attempts, NOW).status
