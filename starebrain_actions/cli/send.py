@@ -134,7 +134,8 @@ def send_exit_code(summary: ActionSummary) -> int:
     """0 SUCCEEDED, 9 DENIED (never sent), 10 EXPIRED (its deadline passed, never sent), 6
     sent by the phone but not yet settled, 5 MISMATCH, 4 FAILED with no attempt left (or a
     send the phone showed and then marked failed), 7 the latest attempt found the phone not
-    ready or unreachable (nothing sent, attempts left), 3 anything still open."""
+    ready or unreachable (nothing sent, attempts left: the action reads PLANNED, waiting for
+    the phone), 3 anything still open."""
     status = summary.status
     latest = summary.latest
     if status is Status.SUCCEEDED:
@@ -143,7 +144,11 @@ def send_exit_code(summary: ActionSummary) -> int:
         return EXIT_REFUSED
     if status is Status.EXPIRED:
         return EXIT_EXPIRED
-    if status is Status.FAILED and latest is not None and not spends_budget(latest):
+    if (
+        status in (Status.FAILED, Status.PLANNED)
+        and latest is not None
+        and not spends_budget(latest)
+    ):
         decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
         if decision.redispatch or decision.waits:
             return EXIT_NOT_READY
@@ -512,9 +517,8 @@ def sent_data(sent: SendResult, *, code: int, derived: bool, show_private: bool)
     data["exit_code"] = code
     data["action_id_derived"] = derived
     data["earlier_message"] = earlier_message(sent.before, summary)
-    data["first_sent_at"] = (
-        _render_values.when(summary.attempts[0].dispatched_at) if summary.attempts else None
-    )
+    first = _render_values.first_sent_at(summary)
+    data["first_sent_at"] = _render_values.when(first) if first is not None else None
     data["gate"] = _render_values.gate_data(stopped) if stopped is not None else None
     data["not_ready"] = outcome.not_ready if outcome is not None else None
     data["refused"] = outcome.refused if outcome is not None else None
@@ -548,7 +552,7 @@ def earlier_message_line(summary: ActionSummary, *, now: datetime) -> str:
     message: which action, when it was first sent, and how to send the same text again
     (a new id, only once the action is settled: while its outcome is open, a new id could
     be a second SMS)."""
-    first = summary.attempts[0].dispatched_at
+    first = _render_values.first_sent_at(summary) or summary.attempts[0].dispatched_at
     verb = "tried" if summary.status is Status.FAILED else "sent"
     said = (
         f"this is the earlier message of action {summary.action.action_id}, first {verb} at"

@@ -65,6 +65,63 @@ def not_ready(record: ActionRecord) -> str | None:
     return reason if record.delivery is _F and isinstance(reason, str) and reason else None
 
 
+#: What a person is told to do when a not-ready attempt kept no remedy of its own (the
+#: bridge words one for every check it names: ``android_bridge``'s ``NOT_READY_REMEDIES``).
+NOT_READY_FALLBACK: Final = "make the phone ready for a send"
+
+
+def not_ready_remedy(record: ActionRecord) -> str | None:
+    """What a person must do on the phone when this attempt found it not ready: the remedy
+    the send kept in its evidence, as the bridge worded it (``unlock the phone…``); None
+    when the attempt did not fail as not ready."""
+    if not_ready(record) is None:
+        return None
+    remedy = record.evidence.get("remedy")
+    return remedy if isinstance(remedy, str) and remedy else NOT_READY_FALLBACK
+
+
+def unsent_why(record: ActionRecord) -> str | None:
+    """Why this attempt sent nothing and spent no attempt of the budget (``spends_budget``
+    false): ``not_ready`` (the phone refused before the first key), ``unreachable`` (the
+    phone did not answer, or another phone answered at its address) or ``fence_lost`` (its
+    fence folder was cleared); None for any other attempt."""
+    if spends_budget(record):
+        return None
+    if not_ready(record) is not None:
+        return "not_ready"
+    return "unreachable" if record.evidence.get("unreachable") is True else "fence_lost"
+
+
+def first_sent(attempts: Sequence[ActionRecord]) -> ActionRecord | None:
+    """The first attempt that could have sent the message (it spent the budget); None when
+    every attempt was refused before anything was sent (not ready, unreachable, fence lost:
+    ``unsent_why``) or there is none."""
+    ordered = sorted(attempts, key=lambda record: record.attempt)
+    return next((record for record in ordered if spends_budget(record)), None)
+
+
+def waiting_for_phone(
+    action: Action, attempts: Sequence[ActionRecord], now: datetime
+) -> ActionRecord | None:
+    """The latest attempt, when it sent nothing because of the phone (``unsent_why``: not
+    ready, unreachable, its fence lost) and the action may be tried again, now or after
+    its backoff (``should_redispatch``): the action waits for the phone, and the summary
+    reads PLANNED. None otherwise: no attempt, another outcome, an earlier attempt whose
+    message went out (the phone confirmed it: a wrong text, say), or no new attempt allowed
+    (the budget spent or the deadline passed: it stays FAILED, for a person)."""
+    if not attempts:
+        return None
+    latest = max(attempts, key=lambda record: record.attempt)
+    if unsent_why(latest) is None:
+        return None
+    if any(record.delivery is _C and not failed_after_sent(record) for record in attempts):
+        return None  # something went out before: this action is not "nothing sent"
+    decision = should_redispatch(action, attempts, now)
+    if decision.redispatch or decision.waits:
+        return latest
+    return None
+
+
 def should_redispatch(
     action: Action, attempts: Sequence[ActionRecord], now: datetime
 ) -> RedispatchDecision:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from starebrain_actions.core.decisions import should_redispatch
+from starebrain_actions.core.decisions import first_sent, should_redispatch
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import (
     ActionSummary,
@@ -133,11 +133,13 @@ def choose_derived_generation(
 
 def earlier_message(before: ActionSummary | None, after: ActionSummary) -> bool:
     """Does a send's answer describe an earlier message only? True when the action had an
-    attempt before the call (``before``) and has no new one after it (``after``): the call
-    sent nothing, and whatever the answer says went out, went out before it."""
+    attempt that could have sent it before the call (``before``; a try the phone refused
+    before anything was sent is none: ``first_sent``) and has no new attempt after it
+    (``after``): the call sent nothing, and whatever the answer says went out, went out
+    before it."""
     return (
         before is not None
         and before.action.action_id == after.action.action_id
-        and bool(before.attempts)
+        and first_sent(before.attempts) is not None
         and len(after.attempts) == len(before.attempts)
     )

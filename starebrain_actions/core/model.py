@@ -39,7 +39,10 @@ class AcceptanceState(enum.StrEnum):
 class Status(enum.StrEnum):
     """The combined status, derived from the two axes; never stored."""
 
-    PLANNED = "PLANNED"  #: action-level only: the action has no attempt yet
+    #: action-level only: nothing of the action was sent and it waits for an attempt: it has
+    #: none yet, or its latest one found the phone not ready (or not answering) and sent
+    #: nothing (``decisions.waiting_for_phone``)
+    PLANNED = "PLANNED"
     IN_FLIGHT = "IN_FLIGHT"
     UNKNOWN = "UNKNOWN"
     VERIFYING = "VERIFYING"
@@ -1023,7 +1026,8 @@ class ActionSummary:
 
     action: Action
     attempts: tuple[ActionRecord, ...]
-    #: the derived status of the latest attempt (PLANNED without one)
+    #: the derived status of the latest attempt (PLANNED without one, or while it waits for
+    #: the phone: ``decisions.waiting_for_phone``)
     status: Status
     #: why a person must look (empty: nobody needs to)
     review_reasons: tuple[ReviewReason, ...]

@@ -89,7 +89,9 @@ class LedgerTally:
 
     #: every action
     actions: int
-    #: actions with no attempt yet, not denied, not expired (status PLANNED)
+    #: actions with no attempt yet, not denied, not expired (status PLANNED; an action
+    #: PLANNED because its attempts found the phone not ready has an attempt, and is among
+    #: the notable ones)
     planned: int
     #: actions whose every attempt is CONFIRMED, ACCEPTED and unflagged: SUCCEEDED, nothing
     #: to review, no superseded reason
@@ -629,6 +631,19 @@ _STATUS_PAIRS: Final[Mapping[Status, tuple[str, str]]] = {
     Status.UNKNOWN: (DeliveryState.PENDING.value, AcceptanceState.PENDING.value),
 }
 
+#: An attempt that sent nothing because of the phone and spent no attempt of the budget
+#: (``decisions.unsent_why``: not ready, unreachable, its fence lost), in SQL, per dialect:
+#: a superset (any value under those keys; ``summarize`` decides).
+_UNSENT: Final = {
+    dialect: "delivery = 'FAILED' AND ("
+    + " OR ".join(
+        f"{_pg.json_field('attempts.evidence_json', key)[dialect]} IS NOT NULL"
+        for key in ("not_ready", "unreachable", "fence_lost")
+    )
+    + ")"
+    for dialect in ("sqlite", "postgresql")
+}
+
 #: An action's policy fields in SQL, per dialect.
 _POLICY_DEADLINE: Final = _pg.json_field("actions.policy_json", "schedule_to_close")
 _POLICY_MAXIMUM: Final = _pg.json_field("actions.policy_json", "maximum_attempts", "::bigint")
@@ -644,12 +659,14 @@ def _prefilter(
 ) -> tuple[str, list[Any]]:
     """SQL conditions on ``actions`` keeping a superset of the actions the filters keep.
 
-    ``summarize`` gives an action review reasons only from its attempts' ``review_reason``
-    (such an attempt is notable, ``_NOTABLE``), and BUDGET_EXHAUSTED when its latest attempt
-    is FAILED or REJECTED and ``should_redispatch`` finds the budget spent (at least
-    ``maximum_attempts`` attempts) or the deadline passed (the policy has one). An action of a
-    status other than SUCCEEDED and PLANNED has a latest attempt with that status's pair of
-    states, which is never CONFIRMED and ACCEPTED, so notable.
+    An action is PLANNED with no attempt, or with a latest attempt that sent nothing because
+    of the phone (``_UNSENT``). ``summarize`` gives an action review reasons only from its
+    attempts' ``review_reason`` (such an attempt is notable, ``_NOTABLE``), and
+    BUDGET_EXHAUSTED when its latest attempt is FAILED or REJECTED and ``should_redispatch``
+    finds the budget spent (at least ``maximum_attempts`` attempts) or the deadline passed
+    (the policy has one). An action of a status other than SUCCEEDED and PLANNED has a
+    latest attempt with that status's pair of states, which is never CONFIRMED and
+    ACCEPTED, so notable.
 
     Each condition is a correlated ``EXISTS`` probing one action's attempts by key: a page
     walks ``actions_by_created`` from where the last one stopped, so reading every page costs
@@ -663,7 +680,16 @@ def _prefilter(
         conditions.append(f"EXISTS ({own} AND device = ?)")
         params.append(device)
     if status is Status.PLANNED:
-        conditions.append(f"NOT EXISTS ({own})")
+        # no attempt, or a latest one that sent nothing because of the phone (it waits for
+        # the phone: ``decisions.waiting_for_phone``)
+        later = (
+            "SELECT 1 FROM attempts AS later WHERE later.action_id = actions.action_id"
+            " AND later.attempt > attempts.attempt"
+        )
+        conditions.append(
+            f"(NOT EXISTS ({own}) OR EXISTS ({own} AND {_UNSENT[dialect]}"
+            f" AND NOT EXISTS ({later})))"
+        )
     elif status is Status.DENIED:
         conditions.append(_DENIED[dialect])
     elif status is Status.EXPIRED:

@@ -412,7 +412,9 @@ def _summarize(db: sqlite3.Connection, action: Action, now: datetime) -> ActionS
 def summarize(
     action: Action, attempts: Sequence[ActionRecord], now: datetime, *, duplicates: int = 0
 ) -> ActionSummary:
-    """Derive an action's status and review reasons from its attempts (pure)."""
+    """Derive an action's status and review reasons from its attempts (pure). An action whose
+    latest attempt sent nothing because of the phone (not ready, unreachable) and that may
+    be tried again reads PLANNED (``decisions.waiting_for_phone``), not FAILED."""
     ordered = tuple(sorted(attempts, key=lambda record: record.attempt))
     if not ordered:
         status = Status.PLANNED
@@ -429,6 +431,8 @@ def summarize(
         status = Status.DENIED  # nothing went out, and nothing ever will
     elif _decisions.expired(action, ordered, now):
         status = Status.EXPIRED  # nothing went out, and its time is over
+    elif status is Status.FAILED and _decisions.waiting_for_phone(action, ordered, now):
+        status = Status.PLANNED  # nothing was sent: the phone was not ready (or did not answer)
     reasons: list[ReviewReason] = []
     superseded: list[ReviewReason] = []
     for record in ordered:

@@ -126,8 +126,9 @@ class SmsResult(BaseModel):
     )
     first_sent_at: str | None = Field(
         default=None,
-        description="When the action's first attempt was handed to the phone (UTC); null"
-        " before any attempt.",
+        description="When the action's first attempt that could have sent it was handed to"
+        " the phone (UTC); null while none was (tries the phone refused before anything was"
+        " sent, when it was not ready, do not count).",
     )
     status: Status = Field(
         description="SUCCEEDED: sent and the text verified on the phone. IN_FLIGHT: being sent,"
@@ -136,7 +137,9 @@ class SmsResult(BaseModel):
         " still mark it failed until settles_at): never report it as delivered, never send it"
         " again. FAILED: nothing went out. MISMATCH: something other than the intended text"
         " went out (or the phone showed it sent, then marked it failed: see next_step)."
-        " PLANNED: no attempt started yet (a queued action: waiting for a worker of its pool)."
+        " PLANNED: nothing sent yet: no attempt started yet (a queued action: waiting for a"
+        " worker of its pool), or the phone was not ready (or did not answer) and the action"
+        " waits for it: waiting_for_phone and phone_not_ready say what a person must do."
         " DENIED: a DENY (a policy rule, or a person) stopped it for good: it is never sent,"
         " by any path; policy says which rule. EXPIRED: its not_after deadline passed with"
         " nothing sent: it is never sent, by any path."
@@ -164,7 +167,15 @@ class SmsResult(BaseModel):
         description="While VERIFYING: when the phone's row settles (UTC); until then the app"
         " may still mark the SMS failed.",
     )
-    attempts: int = Field(description="Attempts made so far.")
+    attempts: int = Field(
+        description="Attempts made so far that could have sent it (they spent the budget);"
+        " tries the phone refused before anything was sent are counted in unsent_tries."
+    )
+    unsent_tries: int = Field(
+        default=0,
+        description="Tries that sent nothing and spent no attempt: the phone was not ready"
+        " (locked, screen off, no SMS app...) or did not answer.",
+    )
     max_attempts: int = Field(description="Attempts the action's budget allows.")
     retry_at: str | None = Field(
         default=None, description="When a retry is allowed, if it waits for a backoff (UTC)."
@@ -191,6 +202,11 @@ class SmsResult(BaseModel):
         description="When the latest attempt found the phone not ready (locked, screen off, no"
         " SMS app...): what a person must do on the phone. Nothing was sent and no attempt was"
         " spent.",
+    )
+    waiting_for_phone: str | None = Field(
+        default=None,
+        description="While the action is PLANNED because the phone was not ready or did not"
+        " answer: why, and what a person must do, in a sentence. Null otherwise.",
     )
     held_by: HoldView | None = Field(
         default=None,
@@ -319,7 +335,7 @@ def next_step(
         )
     if not earlier or not summary.attempts:
         return step
-    first = summary.attempts[0].dispatched_at
+    first = _render_values.first_sent_at(summary) or summary.attempts[0].dispatched_at
     verb = "tried" if summary.status in (Status.FAILED, Status.DENIED) else "sent"
     sent_now = "nothing new has been sent so far" if sending else "this call sent nothing"
     said = (
@@ -406,6 +422,8 @@ def _state_step(summary: ActionSummary, *, now: datetime, sending: bool) -> str:
     if status is Status.SUCCEEDED:
         return _succeeded_step(facts)
     if status is Status.PLANNED:
+        if _render_values.waiting_text(summary) is not None:
+            return _waiting_step(summary, facts)
         if facts.pool is not None:
             return _queued_step(summary, facts)
         scheduled = summary.action.intent.not_before
@@ -511,20 +529,35 @@ def _open_step(summary: ActionSummary, facts: _Facts) -> str:
     )
 
 
-def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
-    """FAILED: nothing went out (the phone not ready, proven, or out of attempts)."""
-    again, when, blocking = facts.again, facts.when, facts.blocking
+def _waiting_step(summary: ActionSummary, facts: _Facts) -> str:
+    """PLANNED because the latest try found the phone not ready or not answering: nothing
+    went out, no attempt was spent, and a person must act on the phone first."""
+    again, when = facts.again, facts.when
+    latest = summary.latest
+    then = (
+        f"once it is done, {again}{when} (it never sends twice)."
+        if facts.pool is None
+        else f"once it is done, a worker of pool {facts.pool!r} sends it; {again} to follow it."
+    )
     remedy = _not_ready(summary)
-    if remedy is not None and facts.retry_allowed and not blocking:
-        then = (
-            f"once it is done, {again}{when} (it never sends twice)."
-            if facts.pool is None
-            else f"once it is done, a worker of pool {facts.pool!r} sends it; {again} to follow it."
-        )
+    if remedy is not None:
         return (
             f"The phone is not ready, so nothing went out and no attempt was spent; a person"
             f" must {remedy}. Tell the user so; {then}"
         )
+    reason = _render_values.unsent_reason(latest) if latest is not None else "it did not answer"
+    return (
+        f"The phone could not take the send ({reason}), so nothing went out and no attempt"
+        f" was spent. {facts.retry()}"
+    )
+
+
+def _failed_step(summary: ActionSummary, facts: _Facts) -> str:
+    """FAILED: nothing went out (proven, or out of attempts; a phone not ready after a wrong
+    text went out: ``_waiting_step``)."""
+    blocking = facts.blocking
+    if _not_ready(summary) is not None and facts.retry_allowed and not blocking:
+        return _waiting_step(summary, facts)
     if blocking:
         return (
             f"Nothing went out, and a person must decide ({_reasons(blocking)}). Do not"
@@ -682,10 +715,7 @@ def _policy_view(summary: ActionSummary) -> PolicyView | None:
 def _not_ready(summary: ActionSummary) -> str | None:
     """What a person must do on the phone, when the latest attempt found it not ready."""
     latest = summary.latest
-    if latest is None or _decisions.not_ready(latest) is None:
-        return None
-    remedy = latest.evidence.get("remedy")
-    return remedy if isinstance(remedy, str) else "make the phone ready for a send"
+    return _decisions.not_ready_remedy(latest) if latest is not None else None
 
 
 def _attempt_view(record: ActionRecord) -> AttemptView:
@@ -728,7 +758,9 @@ def sms_result(
             derived if derived is not None else is_derived_id(action.action_id, action.intent)
         ),
         earlier_message=earlier,
-        first_sent_at=format_time(summary.attempts[0].dispatched_at) if summary.attempts else None,
+        first_sent_at=(
+            format_time(first) if (first := _render_values.first_sent_at(summary)) else None
+        ),
         status=summary.status,
         next_step=next_step(summary, now=now, sending=sending, earlier=earlier, held_by=held_by),
         delivery=latest.delivery if latest else None,
@@ -740,7 +772,8 @@ def sms_result(
         settles_at=(
             format_time(due) if (due := _render_values.settles_at(summary)) is not None else None
         ),
-        attempts=len(summary.attempts),
+        attempts=_render_values.attempts_made(summary),
+        unsent_tries=len(_render_values.unsent_tries(summary)),
         max_attempts=action.budget,
         retry_at=(
             format_time(decision.retry_at)
@@ -760,6 +793,7 @@ def sms_result(
         ),
         policy=_policy_view(summary),
         phone_not_ready=_not_ready(summary),
+        waiting_for_phone=_render_values.waiting_text(summary),
         held_by=(
             HoldView(
                 action_id=held_by.action_id,
@@ -777,8 +811,9 @@ def sms_result(
 
 
 def status_line(summary: ActionSummary) -> str:
-    """``action A-17 is UNKNOWN after 1 attempt(s)`` for error messages."""
+    """``action A-17 is UNKNOWN after 1 attempt(s)`` for error messages (attempts that
+    could have sent it: tries the phone refused before anything was sent do not count)."""
     return (
         f"action {summary.action.action_id} is {summary.status.value} after"
-        f" {len(summary.attempts)} attempt(s)"
+        f" {_render_values.attempts_made(summary)} attempt(s)"
     )

@@ -226,8 +226,13 @@ class SmsService:
                 said = str(exc)
                 raise ToolError(f"{note} {said[:1].upper()}{said[1:]}") from exc
             summary = outcome.summary
+            # PLANNED with no attempt: the phone was busy; one waiting for the phone (its
+            # tries found it not ready) is answered, as its send already tried within its wait
             rejoin = (
-                (summary.status in OPEN_STATUSES or summary.status is Status.PLANNED)
+                (
+                    summary.status in OPEN_STATUSES
+                    or (summary.status is Status.PLANNED and not summary.attempts)
+                )
                 and flight.ends_at < give_up - MIN_DISPATCH_S
             ) or (
                 # the send this call joined answered early; this call follows the settle

@@ -91,10 +91,7 @@ class SendOutcome:
         """What a person must do on the phone when the latest attempt found it not ready
         (locked, screen off, no SMS app...; such an attempt spent nothing), else None."""
         record = self.record
-        if record is None or _decisions.not_ready(record) is None:
-            return None
-        remedy = record.evidence.get("remedy")
-        return remedy if isinstance(remedy, str) else "make the phone ready for a send"
+        return _decisions.not_ready_remedy(record) if record is not None else None
 
     @property
     def settles_at(self) -> datetime | None:

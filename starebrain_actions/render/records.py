@@ -21,6 +21,7 @@ from starebrain_actions.render.values import APPROVE_COMMAND as APPROVE_COMMAND
 from starebrain_actions.render.values import DENY_COMMAND as DENY_COMMAND
 from starebrain_actions.render.values import approval_commands as approval_commands
 from starebrain_actions.render.values import (
+    attempts_made,
     attempts_text,
     body_text,
     evidence_text,
@@ -32,6 +33,9 @@ from starebrain_actions.render.values import (
     spent_attempts,
     status_cell,
     status_meaning,
+    unsent_reason,
+    unsent_remedy,
+    unsent_tries,
     when,
     where_text,
 )
@@ -43,8 +47,8 @@ def render_summary(
     """Print one action: its intent (redacted by default), status, its deadline and
     schedule (when it has them), its place in the queue
     when it was queued (its pool; the worker and phone driving it, or when a worker looks at
-    it next, or that it left the queue: ``queue_text``, due now from ``now`` on), and every
-    attempt."""
+    it next, or that it left the queue: ``queue_text``, due now from ``now`` on), every
+    attempt, and apart from them the tries that sent nothing (the phone not ready)."""
     action = summary.action
     queue = queue_text(summary, now)
     out.fields(
@@ -80,8 +84,12 @@ def render_summary(
         ],
         wrap=("meaning", "needs review", "superseded", "body", "queue", "gate"),
     )
-    if summary.attempts:
-        render_attempts(out, summary.attempts)
+    unsent = unsent_tries(summary)
+    spent = [record for record in summary.attempts if record not in unsent]
+    if spent:
+        render_attempts(out, spent)
+    if unsent:
+        render_unsent_tries(out, unsent)
 
 
 def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
@@ -119,6 +127,28 @@ def render_attempts(out: Output, attempts: Sequence[ActionRecord]) -> None:
     )
 
 
+def render_unsent_tries(out: Output, tries: Sequence[ActionRecord]) -> None:
+    """Print the tries that sent nothing and spent no attempt (the phone not ready or not
+    answering), apart from the attempts: why, and what a person does about it."""
+    out.table(
+        ["#", "dispatch id", "device", "tried", "why", "to do"],
+        (
+            [
+                str(record.attempt),
+                record.dispatch_id,
+                record.device,
+                when(record.dispatched_at),
+                unsent_reason(record),
+                unsent_remedy(record) or "-",
+            ]
+            for record in tries
+        ),
+        title="tries that sent nothing (the phone was not ready or did not answer; no attempt"
+        " spent)",
+        wrap=("why", "to do"),
+    )
+
+
 def render_list(
     out: Output, summaries: Sequence[ActionSummary], *, now: datetime, show_private: bool
 ) -> None:
@@ -139,7 +169,7 @@ def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> lis
         summary.action.action_id,
         status_cell(summary),
         recipient_text(summary, show_private=show_private),
-        str(len(summary.attempts)),
+        str(attempts_made(summary)),
         where_text(summary),
         age(now - summary.action.created_at),
         reasons_text(summary),

@@ -15,6 +15,7 @@ from starebrain_actions.core import decisions as _decisions
 from starebrain_actions.core.convert import age, format_time, to_jsonable
 from starebrain_actions.core.events import LedgerEvent
 from starebrain_actions.core.model import (
+    ActionRecord,
     ActionSummary,
     HistoryEntry,
     PhoneHold,
@@ -35,9 +36,62 @@ def settles_at(summary: ActionSummary) -> datetime | None:
     return _decisions.settling_until(latest)
 
 
+#: What a person does about a try that sent nothing for another reason than a phone not
+#: ready (whose remedy the bridge words and the attempt keeps: ``not_ready_remedy``), by
+#: ``decisions.unsent_why``.
+_UNSENT_REMEDIES: Final = {
+    "unreachable": "check the phone's connection (adb devices)",
+    "fence_lost": "nothing: the next attempt makes a new fence on the phone",
+}
+
+
+def unsent_reason(record: ActionRecord) -> str:
+    """Why a try sent nothing, as its send said it (the error it kept)."""
+    error = record.evidence.get("error")
+    if isinstance(error, str) and error:
+        return error
+    return record.last_error or str(_decisions.unsent_why(record))
+
+
+def unsent_remedy(record: ActionRecord) -> str | None:
+    """What a person does about a try that sent nothing: the not-ready remedy the send
+    kept (``decisions.not_ready_remedy``), or the unreachable one; None for another
+    attempt."""
+    why = _decisions.unsent_why(record)
+    if why is None:
+        return None
+    return _decisions.not_ready_remedy(record) or _UNSENT_REMEDIES[why]
+
+
+def unsent_tries(summary: ActionSummary) -> tuple[ActionRecord, ...]:
+    """The action's tries that sent nothing and spent no attempt (the phone not ready,
+    unreachable, its fence lost: ``decisions.unsent_why``), oldest first."""
+    return tuple(r for r in summary.attempts if _decisions.unsent_why(r) is not None)
+
+
+def waiting_text(summary: ActionSummary) -> str | None:
+    """``waiting for the phone: REASON; to do: REMEDY…`` while the action is PLANNED
+    because its latest try found the phone not ready or not answering
+    (``decisions.waiting_for_phone``); None otherwise."""
+    latest = summary.latest
+    if summary.status is not Status.PLANNED or latest is None:
+        return None
+    if _decisions.unsent_why(latest) is None:
+        return None
+    then = (
+        f"a worker of pool {summary.action.pool} sends it once it is done"
+        if summary.action.pool is not None
+        else "rerun the send (or `starebrain resume`) once it is done"
+    )
+    return (
+        f"waiting for the phone: {unsent_reason(latest)}; to do: {unsent_remedy(latest)}."
+        f" Nothing was sent and no attempt was spent; {then}"
+    )
+
+
 def status_meaning(summary: ActionSummary) -> str | None:
-    """The status in words where the bare word could mislead: a row that has not settled,
-    a send the phone showed and then marked failed."""
+    """The status in words where the bare word could mislead: an action waiting for the
+    phone, a row that has not settled, a send the phone showed and then marked failed."""
     if summary.status is Status.DENIED:
         return (
             f"denied by {denial_rule(summary)}: never sent, by any path (a DENY is final; to"
@@ -49,6 +103,9 @@ def status_meaning(summary: ActionSummary) -> str | None:
             " never sent, by any path (no ruling lifts a deadline; to send the text after"
             " all, send it as a new action)"
         )
+    waiting = waiting_text(summary)
+    if waiting is not None:
+        return waiting
     due = settles_at(summary)
     if due is not None:
         latest = summary.latest
@@ -124,7 +181,26 @@ def summary_data(summary: ActionSummary, *, show_private: bool) -> dict[str, Any
     intent = summary.action.intent
     data["not_after"] = to_jsonable(intent.not_after) if intent.not_after else None
     data["not_before"] = to_jsonable(intent.not_before) if intent.not_before else None
+    data["attempts_spent"] = spent_attempts(summary)
+    data["unsent_tries"] = [unsent_try_data(record) for record in unsent_tries(summary)]
+    data["waiting_for_phone"] = waiting_text(summary)
     return dict(redact_data(data, show_private=show_private))
+
+
+def unsent_try_data(record: ActionRecord) -> dict[str, Any]:
+    """A try that sent nothing as JSON (``unsent_tries``): which attempt, why
+    (``not_ready``, ``unreachable``, ``fence_lost``), the not-ready check, the reason and
+    what a person does about it."""
+    return {
+        "attempt": record.attempt,
+        "dispatch_id": record.dispatch_id,
+        "device": record.device,
+        "dispatched_at": when(record.dispatched_at),
+        "why": _decisions.unsent_why(record),
+        "check": _decisions.not_ready(record),
+        "reason": unsent_reason(record),
+        "remedy": unsent_remedy(record),
+    }
 
 
 def history_data(entries: Sequence[HistoryEntry], *, show_private: bool) -> list[Any]:
@@ -218,6 +294,21 @@ def spent_attempts(summary: ActionSummary) -> int:
     """The attempts that spent the action's budget (since an operator's grant, if any)."""
     counted = summary.action.counted(summary.attempts)
     return sum(1 for record in counted if _decisions.spends_budget(record))
+
+
+def attempts_made(summary: ActionSummary) -> int:
+    """The attempts that could have sent the message (they spent the budget), since the
+    first: ``list``'s count. Tries that sent nothing (the phone not ready, unreachable:
+    ``unsent_tries``) are not among them."""
+    return sum(1 for record in summary.attempts if _decisions.spends_budget(record))
+
+
+def first_sent_at(summary: ActionSummary) -> datetime | None:
+    """When the action's first attempt that could have sent it was handed to the phone
+    (``decisions.first_sent``); None while none was (no attempt, or only tries the phone
+    refused before anything was sent)."""
+    first = _decisions.first_sent(summary.attempts)
+    return first.dispatched_at if first is not None else None
 
 
 def attempts_text(summary: ActionSummary) -> str:

@@ -120,12 +120,13 @@ async def test_a_stale_draft_in_an_open_compose_window_is_never_sent(
 
 async def test_a_chooser_is_never_pressed(sms_phone: Any, agent_for: Any) -> None:
     """Two SMS apps and no default: am starts the system's chooser, the script stops before any
-    key (a proof nothing was sent), and the budget ends with no message at all."""
+    key (a proof nothing was sent), and the wait ends with no message at all: the action
+    waits for the phone (PLANNED), no attempt spent."""
     phone = await sms_phone(second_sms_app=True)
     async with agent_for(phone) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=5)
     await phone.radio_idle()
-    assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
+    assert ([], Status.PLANNED) == (phone.transmissions, outcome.status)
     assert all(r.delivery is DeliveryState.FAILED for r in outcome.summary.attempts)
     assert "no key was pressed" in str(outcome.summary.attempts[0].evidence)
 
@@ -136,14 +137,15 @@ async def test_a_locked_or_sleeping_screen_sends_nothing(
 ) -> None:
     """Behind the keyguard the compose window is never drawn (am -W reports no clean launch),
     so the script stops before any key: nothing leaves the phone, and each attempt is proven
-    FAILED by the keys never pressed, never by a missing row."""
+    FAILED by the keys never pressed, never by a missing row; the action waits for the phone
+    (PLANNED)."""
     phone = await sms_phone(screen=screen)
     async with agent_for(phone, policy=NO_GRACE) as agent:
         outcome = await agent.send("A-17", TO, BODY, wait=1)
         await settle(agent, db_path, adb_key_path, phone)
     attempts = outcome.summary.attempts
     await phone.radio_idle()
-    assert ([], Status.FAILED) == (phone.transmissions, outcome.status)
+    assert ([], Status.PLANNED) == (phone.transmissions, outcome.status)
     assert all("no key was pressed" in str(r.evidence) for r in attempts)
 
 

@@ -136,14 +136,15 @@ async def test_a_locked_phone_spends_no_attempt_and_the_send_waits_for_it(
 async def test_a_send_that_ends_while_the_phone_is_locked_says_what_to_do(
     sms_phone: Any, agent_for: Any
 ) -> None:
-    """The wait ends with the phone still locked: FAILED with the whole budget left, and
-    ``not_ready`` says to unlock it; a rerun after unlocking sends once."""
+    """The wait ends with the phone still locked: PLANNED (waiting for the phone) with the
+    whole budget left, and ``not_ready`` says to unlock it; a rerun after unlocking sends
+    once."""
     phone = await sms_phone(screen="locked")
     async with agent_for(phone) as agent:
         locked = await agent.send("A-1", TO, "locked text", wait=1.0)
         phone.screen = "on"
         again = await agent.send("A-1", TO, "locked text", wait=10)
-    assert Status.FAILED == locked.status
+    assert Status.PLANNED == locked.status
     assert locked.not_ready is not None and "unlock the phone" in locked.not_ready
     assert Status.SUCCEEDED == again.status
     assert 1 == len(sent_rows(phone, TO, "locked text"))

@@ -19,6 +19,7 @@ from starebrain_actions import Ledger, RetryPolicy, SmsIntent, Status
 from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
 from tests.e2e.conftest import RECIPIENT, Target, spawn_interruptible, starebrain_command
+from tests.e2e.test_cli_output_json import documented_fields
 
 SENT = 2
 #: retries quickly, rows settle at once (the simulated app marks them within 20 ms)
@@ -46,8 +47,12 @@ async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
     """Locked, a send through the messaging app: exit 7, stderr says to unlock the phone, JSON
-    names the remedy, no attempt is spent (status says so); unlocked, the same command sends
-    once and exits 0."""
+    names the remedy, no attempt is spent: the action reads PLANNED, waiting for the phone,
+    in `status` (the reason and remedy, its refused tries in a table of their own), `list`
+    (0 attempts) and `list --status` (PLANNED, not FAILED), the nightly report counts it
+    PLANNED, and `review` leaves it out;
+    unlocked, the same command sends once (one SENT row in the phone's store) and exits 0:
+    1 attempt, the refused tries still listed apart."""
     phone = await phone_factory(screen="locked")
     # the ledger exists first: a fresh PostgreSQL schema's migrations (0.4 to 0.7 s on a
     # shared machine) are not what the 1.5 s --wait of the send below is about
@@ -60,14 +65,43 @@ async def test_a_locked_phone_is_exit_7_spends_nothing_and_a_rerun_sends_once(
     assert "the phone is not ready" in locked.stderr and "unlock the phone" in locked.stderr
     as_json = await send(ledger_target, adb_key_path, phone, *args, "--json")
     data = json.loads(as_json.stdout)
-    assert (7, "FAILED") == (data["exit_code"], data["status"])
+    assert (7, "PLANNED") == (data["exit_code"], data["status"])
     assert "unlock the phone" in data["not_ready"]
+    assert "waiting for the phone: the keyguard is showing" in data["waiting_for_phone"]
+    assert (0, None) == (data["attempts_spent"], data["first_sent_at"])
+    tries = data["unsent_tries"]
+    assert len(tries) == len(data["attempts"]) >= 2
+    assert {("not_ready", "keyguard_showing")} == {(t["why"], t["check"]) for t in tries}
+    assert documented_fields("cli.md", "Unsent try") == set(tries[0])
     shown = await cli(ledger_target, "status", "L-1")
+    assert "status:       PLANNED" in shown.stdout
+    assert "meaning:      waiting for the phone: the keyguard is showing" in shown.stdout
+    assert "unlock the phone" in shown.stdout
     assert "attempts:     0 of 3 allowed (and" in shown.stdout
+    assert "tries that sent nothing" in shown.stdout and "\nattempts\n" not in shown.stdout
+    listed = (await cli(ledger_target, "list")).stdout.splitlines()
+    assert ["L-1", "PLANNED", "0"] == [listed[1].split()[i] for i in (0, 1, 3)]
+    for status, ids in (("PLANNED", ["L-1"]), ("FAILED", [])):
+        only = json.loads((await cli(ledger_target, "list", "--status", status, "--json")).stdout)
+        assert ids == [item["action"]["action_id"] for item in only]
+    assert [] == json.loads((await cli(ledger_target, "review", "--json")).stdout)
+    counts = json.loads((await cli(ledger_target, "nightly", "--json")).stdout)["status_counts"]
+    assert (1, 0) == (counts["PLANNED"], counts["FAILED"])
+    assert 0 == sent(phone, "locked text")
     phone.screen = "on"
     again = await send(ledger_target, adb_key_path, phone, *what, "--wait", "10", *QUICK)
     assert 0 == again.exit_code, again.output
     assert 1 == sent(phone, "locked text")
+    after = json.loads((await cli(ledger_target, "status", "L-1", "--json")).stdout)
+    assert ("SUCCEEDED", 1, None) == (
+        after["status"],
+        after["attempts_spent"],
+        after["waiting_for_phone"],
+    )
+    assert len(after["unsent_tries"]) == len(after["attempts"]) - 1 >= len(tries)
+    shown = await cli(ledger_target, "status", "L-1")
+    assert "attempts:     1 of 3 allowed (and" in shown.stdout
+    assert "\nattempts\n" in shown.stdout and "tries that sent nothing" in shown.stdout
 
 
 async def interrupted(ledger: Target, phone: SimulatedPhone, key: Path, age_s: float) -> str:
