@@ -40,6 +40,11 @@ from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo, phone_fo
 if TYPE_CHECKING:
     from android_bridge import Device
     from starebrain_actions.ledger.queue import PhoneWorker
+    from starebrain_actions.phone.send_path import FrameworkStanding
+
+#: A phone's framework attempts that came to an end, newest first, and when each did, by
+#: dispatch id (``Ledger.framework_attempts``).
+FrameworkRecord = tuple[Sequence[ActionRecord], Mapping[str, datetime]]
 
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
@@ -127,6 +132,84 @@ class CheckVerdict:
 
 
 @attrs.frozen(kw_only=True)
+class AttemptRef:
+    """An attempt that proves or doubts the framework path, and when it came to it."""
+
+    #: its action
+    action_id: str
+    #: the attempt
+    dispatch_id: str
+    #: when it came to prove or doubt (its confirmation, its review, the ruling); None: not
+    #: known
+    at: datetime | None = None
+    #: the person whose ruling made it so (None: a read of the phone did)
+    ruled_by: str | None = None
+    #: the review it waits in, if any (``UNVERIFIED``…)
+    review_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FrameworkReport:
+    """Where the framework path stands for ``auto`` on a phone
+    (``phone.send_path.FrameworkStanding``)."""
+
+    #: ``proven``, ``restored``, ``doubted``, ``unproven`` or ``shut``
+    state: str
+    #: the attempt that decides (None: none does: the jar, or nothing yet)
+    decided_by: AttemptRef | None = None
+    #: with ``restored``, the doubt the proof answered; with ``doubted``, the doubt
+    doubt: AttemptRef | None = None
+
+
+def framework_report(standing: FrameworkStanding) -> FrameworkReport:
+    """The standing as ``devices`` reports it."""
+
+    def ref(record: ActionRecord | None, at: datetime | None) -> AttemptRef | None:
+        if record is None:
+            return None
+        return AttemptRef(
+            action_id=record.action_id,
+            dispatch_id=record.dispatch_id,
+            at=at,
+            ruled_by=record.resolved_by,
+            review_reason=record.review_reason.value if record.review_reason else None,
+        )
+
+    return FrameworkReport(
+        state=standing.state,
+        decided_by=ref(standing.decided_by, standing.decided_at),
+        doubt=ref(standing.doubt, standing.doubt_at),
+    )
+
+
+def auto_path_text(report: DeviceReport) -> str:
+    """``devices``' ``auto path`` cell: the path and how the framework path stands on the
+    phone (``ui: doubted since T by ACTION``, ``framework: restored at T by a ruling on
+    ACTION``, ``framework: proven by ACTION``, ``ui: unproven``); the path alone where the
+    ledger's record did not come into it (the framework is not open on the phone, no
+    ledger). ``--json`` has the whole reason (``auto_send_path_why``)."""
+    path = report.auto_send_path or "-"
+    standing = report.framework
+    if standing is None:
+        return path
+    decided = standing.decided_by
+    if decided is None:
+        return f"{path}: {standing.state}"
+    by = f"a ruling on {decided.action_id}" if decided.ruled_by else decided.action_id
+    if standing.state == "proven":
+        return f"{path}: proven by {by}"
+    at = "" if decided.at is None else f" {'since' if standing.state == 'doubted' else 'at'}"
+    at += "" if decided.at is None else f" {_when(decided.at)}"
+    return f"{path}: {standing.state}{at} by {by}"
+
+
+def _when(value: datetime | None) -> str:
+    from starebrain_actions.render.values import when
+
+    return when(value)
+
+
+@attrs.frozen(kw_only=True)
 class DeviceReport:
     """One row of ``starebrain devices``."""
 
@@ -164,6 +247,10 @@ class DeviceReport:
     auto_send_path: str | None = None
     #: why (``starebrain_actions.phone.send_path``)
     auto_send_path_why: str | None = None
+    #: where the framework path stands on this phone's build, when ``auto``'s choice came to
+    #: the ledger's record (None: it did not: the framework is not open on the phone, the
+    #: body, no ledger)
+    framework: FrameworkReport | None = None
     #: the phone's own identity as it answered (``android_id:<hex>``; None: not read)
     identity: str | None = None
     #: the phone's name in the ledger (what its attempts say), None when the ledger has not
@@ -216,13 +303,14 @@ async def probe(
     *,
     key_path: Path | None,
     timeout_s: float,
-    records: dict[str, Sequence[ActionRecord]] | None,
+    records: dict[str, FrameworkRecord] | None,
     phones: Sequence[PhoneInfo] = (),
     codes: Mapping[str, FrameworkCodes] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Connect to ``device`` and read its release, its SMS role holder, its identity and the
-    path a send with ``--send-path auto`` would take (``records``: the ledger's latest attempts
-    on each phone, by its key, newest first; None without a ledger; ``phones``: the phones the
+    path a send with ``--send-path auto`` would take (``records``: the ledger's framework
+    attempts on each phone that came to an end, by its key, newest first, with when each did
+    (``Ledger.framework_attempts``); None without a ledger; ``phones``: the phones the
     ledger knows, to name the one that answers; ``codes``: the framework codes the ledger
     keeps, by build: a build with none is shown as not read yet, since the first send reads
     its jar and ``devices`` writes nothing).
@@ -232,12 +320,16 @@ async def probe(
     from android_bridge import BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import proven_on, read_subscription
+    from starebrain_actions.phone.send_path import read_subscription, standing_on
+
+    stood: list[FrameworkStanding] = []
 
     async def proof(_device: str, handle: Device) -> tuple[bool, str]:
         kept = (codes or {}).get((await handle.facts()).build)
-        history = (records or {}).get(_device, [])
-        return await proven_on(handle, history, kept, read_subscription)
+        history, decided_at = (records or {}).get(_device, ([], {}))
+        standing = await standing_on(handle, history, kept, read_subscription, decided_at)
+        stood.append(standing)
+        return standing.proven, standing.why
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -290,6 +382,7 @@ async def probe(
         "build": facts.build or None,
         "auto_send_path": path,
         "auto_send_path_why": why,
+        "framework": framework_report(stood[-1]) if stood else None,
         **checks,
     }
 
@@ -338,7 +431,7 @@ async def gather_reports(
     known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
     holders: dict[str, Lease] = {}
     workers: dict[str, WorkerHold] = {}
-    records: dict[str, Sequence[ActionRecord]] | None = None
+    records: dict[str, FrameworkRecord] | None = None
     phones: list[PhoneInfo] = []
     codes: dict[str, FrameworkCodes] = {}
     if ledger_path is not None:
@@ -358,7 +451,7 @@ async def gather_reports(
                 keys = {phone.key for phone in phones} | set(known.values())
                 keys |= {await ledger.phone_key_for(name) for name in named}
                 records = {
-                    key: await ledger.latest_attempts(key, PROOF_WINDOW) for key in sorted(keys)
+                    key: await ledger.framework_attempts(key, PROOF_WINDOW) for key in sorted(keys)
                 }
                 codes = await ledger.all_framework_codes()
         except NoLedger:
@@ -453,7 +546,7 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
                 android,
                 sms_app,
                 report.sms_app_source or "-",
-                report.auto_send_path or "-",
+                auto_path_text(report),
                 report.doctor or "-",
                 lease,
                 worker_text(report.worker, at),
@@ -476,7 +569,7 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
             "error",
         ],
         rows,
-        wrap=("worker", "error"),
+        wrap=("auto path", "worker", "error"),
     )
 
 

@@ -196,6 +196,43 @@ class DeviceReads(LedgerConnection):
 
         return await self._run(work)
 
+    async def framework_attempts(
+        self, device: str, limit: int
+    ) -> tuple[list[ActionRecord], dict[str, datetime]]:
+        """The ``limit`` framework attempts on ``device`` started last that came to an end
+        in a way that can prove or doubt the framework path (confirmed, in review, or ruled
+        by a person), newest first, and when each came to it (its latest confirmation,
+        review or ruling in the history), by dispatch id: what ``phone.send_path`` judges
+        the path by. Sends through the app never push them out (the index
+        ``attempts_framework``, schema version 16, holds only framework attempts)."""
+
+        def work(db: sqlite3.Connection) -> tuple[list[ActionRecord], dict[str, datetime]]:
+            # spelled as the index's WHERE is, so that the planner uses it
+            send_path = _pg.json_field("evidence_json", "send_path")[_pg.dialect(db)]
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS}, (SELECT h.at FROM history AS h"
+                " WHERE h.dispatch_id = attempts.dispatch_id AND h.event IN"
+                " ('confirm', 'flag_review', 'resolve_sent', 'resolve_not_sent')"
+                " ORDER BY h.sequence DESC LIMIT 1) AS decided_at"
+                f" FROM attempts WHERE device = ? AND {send_path} = 'framework'"
+                " AND (delivery = 'CONFIRMED' OR review_reason IS NOT NULL"
+                " OR resolved_by IS NOT NULL)"
+                " ORDER BY dispatched_at DESC, dispatch_id DESC LIMIT ?",
+                (device, limit),
+            )
+            records: list[ActionRecord] = []
+            decided: dict[str, datetime] = {}
+            for row in rows.fetchall():
+                data = row_dict(row)
+                at = data.pop("decided_at")
+                record = record_from_row(data)
+                records.append(record)
+                if at is not None:
+                    decided[record.dispatch_id] = parse_time(at)
+            return records, decided
+
+        return await self._run(work)
+
     async def dispatches_since(self, device: str, since: datetime) -> int:
         """How many attempts were started on ``device`` at or after ``since`` (a send rate)."""
         when = format_time(require_aware("since", since))
