@@ -35,16 +35,17 @@ from starebrain_actions.cli.options import (
     key_option,
 )
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
-from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo, phone_for
+from starebrain_actions.ledger.phones import (
+    FrameworkAttempts,
+    FrameworkCodes,
+    PhoneInfo,
+    phone_for,
+)
 
 if TYPE_CHECKING:
     from android_bridge import Device
     from starebrain_actions.ledger.queue import PhoneWorker
     from starebrain_actions.phone.send_path import FrameworkStanding
-
-#: A phone's framework attempts that came to an end, newest first, and when each did, by
-#: dispatch id (``Ledger.framework_attempts``).
-FrameworkRecord = tuple[Sequence[ActionRecord], Mapping[str, datetime]]
 
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
@@ -303,14 +304,14 @@ async def probe(
     *,
     key_path: Path | None,
     timeout_s: float,
-    records: dict[str, FrameworkRecord] | None,
+    records: dict[str, FrameworkAttempts] | None,
     phones: Sequence[PhoneInfo] = (),
     codes: Mapping[str, FrameworkCodes] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Connect to ``device`` and read its release, its SMS role holder, its identity and the
     path a send with ``--send-path auto`` would take (``records``: the ledger's framework
-    attempts on each phone that came to an end, by its key, newest first, with when each did
-    (``Ledger.framework_attempts``); None without a ledger; ``phones``: the phones the
+    attempts on each phone that came to an end, by its key (``Ledger.framework_attempts``);
+    None without a ledger; ``phones``: the phones the
     ledger knows, to name the one that answers; ``codes``: the framework codes the ledger
     keeps, by build: a build with none is shown as not read yet, since the first send reads
     its jar and ``devices`` writes nothing).
@@ -326,8 +327,8 @@ async def probe(
 
     async def proof(_device: str, handle: Device) -> tuple[bool, str]:
         kept = (codes or {}).get((await handle.facts()).build)
-        history, decided_at = (records or {}).get(_device, ([], {}))
-        standing = await standing_on(handle, history, kept, read_subscription, decided_at)
+        history = (records or {}).get(_device, FrameworkAttempts())
+        standing = await standing_on(handle, history, kept, read_subscription)
         stood.append(standing)
         return standing.proven, standing.why
 
@@ -431,7 +432,7 @@ async def gather_reports(
     known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
     holders: dict[str, Lease] = {}
     workers: dict[str, WorkerHold] = {}
-    records: dict[str, FrameworkRecord] | None = None
+    records: dict[str, FrameworkAttempts] | None = None
     phones: list[PhoneInfo] = []
     codes: dict[str, FrameworkCodes] = {}
     if ledger_path is not None:

@@ -372,15 +372,13 @@ async def framework_after(agent: SmsAgent, record: ActionRecord | None) -> Frame
     auto`` reads (``phone.send_path``), from the ledger's record alone; None for a send
     through the app."""
     from starebrain_actions.core.decisions import on_framework_path
-    from starebrain_actions.phone.send_path import PROOF_WINDOW, framework_standing
+    from starebrain_actions.phone.send_path import PROOF_WINDOW, standing_in
 
     if record is None or not on_framework_path(record):
         return None
     build = record.evidence.get("build")
-    records, decided_at = await agent.ledger.framework_attempts(record.device, PROOF_WINDOW)
-    return framework_standing(
-        records, build if isinstance(build, str) else "", decided_at=decided_at
-    )
+    attempts = await agent.ledger.framework_attempts(record.device, PROOF_WINDOW)
+    return standing_in(attempts, build if isinstance(build, str) else "")
 
 
 def framework_words(result: SendTestResult) -> str:

@@ -168,15 +168,13 @@ async def framework_line(ledger: Ledger, record: ActionRecord) -> str:
     the phone's build (a ruling that it went out proves the path; one that it did not doubts
     it: ``phone.send_path``); "" for an attempt through the app."""
     from starebrain_actions.core.decisions import on_framework_path
-    from starebrain_actions.phone.send_path import PROOF_WINDOW, framework_standing
+    from starebrain_actions.phone.send_path import PROOF_WINDOW, standing_in
 
     if not on_framework_path(record):
         return ""
     build = record.evidence.get("build")
-    records, decided_at = await ledger.framework_attempts(record.device, PROOF_WINDOW)
-    standing = framework_standing(
-        records, build if isinstance(build, str) else "", decided_at=decided_at
-    )
+    attempts = await ledger.framework_attempts(record.device, PROOF_WINDOW)
+    standing = standing_in(attempts, build if isinstance(build, str) else "")
     if standing.state not in ("proven", "restored", "doubted"):
         return ""
     path = "framework" if standing.proven else "the messaging app"

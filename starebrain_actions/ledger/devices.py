@@ -34,7 +34,12 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger import phones as _phones
 from starebrain_actions.ledger.connection import LedgerConnection
-from starebrain_actions.ledger.phones import FrameworkCodes, PhoneBinding, PhoneInfo
+from starebrain_actions.ledger.phones import (
+    FrameworkAttempts,
+    FrameworkCodes,
+    PhoneBinding,
+    PhoneInfo,
+)
 from starebrain_actions.ledger.read import row_dict
 
 _log = get_logger("starebrain.ledger")
@@ -196,24 +201,29 @@ class DeviceReads(LedgerConnection):
 
         return await self._run(work)
 
-    async def framework_attempts(
-        self, device: str, limit: int
-    ) -> tuple[list[ActionRecord], dict[str, datetime]]:
+    async def framework_attempts(self, device: str, limit: int) -> FrameworkAttempts:
         """The ``limit`` framework attempts on ``device`` started last that came to an end
         in a way that can prove or doubt the framework path (confirmed, in review, or ruled
-        by a person), newest first, and when each came to it (its latest confirmation,
-        review or ruling in the history), by dispatch id: what ``phone.send_path`` judges
-        the path by. Sends through the app never push them out (the index
-        ``attempts_framework``, schema version 16, holds only framework attempts)."""
+        by a person), newest first, with when each came to it and when each last went to
+        review (the history): what ``phone.send_path`` judges the path by. Sends through the
+        app never push them out (the index ``attempts_framework``, schema version 16, holds
+        only framework attempts)."""
 
-        def work(db: sqlite3.Connection) -> tuple[list[ActionRecord], dict[str, datetime]]:
+        def latest(*events: str) -> str:
+            named = ", ".join(f"'{event}'" for event in events)
+            return (
+                "(SELECT h.at FROM history AS h WHERE h.dispatch_id = attempts.dispatch_id"
+                f" AND h.event IN ({named}) ORDER BY h.sequence DESC LIMIT 1)"
+            )
+
+        decided = latest("confirm", "flag_review", "resolve_sent", "resolve_not_sent")
+        flagged = latest("flag_review")
+
+        def work(db: sqlite3.Connection) -> FrameworkAttempts:
             # spelled as the index's WHERE is, so that the planner uses it
             send_path = _pg.json_field("evidence_json", "send_path")[_pg.dialect(db)]
             rows = db.execute(
-                f"SELECT {ATTEMPT_COLUMNS}, (SELECT h.at FROM history AS h"
-                " WHERE h.dispatch_id = attempts.dispatch_id AND h.event IN"
-                " ('confirm', 'flag_review', 'resolve_sent', 'resolve_not_sent')"
-                " ORDER BY h.sequence DESC LIMIT 1) AS decided_at"
+                f"SELECT {ATTEMPT_COLUMNS}, {decided} AS decided_at, {flagged} AS flagged_at"
                 f" FROM attempts WHERE device = ? AND {send_path} = 'framework'"
                 " AND (delivery = 'CONFIRMED' OR review_reason IS NOT NULL"
                 " OR resolved_by IS NOT NULL)"
@@ -221,15 +231,19 @@ class DeviceReads(LedgerConnection):
                 (device, limit),
             )
             records: list[ActionRecord] = []
-            decided: dict[str, datetime] = {}
+            decided_at: dict[str, datetime] = {}
+            flagged_at: dict[str, datetime] = {}
             for row in rows.fetchall():
                 data = row_dict(row)
-                at = data.pop("decided_at")
+                times = data.pop("decided_at"), data.pop("flagged_at")
                 record = record_from_row(data)
                 records.append(record)
-                if at is not None:
-                    decided[record.dispatch_id] = parse_time(at)
-            return records, decided
+                for kept, at in zip((decided_at, flagged_at), times, strict=True):
+                    if at is not None:
+                        kept[record.dispatch_id] = parse_time(at)
+            return FrameworkAttempts(
+                records=tuple(records), decided_at=decided_at, flagged_at=flagged_at
+            )
 
         return await self._run(work)
 

@@ -62,7 +62,7 @@ from starebrain_actions.core.model import (
     ReviewReason,
 )
 from starebrain_actions.core.segments import GSM7_SINGLE, UCS2_SINGLE, count_segments
-from starebrain_actions.ledger.phones import FrameworkCodes
+from starebrain_actions.ledger.phones import FrameworkAttempts, FrameworkCodes
 
 if TYPE_CHECKING:
     from android_bridge import Device
@@ -212,6 +212,7 @@ def framework_standing(
     expected: int | None = None,
     subscription: tuple[bool | None, str] | None = None,
     decided_at: Mapping[str, datetime] | None = None,
+    flagged_at: Mapping[str, datetime] | None = None,
 ) -> FrameworkStanding:
     """Does the phone's record prove the framework path on ``build``? ``records``: one
     phone's framework attempts (others are passed over), newest first; ``codes``: what the
@@ -219,14 +220,16 @@ def framework_standing(
     ``sendTextForSubscriber`` code the bridge sends with on the phone's release;
     ``subscription``: whether subscription 1, the one the framework path sends on, is the
     phone's (``android_bridge._doctor_provider.framework_subscription``; None: not read);
-    ``decided_at``: when each attempt came to decide, by dispatch id (``Ledger
-    .framework_attempts``; missing: the record's own times).
+    ``decided_at``: when each attempt came to decide, by dispatch id, and ``flagged_at``:
+    when each last went to review (``Ledger.framework_attempts``; missing: the record's own
+    times, and no review known).
 
     The rule, first match wins: a jar that proves another code than ``expected`` keeps the
     framework path shut (the bridge's code reaches another method there); else the last
     framework send that came to an end on this build decides: its row read back as the
-    shell's, or a person's ruling that it went out, proves the path (``restored`` where the
-    one before it was a doubt); a review, or a ruling without a row of ours, doubts it; else
+    shell's, or a person's ruling that it went out, proves the path (``restored`` where it
+    answers a doubt: its own review, or the attempt before it); a review, or a ruling not
+    sent or without a row of ours, doubts it; else
     a doubt on an earlier build that nothing answered keeps it shut (an update proves
     nothing); else a jar that proves ``expected`` opens it from the first send, where the
     phone shows subscription 1 is its own (a send on a subscription the phone lacks sends
@@ -235,6 +238,7 @@ def framework_standing(
     Never a guess: a read that does not see a row, time passing and an update of the phone
     each leave a doubt standing."""
     times = decided_at or {}
+    flags = flagged_at or {}
     if not build:
         return FrameworkStanding(
             proven=False,
@@ -259,7 +263,7 @@ def framework_standing(
             here.append((record, verdict))
     decisive = [(record, said) for record, said in here if record.evidence.get("build") == build]
     if decisive:
-        return _standing_of(decisive, times)
+        return _standing_of(decisive, times, flags)
     for record, (proves, words) in here:
         if proves:
             break  # a proof on an earlier build answered the doubts before it
@@ -323,10 +327,14 @@ def _since(at: datetime | None) -> str:
 
 
 def _standing_of(
-    decisive: Sequence[tuple[ActionRecord, tuple[bool, str]]], times: Mapping[str, datetime]
+    decisive: Sequence[tuple[ActionRecord, tuple[bool, str]]],
+    times: Mapping[str, datetime],
+    flags: Mapping[str, datetime],
 ) -> FrameworkStanding:
     """The standing on this build from its framework attempts that say something, newest
-    first: the first decides; a proof right after a doubt restores the path."""
+    first: the first decides; a proof that answers a doubt restores the path (the proof's
+    own review: its row came back late, or a person ruled it sent; else the doubt of the
+    attempt before it)."""
     record, (proves, said) = decisive[0]
     at = _decided_time(record, times)
     if not proves:
@@ -345,6 +353,20 @@ def _standing_of(
     proof = f"{_name(record)} {said} on this build" + (
         f" at {format_time(at)}" if at is not None else ""
     )
+    flagged = flags.get(record.dispatch_id)
+    if record.review_reason is not None or (record.resolved_by is not None and flagged):
+        # it answers its own doubt: the row of an attempt in review came back, or a person
+        # ruled sent an attempt that had gone to review
+        went = f", after it went to review at {format_time(flagged)}" if flagged else ""
+        return FrameworkStanding(
+            proven=True,
+            why=f"restored: {proof}{went}",
+            state="restored",
+            decided_by=record,
+            decided_at=at,
+            doubt=record,
+            doubt_at=flagged,
+        )
     before = decisive[1] if len(decisive) > 1 else None
     if before is None or before[1][0]:
         return FrameworkStanding(
@@ -389,13 +411,14 @@ RETRY_CODES_AFTER: Final = timedelta(hours=1)
 
 async def standing_on(
     device: Device,
-    records: Sequence[ActionRecord],
+    attempts: FrameworkAttempts | Sequence[ActionRecord],
     codes: FrameworkCodes | None,
     subscription: Callable[[Device], Awaitable[tuple[bool | None, str]]],
-    decided_at: Mapping[str, datetime] | None = None,
 ) -> FrameworkStanding:
-    """:func:`framework_standing` for ``device``'s build and release, ``subscription`` asked
-    only where the jar's codes would open the path (one round trip, or a kept answer)."""
+    """:func:`framework_standing` for ``device``'s build and release, from its framework
+    attempts (``Ledger.framework_attempts``; or bare records, newest first, with no times),
+    ``subscription`` asked only where the jar's codes would open the path (one round trip,
+    or a kept answer)."""
     from android_bridge import SEND_TEXT_CODES
 
     facts = await device.facts()
@@ -403,19 +426,39 @@ async def standing_on(
     sub = None
     if codes is not None and codes.send_text is not None and codes.send_text == expected:
         sub = await subscription(device)
-    return framework_standing(records, facts.build, codes, expected, sub, decided_at)
+    if not isinstance(attempts, FrameworkAttempts):
+        attempts = FrameworkAttempts(records=tuple(attempts))
+    return framework_standing(
+        attempts.records,
+        facts.build,
+        codes,
+        expected,
+        sub,
+        attempts.decided_at,
+        attempts.flagged_at,
+    )
 
 
 async def proven_on(
     device: Device,
-    records: Sequence[ActionRecord],
+    attempts: FrameworkAttempts | Sequence[ActionRecord],
     codes: FrameworkCodes | None,
     subscription: Callable[[Device], Awaitable[tuple[bool | None, str]]],
-    decided_at: Mapping[str, datetime] | None = None,
 ) -> tuple[bool, str]:
     """:func:`standing_on`'s answer and why."""
-    standing = await standing_on(device, records, codes, subscription, decided_at)
+    standing = await standing_on(device, attempts, codes, subscription)
     return standing.proven, standing.why
+
+
+def standing_in(attempts: FrameworkAttempts, build: str) -> FrameworkStanding:
+    """The standing the ledger's record alone gives on ``build`` (no jar, no phone): for a
+    command that just changed that record (``doctor --send-test``, ``resolve``)."""
+    return framework_standing(
+        attempts.records,
+        build,
+        decided_at=attempts.decided_at,
+        flagged_at=attempts.flagged_at,
+    )
 
 
 def ledger_proof(ledger: Ledger) -> FrameworkProof:
@@ -442,8 +485,8 @@ def ledger_proof(ledger: Ledger) -> FrameworkProof:
             codes = await build_codes(ledger, device)
             if codes.retry_after is None:
                 known[build] = codes
-        records, decided_at = await ledger.framework_attempts(name, PROOF_WINDOW)
-        return await proven_on(device, records, codes, subscription, decided_at)
+        attempts = await ledger.framework_attempts(name, PROOF_WINDOW)
+        return await proven_on(device, attempts, codes, subscription)
 
     return proof
 

@@ -135,7 +135,8 @@ async def test_the_doubted_sends_own_row_coming_back_late_restores_the_path(
         )
     async with agent_for(phone, send_path="auto") as agent:
         assert "framework" == agent.phone.send_path
-        assert "restored" not in agent.phone.path_choice  # its own row answers its doubt
+        # its own row answers its own doubt
+        assert agent.phone.path_choice.startswith("restored:")
         assert "A-2" in agent.phone.path_choice
         after = await agent.send("A-3", OTHER, "Your code is 5550", wait=10)
     assert Status.SUCCEEDED is after.status
@@ -173,6 +174,7 @@ async def test_a_ruling_that_the_doubted_sms_went_out_restores_the_path(
         assert (DeliveryState.CONFIRMED, None) == (ruled.delivery, ruled.review_reason)
     async with agent_for(phone, send_path="auto") as agent:
         assert "framework" == agent.phone.send_path
+        assert agent.phone.path_choice.startswith("restored:")
         assert "ruled sent by ops" in agent.phone.path_choice
         after = await agent.send("A-3", OTHER, "Your code is 5550", wait=10)
     assert Status.SUCCEEDED is after.status

@@ -134,6 +134,16 @@ def test_a_ruling_that_the_doubted_sms_went_out_restores_the_path() -> None:
     standing = framework_standing([ruled(2, sent=True), proven(1)], BUILD)
     assert (True, "proven") == (standing.proven, standing.state)
     assert "ruled sent by ops" in standing.why
+    # the ruled attempt had gone to review itself (the ledger's history says when): the
+    # ruling answers its own doubt
+    went = NOW + timedelta(minutes=10)
+    standing = framework_standing([ruled(2, sent=True), proven(1)], BUILD, flagged_at={"d-2": went})
+    assert (True, "restored", "d-2", went) == (
+        standing.proven,
+        standing.state,
+        standing.doubt.dispatch_id,
+        standing.doubt_at,
+    )
     # a doubt before it (another attempt's review) makes it a restoration
     earlier = attempt(1, FRAMEWORK, review_reason=ReviewReason.UNVERIFIED)
     standing = framework_standing([ruled(2, sent=True), earlier], BUILD)
@@ -195,9 +205,13 @@ def test_the_doubted_attempts_own_row_read_back_late_restores_the_path(
     person); a row that does not match (MISMATCH), or a second one (DUPLICATE), doubts what
     the path sent, and a row does not answer that."""
     late = attrs.evolve(proven(2), review_reason=reason)
-    assert (True, "proven") == (
-        framework_standing([late], BUILD).proven,
-        framework_standing([late], BUILD).state,
+    went = NOW + timedelta(minutes=10)
+    standing = framework_standing([late, proven(1)], BUILD, flagged_at={"d-2": went})
+    assert (True, "restored", "d-2", went) == (
+        standing.proven,
+        standing.state,
+        standing.doubt.dispatch_id,
+        standing.doubt_at,
     )
     for doubt in (ReviewReason.MISMATCH, ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS):
         assert (
