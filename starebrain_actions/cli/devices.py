@@ -10,9 +10,12 @@ facts: uid, region, release, build, ``service check isms``; then ``getprop`` and
 holder, read exactly as the send script's ``role`` check reads it:
 ``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
 timeout. The ``auto`` path is chosen as a send chooses it (``phone.android.choose_send_path``),
-from the ledger's latest attempts on the phone. ``doctor``'s checks (``android_bridge._doctor
-.examine``) take one more round trip in the same connection, with a budget of their own. A
-phone that does not answer is a row saying why, not a failure of the command.
+from the ledger's framework attempts on the phone (``Ledger.framework_attempts``), and shown
+with how the framework path stands there (proven, doubted since when by which action,
+restored at when by what: ``phone.send_path.FrameworkStanding``). ``doctor``'s checks
+(``android_bridge._doctor.examine``) take one more round trip in the same connection, with a
+budget of their own. A phone that does not answer is a row saying why, not a failure of the
+command.
 """
 
 from __future__ import annotations
@@ -601,9 +604,12 @@ def devices_command(
     as_json: bool,
 ) -> None:
     """List the phones: each one the ledger's attempts name, a worker holds or --device
-    gives, whether it answers, its Android release, its default SMS app, the attempt holding
-    it, the worker holding it (its heartbeat's age, `STALE` once it stopped, and what it is
-    doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL: name`).
+    gives, whether it answers, its Android release, its default SMS app, the path a send
+    with --send-path auto would take and how the framework path stands there (`framework:
+    proven by ID`, `ui: doubted since T by ID`, `framework: restored at T by ID`), the
+    attempt holding it, the worker holding it (its heartbeat's age, `STALE` once it stopped,
+    and what it is doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL:
+    name`).
 
     Never sends and never writes. Exit status: 0 when at least one phone answered and every
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none
