@@ -354,13 +354,15 @@ def _standing_of(
         f" at {format_time(at)}" if at is not None else ""
     )
     flagged = flags.get(record.dispatch_id)
-    if record.review_reason is not None or (record.resolved_by is not None and flagged):
-        # it answers its own doubt: the row of an attempt in review came back, or a person
-        # ruled sent an attempt that had gone to review
-        went = f", after it went to review at {format_time(flagged)}" if flagged else ""
+    # when it proved the path: its row read back, or the person's ruling
+    proved = record.confirmed_at if record.resolved_by is None else at
+    if flagged is not None and proved is not None and flagged < proved:
+        # it answers its own doubt: the row of an attempt in review came back late, or a
+        # person ruled sent an attempt that had gone to review (a review after the proof,
+        # UNSETTLED say, doubts the settling, not the path)
         return FrameworkStanding(
             proven=True,
-            why=f"restored: {proof}{went}",
+            why=f"restored: {proof}, after it went to review at {format_time(flagged)}",
             state="restored",
             decided_by=record,
             decided_at=at,

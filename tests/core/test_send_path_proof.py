@@ -204,8 +204,8 @@ def test_the_doubted_attempts_own_row_read_back_late_restores_the_path(
     row the shell wrote: the path reached the framework (the attempt still waits for a
     person); a row that does not match (MISMATCH), or a second one (DUPLICATE), doubts what
     the path sent, and a row does not answer that."""
-    late = attrs.evolve(proven(2), review_reason=reason)
     went = NOW + timedelta(minutes=10)
+    late = attrs.evolve(proven(2), review_reason=reason, confirmed_at=went + timedelta(hours=1))
     standing = framework_standing([late, proven(1)], BUILD, flagged_at={"d-2": went})
     assert (True, "restored", "d-2", went) == (
         standing.proven,
@@ -213,6 +213,10 @@ def test_the_doubted_attempts_own_row_read_back_late_restores_the_path(
         standing.doubt.dispatch_id,
         standing.doubt_at,
     )
+    # a review after the row was read (UNSETTLED: it left the view) doubts the settling, not
+    # the path: proven, no restoration
+    left = attrs.evolve(proven(2), review_reason=ReviewReason.UNSETTLED)
+    assert "proven" == framework_standing([left], BUILD, flagged_at={"d-2": went}).state
     for doubt in (ReviewReason.MISMATCH, ReviewReason.DUPLICATE, ReviewReason.AMBIGUOUS):
         assert (
             framework_proven([attrs.evolve(proven(2), review_reason=doubt), proven(1)], BUILD)[0]
