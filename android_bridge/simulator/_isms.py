@@ -306,6 +306,7 @@ class IsmsHost:
         code_shift: Callable[[], int] = lambda: 0,
         link_faults_before: Callable[[frozenset[Fault]], bool],
         link_faults_after: Callable[[frozenset[Fault]], Awaitable[None]],
+        radio_free: asyncio.Event | None = None,
     ) -> None:
         self.version = version
         #: Methods an OEM's ``ISms`` declares before AOSP's (``_framework_jar``'s
@@ -327,6 +328,9 @@ class IsmsHost:
         self.send_delay_ms = send_delay_ms
         self.track = track
         self.make_transmission = make_transmission
+        #: Test harness (``SimulatedPhone.hold_radio``): while it is clear, the radio's answer,
+        #: and so the row the framework writes only then, waits (a radio that answers late)
+        self.radio_free = radio_free
 
 
 class IsmsService:
@@ -446,6 +450,8 @@ class IsmsService:
             delay = host.send_delay_ms()
             if delay:
                 await asyncio.sleep(delay / 1000)
+            if host.radio_free is not None:
+                await host.radio_free.wait()  # test harness: ``hold_radio``
             row_id: int | None = None
             if persist:
                 # ``error_code`` is put only when it is not the "no error" value (0 on 10,
@@ -475,7 +481,8 @@ class IsmsService:
             if not failed:
                 host.record(host.make_transmission(address, body, row_id, host.now_ms()))
 
-        if host.send_delay_ms():
+        held = host.radio_free is not None and not host.radio_free.is_set()
+        if host.send_delay_ms() or held:
             host.track(result())
         else:
             await result()

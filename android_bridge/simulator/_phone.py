@@ -486,7 +486,11 @@ class SimulatedPhone:
     def hold_radio(self) -> None:
         """Test harness: the radio's delayed verdicts on the app's sends (``send_delay_ms``,
         and the app's faults that come later) wait until ``release_radio``, so a test can let
-        a client see the app's SENT row before the radio fails it, whatever the load."""
+        a client see the app's SENT row before the radio fails it, whatever the load; so does
+        the radio's answer to a framework send, and with it the row the framework writes only
+        at that answer (a radio that answers late: ``SMSDispatcher.SmsTracker
+        .persistSentMessageIfRequired`` runs at the send's final result, frameworks/opt/
+        telephony android-10.0.0_r30 to 15.0.0_r1, as ``_isms`` reads it)."""
         self._radio_free.clear()
 
     def release_radio(self) -> None:
@@ -1161,6 +1165,7 @@ class SimulatedPhone:
             code_shift=lambda: 1 if self.system_image.kind == "vendor-reordered" else 0,
             link_faults_before=self._link_faults_before,
             link_faults_after=self._link_faults_after,
+            radio_free=self._radio_free,
         )
 
     def _secure_setting(self, name: str, user_id: int = 0) -> str | None:

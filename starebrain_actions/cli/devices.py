@@ -10,9 +10,12 @@ facts: uid, region, release, build, ``service check isms``; then ``getprop`` and
 holder, read exactly as the send script's ``role`` check reads it:
 ``android_bridge._role.ROLE_HOLDER_READ``), all phones at once, each within its own
 timeout. The ``auto`` path is chosen as a send chooses it (``phone.android.choose_send_path``),
-from the ledger's latest attempts on the phone. ``doctor``'s checks (``android_bridge._doctor
-.examine``) take one more round trip in the same connection, with a budget of their own. A
-phone that does not answer is a row saying why, not a failure of the command.
+from the ledger's framework attempts on the phone (``Ledger.framework_attempts``), and shown
+with how the framework path stands there (proven, doubted since when by which action,
+restored at when by what: ``phone.send_path.FrameworkStanding``). ``doctor``'s checks
+(``android_bridge._doctor.examine``) take one more round trip in the same connection, with a
+budget of their own. A phone that does not answer is a row saying why, not a failure of the
+command.
 """
 
 from __future__ import annotations
@@ -35,11 +38,17 @@ from starebrain_actions.cli.options import (
     key_option,
 )
 from starebrain_actions.core.model import LEASE_RELEASING_REVIEWS, ActionRecord
-from starebrain_actions.ledger.phones import FrameworkCodes, PhoneInfo, phone_for
+from starebrain_actions.ledger.phones import (
+    FrameworkAttempts,
+    FrameworkCodes,
+    PhoneInfo,
+    phone_for,
+)
 
 if TYPE_CHECKING:
     from android_bridge import Device
     from starebrain_actions.ledger.queue import PhoneWorker
+    from starebrain_actions.phone.send_path import FrameworkStanding
 
 #: Review reasons with which an unresolved attempt no longer holds its device's lease (the
 #: ledger's ``attempts_device_lease`` index).
@@ -127,6 +136,84 @@ class CheckVerdict:
 
 
 @attrs.frozen(kw_only=True)
+class AttemptRef:
+    """An attempt that proves or doubts the framework path, and when it came to it."""
+
+    #: its action
+    action_id: str
+    #: the attempt
+    dispatch_id: str
+    #: when it came to prove or doubt (its confirmation, its review, the ruling); None: not
+    #: known
+    at: datetime | None = None
+    #: the person whose ruling made it so (None: a read of the phone did)
+    ruled_by: str | None = None
+    #: the review it waits in, if any (``UNVERIFIED``…)
+    review_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FrameworkReport:
+    """Where the framework path stands for ``auto`` on a phone
+    (``phone.send_path.FrameworkStanding``)."""
+
+    #: ``proven``, ``restored``, ``doubted``, ``unproven`` or ``shut``
+    state: str
+    #: the attempt that decides (None: none does: the jar, or nothing yet)
+    decided_by: AttemptRef | None = None
+    #: with ``restored``, the doubt the proof answered; with ``doubted``, the doubt
+    doubt: AttemptRef | None = None
+
+
+def framework_report(standing: FrameworkStanding) -> FrameworkReport:
+    """The standing as ``devices`` reports it."""
+
+    def ref(record: ActionRecord | None, at: datetime | None) -> AttemptRef | None:
+        if record is None:
+            return None
+        return AttemptRef(
+            action_id=record.action_id,
+            dispatch_id=record.dispatch_id,
+            at=at,
+            ruled_by=record.resolved_by,
+            review_reason=record.review_reason.value if record.review_reason else None,
+        )
+
+    return FrameworkReport(
+        state=standing.state,
+        decided_by=ref(standing.decided_by, standing.decided_at),
+        doubt=ref(standing.doubt, standing.doubt_at),
+    )
+
+
+def auto_path_text(report: DeviceReport) -> str:
+    """``devices``' ``auto path`` cell: the path and how the framework path stands on the
+    phone (``ui: doubted since T by ACTION``, ``framework: restored at T by a ruling on
+    ACTION``, ``framework: proven by ACTION``, ``ui: unproven``); the path alone where the
+    ledger's record did not come into it (the framework is not open on the phone, no
+    ledger). ``--json`` has the whole reason (``auto_send_path_why``)."""
+    path = report.auto_send_path or "-"
+    standing = report.framework
+    if standing is None:
+        return path
+    decided = standing.decided_by
+    if decided is None:
+        return f"{path}: {standing.state}"
+    by = f"a ruling on {decided.action_id}" if decided.ruled_by else decided.action_id
+    if standing.state == "proven":
+        return f"{path}: proven by {by}"
+    at = "" if decided.at is None else f" {'since' if standing.state == 'doubted' else 'at'}"
+    at += "" if decided.at is None else f" {_when(decided.at)}"
+    return f"{path}: {standing.state}{at} by {by}"
+
+
+def _when(value: datetime | None) -> str:
+    from starebrain_actions.render.values import when
+
+    return when(value)
+
+
+@attrs.frozen(kw_only=True)
 class DeviceReport:
     """One row of ``starebrain devices``."""
 
@@ -164,6 +251,10 @@ class DeviceReport:
     auto_send_path: str | None = None
     #: why (``starebrain_actions.phone.send_path``)
     auto_send_path_why: str | None = None
+    #: where the framework path stands on this phone's build, when ``auto``'s choice came to
+    #: the ledger's record (None: it did not: the framework is not open on the phone, the
+    #: body, no ledger)
+    framework: FrameworkReport | None = None
     #: the phone's own identity as it answered (``android_id:<hex>``; None: not read)
     identity: str | None = None
     #: the phone's name in the ledger (what its attempts say), None when the ledger has not
@@ -216,13 +307,14 @@ async def probe(
     *,
     key_path: Path | None,
     timeout_s: float,
-    records: dict[str, Sequence[ActionRecord]] | None,
+    records: dict[str, FrameworkAttempts] | None,
     phones: Sequence[PhoneInfo] = (),
     codes: Mapping[str, FrameworkCodes] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Connect to ``device`` and read its release, its SMS role holder, its identity and the
-    path a send with ``--send-path auto`` would take (``records``: the ledger's latest attempts
-    on each phone, by its key, newest first; None without a ledger; ``phones``: the phones the
+    path a send with ``--send-path auto`` would take (``records``: the ledger's framework
+    attempts on each phone that came to an end, by its key (``Ledger.framework_attempts``);
+    None without a ledger; ``phones``: the phones the
     ledger knows, to name the one that answers; ``codes``: the framework codes the ledger
     keeps, by build: a build with none is shown as not read yet, since the first send reads
     its jar and ``devices`` writes nothing).
@@ -232,12 +324,16 @@ async def probe(
     from android_bridge import BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import proven_on, read_subscription
+    from starebrain_actions.phone.send_path import read_subscription, standing_on
+
+    stood: list[FrameworkStanding] = []
 
     async def proof(_device: str, handle: Device) -> tuple[bool, str]:
         kept = (codes or {}).get((await handle.facts()).build)
-        history = (records or {}).get(_device, [])
-        return await proven_on(handle, history, kept, read_subscription)
+        history = (records or {}).get(_device, FrameworkAttempts())
+        standing = await standing_on(handle, history, kept, read_subscription)
+        stood.append(standing)
+        return standing.proven, standing.why
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -290,6 +386,7 @@ async def probe(
         "build": facts.build or None,
         "auto_send_path": path,
         "auto_send_path_why": why,
+        "framework": framework_report(stood[-1]) if stood else None,
         **checks,
     }
 
@@ -338,7 +435,7 @@ async def gather_reports(
     known: dict[str, str] = {}  # address to ask -> the ledger's name of the phone there
     holders: dict[str, Lease] = {}
     workers: dict[str, WorkerHold] = {}
-    records: dict[str, Sequence[ActionRecord]] | None = None
+    records: dict[str, FrameworkAttempts] | None = None
     phones: list[PhoneInfo] = []
     codes: dict[str, FrameworkCodes] = {}
     if ledger_path is not None:
@@ -358,7 +455,7 @@ async def gather_reports(
                 keys = {phone.key for phone in phones} | set(known.values())
                 keys |= {await ledger.phone_key_for(name) for name in named}
                 records = {
-                    key: await ledger.latest_attempts(key, PROOF_WINDOW) for key in sorted(keys)
+                    key: await ledger.framework_attempts(key, PROOF_WINDOW) for key in sorted(keys)
                 }
                 codes = await ledger.all_framework_codes()
         except NoLedger:
@@ -453,7 +550,7 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
                 android,
                 sms_app,
                 report.sms_app_source or "-",
-                report.auto_send_path or "-",
+                auto_path_text(report),
                 report.doctor or "-",
                 lease,
                 worker_text(report.worker, at),
@@ -476,7 +573,7 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
             "error",
         ],
         rows,
-        wrap=("worker", "error"),
+        wrap=("auto path", "worker", "error"),
     )
 
 
@@ -507,9 +604,12 @@ def devices_command(
     as_json: bool,
 ) -> None:
     """List the phones: each one the ledger's attempts name, a worker holds or --device
-    gives, whether it answers, its Android release, its default SMS app, the attempt holding
-    it, the worker holding it (its heartbeat's age, `STALE` once it stopped, and what it is
-    doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL: name`).
+    gives, whether it answers, its Android release, its default SMS app, the path a send
+    with --send-path auto would take and how the framework path stands there (`framework:
+    proven by ID`, `ui: doubted since T by ID`, `framework: restored at T by ID`), the
+    attempt holding it, the worker holding it (its heartbeat's age, `STALE` once it stopped,
+    and what it is doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL:
+    name`).
 
     Never sends and never writes. Exit status: 0 when at least one phone answered and every
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from starebrain_actions.core.policy import Policy
     from starebrain_actions.orchestration.agent import SmsAgent
     from starebrain_actions.orchestration.outcome import SendOutcome
+    from starebrain_actions.phone.send_path import FrameworkStanding
 
 #: The check's name, in the table and in ``--json``.
 NAME: Final = "send-test"
@@ -115,6 +116,9 @@ class SendTestResult:
     seen: tuple[tuple[float, RowState | None], ...] = ()
     #: why the reads of the row stopped early, if a read failed
     read_error: str | None = None
+    #: after a send through the framework, where the framework path stands on the phone's
+    #: build for ``--send-path auto`` (None: the send took the app's path, or none was made)
+    framework: FrameworkStanding | None = None
 
 
 #: ``doctor``'s options that mean something only with ``--send-test``.
@@ -337,13 +341,14 @@ async def run_send_test(
                 on_step=progress.step,
                 hard_deadline=True,
             )
+            standing = await framework_after(agent, outcome.record)
     except PhoneNotReadyError as exc:
         return SendTestResult(action_id=test.action_id, error=exc.message)
     record = outcome.record
     if record is None or record.provider_object_id is None:
-        return SendTestResult(action_id=test.action_id, outcome=outcome)
+        return SendTestResult(action_id=test.action_id, outcome=outcome, framework=standing)
     if record.provider_kind is not ProviderKind.SMS:
-        return SendTestResult(action_id=test.action_id, outcome=outcome)
+        return SendTestResult(action_id=test.action_id, outcome=outcome, framework=standing)
     seen, read_error = await watch_row(
         device,
         record,
@@ -353,8 +358,59 @@ async def run_send_test(
         report_wait=test.report_wait,
     )
     return SendTestResult(
-        action_id=test.action_id, outcome=outcome, seen=seen, read_error=read_error
+        action_id=test.action_id,
+        outcome=outcome,
+        seen=seen,
+        read_error=read_error,
+        framework=standing,
     )
+
+
+async def framework_after(agent: SmsAgent, record: ActionRecord | None) -> FrameworkStanding | None:
+    """Where the framework path stands on the phone's build once ``record``, the send test's
+    attempt, went through the framework (its row came back, or not): what ``--send-path
+    auto`` reads (``phone.send_path``), from the ledger's record alone; None for a send
+    through the app."""
+    from starebrain_actions.core.decisions import on_framework_path
+    from starebrain_actions.phone.send_path import PROOF_WINDOW, standing_in
+
+    if record is None or not on_framework_path(record):
+        return None
+    build = record.evidence.get("build")
+    attempts = await agent.ledger.framework_attempts(record.device, PROOF_WINDOW)
+    return standing_in(attempts, build if isinstance(build, str) else "")
+
+
+def framework_words(result: SendTestResult) -> str:
+    """What the send test's framework send did to ``--send-path auto``'s choice on the
+    phone: proven (again, after a doubt), or still doubted; "" for a send through the app."""
+    from starebrain_actions.render.values import when
+
+    standing = result.framework
+    outcome = result.outcome
+    record = outcome.record if outcome is not None else None
+    if standing is None or record is None:
+        return ""
+    mine = standing.decided_by is not None and standing.decided_by.dispatch_id == (
+        record.dispatch_id
+    )
+    if standing.state == "restored" and mine and standing.doubt is not None:
+        return (
+            " This send proves the framework path again on this phone's build, doubted since"
+            f" {when(standing.doubt_at)} by action {standing.doubt.action_id}: `--send-path"
+            " auto` takes it again (`starebrain devices` shows it)."
+        )
+    if standing.state == "proven" and mine:
+        return (
+            " This send proves the framework path on this phone's build: `--send-path auto`"
+            " takes it (`starebrain devices` shows it)."
+        )
+    if standing.state == "doubted":
+        return (
+            " The framework path stays doubted on this phone's build (`--send-path auto` sends"
+            f" through the app): {standing.why}."
+        )
+    return ""
 
 
 async def watch_row(
@@ -434,8 +490,9 @@ def send_test_check(result: SendTestResult) -> Check:
     return check(
         verdict=verdict,
         evidence=evidence,
-        consequence=f"{said} {delivery_conclusion(result)} A rerun of doctor --send-test"
-        " sends a new SMS under a new id; this action is never sent again.",
+        consequence=f"{said} {delivery_conclusion(result)}{framework_words(result)} A rerun"
+        " of doctor --send-test sends a new SMS under a new id; this action is never sent"
+        " again.",
     )
 
 

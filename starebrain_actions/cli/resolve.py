@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,11 +19,14 @@ from starebrain_actions.cli.context import (
 from starebrain_actions.cli.options import json_option, operator_option, reason_option
 from starebrain_actions.core.decisions import GRANTABLE, should_redispatch
 from starebrain_actions.core.exceptions import StaleTransition
-from starebrain_actions.core.model import ActionSummary, ProviderKind
+from starebrain_actions.core.model import ActionRecord, ActionSummary, ProviderKind
 from starebrain_actions.render import json_output as _render_json
 from starebrain_actions.render import output as _render
 from starebrain_actions.render import records as _render_records
 from starebrain_actions.render import values as _render_values
+
+if TYPE_CHECKING:
+    from starebrain_actions.ledger.store import Ledger
 
 
 @click.command("resolve")
@@ -33,7 +36,9 @@ from starebrain_actions.render import values as _render_values
     "ruling",
     type=click.Choice(["sent", "not-sent"]),
     required=True,
-    help="sent: the message went out and is this action's effect; not-sent: nothing went out.",
+    help="sent: the message went out and is this action's effect (on an attempt through the"
+    " framework, this proves the framework path again for --send-path auto); not-sent:"
+    " nothing went out.",
 )
 @reason_option()
 @operator_option()
@@ -87,7 +92,7 @@ def resolve(
 
     provider_row = _parse_row(row) if row is not None else None
 
-    async def work() -> tuple[ActionSummary, Any, bool]:
+    async def work() -> tuple[ActionSummary, Any, bool, str]:
         async with open_ledger(path, create=False) as ledger:
             seen = {item.dispatch_id: item.version for item in await ledger.attempts(action_id)}
             try:
@@ -105,9 +110,10 @@ def resolve(
                 raise CliError(f"{exc}; look again with `starebrain status {action_id}`") from exc
             # a ruling already in force writes nothing: the version stays what it was
             changed = seen.get(record.dispatch_id) != record.version
-            return await ledger.summary(action_id), record, changed
+            standing = await framework_line(ledger, record) if changed else ""
+            return await ledger.summary(action_id), record, changed, standing
 
-    summary, record, changed = run(work())
+    summary, record, changed, standing = run(work())
     decision = should_redispatch(summary.action, summary.attempts, datetime.now(UTC))
     resend = ruling == "not-sent" and (decision.redispatch or decision.waits)
     if as_json:
@@ -124,6 +130,8 @@ def resolve(
             f"attempt {record.dispatch_id} of {action_id} is already ruled {ruling} by"
             f" {record.resolved_by}: nothing written (now {summary.status.value})"
         )
+    if standing:
+        out.line(standing)
     if resend and changed:
         out.line(
             f"a resend will follow: the next `starebrain send` of {action_id} (or the agent's"
@@ -146,3 +154,24 @@ def _parse_row(text: str) -> tuple[ProviderKind, int]:
     if match is None:
         raise click.BadParameter(f"expected ID, sms:ID or mms:ID, got {text!r}", param_hint="--row")
     return ProviderKind(match.group(1) or "sms"), int(match.group(2))
+
+
+async def framework_line(ledger: Ledger, record: ActionRecord) -> str:
+    """For a ruling on a framework attempt, what it leaves of ``--send-path auto``'s choice on
+    the phone's build (a ruling that it went out proves the path; one that it did not doubts
+    it: ``phone.send_path``); "" for an attempt through the app."""
+    from starebrain_actions.core.decisions import on_framework_path
+    from starebrain_actions.phone.send_path import PROOF_WINDOW, standing_in
+
+    if not on_framework_path(record):
+        return ""
+    build = record.evidence.get("build")
+    attempts = await ledger.framework_attempts(record.device, PROOF_WINDOW)
+    standing = standing_in(attempts, build if isinstance(build, str) else "")
+    if standing.state not in ("proven", "restored", "doubted"):
+        return ""
+    path = "framework" if standing.proven else "the messaging app"
+    return (
+        f"the framework path on {record.device} is {standing.state}: `--send-path auto` sends"
+        f" through {path} ({standing.why})"
+    )

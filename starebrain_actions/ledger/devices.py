@@ -34,7 +34,12 @@ from starebrain_actions.core.model import (
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger import phones as _phones
 from starebrain_actions.ledger.connection import LedgerConnection
-from starebrain_actions.ledger.phones import FrameworkCodes, PhoneBinding, PhoneInfo
+from starebrain_actions.ledger.phones import (
+    FrameworkAttempts,
+    FrameworkCodes,
+    PhoneBinding,
+    PhoneInfo,
+)
 from starebrain_actions.ledger.read import row_dict
 
 _log = get_logger("starebrain.ledger")
@@ -193,6 +198,52 @@ class DeviceReads(LedgerConnection):
                 (device, limit),
             ).fetchall()
             return [record_from_row(row_dict(row)) for row in rows]
+
+        return await self._run(work)
+
+    async def framework_attempts(self, device: str, limit: int) -> FrameworkAttempts:
+        """The ``limit`` framework attempts on ``device`` started last that came to an end
+        in a way that can prove or doubt the framework path (confirmed, in review, or ruled
+        by a person), newest first, with when each came to it and when each last went to
+        review (the history): what ``phone.send_path`` judges the path by. Sends through the
+        app never push them out (the index ``attempts_framework``, schema version 16, holds
+        only framework attempts)."""
+
+        def latest(*events: str) -> str:
+            named = ", ".join(f"'{event}'" for event in events)
+            return (
+                "(SELECT h.at FROM history AS h WHERE h.dispatch_id = attempts.dispatch_id"
+                f" AND h.event IN ({named}) ORDER BY h.sequence DESC LIMIT 1)"
+            )
+
+        decided = latest("confirm", "flag_review", "resolve_sent", "resolve_not_sent")
+        flagged = latest("flag_review")
+
+        def work(db: sqlite3.Connection) -> FrameworkAttempts:
+            # spelled as the index's WHERE is, so that the planner uses it
+            send_path = _pg.json_field("evidence_json", "send_path")[_pg.dialect(db)]
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS}, {decided} AS decided_at, {flagged} AS flagged_at"
+                f" FROM attempts WHERE device = ? AND {send_path} = 'framework'"
+                " AND (delivery = 'CONFIRMED' OR review_reason IS NOT NULL"
+                " OR resolved_by IS NOT NULL)"
+                " ORDER BY dispatched_at DESC, dispatch_id DESC LIMIT ?",
+                (device, limit),
+            )
+            records: list[ActionRecord] = []
+            decided_at: dict[str, datetime] = {}
+            flagged_at: dict[str, datetime] = {}
+            for row in rows.fetchall():
+                data = row_dict(row)
+                times = data.pop("decided_at"), data.pop("flagged_at")
+                record = record_from_row(data)
+                records.append(record)
+                for kept, at in zip((decided_at, flagged_at), times, strict=True):
+                    if at is not None:
+                        kept[record.dispatch_id] = parse_time(at)
+            return FrameworkAttempts(
+                records=tuple(records), decided_at=decided_at, flagged_at=flagged_at
+            )
 
         return await self._run(work)
 

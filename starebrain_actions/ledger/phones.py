@@ -18,12 +18,13 @@ The functions here run in the ledger's worker thread, inside its transactions.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import attrs
 
 from starebrain_actions.core.convert import format_time
+from starebrain_actions.core.model import ActionRecord
 from starebrain_actions.ledger import pg as _pg
 
 
@@ -254,6 +255,20 @@ class FrameworkCodes:
 
 
 _CODES_COLUMNS = "build, sdk, send_text, send_multipart, reason, read_at, retry_after"
+
+
+@attrs.frozen(kw_only=True)
+class FrameworkAttempts:
+    """A phone's framework attempts that came to an end, as ``Ledger.framework_attempts``
+    reads them for ``phone.send_path``."""
+
+    #: newest first
+    records: tuple[ActionRecord, ...] = ()
+    #: when each came to prove or doubt the path (its latest confirmation, review or
+    #: ruling in the history), by dispatch id
+    decided_at: Mapping[str, datetime] = attrs.field(factory=dict)
+    #: when each last went to review, by dispatch id (absent: never)
+    flagged_at: Mapping[str, datetime] = attrs.field(factory=dict)
 
 
 def framework_codes(db: sqlite3.Connection, build: str | None) -> list[FrameworkCodes]:

@@ -211,6 +211,7 @@ async def test_devices_json_on_android_10_reads_the_role_dump_not_the_setting(
         "auto_send_path": "ui",
         # no ledger yet: nothing can prove the framework path
         "auto_send_path_why": "no ledger to prove the framework path by",
+        "framework": None,
         "doctor": "4 warn",
     } == row
     assert (1, 0) == (data["answered"], data["exit_code"])

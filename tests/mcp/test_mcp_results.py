@@ -143,9 +143,7 @@ async def test_tools_are_described_for_a_model_with_schemas(client_for: OpenClie
         "wait_settled",
         "not_after",
         "not_before",
-    ] == list(
-        send.input_schema["properties"]
-    )
+    ] == list(send.input_schema["properties"])
     assert ["to", "body"] == send.input_schema["required"]
     assert "reuse exactly that action_id" in (send.description or "")
     assert "never sends a second SMS" in (send.description or "")
