@@ -718,6 +718,13 @@ async def _ledger_answer(
             known: ActionSummary | None = await ledger.summary(chosen[0])
         except NotFound:
             known = None
+        if (
+            known is not None
+            and known.status is Status.EXPIRED
+            and known.action.expired_at is None
+            and await ledger.expire(chosen[0])
+        ):
+            known = await ledger.summary(chosen[0])  # the send that met it records it
     if known is not None:
         if times is not None:  # durations count from the stored action's creation
             intent = times.applied(intent, known.action.created_at)
