@@ -4,6 +4,7 @@ Ground truth is what left the phone (``transmissions``), not what the ledger say
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, Status
 from starebrain_actions.core.decisions import failed_after_sent
 
-from .test_agent_android_truth import TO
+from .test_agent_android_truth import TO, until_verifying
 
 #: 209 GSM-7 septets: two SMS segments (153 + 56).
 LONG = ("Your appointment is confirmed. " * 7).strip()
@@ -148,7 +149,13 @@ async def test_the_owner_resending_a_failed_row_by_hand_is_seen_as_a_second_copy
     phone = await sms_phone(app="aosp", send_delay_ms=300)
     phone.inject_fault("send-fails")
     async with agent_for(phone, policy=policy(settle_after=timedelta(seconds=1))) as agent:
-        outcome = await agent.send("A-17", TO, body, wait=8)
+        # the radio fails the send only once a read has seen the SENT row (a read that came
+        # after the radio's 0.3 s, on a loaded machine, saw it FAILED only: red in `.ci/run`)
+        phone.hold_radio()
+        sending = asyncio.create_task(agent.send("A-17", TO, body, wait=8))
+        await until_verifying(agent, "A-17")
+        phone.release_radio()
+        outcome = await sending
         assert Status.SUCCEEDED == outcome.status
         first = (await agent.ledger.summary("A-17")).attempts[0]
         assert failed_after_sent(first) and first.provider_object_id is not None
