@@ -79,8 +79,9 @@ async def test_a_duration_names_the_same_deadline_on_a_rerun_and_another_is_exit
 async def test_a_phone_ready_only_after_the_deadline_sends_nothing_and_exits_10(
     phone_factory: PhoneFactory, ledger_target: Target, adb_key_path: Path
 ) -> None:
-    """Locked until the deadline has passed: the send before it exits 7 (not ready); the
-    same command once the phone is unlocked exits 10, EXPIRED, nothing sent; `list --status
+    """Locked until the deadline has passed: the send before it exits 7 (not ready); once
+    the phone is unlocked, `nightly --resume` sends nothing and the same command exits 10,
+    EXPIRED, nothing sent; `list --status
     EXPIRED` lists it, `events` shows one action.expired, `retry` refuses it, and the
     nightly report counts it."""
     phone = await phone_factory(screen="locked")
@@ -96,6 +97,12 @@ async def test_a_phone_ready_only_after_the_deadline_sends_nothing_and_exits_10(
             break
         await asyncio.sleep(0.05)
     phone.screen = "on"
+    # `nightly --resume` on the phone, now ready: nothing sent, the expiry recorded by its pass
+    night = await cli(
+        ledger_target, "nightly", "--resume", "--device", phone.serial,
+        "--key", str(adb_key_path), "--json",
+    )  # fmt: skip
+    assert [] == [line["action_id"] for line in json.loads(night.stdout)["resumed"]]
     expired = await send(ledger_target, adb_key_path, phone, *what, "--wait", "10")
     assert 10 == expired.exit_code, expired.output
     assert "EXPIRED" in expired.stdout and "passed with nothing sent" in expired.stdout
