@@ -25,6 +25,7 @@ from starebrain_actions import RetryPolicy
 from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.server import build_server
 from starebrain_actions.mcp.service import open_service
+from tests._postgres import fresh_schema
 
 TO = "+1 202 555 0100"
 #: The token the HTTP servers of the tests are started with ($STAREBRAIN_MCP_TOKEN).
@@ -210,3 +211,14 @@ async def client_on(
     config = ServerConfig(db=db, devices=tuple(devices), key_path=key, **overrides)
     async with open_service(config) as service, Client(build_server(service)) as client:
         yield client
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
+    """A fresh ledger for the tests that run on both backends: a SQLite file, or a
+    PostgreSQL schema of this test's own."""
+    if request.param == "sqlite":
+        yield tmp_path / "ledger.db"
+        return
+    async with fresh_schema() as url:
+        yield url

@@ -27,7 +27,6 @@ from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.results import next_step, sms_result
 from starebrain_actions.mcp.service import SmsService, open_service
 from starebrain_actions.orchestration.agent import SmsAgent
-from tests._postgres import fresh_schema
 from tests.agent.test_agent_what_binds import quiet_now
 
 from .conftest import (
@@ -54,16 +53,6 @@ NEVER = Policy(approve="never")
 #: A gate whose rule denies the test's recipient (+1 202 555 0100).
 DENY_TO = Policy(approve="never", deny=("+1202555*",))
 ALICE_SCOPE, BOB_SCOPE = ActionScope(client="alice"), ActionScope(client="bob")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
-    """A fresh ledger: a SQLite file, or a PostgreSQL schema of this test's own."""
-    if request.param == "sqlite":
-        yield tmp_path / "ledger.db"
-        return
-    async with fresh_schema() as url:
-        yield url
 
 
 @asynccontextmanager

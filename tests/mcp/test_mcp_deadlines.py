@@ -7,30 +7,17 @@ written."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from starebrain_actions import Ledger
-from tests._postgres import fresh_schema
 
 from .conftest import BODY, TO, client_on, error_text, structured
 
 PhoneFactory = Callable[..., Any]
 SENT = 2
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
-    """A fresh ledger: a SQLite file, or a PostgreSQL schema of this test's own."""
-    if request.param == "sqlite":
-        yield tmp_path / "ledger.db"
-        return
-    async with fresh_schema() as url:
-        yield url
 
 
 async def test_a_phone_ready_only_after_the_deadline_answers_expired_and_sends_nothing(

@@ -6,31 +6,18 @@ goes out, the first real send."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
-
-from tests._postgres import fresh_schema
 
 from .conftest import BODY, SEND_POLICY, TO, client_on, sms_out, structured
 
 PhoneFactory = Callable[..., Any]
 #: A SENT row of the SMS provider (``type`` 2).
 SENT = 2
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
-    """A fresh ledger: a SQLite file, or a PostgreSQL schema of this test's own."""
-    if request.param == "sqlite":
-        yield tmp_path / "ledger.db"
-        return
-    async with fresh_schema() as url:
-        yield url
 
 
 async def _status_once_refused(client: Any, action_id: str, within_s: float = 30.0) -> Any:

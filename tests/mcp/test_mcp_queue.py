@@ -6,7 +6,7 @@ server in this process (SQLite and PostgreSQL) and, for ``--clients``, a real HT
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,6 @@ from starebrain_actions.core.model import DeliveryState, Status
 from starebrain_actions.core.policy import Policy
 from starebrain_actions.ledger.store import summarize
 from starebrain_actions.mcp.results import next_step
-from tests._postgres import fresh_schema
 
 from .conftest import (
     BODY,
@@ -38,16 +37,6 @@ PhoneFactory = Callable[..., Any]
 
 #: The gate of the tests where the gate lets the action go.
 ALLOW = Policy(approve="never")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path | str]:
-    """A fresh ledger: a SQLite file, or a PostgreSQL schema of this test's own."""
-    if request.param == "sqlite":
-        yield tmp_path / "ledger.db"
-        return
-    async with fresh_schema() as url:
-        yield url
 
 
 def queue_call(action_id: str = "Q-1", pool: str = "office", **more: Any) -> dict[str, Any]:
