@@ -351,14 +351,16 @@ async def test_send_names_the_attempt_it_waits_for(
     ledger, connected and met the lease, with nothing said: red in `.ci/run`.) The first
     send is rerun, as its own advice says, until its attempt holds the phone: on a loaded
     machine its 1.5 s could end before it had dispatched at all, and the second send then
-    found the phone free, sent, and had no one to wait for (red in `.ci/run`)."""
+    found the phone free, sent, and had no one to wait for (red in `.ci/run`), or not even
+    connected in it (exit 7, nothing sent: red in `.ci/run` too)."""
     phone = await phone_factory(faults=["stuck-outbox"], app=OUTBOX_FIRST)
     for _ in range(10):
         first = await send(
             ledger_target, adb_key_path, phone.serial,
             "--to", RECIPIENT, "--body", BODY, "--action-id", "stuck-1", "--wait", "1.5",
         )  # fmt: skip
-        assert 3 == first.exit_code, first.output
+        # 3: unresolved; 7: the phone did not answer within the wait (a loaded machine)
+        assert first.exit_code in (3, 7), first.output
         async with Ledger.open(ledger_target) as ledger:
             if any(held.action_id == "stuck-1" for held in await ledger.holders()):
                 break

@@ -9,10 +9,8 @@ from typing import Any
 from starebrain_actions.core.policy import Policy
 
 from .conftest import TO, http_client, http_server, server_args, structured
-from .test_mcp_binds import ALICE_SCOPE, BOB_SCOPE, PhoneFactory, send, service_on, target
+from .test_mcp_binds import ALICE_SCOPE, BOB_SCOPE, PhoneFactory, send, service_on
 from .test_mcp_http_auth import ALICE, BOB, alice_and_bob
-
-__all__ = ["target"]
 
 NEVER = Policy(approve="never")
 
