@@ -20,6 +20,7 @@ from starebrain_actions.cli.main import main
 from tests.e2e.conftest import SEEDED, RunCli, Target
 
 BODY = "Your code is 6021"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 @pytest.fixture
@@ -84,6 +85,10 @@ def test_status_without_an_id_before_the_first_send(data_home: Path) -> None:
         "named by: the default: neither --db nor $STAREBRAIN_DB",
         "actions:  none: no ledger there yet (`starebrain send` creates it)",
     ] == out.splitlines()
+    # docs/cli.md shows it, for a user whose home is /home/you
+    documented = CLI_DOC.read_text(encoding="utf-8").split("```console\n$ starebrain status\n")
+    shown = documented[1].split("```", 1)[0].replace("/home/you/.local/share", str(data_home))
+    assert out == shown
     code, out, _ = _invoke("status", "--json")
     data = json.loads(out)
     assert (0, str(default), "default", False, None) == (
