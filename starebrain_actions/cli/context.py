@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: Environment variable naming the ledger, a file path or a PostgreSQL URL (same as ``--db``).
-DB_ENV: Final = "STAREBRAIN_DB"
+DB_ENV: Final = _paths.DB_ENV
 
 #: Exit statuses of ``send``.
 EXIT_SUCCEEDED: Final = 0
@@ -62,6 +62,14 @@ EXIT_REFUSED: Final = 9
 EXIT_EXPIRED: Final = 10
 #: Ctrl-C (128 + SIGINT, as shells report it)
 EXIT_INTERRUPTED: Final = 130
+
+
+#: What the help of every command that opens a ledger says of it (the group's ``--db``).
+LEDGER_HELP: Final = (
+    "The ledger: the one `starebrain --db` names, else $STAREBRAIN_DB, else"
+    " $XDG_DATA_HOME/starebrain/ledger.db (~/.local/share/starebrain/ledger.db), the same as"
+    " SmsAgent.open() without db; `starebrain status` without an id shows which it is."
+)
 
 
 def default_db_path() -> Path:
@@ -118,10 +126,8 @@ def ledger_path(settings: Settings, *, create: bool) -> LedgerTarget:
     if not create:
         hint = f"pass --db PATH or set {DB_ENV}" if settings.db_is_default else "check --db"
         raise CliError(f"no ledger at {path} (nothing has been sent with it yet?); {hint}")
-    if settings.db_is_default and not path.parent.exists():
-        from android_bridge._private_files import make_private_dirs
-
-        make_private_dirs(path.parent)  # each missing directory 0700, whatever the umask
+    if settings.db_is_default:
+        _paths.make_default_dir(path)  # each missing directory 0700, whatever the umask
     return path
 
 

@@ -22,7 +22,7 @@ from typing import Final
 import click
 
 from starebrain_actions._logging import configure_logging, configure_logging_on_first_event
-from starebrain_actions.cli.context import DB_ENV, Settings, default_db_path
+from starebrain_actions.cli.context import DB_ENV, LEDGER_HELP, Settings, default_db_path
 from starebrain_actions.cli.db import DB_HELP, LedgerTarget
 from starebrain_actions.cli.options import db_option, log_level_option, read_as_system_option
 from starebrain_actions.cli.reads import history, list_command, review, status
@@ -40,6 +40,23 @@ from starebrain_actions.render import json_output as _render_json
 _LEDGER_ONLY_COMMANDS: Final = frozenset(
     {"events", "history", "list", "optouts", "policy", "replies", "review", "status"}
 )
+
+
+#: Commands that open no ledger, or none that ``--db`` names (``migrate`` is given two);
+#: every other command's help says which ledger it opens (``LEDGER_HELP``).
+_NO_LEDGER_COMMANDS: Final = frozenset({"demo", "key", "migrate", "mcp token", "simulator"})
+
+
+def _say_ledger(command: click.Command, path: str) -> None:
+    """Append ``LEDGER_HELP`` to the help of ``command`` (and of its subcommands) unless it
+    opens no ledger; once."""
+    if path in _NO_LEDGER_COMMANDS:
+        return
+    if command.epilog is None:
+        command.epilog = LEDGER_HELP
+    if isinstance(command, click.Group):
+        for name, subcommand in command.commands.items():
+            _say_ledger(subcommand, f"{path} {name}")
 
 
 class _Utf8Args:
@@ -97,7 +114,10 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         if where is not None and cmd_name not in self.commands:
             module, _, attribute = where.partition(":")
             self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _say_ledger(command, cmd_name)
+        return command
 
 
 class _Command(_Utf8Args, _render_json.JsonErrorCommand):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -22,7 +23,7 @@ from starebrain_actions.cli.context import (
     run,
     settings_of,
 )
-from starebrain_actions.cli.db import LedgerTarget, read_one
+from starebrain_actions.cli.db import LedgerTarget, describe, is_url, read_one
 from starebrain_actions.cli.options import json_option, show_private_option
 from starebrain_actions.core.model import ActionSummary, PhoneHold, Status
 from starebrain_actions.core.transitions import phone_hold
@@ -37,14 +38,18 @@ if TYPE_CHECKING:
 
 
 @click.command("status")
-@click.argument("action_id")
+@click.argument("action_id", required=False)
 @json_option
 @show_private_option()
 @click.pass_context
-def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool) -> None:
+def status(ctx: click.Context, action_id: str | None, as_json: bool, show_private: bool) -> None:
     """Show one action: its status, review reasons, its place in the queue when it was
     queued (the worker and phone driving it, or when a worker looks at it next), and every
-    attempt on both axes."""
+    attempt on both axes. Without ACTION_ID: which ledger the commands read, what named it,
+    and how many actions it holds (exit 0 also when it does not exist yet)."""
+    if action_id is None:
+        _ledger_status(ctx, as_json=as_json)
+        return
     path = ledger_path(settings_of(ctx), create=False)
     now = datetime.now(UTC)
     with ledger_errors():
@@ -75,6 +80,53 @@ def status(ctx: click.Context, action_id: str, as_json: bool, show_private: bool
             ),
             title="duplicates seen on the phone",
         )
+
+
+#: What named the ledger, by where ``--db`` got its value (``status`` without an id).
+_NAMED_BY: Final[Mapping[click.core.ParameterSource | None, tuple[str, str]]] = {
+    click.core.ParameterSource.COMMANDLINE: ("--db", "starebrain --db"),
+    click.core.ParameterSource.ENVIRONMENT: ("$STAREBRAIN_DB", "$STAREBRAIN_DB"),
+}
+
+
+def _ledger_status(ctx: click.Context, *, as_json: bool) -> None:
+    """``status`` without an id: the ledger every command (and ``SmsAgent.open()`` without
+    ``db``) reads here, what named it, and its number of actions (None: no ledger yet)."""
+    settings = settings_of(ctx)
+    source = ctx.parent.get_parameter_source("db") if ctx.parent is not None else None
+    key, said = _NAMED_BY.get(source, ("default", "the default: neither --db nor $STAREBRAIN_DB"))
+    actions: int | None = None
+    if is_url(settings.db) or Path(settings.db).exists():
+        path = ledger_path(settings, create=False)
+
+        async def count() -> int | None:
+            from starebrain_actions.ledger.postgres import NoLedger
+
+            try:
+                async with open_ledger(path, read_only=True, create=False) as ledger:
+                    return (await ledger.ledger_tally()).actions
+            except NoLedger:  # a PostgreSQL schema the first send has not filled yet
+                return None
+
+        actions = run(count())
+    exists = actions is not None
+    if as_json:
+        _render_json.emit_json(
+            {"ledger": describe(settings.db), "named_by": key, "exists": exists, "actions": actions}
+        )
+        return
+    _render.Output().fields(
+        [
+            ("ledger", describe(settings.db)),
+            ("named by", said),
+            (
+                "actions",
+                str(actions)
+                if actions is not None
+                else "none: no ledger there yet (`starebrain send` creates it)",
+            ),
+        ]
+    )
 
 
 @click.command("list")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from starebrain_actions import _paths
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core import transitions as _core
 from starebrain_actions.core.events import LedgerEvent
@@ -142,7 +143,7 @@ class SmsAgent:
     async def open(
         cls,
         *,
-        db: str | os.PathLike[str],
+        db: str | os.PathLike[str] | None = None,
         device: str,
         policy: RetryPolicy | None = None,
         key_path: str | Path | None = None,
@@ -160,6 +161,11 @@ class SmsAgent:
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
         ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
+
+        ``db`` None (the default): the ledger the ``starebrain`` command uses, so that a
+        script and the command line never keep two truths about one action:
+        ``$STAREBRAIN_DB``, else ``$XDG_DATA_HOME/starebrain/ledger.db``
+        (``~/.local/share/starebrain/ledger.db``; its directory is made, mode 0700).
 
         ``read_as_system``: read the phone through ``su 1000`` (userdebug/eng builds), which
         also shows outbox, failed and queued rows (default: ``$STAREBRAIN_READ_AS_SYSTEM``).
@@ -194,6 +200,9 @@ class SmsAgent:
                 follows; ``retryable`` False) (nothing is recorded).
             KeyPermissionError: the ADB key is readable by others.
         """
+        if db is None:
+            db = _paths.default_ledger()
+            _paths.make_default_dir(db)
         async with Ledger.open(db) as ledger:
             ledger.gate = gate
             phone, binding = await _ready_phone(
