@@ -3,10 +3,9 @@
 :func:`copy_ledger` reads the SQLite ledger read-only, in one read transaction (one snapshot,
 whatever agents still write to it), and writes every row of ``actions``, ``attempts``,
 ``duplicates``, ``history``, ``events``, ``phones``, ``phone_addresses``,
-``framework_codes`` and ``webhooks`` (with their secrets and cursors) unchanged, and the
-ledger's own id (``ledger_identity``, which the target was created with a fresh one of) (the same values,
+``framework_codes`` and ``webhooks`` (with their secrets and cursors) unchanged (the same values,
 the same JSON text, the same history sequence numbers) into an empty PostgreSQL ledger, in ONE
-transaction:
+transaction, with the ledger's own id (``ledger_identity``: the copy is the same ledger):
 
 1. the target's tables are locked (``ACCESS EXCLUSIVE``: an agent already pointed at the new
    ledger waits for the copy to end) and found empty, else nothing is written;
