@@ -165,6 +165,7 @@ def nightly_main(
     resume: bool,
     unsent_after: float,
     resume_wait: float,
+    share_phone: bool,
     policy_path: Path | None,
 ) -> None:
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
@@ -187,6 +188,7 @@ def nightly_main(
             resume=resume,
             unsent_after=unsent_after,
             resume_wait=resume_wait,
+            share_phone=share_phone,
             policy_path=policy_path,
         )
     )
