@@ -407,12 +407,19 @@ class SmsAgent:
     async def _drive(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """``send``'s path for an intent as given (``resume`` passes the stored one). When it
         ends with no attempt of its own under way and another action's attempt holds the
-        phone, the outcome names that hold (``held_by``)."""
+        phone, the outcome names that hold (``held_by``). Then the phone's marks of this
+        ledger's attempts it holds resolved are removed (``tidy_marks``)."""
+        started = how.clock()
         outcome = await self._steps(action_id, intent, how)
-        if outcome.held_by is not None or outcome.status not in _MAY_START:
-            return outcome
-        held_by = await self._hold(action_id)
-        return attrs.evolve(outcome, held_by=held_by) if held_by is not None else outcome
+        if outcome.held_by is None and outcome.status in _MAY_START:
+            held_by = await self._hold(action_id)
+            if held_by is not None:
+                outcome = attrs.evolve(outcome, held_by=held_by)
+        # the marks of what this send resolved, within what is left of a hard deadline
+        left = how.wait - (how.clock() - started) if how.hard_deadline else _TIDY_S
+        if left > 0:
+            await self.tidy_marks(within_s=min(_TIDY_S, left))
+        return outcome
 
     async def _steps(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """The steps of ``_drive``: a :class:`~.send_loop.SendLoop`, round after round."""
