@@ -33,7 +33,9 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
   attempt removes the mark once it holds the attempt resolved (:func:`forget_ledger_marks`);
   the attempt's other names stay for a week. Advisory, never a lock: two ledgers checking
   at the same instant both pass. (Files, not symlinks: the marks are no claims, and the
-  script's ``ln`` calls stay the claim, ``go`` and the stage markers.)
+  script's ``ln`` calls stay the claim, ``go`` and the stage markers. ``touch``, ``ls -1a``
+  and ``cat`` are toybox's, ``touch.c``, ``ls.c`` and ``cat.c`` from 0.8.0, Android 10, to
+  0.8.11; ``echo`` with ``>`` is mksh's own.)
 * A **dropped connection cannot cut a send script short** (:func:`run_to_the_end`): the
   script ignores SIGHUP and writes its output to ``$FENCE_ROOT/.out-<dispatch_id>``, printed
   back and removed at its end, so once it claimed ``go`` it presses its keys and records
