@@ -31,6 +31,7 @@ from starebrain_actions.core.exceptions import (
     DispatchOutcomeUnknown,
     DispatchUnreachable,
     InvalidInput,
+    LedgerError,
     LinkDown,
     PhoneError,
     StaleTransition,
@@ -100,8 +101,8 @@ _MAY_START = frozenset({Status.PLANNED, Status.FAILED, Status.MISMATCH})
 #: package send about 30 SMS per 60 s before a confirmation dialog holds the next one.
 RATE_LIMIT_PER_MINUTE = 30
 
-#: Seconds a closing agent gives the phone to remove its ledger marks of resolved attempts
-#: (a later check of this ledger removes what is left).
+#: Seconds at most a send's end, or a closing agent, gives the phone to remove this ledger's
+#: marks of resolved attempts (a later check of this ledger removes what is left).
 _TIDY_S = 2.0
 
 
@@ -266,7 +267,8 @@ class SmsAgent:
         """Remove from the phone this ledger's marks of the attempts this agent sent that the
         ledger now holds resolved (one round trip, none when there are none; within
         ``within_s`` seconds, else left for a later check): another ledger no longer counts
-        them as open (``orchestration.phone_ledger``). Never raises a phone error."""
+        them as open (``orchestration.phone_ledger``). Never raises a phone or ledger error
+        (what is left stays for a later check)."""
         if not self._marked or not hasattr(self.phone, "forget_ledger_marks"):
             return
         phone = cast("MarksLedgers", self.phone)
@@ -275,6 +277,8 @@ class SmsAgent:
                 self._marked -= await forget_resolved_marks(self.ledger, phone, self._marked)
         except TimeoutError:
             _log.info("ledger_marks_kept", device=self.phone.device, why="timeout")
+        except LedgerError as exc:
+            _log.info("ledger_marks_kept", device=self.phone.device, why=str(exc))
 
     async def replies(self, action_id: str | None = None) -> list[Reply]:
         """The replies the ledger recorded (to ``action_id``, or every one), oldest first:
