@@ -201,6 +201,7 @@ def send_command(
     nonce: str,
     *,
     fence: tuple[str, str] | None = None,
+    ledger_id: str | None = None,
 ) -> str:
     """The send step: the checks, ``am start -W``, its output and status echoed, the focus
     check, then the key events only if every check passed and ``am`` reported a clean launch
@@ -210,11 +211,12 @@ def send_command(
 
     ``fence`` (``(dispatch_id, epoch)``): claim the attempt's fence name on the phone first
     and run nothing unless the claim succeeded; leave the ``am`` and ``keys`` stage markers
-    (see :mod:`android_bridge._fence`).
+    (see :mod:`android_bridge._fence`); with ``ledger_id``, mark the claim with the ledger's id.
     """
     gate = ["k=0"]
     if fence is not None:
-        gate = ["k=1", f"{claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce)} && k=0"]
+        claim = claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce, ledger_id)
+        gate = ["k=1", f"{claim} && k=0"]
     head, role_checks, package = _role_steps(app, nonce)
     pre = ['echo "$k" | grep -qx 0', *role_checks, *_screen_checks(app, nonce)]
     am = _am_start(recipient, body, package)
@@ -473,7 +475,12 @@ class SmsDispatcher:
         self._app = app if app is not None else MessagingApp()
 
     async def send(
-        self, recipient: str, body: str, *, fence: tuple[str, str] | None = None
+        self,
+        recipient: str,
+        body: str,
+        *,
+        fence: tuple[str, str] | None = None,
+        ledger_id: str | None = None,
     ) -> DispatchEvidence:
         """Send ``body`` to ``recipient``; return watermark, clock and ``am`` output.
 
@@ -482,6 +489,7 @@ class SmsDispatcher:
         name on the phone before anything else (:mod:`android_bridge._fence`); a failed
         claim (the attempt was voided, or the fence folder was cleared) sends nothing, and
         one more round trip asks the phone why (:func:`~android_bridge._fence.refused_claim`).
+        ``ledger_id``: the claim records which ledger made it (``_fence.read_ledgers``).
 
         Raises:
             CommandRejected: bad recipient, blank body, ``am`` failed, or the attempt's fence
@@ -494,7 +502,7 @@ class SmsDispatcher:
         if not body.strip():
             raise CommandRejected("an empty or blank body would not be sent by the app")
         nonce = secrets.token_hex(8)
-        command = send_command(recipient, body, self._app, nonce, fence=fence)
+        command = send_command(recipient, body, self._app, nonce, fence=fence, ledger_id=ledger_id)
         trip = await run_send_round_trip(self._device, command)
         claim_line = f"{CLAIM_MARKER}{nonce}\n"
         send_output = trip.output

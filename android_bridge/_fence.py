@@ -25,6 +25,17 @@ phone makes atomic for the shell user: creating a name in a directory it owns.
   created, must exist for the script to claim and for the reconciler to void: if the folder
   was cleared (``rm -rf /data/local/tmp/*``, a factory reset), a missing claim proves nothing,
   and neither side acts on it.
+* **Which ledger** (:func:`read_ledgers`): with the ledger's own id (32 hex digits), the
+  script, once its claim succeeded, creates ``<dispatch_id>.ledger-<id>`` (an empty file:
+  ``touch``) and writes the id into ``$FENCE_ROOT/.ledger`` (the ledger whose script ran
+  last). So another ledger driving the same phone finds out, in one listing, before it
+  sends: whose attempts still hold marks here, and who sent last. The ledger that marked an
+  attempt removes the mark once it holds the attempt resolved (:func:`forget_ledger_marks`);
+  the attempt's other names stay for a week. Advisory, never a lock: two ledgers checking
+  at the same instant both pass. (Files, not symlinks: the marks are no claims, and the
+  script's ``ln`` calls stay the claim, ``go`` and the stage markers. ``touch``, ``ls -1a``
+  and ``cat`` are toybox's, ``touch.c``, ``ls.c`` and ``cat.c`` from 0.8.0, Android 10, to
+  0.8.11; ``echo`` with ``>`` is mksh's own.)
 * A **dropped connection cannot cut a send script short** (:func:`run_to_the_end`): the
   script ignores SIGHUP and writes its output to ``$FENCE_ROOT/.out-<dispatch_id>``, printed
   back and removed at its end, so once it claimed ``go`` it presses its keys and records
@@ -55,6 +66,11 @@ FENCE_ROOT = "/data/local/tmp/starebrain"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 _EPOCH = re.compile(r"[0-9a-f]{8,32}")
 _MS = re.compile(r"(\d{1,19})/\.")
+_LEDGER_ID = re.compile(r"[0-9a-f]{32}")
+#: The file holding the id of the ledger whose send script claimed a fence last.
+LEDGER_MARK = f"{FENCE_ROOT}/.ledger"
+#: An attempt's mark of its ledger: ``<dispatch_id>.ledger-<ledger id>``.
+_LEDGER_NAME = re.compile(r"(.+)\.ledger-([0-9a-f]{32})")
 #: Symlink targets end in ``/.``: were a name ever a directory (or a link to one), ``ln -s
 #: X/. NAME`` would try ``NAME/.``, which always exists, so it can never succeed by creating
 #: a link *inside* it (as ``ln -s X DIR`` does: it makes ``DIR/X`` and exits 0; toybox
@@ -85,18 +101,42 @@ def check_epoch(epoch: str) -> str:
     return epoch
 
 
+def check_ledger_id(ledger_id: str) -> str:
+    """A ledger's own id as the ledger creates it (32 lowercase hex digits).
+
+    Raises:
+        CommandRejected: anything else.
+    """
+    if not _LEDGER_ID.fullmatch(ledger_id):
+        raise CommandRejected(f"not a ledger id: {ledger_id!r}")
+    return ledger_id
+
+
+def ledger_mark_path(dispatch_id: str, ledger_id: str) -> str:
+    """The file marking an attempt with the ledger whose script claimed its fence."""
+    return f"{fence_path(dispatch_id)}.ledger-{check_ledger_id(ledger_id)}"
+
+
 def fence_path(dispatch_id: str) -> str:
     """The name an attempt's send script claims."""
     return f"{FENCE_ROOT}/{check_name(dispatch_id)}"
 
 
-def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str) -> str:
+def claim_prefix(dispatch_id: str, epoch: str, ok_marker: str, ledger_id: str | None = None) -> str:
     """The start of a send script: the epoch must exist and the claim must succeed, else
-    nothing after it runs. Ends with ``&&``-able text (no trailing operator)."""
+    nothing after it runs. Ends with ``&&``-able text (no trailing operator). With
+    ``ledger_id``, a claim that succeeded marks it (:func:`ledger_mark_path`, and
+    :data:`LEDGER_MARK` rewritten); a mark that cannot be made stops nothing."""
     path = fence_path(dispatch_id)
+    marks = ""
+    if ledger_id is not None:
+        marks = (
+            f"touch {ledger_mark_path(dispatch_id, ledger_id)} 2>/dev/null;"
+            f" echo {ledger_id} >{LEDGER_MARK}; "
+        )
     return (
         f"ls -d {FENCE_ROOT}/.epoch-{check_epoch(epoch)} >/dev/null 2>&1"
-        f" && ln -s {SCRIPT} {path} 2>/dev/null && echo {ok_marker}"
+        f" && ln -s {SCRIPT} {path} 2>/dev/null && {{ {marks}echo {ok_marker}; }}"
     )
 
 
@@ -416,14 +456,16 @@ async def peek(device: Device, attempts: Sequence[tuple[str, str]]) -> tuple[Fen
     )
 
 
-def cleanup_command(dispatch_ids: Sequence[str]) -> str:
-    """``rm -f`` of the fence names of resolved attempts, and of the output file a script
-    stopped before its end left (:func:`output_path`)."""
+def cleanup_command(dispatch_ids: Sequence[str], ledger_id: str | None = None) -> str:
+    """``rm -f`` of the fence names of resolved attempts, of the output file a script
+    stopped before its end left (:func:`output_path`), and of their marks of ``ledger_id``."""
     names = [
         f"{fence_path(dispatch_id)}{suffix}"
         for dispatch_id in dispatch_ids
         for suffix in ("", ".am", ".go", ".keys")
     ]
+    if ledger_id is not None:
+        names += [ledger_mark_path(dispatch_id, ledger_id) for dispatch_id in dispatch_ids]
     names += [output_path(dispatch_id) for dispatch_id in dispatch_ids]
     return "rm -f " + " ".join(names)
 
@@ -439,7 +481,8 @@ async def list_fences(device: Device) -> tuple[str, ...]:
     for line in step.output.splitlines():
         if line.startswith(".") or not line:
             continue
-        base = line
+        mark = _LEDGER_NAME.fullmatch(line)
+        base = mark.group(1) if mark else line
         for suffix in (".am", ".go", ".keys"):
             base = base.removesuffix(suffix)
         if _NAME.fullmatch(base):
@@ -447,11 +490,60 @@ async def list_fences(device: Device) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-async def remove_fences(device: Device, dispatch_ids: Sequence[str]) -> None:
-    """``rm -f`` the fence names of these (resolved) attempts, in one round trip.
+async def remove_fences(
+    device: Device, dispatch_ids: Sequence[str], ledger_id: str | None = None
+) -> None:
+    """``rm -f`` the fence names of these (resolved) attempts, with their marks of
+    ``ledger_id``, in one round trip.
 
     Raises:
         BridgeError: transport failures.
     """
     if dispatch_ids:
-        await device.run([cleanup_command(dispatch_ids)])
+        await device.run([cleanup_command(dispatch_ids, ledger_id)])
+
+
+@attrs.frozen(kw_only=True)
+class FenceLedgers:
+    """Which ledgers the fence on the phone names (:func:`read_ledgers`)."""
+
+    #: The ledger whose send script claimed a fence last (:data:`LEDGER_MARK`), or None.
+    last: str | None = None
+    #: ``dispatch_id -> ledger id`` of every attempt whose mark is still there (its ledger
+    #: removes it once it holds the attempt resolved).
+    attempts: dict[str, str] = attrs.field(factory=dict)
+
+
+_LAST = "SBLEDGER"
+
+
+async def read_ledgers(device: Device) -> FenceLedgers:
+    """The ledgers the fence's folder names (one round trip: its listing, then the content
+    of :data:`LEDGER_MARK`). Names that are not marks are skipped.
+
+    Raises:
+        BridgeError: transport failures.
+    """
+    (step,) = await device.run(
+        [f"ls -1a {FENCE_ROOT} 2>/dev/null; echo {_LAST}; cat {LEDGER_MARK} 2>/dev/null"]
+    )
+    names, _sep, last_text = step.output.partition(f"{_LAST}\n")
+    attempts: dict[str, str] = {}
+    for line in names.splitlines():
+        mark = _LEDGER_NAME.fullmatch(line.strip())
+        if mark is not None and _NAME.fullmatch(mark.group(1)):
+            attempts[mark.group(1)] = mark.group(2)
+    last = last_text.strip()
+    return FenceLedgers(last=last if _LEDGER_ID.fullmatch(last) else None, attempts=attempts)
+
+
+async def forget_ledger_marks(device: Device, ledger_id: str, dispatch_ids: Sequence[str]) -> None:
+    """``rm -f`` the marks of ``ledger_id`` of these resolved attempts (one round trip):
+    another ledger no longer counts them as open.
+
+    Raises:
+        BridgeError: transport failures.
+    """
+    if dispatch_ids:
+        names = [ledger_mark_path(dispatch_id, ledger_id) for dispatch_id in dispatch_ids]
+        await device.run(["rm -f " + " ".join(names)])

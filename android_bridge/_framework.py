@@ -131,14 +131,16 @@ def framework_send_command(
     nonce: str,
     *,
     fence: tuple[str, str] | None = None,
+    ledger_id: str | None = None,
 ) -> str:
     """The send step (see the module docstring): nothing runs past a failed check, and once
     it started it runs to its end even if the connection drops meanwhile
-    (:func:`android_bridge._fence.run_to_the_end`)."""
+    (:func:`android_bridge._fence.run_to_the_end`). ``ledger_id``: the fence claim records
+    which ledger made it."""
     call = service_call_command(sdk, sub_id, recipient, body)
     chain = [f"getprop ro.build.version.sdk | grep -qx {sdk}"]
     if fence is not None:
-        chain.insert(0, claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce))
+        chain.insert(0, claim_prefix(fence[0], fence[1], CLAIM_MARKER + nonce, ledger_id))
         chain.append(stage_command(fence[0], "am"))
         chain.append(go_command(fence[0]))
     chain.append(f"echo {GO_MARKER}{nonce}")
@@ -211,9 +213,15 @@ class FrameworkDispatcher:
         return sdk
 
     async def send(
-        self, recipient: str, body: str, *, fence: tuple[str, str] | None = None
+        self,
+        recipient: str,
+        body: str,
+        *,
+        fence: tuple[str, str] | None = None,
+        ledger_id: str | None = None,
     ) -> DispatchEvidence:
         """Send ``body`` to ``recipient``; return watermark, clock and what ``service`` printed.
+        ``ledger_id``: the fence claim records which ledger made it.
 
         Raises:
             CommandRejected: bad recipient, blank body, the local usage limit, a fence or
@@ -227,7 +235,9 @@ class FrameworkDispatcher:
             raise CommandRejected("an empty or blank body would not be sent")
         sdk = await self.sdk()
         nonce = secrets.token_hex(8)
-        command = framework_send_command(sdk, self._sub_id, recipient, body, nonce, fence=fence)
+        command = framework_send_command(
+            sdk, self._sub_id, recipient, body, nonce, fence=fence, ledger_id=ledger_id
+        )
         self._check_usage()
         trip = await run_send_round_trip(self._device, command)
         self._sent_at.append(time.monotonic())

@@ -1,5 +1,6 @@
 """Reaching a phone within a command's ``--wait``: ``SmsAgent.open`` tried again while time
-is left, for ``send`` and ``resume``."""
+is left, for ``send`` and ``resume``; a phone another ledger holds refused (exit 7), one it
+only used before warned of once on stderr."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ class PhoneNotReadyError(CliError):
     exit_code = EXIT_NOT_READY
 
 
+class PhoneHeldError(CliError):
+    """Another ledger's attempts are open on the phone (``PhoneHeldByAnotherLedger``);
+    exit status 7: nothing was recorded or sent, a person decides (``--share-phone``)."""
+
+    exit_code = EXIT_NOT_READY
+
+
 @contextlib.asynccontextmanager
 async def agent_within(
     device: str,
@@ -43,6 +51,7 @@ async def agent_within(
     """
     import asyncio
 
+    from starebrain_actions.core.exceptions import PhoneHeldByAnotherLedger
     from starebrain_actions.orchestration.agent import SmsAgent
     from starebrain_actions.phone.android import PhoneUnavailable
 
@@ -60,6 +69,8 @@ async def agent_within(
                         **options,
                     )
                 )
+            except PhoneHeldByAnotherLedger as exc:
+                raise PhoneHeldError(str(exc)) from exc
             except PhoneUnavailable as exc:
                 if not exc.retryable:
                     raise
@@ -72,5 +83,19 @@ async def agent_within(
                 await asyncio.sleep(pause)
                 pause = min(_CONNECT_RETRY_MAX_S, pause * 2)
                 continue
+            warn_shared(agent)
             yield agent
             return
+
+
+def warn_shared(agent: SmsAgent) -> None:
+    """The warning, on stderr, that another ledger sent from the agent's phone last (once:
+    this ledger's next send makes it the last); nothing with ``--share-phone``."""
+    import click
+
+    shared = agent.shared_phone
+    if shared is not None and not shared.allowed:
+        click.echo(
+            f"starebrain: warning: {shared.message()}; pass --share-phone if that is meant",
+            err=True,
+        )

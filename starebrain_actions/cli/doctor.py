@@ -36,6 +36,7 @@ from starebrain_actions.cli.options import (
 
 if TYPE_CHECKING:
     from android_bridge._check import Check
+    from android_bridge._fence import FenceLedgers
 
 #: ``--json``'s object keys, in order.
 _FIELDS: Final = ("name", "title", "verdict", "evidence", "consequence", "source")
@@ -110,12 +111,92 @@ def connect_check(device: str, error: str | None) -> Check:
     )
 
 
+#: The ledger doctor compares the phone's fence with: its own id (None: no ledger there yet)
+#: and where it is.
+OwnLedger = tuple[str | None, str]
+
+
+async def own_ledger(db: Any, *, exists: bool) -> OwnLedger:
+    """The id of the ledger ``--db`` names (read-only; None when there is none yet, or it
+    cannot be read), and where it is (a file, or a URL without its password). ``exists``:
+    False for a SQLite file that is not there (nothing is created)."""
+    from starebrain_actions.cli.context import open_ledger
+    from starebrain_actions.core.exceptions import StarebrainError
+
+    if not exists:
+        return None, f"{db}, no ledger there yet"
+    try:
+        async with open_ledger(db, read_only=True, create=False) as ledger:
+            return await ledger.ledger_id(), str(ledger.path)
+    except StarebrainError as exc:
+        return None, f"{db}, unreadable: {exc}"
+
+
+def ledger_check(found: FenceLedgers, own: OwnLedger) -> Check:
+    """Which ledgers the fence on the phone names, against the ledger ``--db`` names: another
+    ledger's attempts still open there fail (a send is refused), another ledger that sent
+    last warns (a send warns once)."""
+    from android_bridge._check import checker
+
+    source = (
+        "starebrain's fence on the phone (android_bridge/_fence.py: each send script marks"
+        " its claim with its ledger's id) in /data/local/tmp (0771 shell:shell, init.rc,"
+        " android-10 to 15)"
+    )
+    check = checker(name="ledger", title="the ledgers this phone's fence names", source=source)
+    ours, where = own
+    mine = f"this ledger: {ours or 'none yet'} ({where})"
+    foreign: dict[str, list[str]] = {}
+    for dispatch_id, ledger_id in sorted(found.attempts.items()):
+        if ledger_id != ours:
+            foreign.setdefault(ledger_id, []).append(dispatch_id)
+    if foreign:
+        named = "; ".join(
+            f"ledger {ledger_id} has {len(held)} attempt(s) open ({', '.join(held[:3])}"
+            + (", …)" if len(held) > 3 else ")")
+            for ledger_id, held in foreign.items()
+        )
+        return check(
+            verdict="fail",
+            evidence=f"{named}; {mine}",
+            consequence="send, resume, worker and nightly --resume refuse this phone (exit 7,"
+            " nothing recorded) until that ledger settles them (its resume or reconcile),"
+            " unless --share-phone: two ledgers on one phone each see only their own sends",
+        )
+    if found.last is not None and found.last != ours:
+        return check(
+            verdict="warn",
+            evidence=f"ledger {found.last} sent from this phone last; {mine}",
+            consequence="the next send warns once: two ledgers on one phone each see only"
+            " their own sends, and may send the same message twice; use one ledger per phone"
+            " (--db, $STAREBRAIN_DB)",
+        )
+    if found.last is None:
+        return check(
+            verdict="ok",
+            evidence=f"no ledger has marked the fence yet; {mine}",
+            consequence="the first send marks it with this ledger's id",
+        )
+    return check(
+        verdict="ok",
+        evidence=f"this ledger sent last, no other ledger's attempt is open; {mine}",
+        consequence="another ledger sending from this phone would be noticed",
+    )
+
+
 async def examine(
-    device: str, *, key_path: Path, timeout_s: float, read_as_system: bool
+    device: str,
+    *,
+    key_path: Path,
+    timeout_s: float,
+    read_as_system: bool,
+    own: OwnLedger | None = None,
 ) -> list[Check]:
-    """The connection's check, then the phone's own."""
+    """The connection's check, then the phone's own, and (``own``: the ledger doctor was
+    given) which ledgers the phone's fence names."""
     from android_bridge import BridgeError, Device
     from android_bridge._doctor import examine as examine_phone
+    from android_bridge._fence import read_ledgers
     from android_bridge._isms_codes import check_framework_codes
 
     try:
@@ -129,11 +210,30 @@ async def examine(
             )
             async with handle:
                 found = [connect_check(device, None), *await examine_phone(handle)]
-                return [*found, await check_framework_codes(handle)]
+                found.append(await check_framework_codes(handle))
+                if own is not None:
+                    found.append(ledger_check(await read_ledgers(handle), own))
+                return found
     except TimeoutError:
         return [connect_check(device, f"no answer within {timeout_s * 4:g} s")]
     except (BridgeError, OSError) as exc:
         return [connect_check(device, str(exc) or type(exc).__name__)]
+
+
+async def _examine_with_ledger(
+    device: str, db: Any, *, key_path: Path, timeout_s: float, read_as_system: bool
+) -> list[Check]:
+    """``examine``, with the ledger ``--db`` names to compare the phone's fence with."""
+    from starebrain_actions.cli.db import is_url
+
+    exists = is_url(db) or await asyncio.to_thread(Path(db).exists)
+    return await examine(
+        device,
+        key_path=key_path,
+        timeout_s=timeout_s,
+        read_as_system=read_as_system,
+        own=await own_ledger(db, exists=exists),
+    )
 
 
 def report_data(device: str, checks: Sequence[Check]) -> dict[str, Any]:
@@ -220,8 +320,9 @@ def doctor_command(
     """Check on one phone every assumption the guarantees rest on: the key and its expiry,
     the shell's uid, the release, the phone's identity, the clock, the default SMS app and
     chat, the screen, Android's SMS limit, the SMS and MMS providers as the shell sees them
-    (types, SqlQueryChecker, subscriptions, delivery status), the fence, and the framework's
-    transaction codes read from the phone's own code.
+    (types, SqlQueryChecker, subscriptions, delivery status), the fence, the framework's
+    transaction codes read from the phone's own code, and which ledgers the fence names
+    (another ledger's open attempts fail: a send is refused; another that sent last warns).
 
     Each check says its verdict (ok, warn, fail), the evidence it read, what starebrain does
     because of it and the AOSP source it is compared with. Sends nothing and writes no
@@ -250,8 +351,9 @@ def doctor_command(
     checks = [key]
     if key.verdict != "fail":
         checks += run(
-            examine(
+            _examine_with_ledger(
                 device,
+                settings_of(ctx).db,
                 key_path=path,
                 timeout_s=timeout_s,
                 read_as_system=settings_of(ctx).read_as_system,

@@ -185,6 +185,7 @@ def nightly_main(
     resume: bool,
     unsent_after: float,
     resume_wait: float,
+    share_phone: bool,
     policy_path: Path | None,
 ) -> None:
     """The nightly job as a standalone command (``scripts/nightly_reconcile.py``); the same
@@ -207,6 +208,7 @@ def nightly_main(
             resume=resume,
             unsent_after=unsent_after,
             resume_wait=resume_wait,
+            share_phone=share_phone,
             policy_path=policy_path,
         )
     )

@@ -258,6 +258,20 @@ def phone_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def share_phone_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--share-phone`` of the commands that send (``send``, ``resume``, ``worker``,
+    ``nightly``): ``SmsAgent.open(share_phone=True)``."""
+    return click.option(
+        "--share-phone",
+        is_flag=True,
+        help="Send even when the fence on the phone names another ledger with attempts"
+        " still open there (without it: refused before anything is recorded, exit 7, both"
+        " ledgers named). Two ledgers on one phone each see only their own sends, so both"
+        " may send the same message. A ledger that only sent from the phone before is"
+        " warned of once either way.",
+    )(function)
+
+
 #: Environment variable naming the phone (or phones, separated by spaces) used when
 #: ``--device`` is not given, by every command that takes one.
 DEVICE_ENV: Final = "STAREBRAIN_DEVICE"

@@ -34,6 +34,7 @@ from starebrain_actions.cli.options import (
     json_option,
     key_option,
     policy_file_option,
+    share_phone_option,
     typed_command_gate,
 )
 from starebrain_actions.core.convert import to_jsonable
@@ -255,6 +256,7 @@ def nightly_options(function: Callable[..., Any]) -> Callable[..., Any]:
             " is one nothing is sending: it needs a person (exit 1).",
         ),
         policy_file_option,
+        share_phone_option,
         click.option(
             "--resume-wait",
             type=Seconds(maximum=3600),
@@ -288,6 +290,7 @@ def run_nightly_command(
     resume: bool = False,
     unsent_after: float = 3600.0,
     resume_wait: float = 30.0,
+    share_phone: bool = False,
     policy_path: Path | None = None,
 ) -> int:
     """The nightly job behind both ``starebrain nightly`` and ``scripts/nightly_reconcile.py``.
@@ -317,6 +320,7 @@ def run_nightly_command(
                     dry_run=dry_run,
                     resume=resume,
                     resume_wait_s=resume_wait,
+                    share_phone=share_phone,
                     unsent_after=timedelta(seconds=unsent_after),
                     gate=gate,
                 )
@@ -445,6 +449,7 @@ def nightly(
     resume: bool,
     unsent_after: float,
     resume_wait: float,
+    share_phone: bool,
     policy_path: Path | None,
 ) -> None:
     """Reconcile every device with attempts in flight, then report what needs a person;
@@ -471,6 +476,7 @@ def nightly(
             resume=resume,
             unsent_after=unsent_after,
             resume_wait=resume_wait,
+            share_phone=share_phone,
             policy_path=policy_path,
         )
     )

@@ -37,6 +37,7 @@ from starebrain_actions.cli.options import (
     phone_options,
     policy_file_option,
     reason_option,
+    share_phone_option,
     typed_command_gate,
     wait_option,
 )
@@ -192,6 +193,7 @@ deny_command = _ruling_command("deny", approving=False)
     " phone that does not answer.",
 )
 @phone_options
+@share_phone_option
 @key_option
 @policy_file_option
 @json_option
@@ -204,6 +206,7 @@ def resume_command(
     connect_timeout: float,
     command_timeout: float,
     send_path: str,
+    share_phone: bool,
     key_path: Path | None,
     policy_path: Path | None,
     as_json: bool,
@@ -219,8 +222,8 @@ def resume_command(
 
     Exit status: 0 every action it drove ended SUCCEEDED or sent and settling (or there was
     nothing to do), 3 some are still open (rerun later), 4 some ended FAILED with no attempt
-    left, 7 a phone was not ready or did not answer (a person must act; see the message),
-    1 anything else.
+    left, 7 a phone was not ready or did not answer, or another ledger's attempts are open
+    on it (--share-phone) (a person must act; see the message), 1 anything else.
     """
     from starebrain_actions.cli.progress import Progress
     from starebrain_actions.render import json_output as _render_json
@@ -247,6 +250,7 @@ def resume_command(
             read_as_system=settings.read_as_system,
             rate_limit=rate_limit,
             send_path=send_path,
+            share_phone=share_phone,
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
             gate=gate,

@@ -47,6 +47,7 @@ from starebrain_actions.cli.options import (
     policy_options,
     region_option,
     retry_policy,
+    share_phone_option,
     show_private_option,
     typed_command_gate,
     wait_option,
@@ -243,6 +244,7 @@ def send_exit_code(summary: ActionSummary) -> int:
 )
 @policy_options
 @phone_options
+@share_phone_option
 @region_option
 @key_option
 @policy_file_option
@@ -275,6 +277,7 @@ def send(
     connect_timeout: float,
     command_timeout: float,
     send_path: str,
+    share_phone: bool,
     region: str | None,
     key_path: Path | None,
     policy_path: Path | None,
@@ -363,6 +366,7 @@ def send(
         read_as_system=settings_of(ctx).read_as_system,
         rate_limit=rate_limit,
         send_path=send_path,
+        share_phone=share_phone,
         connect_timeout=connect_timeout,
         command_timeout=command_timeout,
         show_progress=not as_json,
@@ -627,6 +631,7 @@ def _run_send(
     read_as_system: bool = False,
     rate_limit: int = 30,
     send_path: str = "auto",
+    share_phone: bool = False,
     connect_timeout: float = 5.0,
     command_timeout: float = 20.0,
     show_progress: bool = False,
@@ -668,6 +673,7 @@ def _run_send(
                 read_as_system=read_as_system,
                 rate_limit=rate_limit,
                 send_path=send_path,
+                share_phone=share_phone,
                 connect_timeout=connect_timeout,
                 command_timeout=command_timeout,
                 gate=gate,

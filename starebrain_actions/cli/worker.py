@@ -28,6 +28,7 @@ from starebrain_actions.cli.options import (
     key_option,
     phone_options,
     policy_file_option,
+    share_phone_option,
     typed_command_gate,
     wait_option,
 )
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     " to another worker; a heartbeat comes every sixth of it.",
 )
 @phone_options
+@share_phone_option
 @key_option
 @policy_file_option
 @json_option
@@ -78,6 +80,7 @@ def worker_command(
     connect_timeout: float,
     command_timeout: float,
     send_path: str,
+    share_phone: bool,
     key_path: Path | None,
     policy_path: Path | None,
     as_json: bool,
@@ -120,6 +123,7 @@ def worker_command(
             read_as_system=settings.read_as_system,
             rate_limit=rate_limit,
             send_path=send_path,
+            share_phone=share_phone,
             connect_timeout_s=connect_timeout,
             command_timeout_s=command_timeout,
         )
@@ -204,6 +208,8 @@ def event_line(event: WorkerEvent) -> str:
         "phone_taken": "taken over",
         "phone_lost": "lost to another worker",
         "phone_replaced": "another phone answers here now; connecting again",
+        "phone_other_ledger": "another ledger's attempts are open on it; waiting",
+        "phone_shared": "warning: another ledger sent from it last",
         "resumed": "resumed what was left",
         "claimed": "sending",
         "done": "done",

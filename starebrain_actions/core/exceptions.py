@@ -15,8 +15,10 @@ The tree says what a caller must do next::
     │   │   ├── DispatchNotReady          locked, screen off, no SMS app...: FAIL, budget kept
     │   │   └── DispatchFenceLost         the attempt's fence epoch is gone: FAIL, budget kept
     │   ├── DispatchOutcomeUnknown        it may have been sent: the attempt stays PENDING
-    │   └── LookupFailed                  a read of the phone that proves nothing
-    │       └── LinkDown                  ...because the link to the phone is down
+    │   ├── LookupFailed                  a read of the phone that proves nothing
+    │   │   └── LinkDown                  ...because the link to the phone is down
+    │   └── PhoneHeldByAnotherLedger      another ledger's attempt is open on the phone:
+    │                                     nothing recorded or sent (``share_phone`` allows it)
     └── LedgerError                       the SQLite store refused or could not do something
         ├── LedgerUnavailable             the database file cannot be opened or written
         ├── SchemaTooNew                  the file was written by a newer version; untouched
@@ -104,6 +106,25 @@ class LookupFailed(PhoneError):
 
 class LinkDown(LookupFailed):
     """The phone could not be reached, or the link failed mid-read: try again later."""
+
+
+class PhoneHeldByAnotherLedger(PhoneError):
+    """The fence on the phone names another ledger with attempts still open there (its send
+    scripts marked them, and that ledger has not yet found them resolved): two ledgers
+    driving one phone could each attribute the other's messages, and neither's lease holds
+    the other back. Nothing was recorded or sent; ``share_phone=True`` (``--share-phone``)
+    sends anyway."""
+
+    def __init__(
+        self, message: str, *, ledger_id: str, other_ledger_id: str, open_attempts: tuple[str, ...]
+    ) -> None:
+        super().__init__(message)
+        #: this ledger's own id
+        self.ledger_id = ledger_id
+        #: the other ledger's id, as the phone names it
+        self.other_ledger_id = other_ledger_id
+        #: the dispatch ids of the other ledger's attempts still marked open on the phone
+        self.open_attempts = open_attempts
 
 
 class LedgerError(StarebrainError):

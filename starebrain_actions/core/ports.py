@@ -119,6 +119,42 @@ class FenceCheck:
     voided_at: str | None = None
 
 
+@attrs.frozen(kw_only=True)
+class LedgerMarks:
+    """Which ledgers the fence on a phone names (``android_bridge._fence.read_ledgers``)."""
+
+    #: the ledger whose send script claimed a fence on the phone last (None: none marked)
+    last: str | None = None
+    #: ``dispatch_id -> ledger id`` of each attempt whose mark is still on the phone (its
+    #: ledger removes the mark once it finds the attempt resolved)
+    attempts: Mapping[str, str] = attrs.field(factory=dict)
+
+
+class MarksLedgers(Protocol):
+    """A phone whose send scripts mark their fence with the ledger's own id (the Android
+    adapter); the others are never checked for another ledger."""
+
+    #: the id each send's fence claim records (None: none is recorded)
+    ledger_id: str | None
+
+    async def ledger_marks(self) -> LedgerMarks:
+        """Read which ledgers the fence names (one round trip).
+
+        Raises:
+            LookupFailed: the phone could not be asked.
+        """
+        ...
+
+    async def forget_ledger_marks(self, ledger_id: str, dispatch_ids: Sequence[str]) -> None:
+        """Remove the marks of ledger ``ledger_id`` of these resolved attempts (one round
+        trip).
+
+        Raises:
+            LookupFailed: the phone could not be asked.
+        """
+        ...
+
+
 class Phone(Protocol):
     """A phone that can send one SMS and read back what it sent."""
 

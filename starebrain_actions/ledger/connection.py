@@ -87,6 +87,8 @@ class LedgerConnection:
         self._clock = clock
         # Actions never change once created and are never deleted: safe to keep.
         self._actions: dict[str, Action] = {}
+        #: the ledger's own id once read (it never changes: ``DeviceReads.ledger_id``)
+        self._ledger_id: str | None = None
         #: operations queued or running on the worker thread (see ``_write``'s ``inline``)
         self._on_worker = 0
         #: the busy timeout set on the connection, in ms

@@ -5,7 +5,7 @@ whatever agents still write to it), and writes every row of ``actions``, ``attem
 ``duplicates``, ``history``, ``events``, ``phones``, ``phone_addresses``,
 ``framework_codes`` and ``webhooks`` (with their secrets and cursors) unchanged (the same values,
 the same JSON text, the same history sequence numbers) into an empty PostgreSQL ledger, in ONE
-transaction:
+transaction, with the ledger's own id (``ledger_identity``: the copy is the same ledger):
 
 1. the target's tables are locked (``ACCESS EXCLUSIVE``: an agent already pointed at the new
    ledger waits for the copy to end) and found empty, else nothing is written;
@@ -324,6 +324,7 @@ def _copy_in_one_transaction(
             )
         for table, trigger in HISTORY_TRIGGERS:
             target_db.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
+        _carry_ledger_id(source_db, target_db)
         last_sequence = _continue_sequence(source_db, target_db)
         # statistics of the new rows (seen by this transaction), for the checks' queries and
         # the ledger's first ones: autovacuum sees nothing until COMMIT
@@ -354,6 +355,18 @@ def _copy_in_one_transaction(
         ) from exc
     return attrs.evolve(
         report, copy_seconds=round(copied - started, 3), verify_seconds=round(checked - copied, 3)
+    )
+
+
+def _carry_ledger_id(source_db: sqlite3.Connection, target_db: _pg.PgConnection) -> None:
+    """The source's own id (``ledger_identity``) in place of the one the empty target was
+    created with: the copy is the same ledger, and the phones it sent from name that id
+    beside its attempts' fences (``orchestration.phone_ledger``)."""
+    row = source_db.execute("SELECT ledger_id FROM ledger_identity WHERE singleton = 1").fetchone()
+    if row is None:
+        raise VerificationFailed("the source ledger has no id (ledger_identity is empty)")
+    target_db.execute(
+        "UPDATE ledger_identity SET ledger_id = ? WHERE singleton = 1", (str(row[0]),)
     )
 
 
@@ -521,6 +534,12 @@ def _verify(
         columns = _columns(source_db, target_db, table)
         if _target_digest(target_db, table, columns) != digests[table]:
             differences.append(f"{table}: the rows' contents differ (digest)")
+    ids = [
+        [tuple(row) for row in db.execute("SELECT singleton, ledger_id FROM ledger_identity")]
+        for db in (source_db, target_db)
+    ]
+    if ids[0] != ids[1]:
+        differences.append(f"ledger_identity: {ids[0]} in the source, {ids[1]} in the target")
     compared, summary_differences = _compare_summaries(source_db, target_db, now)
     differences += summary_differences
     attempts, invariant_differences = _check_invariants(target_db)
@@ -549,6 +568,7 @@ def _verify(
             f"the history of each of {attempts} attempts ends in its current states",
             "no history row without its attempt",
             "history triggers enabled; new history sequences follow the copied ones",
+            "the ledger's own id carried (the phones it sent from name it)",
         ),
         copy_seconds=0.0,
         verify_seconds=0.0,

@@ -407,6 +407,17 @@ class DeviceReads(LedgerConnection):
         """Every phone the ledger knows, with its identity and addresses."""
         return await self._run(_phones.phones)
 
+    async def ledger_id(self) -> str:
+        """The ledger's own id (32 hex digits), created once with the ledger and never
+        changed; ``starebrain migrate`` carries it. A send writes it on the phone beside the
+        attempt's fence, so that another ledger driving the phone finds it there
+        (``orchestration.phone_ledger``)."""
+        known = self._ledger_id
+        if known is None:
+            known = await self._run(_phones.ledger_id)
+            self._ledger_id = known
+        return known
+
     # ------------------------------------------------------------------ builds
 
     async def framework_codes(self, build: str) -> FrameworkCodes | None:

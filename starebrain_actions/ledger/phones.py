@@ -169,6 +169,20 @@ def phone_key_for(db: sqlite3.Connection, name: str) -> str:
     return str(row[0]) if row is not None else name
 
 
+def ledger_id(db: sqlite3.Connection) -> str:
+    """The ledger's own id (``ledger_identity``, created by migration 18).
+
+    Raises:
+        CorruptRecord: the row is missing.
+    """
+    from starebrain_actions.core.exceptions import CorruptRecord
+
+    row = db.execute("SELECT ledger_id FROM ledger_identity WHERE singleton = 1").fetchone()
+    if row is None:
+        raise CorruptRecord("the ledger has no id (its ledger_identity row is missing)")
+    return str(row[0])
+
+
 def phones(db: sqlite3.Connection) -> list[PhoneInfo]:
     """Every phone, by key, with its addresses (latest first): those connections bound, and
     the devices attempts name that none has bound yet (legacy keys)."""

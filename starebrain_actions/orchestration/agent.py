@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import attrs
 
@@ -32,6 +32,7 @@ from starebrain_actions.core.exceptions import (
     DispatchOutcomeUnknown,
     DispatchUnreachable,
     InvalidInput,
+    LedgerError,
     LinkDown,
     PhoneError,
     StaleTransition,
@@ -46,7 +47,7 @@ from starebrain_actions.core.model import (
     Transition,
     intent_times,
 )
-from starebrain_actions.core.ports import Phone
+from starebrain_actions.core.ports import MarksLedgers, Phone
 from starebrain_actions.core.replies import Reply
 from starebrain_actions.ledger.phones import PhoneBinding, phone_for
 from starebrain_actions.ledger.queue import DEFAULT_POOL, Queued
@@ -57,6 +58,11 @@ from starebrain_actions.orchestration.outcome import (
     SendOutcome,
     hold_on,
     resume_note,
+)
+from starebrain_actions.orchestration.phone_ledger import (
+    SharedPhone,
+    check_phone_ledger,
+    forget_resolved_marks,
 )
 from starebrain_actions.orchestration.reconciler import (
     VOID_AFTER,
@@ -95,6 +101,10 @@ _MAY_START = frozenset({Status.PLANNED, Status.FAILED, Status.MISMATCH})
 #: Sends started on one phone per minute at most, by default: Android's SmsUsageMonitor lets a
 #: package send about 30 SMS per 60 s before a confirmation dialog holds the next one.
 RATE_LIMIT_PER_MINUTE = 30
+
+#: Seconds at most a send's end, or a closing agent, gives the phone to remove this ledger's
+#: marks of resolved attempts (a later check of this ledger removes what is left).
+_TIDY_S = 2.0
 
 
 class SmsAgent:
@@ -137,6 +147,12 @@ class SmsAgent:
         #: which phone of the ledger answered (``open`` binds it: its key, whether it is new,
         #: and the phone this address named before if another one answers there now)
         self.binding: PhoneBinding | None = None
+        #: another ledger the fence on the phone named when ``open`` connected (warned of
+        #: once, then; ``orchestration.phone_ledger``), or None
+        self.shared_phone: SharedPhone | None = None
+        #: attempts this agent sent whose fence claim marked this ledger on the phone, until
+        #: the mark is removed once the ledger holds them resolved
+        self._marked: set[str] = set()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -158,6 +174,7 @@ class SmsAgent:
         deadline_s: float | None = None,
         gate: Policy | None = None,
         check: bool | None = None,
+        share_phone: bool = False,
     ) -> AsyncIterator[SmsAgent]:
         """Open the ledger at ``db`` (a SQLite file path, or a ``postgresql://`` URL for a
         ledger shared by several hosts) and connect to the phone at ``device`` (``host:port``).
@@ -188,6 +205,10 @@ class SmsAgent:
         default): only when this ledger has never met the phone (:func:`vet_new_phone`: a
         locked screen and no default SMS app are left to the send, which waits for them and
         spends nothing); False: never.
+        ``share_phone``: send even when the fence on the phone names another ledger with
+        attempts still open there (default: refused, ``PhoneHeldByAnotherLedger``, nothing
+        recorded); another ledger that only sent from the phone before is warned of once
+        either way (``shared_phone``, a log warning; ``orchestration.phone_ledger``).
         ``poll_interval_s``: the longest wait between two reads of the phone while an outcome
         is unproven (after a send, the first read comes when this phone's rows have shown up
         before, learnt per phone and seeded from the ledger, then reads come 50 ms apart, the
@@ -198,6 +219,8 @@ class SmsAgent:
             PhoneUnavailable: the phone cannot be reached, or one of the checks ``check``
                 runs fails (its message names each failing check, what it read and what
                 follows; ``retryable`` False) (nothing is recorded).
+            PhoneHeldByAnotherLedger: another ledger's attempts are open on the phone, and
+                ``share_phone`` is False (nothing is recorded; its message names both).
             KeyPermissionError: the ADB key is readable by others.
         """
         if db is None:
@@ -205,9 +228,10 @@ class SmsAgent:
             _paths.make_default_dir(db)
         async with Ledger.open(db) as ledger:
             ledger.gate = gate
-            phone, binding = await _ready_phone(
+            phone, binding, shared = await _ready_phone(
                 ledger,
                 device,
+                share_phone=share_phone,
                 check=check,
                 deadline_s=deadline_s,
                 key_path=key_path,
@@ -230,7 +254,9 @@ class SmsAgent:
                     ),
                 )
                 agent.binding = binding
+                agent.shared_phone = shared
                 yield agent
+                await agent.tidy_marks(within_s=_TIDY_S)
             finally:
                 await phone.close()
 
@@ -243,7 +269,25 @@ class SmsAgent:
             self.ledger, self.phone, void_after=self.void_after, void_now=self._timed_out
         )
         await self.ledger.expire_due()
+        await self.tidy_marks()
         return report
+
+    async def tidy_marks(self, *, within_s: float | None = None) -> None:
+        """Remove from the phone this ledger's marks of the attempts this agent sent that the
+        ledger now holds resolved (one round trip, none when there are none; within
+        ``within_s`` seconds, else left for a later check): another ledger no longer counts
+        them as open (``orchestration.phone_ledger``). Never raises a phone or ledger error
+        (what is left stays for a later check)."""
+        if not self._marked or not hasattr(self.phone, "forget_ledger_marks"):
+            return
+        phone = cast("MarksLedgers", self.phone)
+        try:
+            async with asyncio.timeout(within_s):
+                self._marked -= await forget_resolved_marks(self.ledger, phone, self._marked)
+        except TimeoutError:
+            _log.info("ledger_marks_kept", device=self.phone.device, why="timeout")
+        except LedgerError as exc:
+            _log.info("ledger_marks_kept", device=self.phone.device, why=str(exc))
 
     async def replies(self, action_id: str | None = None) -> list[Reply]:
         """The replies the ledger recorded (to ``action_id``, or every one), oldest first:
@@ -376,12 +420,19 @@ class SmsAgent:
     async def _drive(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """``send``'s path for an intent as given (``resume`` passes the stored one). When it
         ends with no attempt of its own under way and another action's attempt holds the
-        phone, the outcome names that hold (``held_by``)."""
+        phone, the outcome names that hold (``held_by``). Then the phone's marks of this
+        ledger's attempts it holds resolved are removed (``tidy_marks``)."""
+        started = how.clock()
         outcome = await self._steps(action_id, intent, how)
-        if outcome.held_by is not None or outcome.status not in _MAY_START:
-            return outcome
-        held_by = await self._hold(action_id)
-        return attrs.evolve(outcome, held_by=held_by) if held_by is not None else outcome
+        if outcome.held_by is None and outcome.status in _MAY_START:
+            held_by = await self._hold(action_id)
+            if held_by is not None:
+                outcome = attrs.evolve(outcome, held_by=held_by)
+        # the marks of what this send resolved, within what is left of a hard deadline
+        left = how.wait - (how.clock() - started) if how.hard_deadline else _TIDY_S
+        if left > 0:
+            await self.tidy_marks(within_s=min(_TIDY_S, left))
+        return outcome
 
     async def _steps(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:
         """The steps of ``_drive``: a :class:`~.send_loop.SendLoop`, round after round."""
@@ -589,6 +640,8 @@ class SmsAgent:
         receipt_taken = False
         epoch = record.evidence.get("fence_epoch")
         fence = (record.dispatch_id, epoch) if isinstance(epoch, str) else None
+        if fence is not None and getattr(self.phone, "ledger_id", None) is not None:
+            self._marked.add(record.dispatch_id)  # its claim marks this ledger on the phone
         try:
             try:
                 async with asyncio.timeout(budget_s):
@@ -695,6 +748,7 @@ async def _ready_phone(
     ledger: Ledger,
     device: str,
     *,
+    share_phone: bool,
     check: bool | None,
     deadline_s: float | None,
     key_path: str | Path | None,
@@ -702,10 +756,11 @@ async def _ready_phone(
     command_timeout_s: float,
     read_as_system: bool | None,
     send_path: str,
-) -> tuple[AndroidPhone, PhoneBinding]:
+) -> tuple[AndroidPhone, PhoneBinding, SharedPhone | None]:
     """``SmsAgent.open``'s phone: connected (``_connect``), with ``check`` refused when one
-    of doctor's checks fails, then bound in ``ledger``; closed again when any of that
-    fails."""
+    of doctor's checks fails, refused when another ledger's attempts are open on it (unless
+    ``share_phone``: ``check_phone_ledger``, whose warning comes back), then bound in
+    ``ledger``; closed again when any of that fails."""
     phone = await _connect(
         ledger,
         device,
@@ -716,15 +771,16 @@ async def _ready_phone(
         read_as_system=read_as_system,
         send_path=send_path,
     )
-    if check is not False:
-        try:
+    try:
+        if check is not False:
             if check:
                 await _refuse_failing_checks(phone)
             else:
                 await vet_new_phone(ledger, phone)
-        except BaseException:
-            await phone.close()
-            raise
+        shared = await check_phone_ledger(ledger, phone, phone.address, share_phone=share_phone)
+    except BaseException:
+        await phone.close()
+        raise
     binding = await phone.bind_in(ledger)
     if phone.path_choice:
         _log.info(
@@ -733,7 +789,7 @@ async def _ready_phone(
             send_path=phone.send_path,
             why=phone.path_choice,
         )
-    return phone, binding
+    return phone, binding, shared
 
 
 #: doctor's checks a first contact does not refuse a phone for: states of the moment that the

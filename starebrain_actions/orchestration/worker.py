@@ -64,7 +64,9 @@ class WorkerEvent:
     """Something a worker did, for its status line and ``--json`` supervisors."""
 
     #: "phone_ready", "phone_unavailable", "phone_held", "phone_taken", "phone_lost",
-    #: "phone_replaced", "resumed", "claimed", "done", "resting", "stopping", "stopped"
+    #: "phone_replaced", "phone_other_ledger" (another ledger's attempts are open on it:
+    #: waited for), "phone_shared" (another ledger sent from it last: warned once),
+    #: "resumed", "claimed", "done", "resting", "stopping", "stopped"
     event: str
     #: the phone, as the worker was given it (its address)
     device: str
@@ -117,7 +119,7 @@ class Worker:
     docstring). ``db``: the ledger (a SQLite file shared with the agents of this host, or a
     ``postgresql://`` URL shared by every host). ``phone_options`` go to ``SmsAgent.open``
     (``key_path``, ``connect_timeout_s``, ``command_timeout_s``, ``read_as_system``,
-    ``send_path``, ``rate_limit``)."""
+    ``send_path``, ``rate_limit``, ``share_phone``)."""
 
     def __init__(
         self,
@@ -211,6 +213,7 @@ class Worker:
 
     async def _serve(self, address: str) -> None:
         """One phone's task: connect (again while it does not answer), then drive it."""
+        from starebrain_actions.core.exceptions import PhoneHeldByAnotherLedger
         from starebrain_actions.orchestration.agent import SmsAgent
         from starebrain_actions.phone.android import PhoneUnavailable
 
@@ -223,6 +226,9 @@ class Worker:
                     db=self.db, device=address, gate=self.gate, **options
                 ) as agent:
                     rest = REST_S
+                    shared = agent.shared_phone
+                    if shared is not None and not shared.allowed:
+                        self._tell("phone_shared", address, detail=shared.message())
                     if not await self._drive_phone(agent, address):
                         return
                     # another phone answers at the address now: let go of the old one
@@ -234,6 +240,8 @@ class Worker:
                     continue
             except PhoneUnavailable as exc:
                 self._tell("phone_unavailable", address, detail=str(exc))
+            except PhoneHeldByAnotherLedger as exc:
+                self._tell("phone_other_ledger", address, detail=str(exc))
             except (PhoneError, LedgerUnavailable, OSError) as exc:
                 # the phone or the ledger went away mid-way: what was in hand is in the
                 # ledger (its receipt, its claim); connect again and carry on from there

@@ -34,12 +34,14 @@ from android_bridge import (
     SmsMessage,
     SmsReader,
     ensure_epoch,
+    forget_ledger_marks,
     list_fences,
     message_matches_intent,
     normalize_body,
     normalize_recipient,
     peek_fences,
     probe_framework_send,
+    read_ledgers,
     remove_fences,
     void_fences,
 )
@@ -62,6 +64,7 @@ from starebrain_actions.core.ports import (
     DispatchReceipt,
     FenceCheck,
     IncomingMessage,
+    LedgerMarks,
     OutgoingMessage,
     PhoneRead,
 )
@@ -209,6 +212,9 @@ class AndroidPhone:
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
         self._epoch: str | None = None
+        #: the ledger's own id, recorded by each send's fence claim (``bind_in`` sets it;
+        #: None: no mark is made)
+        self.ledger_id: str | None = None
         #: the phone's name in the ledger (``bind``); its address until bound
         self._key = device.serial
 
@@ -361,10 +367,12 @@ class AndroidPhone:
         return the binding; the connection is closed when that fails."""
         try:
             binding = await ledger.bind_phone(self.address, self.identity, serialno=self.serialno)
+            ledger_id = await ledger.ledger_id()
         except BaseException:
             await self.close()
             raise
         self.bind(binding.key)
+        self.ledger_id = ledger_id  # each send's fence claim records it
         return binding
 
     @property
@@ -393,7 +401,7 @@ class AndroidPhone:
         started = time.monotonic()
         try:
             evidence = await self._dispatcher_for(path).send(
-                intent.recipient, intent.body, fence=fence
+                intent.recipient, intent.body, fence=fence, ledger_id=self.ledger_id
             )
         except DeviceUnreachable as exc:
             raise DispatchUnreachable(str(exc)) from exc
@@ -497,6 +505,21 @@ class AndroidPhone:
             for report in reports
         )
 
+    async def ledger_marks(self) -> LedgerMarks:
+        """Which ledgers the fence names; see ``MarksLedgers.ledger_marks``."""
+        try:
+            found = await read_ledgers(self._device)
+        except BridgeError as exc:
+            raise LookupFailed(self._failed("fence: ", exc)) from exc
+        return LedgerMarks(last=found.last, attempts=dict(found.attempts))
+
+    async def forget_ledger_marks(self, ledger_id: str, dispatch_ids: Sequence[str]) -> None:
+        """Remove resolved attempts' ledger marks; see ``MarksLedgers.forget_ledger_marks``."""
+        try:
+            await forget_ledger_marks(self._device, ledger_id, dispatch_ids)
+        except BridgeError as exc:
+            raise LookupFailed(self._failed("fence: ", exc)) from exc
+
     async def fence_names(self) -> tuple[str, ...]:
         """Dispatch ids with fence names on the phone; see ``Phone.fence_names``."""
         try:
@@ -507,7 +530,7 @@ class AndroidPhone:
     async def remove_fences(self, dispatch_ids: Sequence[str]) -> None:
         """Remove resolved attempts' fence names; see ``Phone.remove_fences``."""
         try:
-            await remove_fences(self._device, dispatch_ids)
+            await remove_fences(self._device, dispatch_ids, self.ledger_id)
         except BridgeError as exc:
             raise LookupFailed(self._failed("fence: ", exc)) from exc
 

@@ -238,6 +238,22 @@ async def test_the_postgresql_ledger_goes_on_from_the_copy(tmp_path: Path, pg_ur
         await ledger.begin_attempt("after-2", HELD_DEVICE, now=LATER)
 
 
+async def test_the_copy_keeps_the_ledger_s_own_id(tmp_path: Path, pg_url: str) -> None:
+    """The PostgreSQL ledger is the same ledger: it answers with the SQLite ledger's id (the
+    one phones name beside its attempts' fences), not the one it was created with."""
+    source = tmp_path / "ledger.db"
+    await seed_every_shape(source)
+    async with Ledger.open(source) as ledger:
+        expected = await ledger.ledger_id()
+    async with Ledger.open(pg_url) as ledger:
+        created_with = await ledger.ledger_id()
+    assert expected != created_with
+    report: CopyReport = await copy(source, pg_url)
+    async with Ledger.open(pg_url) as ledger:
+        assert expected == await ledger.ledger_id()
+    assert any("own id" in check for check in report.checks)
+
+
 async def test_a_target_holding_actions_is_refused_and_left_untouched(
     tmp_path: Path, pg_url: str
 ) -> None:

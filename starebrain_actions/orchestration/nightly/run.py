@@ -54,12 +54,15 @@ async def run_nightly(
     resume_wait_s: float = 30.0,
     unsent_after: timedelta = UNSENT_AFTER,
     gate: Any = None,
+    share_phone: bool = False,
 ) -> NightlyReport:
     """Reconcile every device with attempts in flight (plus ``devices``), then build the report.
 
     ``resume``: then finish what was started (``SmsAgent.resume``, each action waiting up to
     ``resume_wait_s`` for its proof) on ``devices`` and on the phones of the actions that
-    FAILED with attempts left; PLANNED actions go to ``devices`` only. Without it, actions
+    FAILED with attempts left; PLANNED actions go to ``devices`` only. A phone whose fence
+    names another ledger with attempts open is not resumed (one of the errors) unless
+    ``share_phone``. Without it, actions
     nothing is sending past ``unsent_after`` are attention items. Actions the policy gate
     holds for a person's approval are attention items whatever their age, each with the
     commands that rule on it; denied ones are settled (nothing is ever sent for them).
@@ -100,6 +103,7 @@ async def run_nightly(
                 read_as_system=read_as_system,
                 wait_s=resume_wait_s,
                 gate=gate,
+                share_phone=share_phone,
             )
         hooks = await _webhooks(ledger, deliver=not dry_run)
         read = await _read_ledger(ledger, ledger.now(), unsent_after)
@@ -361,6 +365,7 @@ async def _resume(
     read_as_system: bool | None,
     wait_s: float,
     gate: Any = None,
+    share_phone: bool = False,
 ) -> tuple[list[ResumeLine], list[str]]:
     """``SmsAgent.resume`` on ``devices`` and on the phones of the resumable actions that
     have one (their latest attempt's, or the one their sender named) and that it may send
@@ -393,6 +398,7 @@ async def _resume(
                 key_path=key_path,
                 read_as_system=read_as_system,
                 gate=gate,
+                share_phone=share_phone,
             ) as agent:
                 report = await agent.resume(wait=wait_s, share=share)
         except (PhoneUnavailable, StarebrainError) as exc:
