@@ -324,16 +324,10 @@ async def probe(
     from android_bridge import BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import read_subscription, standing_on
+    from starebrain_actions.phone.send_path import kept_proof
 
     stood: list[FrameworkStanding] = []
-
-    async def proof(_device: str, handle: Device) -> tuple[bool, str]:
-        kept = (codes or {}).get((await handle.facts()).build)
-        history = (records or {}).get(_device, FrameworkAttempts())
-        standing = await standing_on(handle, history, kept, read_subscription)
-        stood.append(standing)
-        return standing.proven, standing.why
+    proof = kept_proof(records or {}, codes or {}, stood)
 
     async with contextlib.AsyncExitStack() as stack:
         try:

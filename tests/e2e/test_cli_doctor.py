@@ -58,6 +58,7 @@ CHECKS = [
     "fence",
     "adb-expiry",
     "framework-codes",
+    "send-path",
 ]
 
 
