@@ -312,6 +312,29 @@ def test_no_phone_known_is_exit_1_with_the_hint(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send", "--to", RECIPIENT, "--body", BODY),
+        ("send", "--to", RECIPIENT, "--body", BODY, "--json"),
+        ("worker",),
+        ("resume",),
+    ],
+)
+def test_no_phone_names_both_ways_to_give_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    """A command that needs a phone and got none is a usage error (exit 2) naming --device
+    and $STAREBRAIN_DEVICE (issue 36: it named --device only); nothing is created."""
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    result = CliRunner().invoke(main, ["--db", str(tmp_path / "none.db"), *command])
+    assert 2 == result.exit_code, result.output
+    said = result.stdout if "--json" in command else result.stderr
+    assert "Missing option '--device'" in said
+    assert f"${DEVICE_ENV}" in said
+    assert not (tmp_path / "none.db").exists()
+
+
 async def test_device_variable_names_the_phones(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
