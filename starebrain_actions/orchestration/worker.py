@@ -12,7 +12,10 @@ the worker's heart in the ledger: phones another worker took over after a stale 
 are left at once. And one delivers the ledger's webhooks (``webhooks.deliver_in_background``:
 small passes, every request time-bounded, errors logged, never raised into a send).
 
-``stop()`` (SIGTERM) lets every phone finish the action in hand, then lets go of the phones;
+``stop()`` (SIGTERM) lets every phone finish the action in hand (one sent: its proof is
+awaited up to ``wait``; one not started, waiting on the rate limit, a backoff or a phone held
+by another attempt, is let go of at once, unsent, with its claim: ``How.stop``), then lets go
+of the phones;
 ``kill -9`` leaves claims and phones that pass to another worker once the heartbeat is stale,
 and unresolved attempts that the phone's next holder settles by reading, as ever.
 """
@@ -355,6 +358,7 @@ class Worker:
             follow_settling=False,
             gate=self.gate,
             recorded=True,
+            stop=self._stopping,
         )
         released = False
         try:
