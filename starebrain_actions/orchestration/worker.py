@@ -91,14 +91,27 @@ def worker_name() -> str:
 
 
 def _alive(pid: int) -> bool:
-    """Does a process with this pid run on this host?"""
+    """Does a process with this pid run on this host? A zombie does not: killed (``kill
+    -9``) and not yet reaped by its parent, it answers ``kill -0`` but will never send
+    (Linux ``/proc/PID/stat``: state ``Z``, or ``X`` while it is being reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) state ...": comm may hold spaces and parentheses, so after the last ")"
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True  # no /proc to tell (another OS): kill -0 said it is there
+    return state not in ([b"Z"], [b"X"])
+
+
+#: How often a worker waiting on a phone held by a live worker of this host looks whether
+#: that process has ended (a look at this host's processes, not at the ledger).
+_LOCAL_LOOK_S: Final = 0.1
 
 
 @attrs.define
@@ -429,7 +442,15 @@ class Worker:
                 told = holder.worker
                 self._tell("phone_held", address, detail=f"by worker {holder.worker}")
             self._set(address, f"held by worker {holder.worker}; waiting")
-            await self._rest(self.heartbeat_s)
+            if holder.host != me.host:
+                await self._rest(self.heartbeat_s)
+                continue
+            # a worker of this host: its end is seen here at once, without waiting for the
+            # ledger's heartbeat (a kill -9 takes effect as the new worker starts)
+            for _ in range(max(1, round(self.heartbeat_s / _LOCAL_LOOK_S))):
+                if not _alive(holder.pid) or self.stopping:
+                    break
+                await self._rest(_LOCAL_LOOK_S)
         return False
 
     async def _beat(self, ledger: Ledger) -> None:

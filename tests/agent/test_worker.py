@@ -430,3 +430,74 @@ async def test_stop_ends_a_rate_limit_wait_for_a_message_not_started(
             summary.attempts,
         )
         assert await ledger.phone_workers() == []
+
+
+@pytest.mark.parametrize("end", ["reaped", "zombie"])
+async def test_a_dead_worker_of_this_host_is_taken_over_at_once_with_its_claims(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]],
+    db_path: str,
+    adb_key_path: Path,
+    end: str,
+) -> None:
+    """Issue 36: a worker of this host killed with ``kill -9`` (its process reaped, or still
+    a zombie its parent has not waited for) holds the phone and a claim it never started. A
+    new worker takes both at once, with a heartbeat that stays fresh for a minute: each
+    message is sent once, long before the claim could go stale."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from starebrain_actions.ledger.queue import PhoneWorker
+
+    phone = await sms_phone()
+    ids = await queue(db_path, 2)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    child.send_signal(signal.SIGKILL)
+    if end == "reaped":
+        child.wait()
+    else:
+        # killed, not waited for: a zombie until the test reaps it (kill -0 still answers)
+        for _ in range(500):
+            with open(f"/proc/{child.pid}/stat", "rb") as stat:
+                if stat.read().rpartition(b")")[2].split()[0] == b"Z":
+                    break
+            await asyncio.sleep(0.01)
+    try:
+        async with Ledger.open(db_path) as ledger:
+            async with SmsAgent.open(
+                db=db_path, device=phone.serial, key_path=adb_key_path, send_path="ui"
+            ) as agent:
+                key = agent.phone.device
+            now = ledger.now()
+            host = socket.gethostname()
+            dead = PhoneWorker(
+                device=key,
+                worker=f"{host}:{child.pid}",
+                host=host,
+                pid=child.pid,
+                pool="default",
+                address=phone.serial,
+                claimed_at=now,
+                heartbeat_at=now,
+            )
+            await ledger.hold_phones(dead, [(key, phone.serial)])
+            claimed = await ledger.claim_next("default", key, dead.worker)
+            assert claimed is not None
+        worker, events = worker_for(
+            db_path,
+            [phone],
+            adb_key_path,
+            stale_after=timedelta(seconds=60),
+            heartbeat_s=10.0,
+        )
+        running = asyncio.create_task(worker.run())
+        # a takeover by staleness would take 60 s: these 30 are for a loaded machine
+        statuses = await until_settled(db_path, ids, within=30.0)
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    finally:
+        child.wait()
+    assert set(statuses.values()) == DONE, statuses
+    assert sent_once([phone], ids) == dict.fromkeys(ids, 1)
+    assert "phone_taken" in [e.event for e in events]
