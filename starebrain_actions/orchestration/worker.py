@@ -204,6 +204,9 @@ class Worker:
         """
         async with Ledger.open(self.db) as ledger:
             self._ledger = ledger
+            # an earlier process of the same name (host:pid, as a container's restart gives
+            # again) is gone, since this one has its pid: its phones and claims are free now
+            await ledger.let_go(self.name)
             beat = asyncio.create_task(self._beat(ledger))
             # webhooks beside the sends: bounded, and never raising into them
             hooks = (
