@@ -227,5 +227,7 @@ def framework_codes_check(found: IsmsCodes | CodesUnproven, sdk: int | None) -> 
         verdict="ok",
         evidence=evidence,
         consequence=f"the phone's own code proves the code the framework path sends with"
-        f" ({expected}): auto takes the framework path from the first send on this build",
+        f" ({expected}): auto may take the framework path on this build where the phone also"
+        " shows subscription 1 is its own (check send-path says which path the next send"
+        " takes)",
     )

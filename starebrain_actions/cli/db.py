@@ -52,6 +52,32 @@ def describe(target: LedgerTarget) -> str:
     return str(target)
 
 
+#: The warning for a URL with a password on the command line (issue 36).
+ARGV_URL_WARNING: Final = (
+    "starebrain: warning: the URL given with --db holds a password, which every user of this"
+    " machine can read (ps, /proc/PID/cmdline) while the command runs: give the password in"
+    " $PGPASSWORD or ~/.pgpass, or the whole URL in $STAREBRAIN_DB, instead"
+)
+
+
+def warn_password_in_argv(
+    url: str, param: click.Parameter | None, ctx: click.Context | None
+) -> None:
+    """Warn on stderr when ``url``, a PostgreSQL URL holding a secret (a password, or a
+    secret query parameter: ``ledger.pg.redact``), came from the command line, where other
+    users see it; one from the environment (``$STAREBRAIN_DB``) is not warned of."""
+    from click.core import ParameterSource
+
+    from starebrain_actions.ledger.pg import redact
+
+    if ctx is None or param is None or param.name is None:
+        return
+    if ctx.get_parameter_source(param.name) is not ParameterSource.COMMANDLINE:
+        return
+    if redact(url) != url:
+        click.echo(ARGV_URL_WARNING, err=True)
+
+
 class BadLedgerUrl(click.ClickException):
     """A malformed PostgreSQL URL in ``--db`` or ``$STAREBRAIN_DB``: a usage error (exit 2)
     on one line, the URL shown redacted (with ``--json``, the JSON error on stdout)."""
@@ -77,6 +103,7 @@ class DbTarget(click.ParamType[LedgerTarget, Any]):
                 envvar = getattr(param, "envvar", None)
                 where = f"--db (or ${envvar})" if isinstance(envvar, str) else "--db"
                 raise BadLedgerUrl(f"{where}: {exc}") from None
+            warn_password_in_argv(value, param, ctx)
             return value
         if not isinstance(value, str) or not value:
             self.fail("expected a file path or a postgresql:// URL", param, ctx)

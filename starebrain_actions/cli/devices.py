@@ -324,16 +324,10 @@ async def probe(
     from android_bridge import BridgeError, Device
     from android_bridge._role import ROLE_HOLDER_READ, ROLE_REPORT
     from starebrain_actions.phone.android import choose_send_path
-    from starebrain_actions.phone.send_path import read_subscription, standing_on
+    from starebrain_actions.phone.send_path import kept_proof
 
     stood: list[FrameworkStanding] = []
-
-    async def proof(_device: str, handle: Device) -> tuple[bool, str]:
-        kept = (codes or {}).get((await handle.facts()).build)
-        history = (records or {}).get(_device, FrameworkAttempts())
-        standing = await standing_on(handle, history, kept, read_subscription)
-        stood.append(standing)
-        return standing.proven, standing.why
+    proof = kept_proof(records or {}, codes or {}, stood)
 
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -425,9 +419,9 @@ async def gather_reports(
     timeout_s: float,
     now: datetime | None = None,
 ) -> list[DeviceReport]:
-    """Every phone named or in the ledger, probed concurrently: named ones first, in the
-    order given, then the ledger's (those its attempts name and those a worker holds, each
-    at the address it was reached at last), sorted; each with the worker holding it at
+    """The phones named, in the order given, or with none named every phone in the ledger
+    (those its attempts name and those a worker holds, each at the address it was reached at
+    last), sorted; probed concurrently, each with the lease and the worker holding it at
     ``now`` (default: the time of the ledger's read)."""
     from starebrain_actions.ledger.store import Ledger
     from starebrain_actions.phone.send_path import PROOF_WINDOW
@@ -460,7 +454,9 @@ async def gather_reports(
                 codes = await ledger.all_framework_codes()
         except NoLedger:
             pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
-    order = list(dict.fromkeys([*named, *sorted(known)]))
+    # the phones named, and only those (a phone named is not a reason to reach every other
+    # phone the ledger knows); else every phone the ledger knows
+    order = list(dict.fromkeys(named)) if named else sorted(known)
     probes = await asyncio.gather(
         *(
             probe(
@@ -535,8 +531,6 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
                 f"{report.lease.action_id} attempt {report.lease.attempt}"
                 f" ({report.lease.dispatch_id}) since {_render_values.when(report.lease.since)}"
             )
-        elif not report.in_ledger:
-            lease = "-"
         phone = report.phone or "-"
         others = [alias for alias in report.aliases if alias != report.device]
         if others:
@@ -581,8 +575,9 @@ def render(reports: Sequence[DeviceReport], now: datetime | None = None) -> None
 @device_option(
     "devices",
     multiple=True,
-    help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable. Also read"
-    f" from ${DEVICE_ENV} (several separated by spaces). [default: the phones in the ledger]",
+    help="A phone to ask, as HOST:PORT (ADB over TCP) or usb:SERIAL; repeatable: only these"
+    f" are asked. Also read from ${DEVICE_ENV} (several separated by spaces). [default: every"
+    " phone in the ledger]",
 )
 @key_option
 @click.option(
@@ -603,13 +598,13 @@ def devices_command(
     timeout_s: float,
     as_json: bool,
 ) -> None:
-    """List the phones: each one the ledger's attempts name, a worker holds or --device
-    gives, whether it answers, its Android release, its default SMS app, the path a send
-    with --send-path auto would take and how the framework path stands there (`framework:
-    proven by ID`, `ui: doubted since T by ID`, `framework: restored at T by ID`), the
-    attempt holding it, the worker holding it (its heartbeat's age, `STALE` once it stopped,
-    and what it is doing) and `doctor`'s checks of it in a line (`ok`, `N warn`, `FAIL:
-    name`).
+    """List the phones: those --device gives, or without it each one the ledger's attempts
+    name or a worker holds; whether it answers, its Android release, its default SMS app,
+    the path a send with --send-path auto would take and how the framework path stands there
+    (`framework: proven by ID`, `ui: doubted since T by ID`, `framework: restored at T by
+    ID`), the attempt holding it, the worker holding it (its heartbeat's age, `STALE` once
+    it stopped, and what it is doing) and `doctor`'s checks of it in a line (`ok`, `N
+    warn`, `FAIL: name`).
 
     Never sends and never writes. Exit status: 0 when at least one phone answered and every
     phone given with --device (or $STAREBRAIN_DEVICE) did; 1 otherwise (no phone known, none

@@ -7,7 +7,8 @@ clock, the default SMS app and whether it can send chat, the screen, Android's o
 limit, reading ``content://sms`` and ``content://mms`` a page at a time, the fence, the key's
 expiry; ``android_bridge._doctor_provider``: the SMS types the view shows, SqlQueryChecker,
 the subscriptions, the delivery status per writing path; ``android_bridge._isms_codes``:
-the framework's transaction codes read from the phone's own DEX). Each check prints its
+the framework's transaction codes read from the phone's own DEX), and the path the next send
+takes (``predicted_path``: the send's own choice, from the ledger read only). Each check prints its
 verdict, the evidence it read, what the product does because of it, and the AOSP source it
 is compared with. Sends nothing, writes no ledger, but with ``--send-test NUMBER``: one
 real SMS through the ledger, and what the phone proved of it (``cli.doctor_send``).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,8 +37,11 @@ from starebrain_actions.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from android_bridge import Device
     from android_bridge._check import Check
     from android_bridge._fence import FenceLedgers
+    from android_bridge._isms_codes import CodesUnproven, IsmsCodes
+    from starebrain_actions.cli.db import LedgerTarget
 
 #: ``--json``'s object keys, in order.
 _FIELDS: Final = ("name", "title", "verdict", "evidence", "consequence", "source")
@@ -184,6 +189,97 @@ def ledger_check(found: FenceLedgers, own: OwnLedger) -> Check:
     )
 
 
+#: The AOSP sources behind the send-path prediction (those of the checks it follows).
+_PATH_SOURCE: Final = (
+    "frameworks/base ISms.aidl (the codes), SubscriptionManagerService dump (dumpsys isub,"
+    " from 14), frameworks/opt/telephony SMSDispatcher (the framework's row), android-10 to 15"
+)
+
+
+async def predicted_path(
+    handle: Device,
+    device: str,
+    ledger_target: LedgerTarget | None,
+    found: IsmsCodes | CodesUnproven,
+    send_path: str,
+    screen: Check | None,
+) -> Check:
+    """The ``send-path`` check: the path the next send to ``device`` takes with
+    ``--send-path`` ``send_path``, chosen by the code a send chooses with
+    (``phone.android.choose_send_path`` on the same proof, ``phone.send_path.kept_proof``)
+    from the ledger's record of the phone (read only: ``ledger_target``, None when there is
+    no ledger yet) and the build's codes (the ledger's, else ``found``, this run's reading of
+    the jar, which is what the send would read); ``screen``: the screen check, which the
+    app's path needs."""
+    from android_bridge._check import checker
+    from starebrain_actions.ledger.phones import FrameworkAttempts, FrameworkCodes, phone_for
+    from starebrain_actions.ledger.postgres import NoLedger
+    from starebrain_actions.ledger.store import Ledger
+    from starebrain_actions.phone.android import choose_send_path
+    from starebrain_actions.phone.send_path import (
+        PROOF_WINDOW,
+        codes_current,
+        codes_of,
+        kept_proof,
+    )
+
+    facts = await handle.facts()
+    key = device
+    attempts: dict[str, FrameworkAttempts] = {}
+    codes: dict[str, FrameworkCodes] = {}
+    now = datetime.now(UTC)
+    if ledger_target is not None:
+        try:
+            async with Ledger.open(ledger_target, read_only=True) as ledger:
+                known = phone_for(device, facts.identity, await ledger.phones())
+                key = known.key if known is not None else device
+                attempts[key] = await ledger.framework_attempts(key, PROOF_WINDOW)
+                kept = await ledger.framework_codes(facts.build) if facts.build else None
+                now = ledger.now()
+                if kept is not None and codes_current(kept, now):
+                    codes[facts.build] = kept
+        except NoLedger:
+            pass  # an empty PostgreSQL schema: no ledger yet, as a missing file on SQLite
+    if facts.build and facts.build not in codes:
+        codes[facts.build] = codes_of(found, facts.build, facts.sdk, now)
+    check = checker(
+        name="send-path",
+        title="the path the next send takes",
+        source=_PATH_SOURCE,
+    )
+    if send_path == "auto":
+        path, why = await choose_send_path(handle, kept_proof(attempts, codes, []), key)
+        said = f"--send-path auto takes {path}: {why}"
+    else:
+        path, said = send_path, f"--send-path {send_path} names it"
+    tail = (
+        " (a body longer than one SMS goes through the messaging app)"
+        if send_path == "auto" and path == "framework"
+        else ""
+    )
+    if path == "framework":
+        return check(
+            verdict="ok",
+            evidence=said,
+            consequence="the next send goes through the framework (service call isms): no"
+            f" screen, no app, no chat{tail}",
+        )
+    if screen is not None and screen.verdict != "ok":
+        return check(
+            verdict="warn",
+            evidence=said,
+            consequence="the next send goes through the messaging app, which needs the screen"
+            " awake and unlocked (check screen fails): as it is, the send waits, then exits 7"
+            " with nothing sent",
+        )
+    return check(
+        verdict="ok",
+        evidence=said,
+        consequence="the next send goes through the messaging app: keep the screen awake and"
+        " unlocked, or the send exits 7 with nothing sent",
+    )
+
+
 async def examine(
     device: str,
     *,
@@ -191,13 +287,21 @@ async def examine(
     timeout_s: float,
     read_as_system: bool,
     own: OwnLedger | None = None,
+    ledger_target: LedgerTarget | None = None,
+    send_path: str = "auto",
 ) -> list[Check]:
-    """The connection's check, then the phone's own, and (``own``: the ledger doctor was
-    given) which ledgers the phone's fence names."""
+    """The connection's check, then the phone's own, (``own``: the ledger doctor was given)
+    which ledgers the phone's fence names, then the path the next send takes
+    (``predicted_path``)."""
     from android_bridge import BridgeError, Device
     from android_bridge._doctor import examine as examine_phone
     from android_bridge._fence import read_ledgers
-    from android_bridge._isms_codes import check_framework_codes
+    from android_bridge._isms_codes import (
+        FRAMEWORK_JAR,
+        CodesUnproven,
+        framework_codes_check,
+        read_isms_codes,
+    )
 
     try:
         async with asyncio.timeout(timeout_s * 4):
@@ -210,9 +314,20 @@ async def examine(
             )
             async with handle:
                 found = [connect_check(device, None), *await examine_phone(handle)]
-                found.append(await check_framework_codes(handle))
+                try:
+                    codes: IsmsCodes | CodesUnproven = await read_isms_codes(handle)
+                except BridgeError as exc:
+                    codes = CodesUnproven(
+                        reason=f"{FRAMEWORK_JAR} could not be pulled ({exc}); a slow link"
+                        " needs a longer --timeout"
+                    )
+                found.append(framework_codes_check(codes, (await handle.facts()).sdk))
                 if own is not None:
                     found.append(ledger_check(await read_ledgers(handle), own))
+                screen = next((check for check in found if check.name == "screen"), None)
+                found.append(
+                    await predicted_path(handle, device, ledger_target, codes, send_path, screen)
+                )
                 return found
     except TimeoutError:
         return [connect_check(device, f"no answer within {timeout_s * 4:g} s")]
@@ -221,9 +336,17 @@ async def examine(
 
 
 async def _examine_with_ledger(
-    device: str, db: Any, *, key_path: Path, timeout_s: float, read_as_system: bool
+    device: str,
+    db: Any,
+    *,
+    key_path: Path,
+    timeout_s: float,
+    read_as_system: bool,
+    ledger_target: LedgerTarget | None = None,
+    send_path: str = "auto",
 ) -> list[Check]:
-    """``examine``, with the ledger ``--db`` names to compare the phone's fence with."""
+    """``examine``, with the ledger ``--db`` names to compare the phone's fence with and
+    (``ledger_target``, None: no ledger yet) to predict the next send's path from."""
     from starebrain_actions.cli.db import is_url
 
     exists = is_url(db) or await asyncio.to_thread(Path(db).exists)
@@ -233,6 +356,8 @@ async def _examine_with_ledger(
         timeout_s=timeout_s,
         read_as_system=read_as_system,
         own=await own_ledger(db, exists=exists),
+        ledger_target=ledger_target,
+        send_path=send_path,
     )
 
 
@@ -321,8 +446,10 @@ def doctor_command(
     the shell's uid, the release, the phone's identity, the clock, the default SMS app and
     chat, the screen, Android's SMS limit, the SMS and MMS providers as the shell sees them
     (types, SqlQueryChecker, subscriptions, delivery status), the fence, the framework's
-    transaction codes read from the phone's own code, and which ledgers the fence names
-    (another ledger's open attempts fail: a send is refused; another that sent last warns).
+    transaction codes read from the phone's own code, which ledgers the fence names (another
+    ledger's open attempts fail: a send is refused; another that sent last warns); then which
+    path the next send takes (check send-path: chosen as `send` chooses it, from the ledger's
+    record, read only).
 
     Each check says its verdict (ok, warn, fail), the evidence it read, what starebrain does
     because of it and the AOSP source it is compared with. Sends nothing and writes no
@@ -332,6 +459,7 @@ def doctor_command(
     when no check fails (warnings allowed), 1 when one fails, 2 on a usage error.
     """
     from starebrain_actions.cli.context import CliUsageError, run, settings_of
+    from starebrain_actions.cli.db import is_url
     from starebrain_actions.cli.doctor_send import send_test_after, send_test_input
     from starebrain_actions.render import json_output as _render_json
 
@@ -350,13 +478,18 @@ def doctor_command(
     key, path = key_check(key_path)
     checks = [key]
     if key.verdict != "fail":
+        settings = settings_of(ctx)
+        # a URL is always opened (its schema may hold no ledger yet: the ledger says so)
+        known = is_url(settings.db) or Path(settings.db).exists()
         checks += run(
             _examine_with_ledger(
                 device,
                 settings_of(ctx).db,
                 key_path=path,
                 timeout_s=timeout_s,
-                read_as_system=settings_of(ctx).read_as_system,
+                read_as_system=settings.read_as_system,
+                ledger_target=settings.db if known else None,
+                send_path=send_path,
             )
         )
     if test is not None:

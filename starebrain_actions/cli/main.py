@@ -17,7 +17,7 @@ import importlib
 import logging
 import os
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import click
 
@@ -35,6 +35,7 @@ from starebrain_actions.cli.reconcile import (
 from starebrain_actions.cli.resolve import resolve
 from starebrain_actions.cli.send import send
 from starebrain_actions.render import json_output as _render_json
+from starebrain_actions.render.output import survive_closed_pipes
 
 #: Commands that reach no phone: their only log events are the ledger's (``main``).
 _LEDGER_ONLY_COMMANDS: Final = frozenset(
@@ -78,7 +79,17 @@ class _Utf8Args:
         return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
 
 
-class _Group(_Utf8Args, _render_json.JsonErrorGroup):
+class _ClosedPipes:
+    """A reader that goes (``| head``) ends no command: its output is dropped from then on
+    and it exits with its own status (``render.output.survive_closed_pipes``), where click
+    would exit 1."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        survive_closed_pipes()
+        return super().main(*args, **kwargs)  # type: ignore[misc]
+
+
+class _Group(_ClosedPipes, _Utf8Args, _render_json.JsonErrorGroup):
     """The ``starebrain`` group: JSON errors with ``--json``, UTF-8 arguments only.
 
     The commands in ``LAZY_COMMANDS`` are imported when they are named (or listed by
@@ -120,7 +131,7 @@ class _Group(_Utf8Args, _render_json.JsonErrorGroup):
         return command
 
 
-class _Command(_Utf8Args, _render_json.JsonErrorCommand):
+class _Command(_ClosedPipes, _Utf8Args, _render_json.JsonErrorCommand):
     """A standalone command: JSON errors with ``--json``, UTF-8 arguments only."""
 
 

@@ -309,15 +309,35 @@ def device_option(
 ) -> Decorator:
     """``--device`` (into ``name``) of a command that reaches phones: ``HOST:PORT`` or
     ``usb:SERIAL`` (:func:`check_address`), else ``$STAREBRAIN_DEVICE``; ``help`` says what
-    the command does with it."""
+    the command does with it. ``required``: missing, it is a usage error that names both
+    ways to give it (:func:`missing_device`)."""
+
+    def checked(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if required and not value:
+            raise missing_device(ctx, param)
+        return check_address(ctx, param, value)
+
     return click.option(
         "--device",
         name,
         multiple=multiple,
-        required=required,
         envvar=DEVICE_ENV,
-        callback=check_address,
-        help=help,
+        callback=checked,
+        help=help + (" [required]" if required else ""),
+    )
+
+
+def missing_device(
+    ctx: click.Context, param: click.Parameter | None = None
+) -> click.MissingParameter:
+    """The usage error (exit 2) of a command run without a phone: "Missing option
+    '--device'", and that ``$STAREBRAIN_DEVICE`` gives it too."""
+    return click.MissingParameter(
+        message=f"Name the phone with --device HOST:PORT (or usb:SERIAL), or set ${DEVICE_ENV}.",
+        ctx=ctx,
+        param=param,
+        param_type="option",
+        param_hint="'--device'",
     )
 
 

@@ -42,6 +42,7 @@ from starebrain_actions.cli.options import (
     device_option,
     json_option,
     key_option,
+    missing_device,
     phone_options,
     policy_file_option,
     policy_options,
@@ -353,7 +354,7 @@ def send(
         )
         ctx.exit(_report_queued(queued, as_json, action_id is None, private=show_private))
     if device is None:
-        raise click.MissingParameter(ctx=ctx, param_type="option", param_hint="'--device'")
+        raise missing_device(ctx)
     sent = _run_send(
         ledger_path(settings_of(ctx), create=True),
         device,

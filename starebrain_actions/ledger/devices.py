@@ -187,6 +187,28 @@ class DeviceReads(LedgerConnection):
 
         return await self._run(work)
 
+    async def ruled_not_sent(
+        self, device: str, since: datetime, limit: int = 50
+    ) -> list[ActionRecord]:
+        """Attempts on ``device`` dispatched since ``since`` that a person ruled not sent
+        (FAILED by an operator's ruling, no row of theirs known), the ``limit`` latest, oldest
+        first: each may have left one row out of the shell's sight (the app's FAILED row),
+        which attribution counts them for (``attribution._earlier_unseen``)."""
+        when = format_time(require_aware("since", since))
+
+        def work(db: sqlite3.Connection) -> list[ActionRecord]:
+            rows = db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+                " AND delivery = 'FAILED' AND resolved_by IS NOT NULL"
+                " AND provider_object_id IS NULL AND dispatched_at >= :since"
+                " ORDER BY dispatched_at DESC LIMIT :limit",
+                {"device": device, "since": when, "limit": limit},
+            ).fetchall()
+            records = [record_from_row(row_dict(row)) for row in rows]
+            return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
+
+        return await self._run(work)
+
     async def latest_attempts(self, device: str, limit: int) -> list[ActionRecord]:
         """The ``limit`` attempts started last on ``device``, newest first (an index range of
         ``attempts_by_device_time``)."""

@@ -322,7 +322,8 @@ class QueueWork(LedgerConnection):
     ) -> dict[str, PhoneWorker]:
         """Take for ``holder`` (its ``device`` and ``address`` ignored) each phone of
         ``devices`` (key, address) that no other worker holds with a fresh heartbeat, or that
-        a worker named in ``gone`` (known dead) held; one write transaction. Returns, for
+        a worker named in ``gone`` (known dead) held, whose claims are freed with it; one
+        write transaction. Returns, for
         each phone it could not take, the worker that holds it."""
         when = holder.heartbeat_at
 
@@ -343,6 +344,14 @@ class QueueWork(LedgerConnection):
                         refused[device] = other
                         continue
                     db.execute("DELETE FROM phone_workers WHERE device = ?", (device,))
+                    if other.worker in gone:
+                        # its claims too: a dead process sends nothing, and its claims
+                        # would otherwise wait out ``stale_after`` before another took them
+                        db.execute(
+                            "UPDATE actions SET claimed_by = NULL, claimed_device = NULL,"
+                            " claimed_at = NULL WHERE claimed_by = ?",
+                            (other.worker,),
+                        )
                 db.execute(
                     "INSERT INTO phone_workers (device, worker, host, pid, pool, address,"
                     " claimed_at, heartbeat_at, doing) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -579,10 +579,11 @@ class SmsAgent:
         give_up: float,
         clock: Callable[[], float],
         on_wait: Callable[[str], None] | None,
+        stop: asyncio.Event | None = None,
     ) -> bool:
         """Wait while this phone has started ``rate_limit`` sends in the last minute
         (Android's SmsUsageMonitor holds a package's sends past about 30 per 60 s behind a
-        confirmation dialog). False when the wait is over first."""
+        confirmation dialog). False when the wait is over first, or ``stop`` is set."""
         told = False
         while True:
             since = self.ledger.now() - timedelta(minutes=1)
@@ -595,7 +596,7 @@ class SmsAgent:
                     f"waiting for the phone's send limit ({self.rate_limit} per minute;"
                     f" {recent} in the last minute)"
                 )
-            if not await self._pause(give_up, clock):
+            if not await self._pause(give_up, clock, stop=stop):
                 return False
 
     async def _fence_evidence(self, body: str) -> dict[str, str]:
@@ -733,15 +734,24 @@ class SmsAgent:
         _log.info("dispatch_result_superseded", dispatch_id=record.dispatch_id)
 
     async def _pause(
-        self, give_up: float, clock: Callable[[], float], seconds: float | None = None
+        self,
+        give_up: float,
+        clock: Callable[[], float],
+        seconds: float | None = None,
+        stop: asyncio.Event | None = None,
     ) -> bool:
         """Sleep one poll interval (or ``seconds``) if time is left; False when the wait is
-        over."""
+        over, or ``stop`` is set (before or during the sleep: it ends it at once)."""
         left = give_up - clock()
-        if left <= 0:
+        if left <= 0 or (stop is not None and stop.is_set()):
             return False
-        await asyncio.sleep(min(self.poll_interval_s if seconds is None else seconds, left))
-        return True
+        pause = min(self.poll_interval_s if seconds is None else seconds, left)
+        if stop is None:
+            await asyncio.sleep(pause)
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause)
+        return not stop.is_set()
 
 
 async def _ready_phone(

@@ -240,14 +240,26 @@ def _unseen_below(
     return count, found[:_UNSEEN_LISTED]
 
 
+def _out_of_sight(record: ActionRecord) -> bool:
+    """May ``record``'s own row be one the read cannot see? Still unresolved, or ruled not
+    sent by a person (FAILED by a ruling: the app's row, if it wrote one, ended FAILED, which
+    the restricted view hides), with no row of it seen."""
+    if record.provider_object_id is not None:
+        return False
+    if record.delivery is DeliveryState.PENDING:
+        return True
+    return record.delivery is DeliveryState.FAILED and record.resolved_by is not None
+
+
 def _earlier_unseen(item: Watched, watched: Sequence[Watched], row: OutgoingMessage) -> int:
     """How many rows out of sight between this attempt's watermark and ``row`` earlier
-    attempts of ours on the device account for: UI-path attempts still unresolved with no row
-    seen, whose app cannot send as chat (an RCS_SUSPECTED one may have written no row at
-    all), whose watermark is this attempt's or higher (nothing visible came between, so their
-    row lies above this one's watermark), and whose app wrote its row (last key plus the
-    margin) before this attempt's send key: each wrote at most one row, below any row of this
-    attempt's."""
+    attempts of ours on the device account for: UI-path attempts still unresolved, or ruled
+    not sent by a person (issue 36: a radio failure on a ``user`` build, its FAILED row
+    hidden, then a retry), with no row seen, whose app cannot send as chat (an RCS_SUSPECTED
+    one may have written no row at all), whose watermark is this attempt's or higher (nothing
+    visible came between, so their row lies above this one's watermark), and whose app wrote
+    its row (last key plus the margin) before this attempt's send key: each wrote at most one
+    row, below any row of this attempt's."""
     mine = send_window(item.record, margin_ms=0)
     if mine is None or mine[1] is None:
         return 0
@@ -256,8 +268,7 @@ def _earlier_unseen(item: Watched, watched: Sequence[Watched], row: OutgoingMess
         record = other.record
         if (
             other is item
-            or record.delivery is not DeliveryState.PENDING
-            or record.provider_object_id is not None
+            or not _out_of_sight(record)
             or _decisions.on_framework_path(record)
             or record.review_reason is ReviewReason.RCS_SUSPECTED
             or other.floor_id < item.floor_id

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -226,6 +226,12 @@ async def _watched(
     ledger: Ledger, device: str, now: datetime, duplicate_watch: timedelta = DUPLICATE_WATCH
 ) -> list[Watched]:
     records = await ledger.recent_attempts(device, now - duplicate_watch)
+    return await _watch(ledger, device, records)
+
+
+async def _watch(ledger: Ledger, device: str, records: Sequence[ActionRecord]) -> list[Watched]:
+    """``records`` of ``device`` as a pass looks at them: each with its action and its floor
+    (its watermark, else the row the ledger knew on the device before its dispatch)."""
     actions = await ledger.actions(record.action_id for record in records)
     watched = []
     for record in records:
@@ -238,6 +244,23 @@ async def _watched(
             Watched(record=record, action=action, floor_id=floor, floor_date_ms=floor_date)
         )
     return watched
+
+
+#: How far before the oldest unresolved attempt on a device an attempt a person ruled not
+#: sent is still looked at, for the row out of sight it may have left (``_ruled_not_sent``).
+RULED_LOOKBACK: Final = timedelta(days=1)
+
+
+async def _ruled_not_sent(ledger: Ledger, device: str, watched: Sequence[Watched]) -> list[Watched]:
+    """The attempts on ``device`` a person ruled not sent shortly before its unresolved ones
+    (``RULED_LOOKBACK``), for attribution only: each may account for one row the read cannot
+    see (``attribution._earlier_unseen``). None while no attempt is unresolved (no query)."""
+    pending = [item for item in watched if item.record.delivery is DeliveryState.PENDING]
+    if not pending:
+        return []
+    since = min(item.record.dispatched_at for item in pending) - RULED_LOOKBACK
+    records = await ledger.ruled_not_sent(device, since)
+    return await _watch(ledger, device, records) if records else []
 
 
 async def reconcile_device(
@@ -331,8 +354,9 @@ async def _reconcile_device_once(
     # the plan is decided now, after the read and the fences it rests on
     when = clock()
     watched = _as_fenced(watched, fenced)
+    ruled = await _ruled_not_sent(ledger, phone.device, watched)
     plan = plan_device(
-        watched,
+        [*watched, *ruled],
         read,
         claimed,
         phone.judge,

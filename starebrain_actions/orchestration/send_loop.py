@@ -73,6 +73,11 @@ class How:
     times: IntentTimes | None = None
     #: the action is in the ledger already (``resume``, a worker): it is not created again
     recorded: bool = False
+    #: set when the driver is told to stop (a worker's SIGTERM): every wait before the
+    #: attempt's receipt (the rate limit, a backoff, a phone held by another attempt, an
+    #: outage) ends at once, with nothing started; an attempt already sent is still
+    #: followed (None: never told)
+    stop: asyncio.Event | None = None
 
 
 @attrs.define
@@ -287,14 +292,20 @@ class SendLoop:
                         )
                     else:
                         self.tell(f"backing off {delay:.1f} s before the next attempt")
-                    await asyncio.sleep(delay)
+                    if not await self.agent._pause(self.give_up, self.clock, delay, self.how.stop):
+                        return await self._summary_outcome()  # told to stop: not started
                     return None
             if decision.reason is RedispatchReason.EXPIRED and await self.ledger.expire(
                 self.action_id, now=now
             ):
                 return await self._summary_outcome()  # its expiry is recorded: read afresh
             return SendOutcome(summary=summary)
-        if not await self.agent._within_rate(self.give_up, self.clock, self.how.on_wait):
+        if not await self.agent._within_rate(
+            self.give_up, self.clock, self.how.on_wait, self.how.stop
+        ):
+            return await self._summary_outcome()
+        if self.how.stop is not None and self.how.stop.is_set():
+            self.tell("told to stop: not started")
             return await self._summary_outcome()
         if self.how.hard_deadline and self.give_up - self.clock() < MIN_DISPATCH_S:
             self.tell("no time left to start a send")
@@ -322,7 +333,7 @@ class SendLoop:
             # an outage: start no attempt whose fence could not be read; wait for the
             # phone within the wait (an attempt without a fence could never be voided)
             self.tell("waiting for the phone to answer")
-            if not await agent._pause(self.give_up, self.clock):
+            if not await agent._pause(self.give_up, self.clock, stop=self.how.stop):
                 return await self._summary_outcome()
             return None
         try:
@@ -381,6 +392,6 @@ class SendLoop:
                 return await agent._outcome(self.action_id)
             if not await self.ledger.holders(agent.phone.device):
                 return None  # freed: start this action's attempt now
-        if not await agent._pause(self.give_up, self.clock):
+        if not await agent._pause(self.give_up, self.clock, stop=self.how.stop):
             return await agent._outcome(self.action_id)
         return None

@@ -12,7 +12,10 @@ the worker's heart in the ledger: phones another worker took over after a stale 
 are left at once. And one delivers the ledger's webhooks (``webhooks.deliver_in_background``:
 small passes, every request time-bounded, errors logged, never raised into a send).
 
-``stop()`` (SIGTERM) lets every phone finish the action in hand, then lets go of the phones;
+``stop()`` (SIGTERM) lets every phone finish the action in hand (one sent: its proof is
+awaited up to ``wait``; one not started, waiting on the rate limit, a backoff or a phone held
+by another attempt, is let go of at once, unsent, with its claim: ``How.stop``), then lets go
+of the phones;
 ``kill -9`` leaves claims and phones that pass to another worker once the heartbeat is stale,
 and unresolved attempts that the phone's next holder settles by reading, as ever.
 """
@@ -90,14 +93,27 @@ def worker_name() -> str:
 
 
 def _alive(pid: int) -> bool:
-    """Does a process with this pid run on this host?"""
+    """Does a process with this pid run on this host? A zombie does not: killed (``kill
+    -9``) and not yet reaped by its parent, it answers ``kill -0`` but will never send
+    (Linux ``/proc/PID/stat``: state ``Z``, or ``X`` while it is being reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) state ...": comm may hold spaces and parentheses, so after the last ")"
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True  # no /proc to tell (another OS): kill -0 said it is there
+    return state not in ([b"Z"], [b"X"])
+
+
+#: How often a worker waiting on a phone held by a live worker of this host looks whether
+#: that process has ended (a look at this host's processes, not at the ledger).
+_LOCAL_LOOK_S: Final = 0.1
 
 
 @attrs.define
@@ -190,6 +206,9 @@ class Worker:
         """
         async with Ledger.open(self.db) as ledger:
             self._ledger = ledger
+            # an earlier process of the same name (host:pid, as a container's restart gives
+            # again) is gone, since this one has its pid: its phones and claims are free now
+            await ledger.let_go(self.name)
             beat = asyncio.create_task(self._beat(ledger))
             # webhooks beside the sends: bounded, and never raising into them
             hooks = (
@@ -363,6 +382,7 @@ class Worker:
             follow_settling=False,
             gate=self.gate,
             recorded=True,
+            stop=self._stopping,
         )
         released = False
         try:
@@ -433,7 +453,15 @@ class Worker:
                 told = holder.worker
                 self._tell("phone_held", address, detail=f"by worker {holder.worker}")
             self._set(address, f"held by worker {holder.worker}; waiting")
-            await self._rest(self.heartbeat_s)
+            if holder.host != me.host:
+                await self._rest(self.heartbeat_s)
+                continue
+            # a worker of this host: its end is seen here at once, without waiting for the
+            # ledger's heartbeat (a kill -9 takes effect as the new worker starts)
+            for _ in range(max(1, round(self.heartbeat_s / _LOCAL_LOOK_S))):
+                if not _alive(holder.pid) or self.stopping:
+                    break
+                await self._rest(_LOCAL_LOOK_S)
         return False
 
     async def _beat(self, ledger: Ledger) -> None:

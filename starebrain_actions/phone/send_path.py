@@ -66,6 +66,7 @@ from starebrain_actions.ledger.phones import FrameworkAttempts, FrameworkCodes
 
 if TYPE_CHECKING:
     from android_bridge import Device
+    from android_bridge._isms_codes import CodesUnproven, IsmsCodes
     from starebrain_actions.ledger.store import Ledger
 
 _log = get_logger("starebrain.phone")
@@ -505,6 +506,61 @@ async def read_subscription(device: Device) -> tuple[bool | None, str]:
         return None, f"the phone's subscriptions could not be read ({exc})"
 
 
+def codes_current(kept: FrameworkCodes | None, now: datetime) -> bool:
+    """Does a send use ``kept``, the codes the ledger keeps for a build, as they are (True),
+    or read the phone's jar again (False: none kept, or a reading cut short whose time to
+    retry has passed)?"""
+    return kept is not None and (kept.retry_after is None or kept.retry_after > now)
+
+
+def codes_of(
+    found: IsmsCodes | CodesUnproven,
+    build: str,
+    sdk: int | None,
+    now: datetime,
+    retry_after: datetime | None = None,
+) -> FrameworkCodes:
+    """What a reading of a build's jar (``android_bridge._isms_codes.read_isms_codes``) proves,
+    as the ledger keeps it."""
+    from android_bridge._isms_codes import CodesUnproven
+
+    if isinstance(found, CodesUnproven):
+        text, multipart, reason = None, None, found.reason
+    else:
+        text, multipart, reason = found.send_text, found.send_multipart, None
+    return FrameworkCodes(
+        build=build,
+        sdk=sdk,
+        send_text=text,
+        send_multipart=multipart,
+        reason=reason,
+        read_at=now,
+        retry_after=retry_after,
+    )
+
+
+def kept_proof(
+    attempts: Mapping[str, FrameworkAttempts],
+    codes: Mapping[str, FrameworkCodes],
+    stood: list[FrameworkStanding],
+) -> FrameworkProof:
+    """``framework_proof`` for a command that predicts ``auto``'s choice and writes nothing
+    (``starebrain devices``, ``starebrain doctor``): ``attempts``, each phone's framework
+    attempts by its key in the ledger, read before (``Ledger.framework_attempts``), and
+    ``codes``, the codes known by build (as :func:`ledger_proof` would use them); each
+    standing it finds is appended to ``stood``. The same rule as a send's
+    (:func:`standing_on`), so the prediction cannot drift from the choice."""
+
+    async def proof(name: str, device: Device) -> tuple[bool, str]:
+        kept = codes.get((await device.facts()).build)
+        history = attempts.get(name, FrameworkAttempts())
+        standing = await standing_on(device, history, kept, read_subscription)
+        stood.append(standing)
+        return standing.proven, standing.why
+
+    return proof
+
+
 async def build_codes(ledger: Ledger, device: Device) -> FrameworkCodes:
     """The codes of ``device``'s build (it must have one): kept in the ledger, or read from
     the phone's jar now and kept (a reading cut short is kept with a time to retry after,
@@ -515,27 +571,16 @@ async def build_codes(ledger: Ledger, device: Device) -> FrameworkCodes:
     facts = await device.facts()
     kept = await ledger.framework_codes(facts.build)
     now = ledger.now()
-    if kept is not None and (kept.retry_after is None or kept.retry_after > now):
+    if codes_current(kept, now):
+        assert kept is not None
         return kept
     retry_after = None
     try:
-        found = await read_isms_codes(device)
+        found: IsmsCodes | CodesUnproven = await read_isms_codes(device)
     except BridgeError as exc:
         found = CodesUnproven(reason=f"the framework jar could not be pulled ({exc})")
         retry_after = now + RETRY_CODES_AFTER
-    if isinstance(found, CodesUnproven):
-        text, multipart, reason = None, None, found.reason
-    else:
-        text, multipart, reason = found.send_text, found.send_multipart, None
-    codes = FrameworkCodes(
-        build=facts.build,
-        sdk=facts.sdk,
-        send_text=text,
-        send_multipart=multipart,
-        reason=reason,
-        read_at=now,
-        retry_after=retry_after,
-    )
+    codes = codes_of(found, facts.build, facts.sdk, now, retry_after)
     await ledger.keep_framework_codes(codes)
     _log.info(
         "framework_codes_read",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
@@ -31,6 +32,66 @@ _TRAILING_SPACE = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)+$")
 _INDENT: Final = 4
 #: "No limit": piped output is never wrapped.
 _UNLIMITED: Final = 1_000_000
+
+
+class _ReaderGone(io.RawIOBase):
+    """A process's stdout or stderr that outlives its reader: once the pipe is closed
+    (``starebrain status X | head -1``), what is written after goes nowhere instead of
+    raising ``BrokenPipeError``, so the command finishes and exits with its own status."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        #: the reader closed the pipe: nothing is written any more
+        self.gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:
+        size = len(memoryview(data))
+        if self.gone:
+            return size
+        try:
+            return os.write(self._fd, data)
+        except BrokenPipeError:
+            self.gone = True  # nobody reads any more: the rest is dropped, as `| head` means
+            return size
+
+
+def _outliving(stream: TextIO) -> TextIO:
+    """``stream`` (a standard stream on a file descriptor) as a text stream of the same
+    encoding and buffering that drops its output once its reader has gone."""
+    return io.TextIOWrapper(
+        io.BufferedWriter(_ReaderGone(stream.fileno())),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=bool(stream.line_buffering),
+        write_through=getattr(stream, "write_through", False),
+    )
+
+
+def survive_closed_pipes() -> None:
+    """A closed pipe is not an error (issue 36): every command writes stdout and stderr
+    through :func:`_outliving` streams, so ``| head`` never turns a command's exit status
+    into 1 (click's answer to ``EPIPE``) and ``set -o pipefail`` scripts see the command's
+    own status. Only the process's real streams are replaced (a test runner's are left)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or stream is not getattr(sys, f"__{name}__"):
+            continue
+        try:
+            stream.flush()
+            replaced = _outliving(stream)
+        except (OSError, ValueError, AttributeError):
+            continue  # no file descriptor under it: left as it is
+        setattr(sys, name, replaced)
 
 
 class Output:

@@ -17,41 +17,37 @@ _MASK = "•••••"
 
 # --------------------------------------------------------------------------- cleaning
 
-#: Terminal escape sequences: CSI (``ESC [`` or 8-bit ``0x9b``), OSC (``ESC ]`` / ``0x9d``,
-#: ended by BEL or ST), DCS/SOS/PM/APC strings (ended by ST), and two-character escapes.
-#: A string's payload stops at the next control character, so matching stays linear on
-#: hostile input.
-_ESCAPE_SEQUENCE = re.compile(
-    r"""
-      (?:\x1b\[|\x9b) [0-?]* [ -/]* [@-~]
-    | (?:\x1b\]|\x9d) [^\x00-\x1f\x7f-\x9f]* (?:\x07|\x1b\\|\x9c)
-    | (?:\x1b[PX^_]|[\x90\x98\x9e\x9f]) [^\x00-\x1f\x7f-\x9f]* (?:\x1b\\|\x9c)
-    | \x1b [ -/]* [0-~]
-    """,
-    re.VERBOSE | re.DOTALL,
-)
 _LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
 #: C0 and C1 controls and DEL (line breaks and tabs are handled before), and the bidi
 #: embedding, override and isolate controls that can reorder what a reader sees
-#: ("Trojan Source", CVE-2021-42574).
+#: ("Trojan Source", CVE-2021-42574). ESC begins every terminal escape sequence (CSI, OSC,
+#: DCS…, and their 8-bit forms, C1 controls too): shown as text, a sequence is inert.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 #: How a line break inside one value is shown on a single line.
 LINE_BREAK_MARK: Final = "↵"
 
 
+def _shown(match: re.Match[str]) -> str:
+    """A control character as the text a reader can see: ``\\x1b``, ``\\x07``, ``\\u202e``."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 def clean_text(text: str) -> str:
-    """``text`` safe to print on a terminal or in Markdown, on one line: escape sequences
-    and control characters removed, tabs as spaces, line breaks as ``↵``.
+    """``text`` safe to print on a terminal or in Markdown, on one line: control characters
+    shown as their escapes (ESC as ``\\x1b``, BEL as ``\\x07``, so an escape sequence
+    shows as text, ``\\x1b[31m``, and is never obeyed), tabs as spaces, line breaks as
+    ``↵``.
 
     Every rendered string goes through it (a body shown with ``--show-private``, an error
     read from a phone, an operator's name): a value can never move the cursor, retitle the
-    window, hide text, make a link or forge a line of output.
+    window, hide text, make a link or forge a line of output, and what the phone was given
+    is never shown as something milder (issue 36: "esc red" where the phone got ESC codes).
     """
     if text.isprintable():  # the common case: nothing to do
         return text
-    text = _ESCAPE_SEQUENCE.sub("", text)
     text = _LINE_BREAK.sub(LINE_BREAK_MARK, text).replace("\t", " ")
-    return _CONTROL.sub("", text)
+    return _CONTROL.sub(_shown, text)
 
 
 #: Markdown syntax escaped in any text: backslash, code, emphasis, links and images, raw

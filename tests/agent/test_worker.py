@@ -87,6 +87,16 @@ async def says(worker: Worker, serial: str, text: str, *, within: float = 30.0) 
     raise AssertionError(f"the worker never said {text!r} within {within} s: {worker.doing}")
 
 
+async def started(db: str, action_id: str, *, within: float = 30.0) -> None:
+    """Wait until the action has an attempt (its receipt is in the ledger)."""
+    async with Ledger.open(db) as ledger:
+        for _ in range(int(within / 0.02)):
+            if (await ledger.summary(action_id)).attempts:
+                return
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"{action_id} had no attempt within {within} s")
+
+
 def sent_once(phones: list[SimulatedPhone], ids: list[str]) -> dict[str, int]:
     """How many SENT rows each action's text has, over every phone's own store."""
     return {i: sum(len(sent_rows(phone, TO, i)) for phone in phones) for i in ids}
@@ -187,6 +197,9 @@ async def test_stop_finishes_the_send_in_hand(
     worker, events = worker_for(db_path, [phone], adb_key_path)
     running = asyncio.create_task(worker.run())
     await seen(events, "claimed")
+    # in hand once started: its receipt is in the ledger (a claim not started yet is let go
+    # of at once: test_stop_ends_a_rate_limit_wait_for_a_message_not_started)
+    await started(db_path, "Q-0")
     worker.stop()
     await asyncio.wait_for(running, 30)
     done = [e for e in events if e.event == "done"]
@@ -379,3 +392,115 @@ async def test_a_worker_never_sends_to_a_number_that_opted_out(
     assert not stopped.attempts
     assert [] == sent_rows(phone, TO, "Q-stop")
     assert 1 == len(sent_rows(phone, other, "Q-other"))
+
+
+async def test_stop_ends_a_rate_limit_wait_for_a_message_not_started(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]],
+    agent_for: Callable[..., Any],
+    db_path: str,
+    adb_key_path: Path,
+) -> None:
+    """Issue 36: another sender used the phone's limit, so the worker's claimed action waits
+    in the send's rate limit (a minute); SIGTERM (stop()) ends that wait at once, the action
+    unsent, PLANNED and unclaimed, where the worker used to wait it out."""
+    phone = await sms_phone()
+    async with agent_for(phone, rate_limit=2) as agent:
+        for n in range(2):
+            sent = await agent.send(f"other-{n}", TO, f"other-{n}", wait=20.0)
+            assert sent.status in (Status.SUCCEEDED, Status.VERIFYING)
+    before = len(phone.transmissions)
+    assert 2 == before
+    ids = await queue(db_path, 1)
+    # below half its limit of its own sends the worker claims without asking the ledger;
+    # the send's own check then finds the phone at its limit (the other sender's two)
+    worker, events = worker_for(db_path, [phone], adb_key_path, rate_limit=2, wait=120.0)
+    running = asyncio.create_task(worker.run())
+    await seen(events, "claimed")
+    loop = asyncio.get_running_loop()
+    asked = loop.time()
+    worker.stop()
+    await asyncio.wait_for(running, 60)
+    # the limit frees a minute after the other sends: a worker that waited it out takes
+    # tens of seconds; one that lets go at once takes a round trip to the ledger or two
+    assert loop.time() - asked < 20.0
+    assert before == len(phone.transmissions)
+    assert sent_once([phone], ids) == {"Q-0": 0}
+    async with Ledger.open(db_path) as ledger:
+        summary = await ledger.summary("Q-0")
+        assert (Status.PLANNED, None, ()) == (
+            summary.status,
+            summary.action.claim,
+            summary.attempts,
+        )
+        assert await ledger.phone_workers() == []
+
+
+@pytest.mark.parametrize("end", ["reaped", "zombie"])
+async def test_a_dead_worker_of_this_host_is_taken_over_at_once_with_its_claims(
+    sms_phone: Callable[..., Awaitable[SimulatedPhone]],
+    db_path: str,
+    adb_key_path: Path,
+    end: str,
+) -> None:
+    """Issue 36: a worker of this host killed with ``kill -9`` (its process reaped, or still
+    a zombie its parent has not waited for) holds the phone and a claim it never started. A
+    new worker takes both at once, with a heartbeat that stays fresh for a minute: each
+    message is sent once, long before the claim could go stale."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from starebrain_actions.ledger.queue import PhoneWorker
+
+    phone = await sms_phone()
+    ids = await queue(db_path, 2)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    child.send_signal(signal.SIGKILL)
+    if end == "reaped":
+        child.wait()
+    else:
+        # killed, not waited for: a zombie until the test reaps it (kill -0 still answers)
+        for _ in range(500):
+            with open(f"/proc/{child.pid}/stat", "rb") as stat:
+                if stat.read().rpartition(b")")[2].split()[0] == b"Z":
+                    break
+            await asyncio.sleep(0.01)
+    try:
+        async with Ledger.open(db_path) as ledger:
+            async with SmsAgent.open(
+                db=db_path, device=phone.serial, key_path=adb_key_path, send_path="ui"
+            ) as agent:
+                key = agent.phone.device
+            now = ledger.now()
+            host = socket.gethostname()
+            dead = PhoneWorker(
+                device=key,
+                worker=f"{host}:{child.pid}",
+                host=host,
+                pid=child.pid,
+                pool="default",
+                address=phone.serial,
+                claimed_at=now,
+                heartbeat_at=now,
+            )
+            await ledger.hold_phones(dead, [(key, phone.serial)])
+            claimed = await ledger.claim_next("default", key, dead.worker)
+            assert claimed is not None
+        worker, events = worker_for(
+            db_path,
+            [phone],
+            adb_key_path,
+            stale_after=timedelta(seconds=60),
+            heartbeat_s=10.0,
+        )
+        running = asyncio.create_task(worker.run())
+        # a takeover by staleness would take 60 s: these 30 are for a loaded machine
+        statuses = await until_settled(db_path, ids, within=30.0)
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+    finally:
+        child.wait()
+    assert set(statuses.values()) == DONE, statuses
+    assert sent_once([phone], ids) == dict.fromkeys(ids, 1)
+    assert "phone_taken" in [e.event for e in events]

@@ -179,6 +179,46 @@ def test_an_identical_row_above_a_row_out_of_sight_is_not_claimed() -> None:
     ]
 
 
+def ruled_not_sent(*, by: str | None = "ops", keys_end_ms: int = CLOCK - 5_000) -> Watched:
+    """An earlier UI-path attempt of the action, FAILED with no row seen: by a person's
+    ruling (``by``), or by a proof (``by`` None); its keys pressed before ``keys_end_ms``."""
+    earlier = pending(
+        dispatched=NOW - timedelta(seconds=30),
+        evidence={"keys_window_ms": [keys_end_ms - 100, keys_end_ms]},
+    )
+    record = attrs.evolve(
+        earlier.record,
+        dispatch_id="d-0",
+        delivery=DeliveryState.FAILED,
+        failed_at=NOW - timedelta(seconds=10),
+        resolved_by=by,
+    )
+    return attrs.evolve(earlier, record=record)
+
+
+def test_an_attempt_ruled_not_sent_accounts_for_one_row_out_of_sight() -> None:
+    """Issue 36, item 6: on a user build the first attempt's row failed out of sight (id 11);
+    a person ruled it not sent, and the retry's identical row (12) is dated in the retry's
+    window. The ruled attempt accounts for the one hidden row: 12 is the retry's. A second
+    hidden id, or an earlier attempt FAILED without a person's ruling, leaves the doubt
+    (review once the grace window is over): one ruling explains one row, no more."""
+    retry = pending(evidence={"keys_window_ms": [CLOCK + 50, CLOCK + 60]})
+    rows = unseen(row(12), gaps=((11, 11),))
+    plan = plan_device([retry, ruled_not_sent()], rows, set(), judge, NOW)
+    assert [Event.CONFIRM, Event.ACCEPT] == [t.event for t in plan.transitions]
+    assert 12 == plan.transitions[-1].after.provider_object_id
+    late = NOW + ACTION.policy.grace_window
+    two_hidden = unseen(row(13), gaps=((11, 12),))
+    (flagged,) = plan_device([retry, ruled_not_sent()], two_hidden, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    (flagged,) = plan_device([retry, ruled_not_sent(by=None)], rows, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+    # a ruled attempt whose keys came after the retry's wrote no row below the retry's
+    after = ruled_not_sent(keys_end_ms=CLOCK + 5_000)
+    (flagged,) = plan_device([retry, after], rows, set(), judge, late).transitions
+    assert ReviewReason.AMBIGUOUS == flagged.after.review_reason
+
+
 def test_rows_out_of_sight_at_or_below_the_watermark_or_above_the_match_change_nothing() -> None:
     """Only a gap between the watermark and the matching row casts doubt on it: one at or
     below the watermark predates the send, and one above the row was inserted after it."""

@@ -31,7 +31,11 @@ from tests.e2e.test_cli_doctor import CHECKS
 #: doctor's checks of the phone in its probe round trip, which devices runs too (not the
 #: key's, the connection's, nor framework-codes, which pulls framework.jar in a round trip of
 #: its own).
-PHONE_CHECKS = [name for name in CHECKS if name not in ("adb-key", "connect", "framework-codes")]
+PHONE_CHECKS = [
+    name
+    for name in CHECKS
+    if name not in ("adb-key", "connect", "framework-codes", "send-path", "ledger")
+]
 
 SENT = 2
 
@@ -90,7 +94,7 @@ async def test_devices_reports_release_sms_app_and_answer(
     row = next(line for line in result.stdout.splitlines() if line.startswith(phone.serial))
     expected = [
         "-", f"android_id:{phone.android_id}", "yes", "13", "(API", "33)",
-        "com.samsung.android.messaging", "dumpsys", "role", "ui", "5", "warn", "-", "-", "-",
+        "com.samsung.android.messaging", "dumpsys", "role", "ui", "5", "warn", "free", "-", "-",
     ]  # fmt: skip
     # doctor's warnings on an empty phone with Samsung Messages: chat may be on, no SMS or MMS
     # row to read, no sent row to see the view by, no row to try SqlQueryChecker on
@@ -310,6 +314,29 @@ def test_no_phone_known_is_exit_1_with_the_hint(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("send", "--to", RECIPIENT, "--body", BODY),
+        ("send", "--to", RECIPIENT, "--body", BODY, "--json"),
+        ("worker",),
+        ("resume",),
+    ],
+)
+def test_no_phone_names_both_ways_to_give_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    """A command that needs a phone and got none is a usage error (exit 2) naming --device
+    and $STAREBRAIN_DEVICE (issue 36: it named --device only); nothing is created."""
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    result = CliRunner().invoke(main, ["--db", str(tmp_path / "none.db"), *command])
+    assert 2 == result.exit_code, result.output
+    said = result.stdout if "--json" in command else result.stderr
+    assert "Missing option '--device'" in said
+    assert f"${DEVICE_ENV}" in said
+    assert not (tmp_path / "none.db").exists()
+
+
 async def test_device_variable_names_the_phones(
     phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
 ) -> None:
@@ -464,13 +491,13 @@ async def test_docs_sample_of_devices_is_what_it_prints(
     await hold_lease(ledger_path, phone.serial, "otp-1001")
     gone = f"127.0.0.1:{closed_port}"
     await resolved_attempt(ledger_path, gone, "otp-old")
-    result = await cli(
-        "--db", str(ledger_path), "devices", "--device", phone.serial, "--key", str(adb_key_path)
-    )
+    result = await cli("--db", str(ledger_path), "devices", "--key", str(adb_key_path))
     names = {phone.serial: "PHONE", gone: "GONE"}
-    documented, after = docs_sample("starebrain devices --device 127.0.0.1:5557")
+    documented, after = docs_sample("starebrain devices")
     doc_names = {"127.0.0.1:5557": "PHONE", "127.0.0.1:5559": "GONE"}
-    actual = [tokens(line, names) for line in result.stdout.splitlines()]
+    header, *rows = [tokens(line, names) for line in result.stdout.splitlines()]
+    # the ledger's phones are listed sorted by address: the test's ports decide the order
+    actual = [header, *sorted(rows, key=lambda row: row[0] != "PHONE")]
     expected = [tokens(line, doc_names) for line in documented]
     assert 0 == result.exit_code, result.output
     assert expected[0] == actual[0]
@@ -565,3 +592,23 @@ def test_the_doctor_line_names_failures_and_counts_warnings() -> None:
     assert "ok" == line()
     assert "2 warn" == line("warn", "ok", "warn")
     assert "FAIL: c1, c2" == line("warn", "fail", "fail")
+
+
+async def test_a_named_phone_is_the_only_one_asked(
+    phone_factory: PhoneFactory, ledger_path: Path, adb_key_path: Path
+) -> None:
+    """`devices --device A` asks A alone, though the ledger knows B too (issue 36): B runs no
+    command and has no row; without --device both are asked."""
+    named, other = await phone_factory(), await phone_factory()
+    await resolved_attempt(ledger_path, named.serial, "otp-a")
+    await resolved_attempt(ledger_path, other.serial, "otp-b")
+    argv = ["--db", str(ledger_path), "devices", "--key", str(adb_key_path)]
+    result = await cli(*argv, "--device", named.serial)
+    assert 0 == result.exit_code, result.output
+    assert [named.serial] == [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert [] == other.commands_run
+    result = await cli(*argv)
+    assert 0 == result.exit_code, result.output
+    listed = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert sorted([named.serial, other.serial]) == listed
+    assert [] != other.commands_run

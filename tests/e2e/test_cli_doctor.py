@@ -59,6 +59,7 @@ CHECKS = [
     "adb-expiry",
     "framework-codes",
     "ledger",
+    "send-path",
 ]
 
 

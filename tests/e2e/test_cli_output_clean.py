@@ -1,6 +1,7 @@
 """Hostile text in the ledger (bodies, errors, operator names, action ids) is shown, never
-obeyed: text output loses escape and control characters, the Markdown archive escapes its
-syntax, and JSON keeps the data exact with nothing raw a terminal could act on."""
+obeyed: text output shows escape and control characters as their escapes (``\\x1b``, never
+the raw character, never silently dropped), the Markdown archive escapes its syntax, and
+JSON keeps the data exact with nothing raw a terminal could act on."""
 
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ from tests.e2e.conftest import RECIPIENT, RunCli, json_of
 #: A body that clears the screen, retitles the window, rings the bell, forges a line and
 #: reverses the text after it (8-bit CSI at the end).
 HOSTILE_BODY = "Your code\x1b[2J\x1b]0;owned\x07 is 4821\r\nstatus: SUCCEEDED\u202etxt\x9b31m"
-#: What a person is shown of it.
-SHOWN_BODY = "Your code is 4821↵status: SUCCEEDEDtxt"
+#: What a person is shown of it: every control character as its escape, inert and visible.
+SHOWN_BODY = "Your code\\x1b[2J\\x1b]0;owned\\x07 is 4821↵status: SUCCEEDED\\u202etxt\\x9b31m"
 #: A phone's error text carrying a hyperlink (OSC 8) and a cursor move.
 HOSTILE_ERROR = "read failed: \x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\ \x1b[1Ahere"
-SHOWN_ERROR = "read failed: click here"
+SHOWN_ERROR = "read failed: \\x1b]8;;http://evil.example\\x1b\\click\\x1b]8;;\\x1b\\ \\x1b[1Ahere"
 HOSTILE_OPERATOR = "mal\x1b[31mlory\x07"
 #: An action id (printable ASCII, no spaces, so allowed) full of Markdown syntax.
 MARKDOWN_ID = "[click](http://evil.example)<img/src=x>|`x`*y*"
@@ -65,15 +66,19 @@ def hostile_ledger(ledger_path: Path, closed_port: int) -> Path:
     return ledger_path
 
 
-def test_clean_text_removes_what_a_terminal_obeys() -> None:
-    """Escape sequences (7- and 8-bit), C0/C1 controls and bidi overrides go; line breaks
-    become ``↵``; printable text, emoji and right-to-left letters stay."""
+def test_clean_text_shows_what_a_terminal_would_obey() -> None:
+    """Escape sequences (7- and 8-bit), C0/C1 controls and bidi overrides are shown as their
+    escapes (issue 36: they were dropped, so a reviewer saw "esc red" where the phone got
+    escape codes); line breaks become ``↵``; printable text, emoji and right-to-left letters
+    stay."""
     assert SHOWN_BODY == clean_text(HOSTILE_BODY)
     assert SHOWN_ERROR == clean_text(HOSTILE_ERROR)
-    assert "mallory" == clean_text(HOSTILE_OPERATOR)
+    assert "mal\\x1b[31mlory\\x07" == clean_text(HOSTILE_OPERATOR)
+    assert "esc \\x1b[31mred\\x1b[0m bell\\x07" == clean_text("esc \x1b[31mred\x1b[0m bell\x07")
     assert "a b↵c↵d" == clean_text("a\tb\nc\rd")
     assert "ok 👍 שלום" == clean_text("ok 👍 שלום")
-    assert "x" == clean_text("\x1bPq#0;2;0;0;0\x1b\\x")  # a DCS (sixel) string
+    assert "\\x1bPq#0;2;0;0;0\\x1b\\x" == clean_text("\x1bPq#0;2;0;0;0\x1b\\x")  # DCS (sixel)
+    assert None is CONTROL.search(clean_text(HOSTILE_BODY + HOSTILE_ERROR + HOSTILE_OPERATOR))
 
 
 @pytest.mark.parametrize("unit", ["\x1b]", "\x9d", "\x90", "\x1bP", "\x9b", "\x1b[0", "\x1b"])
@@ -82,7 +87,7 @@ def test_clean_text_is_linear_on_hostile_input(unit: str) -> None:
     cleaned in well under a second (no quadratic backtracking)."""
     text = unit * (131_072 // len(unit))
     started = time.perf_counter()
-    assert "" == clean_text(text).strip("0")
+    assert None is CONTROL.search(clean_text(text))
     assert time.perf_counter() - started < 1.0
 
 
@@ -110,7 +115,7 @@ def test_status_and_history_show_hostile_text_inertly(
 
 def test_operator_and_reason_are_shown_inertly(hostile_ledger: Path, run_cli: RunCli) -> None:
     """An operator name and a reason with escape codes are kept exactly in the ledger (JSON)
-    but shown without them in `history` and `status`."""
+    and shown as their escapes, inert, in `history` and `status`."""
     result = run_cli(
         "resolve", "hostile-1", "--as", "not-sent", "--reason", "phone\x1b[8m off\x07",
         "--operator", HOSTILE_OPERATOR,
@@ -118,7 +123,8 @@ def test_operator_and_reason_are_shown_inertly(hostile_ledger: Path, run_cli: Ru
     assert 0 == result.exit_code, result.output
     assert None is CONTROL.search(result.stdout)
     history = run_cli("history", "hostile-1")
-    assert "operator:mallory" in history.stdout and "reason=phone off" in history.stdout
+    assert "operator:mal\\x1b[31mlory\\x07" in history.stdout
+    assert "reason=phone\\x1b[8m off\\x07" in history.stdout
     assert None is CONTROL.search(history.stdout)
     entries = json_of(run_cli("history", "hostile-1", "--json"))
     assert f"operator:{HOSTILE_OPERATOR}" == entries[-1]["actor"]
@@ -214,7 +220,7 @@ def test_report_markdown_escapes_every_field(tmp_path: Path) -> None:
     )
     html = MarkdownIt("commonmark").enable("table").render(report_markdown(report))
     assert "<a " not in html and "<b>" not in html and "&#x202e;" not in html
-    assert "timeout | &lt;b&gt;bold&lt;/b&gt; [x](y) &amp;#x202e;read failed: click here" in html
+    assert "timeout | &lt;b&gt;bold&lt;/b&gt; [x](y) &amp;#x202e;read failed: \\x1b]8;;" in html
     assert "[dev](http://x)|" in html
     assert "led`ger &lt;x&gt;.db</code>" in html
     assert_tables_keep_their_columns(html)

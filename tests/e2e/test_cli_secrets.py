@@ -266,3 +266,27 @@ async def test_lock_regular_file_still_works_and_is_0600(tmp_path: Path, closed_
     with nightly_lock(ledger) as path:
         assert f"{os.getpid()}\n" == path.read_text()
         assert 0o600 == path.stat().st_mode & 0o777
+
+
+@pytest.mark.parametrize("form", ["user info", "query"])
+async def test_a_password_in_argv_is_warned_of(form: str, pg_url: str) -> None:
+    """A password in `--db` on the command line (which `ps` shows every user) gets a warning
+    on stderr naming the ways that keep it out of sight; the same URL in $STAREBRAIN_DB, or a
+    URL without a password, gets none. The command itself runs as ever."""
+    from starebrain_actions import Ledger
+
+    async with Ledger.open(pg_url):
+        pass  # an empty ledger to list
+    with_secret = secret_forms(pg_url)[form]
+    warned = await asyncio.to_thread(run_with_env, ["--db", with_secret, "list"], {})
+    assert 0 == warned.returncode, warned.stderr
+    assert "holds a password" in warned.stderr
+    assert "$PGPASSWORD" in warned.stderr and "$STAREBRAIN_DB" in warned.stderr
+    assert SECRET not in warned.stderr + warned.stdout
+    quiet = [
+        await asyncio.to_thread(run_with_env, ["list"], {"STAREBRAIN_DB": with_secret}),
+        await asyncio.to_thread(run_with_env, ["--db", pg_url, "list"], {}),
+    ]
+    for done in quiet:
+        assert 0 == done.returncode, done.stderr
+        assert "holds a password" not in done.stderr
