@@ -29,6 +29,7 @@ from starebrain_actions.cli.options import (
     policy_options,
     region_option,
     retry_policy,
+    share_phone_option,
     show_private_option,
 )
 from starebrain_actions.mcp.auth import TOKEN_ENV
@@ -161,6 +162,7 @@ def _announce(message: str) -> None:
 @region_option
 @key_option
 @policy_file_option
+@share_phone_option
 @show_private_option(
     help="Show numbers and bodies in sms_status's detailed record (redacted by default).",
 )
@@ -200,6 +202,7 @@ def mcp_command(
     region: str | None,
     key_path: Path | None,
     policy_path: Path | None,
+    share_phone: bool,
     show_private: bool,
     log_level: str | None,
 ) -> None:
@@ -263,6 +266,7 @@ def mcp_command(
             max_sends_per_hour=max_sends_per_hour or None,
             rate_limit=rate_limit,
             send_path=send_path,
+            share_phone=share_phone,
             connect_timeout_s=connect_timeout,
             command_timeout_s=command_timeout,
             allow_resolve=allow_resolve,

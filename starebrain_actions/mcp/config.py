@@ -47,6 +47,9 @@ class ServerConfig:
     rate_limit: int = RATE_LIMIT_PER_MINUTE
     #: "ui", "framework" or "auto" (``phone.send_path``)
     send_path: str = "auto"
+    #: send even when the fence on a phone names another ledger with attempts still open
+    #: there (``--share-phone``; without it the phone is refused, nothing recorded)
+    share_phone: bool = False
     #: seconds to connect to a phone
     connect_timeout_s: float = 5.0
     #: seconds one command on a phone may take

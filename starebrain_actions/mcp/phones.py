@@ -10,6 +10,7 @@ from starebrain_actions.ledger.store import Ledger
 from starebrain_actions.mcp.config import ServerConfig
 from starebrain_actions.mcp.send_cap import SendCap
 from starebrain_actions.orchestration.agent import SmsAgent, vet_new_phone
+from starebrain_actions.orchestration.phone_ledger import check_phone_ledger
 from starebrain_actions.orchestration.reconciler import void_after_for
 from starebrain_actions.phone.send_path import ledger_proof
 
@@ -59,6 +60,11 @@ class Phones:
                 ) from None
             try:
                 await vet_new_phone(self._ledger, phone)
+                # another ledger's attempts open on the phone: refused (PhoneUnavailable's
+                # kin, a tool error naming both ledgers), unless --share-phone
+                await check_phone_ledger(
+                    self._ledger, phone, phone.address, share_phone=config.share_phone
+                )
             except BaseException:
                 await phone.close()
                 raise
