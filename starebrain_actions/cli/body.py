@@ -39,6 +39,9 @@ _READ_LIMIT: Final = MAX_ARG_STRLEN + 8
 #: The longest values the parts of a send script not known before the send can take.
 _LONGEST_DISPATCH_ID: Final = str(uuid.UUID(int=2**128 - 1))
 _LONGEST_EPOCH: Final = "f" * 32
+#: A ledger's id, which each send script writes beside its fence claim (every id has this
+#: length: ``android_bridge._fence.check_ledger_id``).
+_LEDGER_ID: Final = "f" * 32
 _LONGEST_SUB_ID: Final = 2**31 - 1
 #: The send step's nonce, as long as the dispatchers draw it (``secrets.token_hex(8)``).
 _NONCE: Final = "0" * 16
@@ -97,8 +100,8 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
     the phone's command line, through ``send_path`` ("ui", "framework" or "auto": either).
 
     Built with the bridge's own builders (``run_send_round_trip``'s reads and framing, the
-    send path's step), with the longest watermark, fence names and subscription id, read
-    through ``su 1000``.
+    send path's step), with the longest watermark, fence names, ledger id and subscription
+    id, read through ``su 1000``.
 
     Raises:
         CommandRejected: the bridge refuses the recipient or the body (a NUL, a lone
@@ -114,11 +117,19 @@ def longest_send_script(recipient: str, body: str, send_path: str) -> int:
     fence = (_LONGEST_DISPATCH_ID, _LONGEST_EPOCH)
     steps: list[str] = []
     if send_path in ("ui", "auto"):
-        steps.append(send_command(recipient, body, MessagingApp(), _NONCE, fence=fence))
+        steps.append(
+            send_command(recipient, body, MessagingApp(), _NONCE, fence=fence, ledger_id=_LEDGER_ID)
+        )
     if send_path in ("framework", "auto"):
         steps.append(
             framework_send_command(
-                max(SEND_TEXT_CODES), _LONGEST_SUB_ID, recipient, body, _NONCE, fence=fence
+                max(SEND_TEXT_CODES),
+                _LONGEST_SUB_ID,
+                recipient,
+                body,
+                _NONCE,
+                fence=fence,
+                ledger_id=_LEDGER_ID,
             )
         )
     reads = [
