@@ -5,7 +5,6 @@ key, with the files where the page says."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sqlite3
@@ -15,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.e2e._doc_steps import fresh_environment
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,14 +43,7 @@ def fresh_home(tmp_path: Path) -> Iterator[dict[str, str]]:
     and this interpreter's ``starebrain`` first on PATH."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("STAREBRAIN_", "XDG_"))
-    }
-    env["HOME"] = str(home)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    yield env
+    yield fresh_environment(home)
 
 
 class Simulator:
