@@ -106,10 +106,6 @@ README_NOT_RUN: Final = {
         "the test suite itself"
     ),
     "adb devices": "Google's adb tool and a phone on USB",
-    "export STAREBRAIN_DB=postgresql://sb@db.internal/starebrain": (
-        "a fleet: a PostgreSQL server by its host name, and workers that run until stopped"
-    ),
-    "starebrain events --follow": "follows until stopped, and a webhook to an example host",
 }
 
 
