@@ -3,10 +3,12 @@ PostgreSQL schema per test."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +166,18 @@ def _restore_structlog() -> Iterator[None]:
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+async def until_time(moment: datetime, *, within: float = 60.0) -> None:
+    """Wait until the wall clock, which the ledger reads, has passed ``moment`` (a deadline
+    the test lets pass): the clock is the condition here, read every 20 ms.
+
+    Raises:
+        AssertionError: it did not within ``within`` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while datetime.now(UTC) < moment:
+        if loop.time() > end:
+            raise AssertionError(f"the clock never reached {moment}")
+        await asyncio.sleep(min(0.02, max(0.0, (moment - datetime.now(UTC)).total_seconds())))

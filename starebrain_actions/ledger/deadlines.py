@@ -18,36 +18,35 @@ from starebrain_actions.core.convert import format_time
 from starebrain_actions.core.model import require_aware
 from starebrain_actions.ledger import pg as _pg
 from starebrain_actions.ledger.connection import LedgerConnection
+from starebrain_actions.ledger.queries import DENIED_SQL
 
 _log = get_logger("starebrain.ledger")
 
 #: An action ``core.decisions.expired`` says is EXPIRED, in SQL (given its deadline passed):
-#: not denied, and every attempt provably not sent with no review open.
+#: not denied (``queries.DENIED_SQL``, NULL read as not), and every attempt provably not sent
+#: with no review open.
 _NOTHING_SENT: Final = {
     dialect: (
-        f"NOT {denied}"
+        f"NOT coalesce({denied}, FALSE)"
         " AND NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.action_id = actions.action_id"
         " AND (delivery <> 'FAILED' OR review_reason IS NOT NULL))"
     )
-    for dialect, denied in {
-        "sqlite": "(approval IS 'DENIED' OR json_extract(gate_json, '$.verdict') IS 'DENY')",
-        "postgresql": (
-            "(approval IS NOT DISTINCT FROM 'DENIED'"
-            " OR (gate_json::jsonb ->> 'verdict') IS NOT DISTINCT FROM 'DENY')"
-        ),
-    }.items()
+    for dialect, denied in DENIED_SQL.items()
 }
 
 
-def record_expiry(db: sqlite3.Connection, action_id: str, when: datetime) -> None:
-    """Record, inside the caller's write, that ``action_id``'s deadline passed with nothing
-    sent (the caller checked it: ``core.decisions.expired``); once: a later call changes
-    nothing. The action leaves the queue."""
-    db.execute(
+def record_expiry(db: sqlite3.Connection, action_id: str, when: datetime) -> bool:
+    """Record, inside the caller's write (which holds the action's lock), that
+    ``action_id``'s deadline passed with nothing of it sent or under way; once: a later call
+    changes nothing. The action leaves the queue. True when recorded now."""
+    stamp = format_time(when)
+    changed = db.execute(
         "UPDATE actions SET expired_at = ?, queue_after = NULL"
-        " WHERE action_id = ? AND expired_at IS NULL AND not_after <= ?",
-        (format_time(when), action_id, format_time(when)),
+        " WHERE action_id = ? AND expired_at IS NULL AND not_after <= ?"
+        f" AND {_NOTHING_SENT[_pg.dialect(db)]}",
+        (stamp, action_id, stamp),
     )
+    return changed.rowcount == 1
 
 
 class Deadlines(LedgerConnection):
@@ -57,17 +56,10 @@ class Deadlines(LedgerConnection):
         """Record ``action_id``'s expiry if it is EXPIRED and not recorded yet (its deadline
         passed with nothing of it sent or under way); True when recorded now."""
         when = require_aware("now", now) if now is not None else self.now()
-        stamp = format_time(when)
 
         def work(db: sqlite3.Connection) -> bool:
             _pg.lock(db, f"action:{action_id}")
-            changed = db.execute(
-                "UPDATE actions SET expired_at = ?, queue_after = NULL"
-                " WHERE action_id = ? AND expired_at IS NULL AND not_after <= ?"
-                f" AND {_NOTHING_SENT[_pg.dialect(db)]}",
-                (stamp, action_id, stamp),
-            )
-            return changed.rowcount == 1
+            return record_expiry(db, action_id, when)
 
         recorded = await self._write(work)
         self._actions.pop(action_id, None)
@@ -98,13 +90,7 @@ class Deadlines(LedgerConnection):
             recorded = []
             for action_id in due:
                 _pg.lock(db, f"action:{action_id}")
-                changed = db.execute(
-                    "UPDATE actions SET expired_at = ?, queue_after = NULL"
-                    " WHERE action_id = ? AND expired_at IS NULL"
-                    f" AND {nothing_sent}",
-                    (stamp, action_id),
-                )
-                if changed.rowcount == 1:
+                if record_expiry(db, action_id, when):
                     recorded.append(action_id)
             return recorded
 

@@ -77,7 +77,8 @@ _GATE_VERDICT: Final = _pg.json_field("actions.gate_json", "verdict")
 _BYTE_ORDER: Final = {"sqlite": "COLLATE BINARY", "postgresql": 'COLLATE "C"'}
 #: A denied action (``Action.denied``), in SQL, per dialect: written exactly as the WHERE of
 #: the partial index ``actions_denied`` (migration 12), so that the planner can use it.
-_DENIED: Final = {
+#: A denied action (a person's denial or a DENY verdict), in SQL, per dialect.
+DENIED_SQL: Final = {
     "sqlite": "(approval = 'DENIED' OR json_extract(gate_json, '$.verdict') = 'DENY')",
     "postgresql": "(approval = 'DENIED' OR (gate_json::jsonb ->> 'verdict') = 'DENY')",
 }
@@ -419,7 +420,7 @@ class ActionReads(LedgerConnection):
             )
             denied = int(
                 db.execute(
-                    f"SELECT count(*) FROM actions WHERE {_DENIED[_pg.dialect(db)]}"
+                    f"SELECT count(*) FROM actions WHERE {DENIED_SQL[_pg.dialect(db)]}"
                     " AND NOT EXISTS (SELECT 1 FROM attempts"
                     " WHERE attempts.action_id = actions.action_id)"
                 ).fetchone()[0]
@@ -427,7 +428,7 @@ class ActionReads(LedgerConnection):
             expired = int(
                 db.execute(
                     "SELECT count(*) FROM actions WHERE not_after IS NOT NULL"
-                    f" AND not_after <= ? AND NOT coalesce({_DENIED[_pg.dialect(db)]}, FALSE)"
+                    f" AND not_after <= ? AND NOT coalesce({DENIED_SQL[_pg.dialect(db)]}, FALSE)"
                     " AND NOT EXISTS (SELECT 1 FROM attempts"
                     " WHERE attempts.action_id = actions.action_id)",
                     (format_time(when),),
@@ -691,7 +692,7 @@ def _prefilter(
             f" AND NOT EXISTS ({later})))"
         )
     elif status is Status.DENIED:
-        conditions.append(_DENIED[dialect])
+        conditions.append(DENIED_SQL[dialect])
     elif status is Status.EXPIRED:
         conditions.append("actions.not_after IS NOT NULL")
     elif status is not None and status is not Status.SUCCEEDED:

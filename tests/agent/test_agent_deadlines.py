@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +20,9 @@ from starebrain_actions import Ledger, SmsIntent, Status
 from starebrain_actions.core.exceptions import FingerprintConflict, InvalidInput, RetryRefused
 from tests.agent.conftest import FAST, sent_rows
 from tests.agent.test_worker import worker_for
+from tests.conftest import until_time
 
 TO = "+12025550100"
-
-
-async def until(ledger: Ledger, moment: datetime, *, within: float = 30.0) -> None:
-    """Wait until the ledger's clock has reached ``moment`` (a condition, not a sleep)."""
-    for _ in range(int(within / 0.05)):
-        if ledger.now() >= moment:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the ledger's clock never reached {moment}")
 
 
 async def expired_events(ledger: Ledger, action_id: str) -> int:
@@ -51,7 +43,8 @@ async def test_a_send_before_its_deadline_goes_out_once_and_a_later_call_names_t
         assert Status.SUCCEEDED is first.status
         action = first.summary.action
         assert action.intent.not_after == action.created_at + timedelta(minutes=5)
-        await asyncio.sleep(0.05)  # the clock moves on: "5 minutes" still means the same
+        # the clock moves on: "5 minutes" still means the same deadline
+        await until_time(action.created_at + timedelta(milliseconds=50))
         again = await agent.send("D-1", TO, "in time", wait=10, not_after=timedelta(minutes=5))
         assert (Status.SUCCEEDED, 1) == (again.status, agent.dispatches)
         with pytest.raises(FingerprintConflict, match="the same message; its deadline"):
@@ -73,7 +66,7 @@ async def test_a_phone_ready_only_after_the_deadline_never_sends_and_the_action_
         assert before.not_ready is not None and not sent_rows(phone, TO, "too late")
         deadline = before.summary.action.intent.not_after
         assert deadline is not None
-        await until(agent.ledger, deadline)
+        await until_time(deadline)
         phone.screen = "on"
         after = await agent.send("D-2", TO, "too late", wait=5, not_after=timedelta(seconds=2))
         assert Status.EXPIRED is after.status
@@ -120,7 +113,7 @@ async def test_the_worker_waits_for_the_schedule_and_never_sends_past_the_deadli
     running = asyncio.create_task(worker.run())
     try:
         async with Ledger.open(db_path) as ledger:
-            await until(ledger, start + timedelta(seconds=2.5))
+            await until_time(start + timedelta(seconds=2.5))
             phone.screen = "on"
             for _ in range(300):
                 one = await ledger.summary("S-1")

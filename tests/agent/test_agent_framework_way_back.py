@@ -7,11 +7,11 @@ app, or the shell through ``isms``), on both ledgers (``agent_for``'s ``db_path`
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from starebrain_actions import DeliveryState, RetryPolicy, ReviewReason, Status
+from starebrain_actions import DeliveryState, ReviewReason, Status
 from tests.agent.conftest import sent_rows
+from tests.agent.test_agent_send_path import MESSAGING, ONE_SHOT, SHELL, senders
 
 TO, BODY = "+1 202 555 0100", "Your code is 4821"
 #: a person's own number, for the send that proves the path (as ``doctor --send-test``)
@@ -19,22 +19,6 @@ OWN = "+1 202 555 0142"
 #: another customer: a later send to the doubted attempt's own number stays unattributed
 #: while that attempt is open (its row could be the doubted one's: ``attribution``)
 OTHER = "+1 202 555 0177"
-SHELL = "com.android.shell"
-MESSAGING = "com.google.android.apps.messaging"
-#: no retries, and an attempt never seen goes to review at once (UNVERIFIED)
-ONE_SHOT = RetryPolicy(
-    settle_after=timedelta(milliseconds=300),
-    framework_settle_after=timedelta(milliseconds=200),
-    maximum_attempts=1,
-    unverified_after=timedelta(0),
-)
-
-
-async def senders(phone: Any, count: int) -> list[str]:
-    """Who the phone says sent each message, in order (ground truth, not the ledger), once
-    ``count`` messages have left it and nothing more is on its way."""
-    sent = await phone.wait_transmissions(count=count, then_idle=True)
-    return [transmission.app for transmission in sent]
 
 
 async def lost_in_review(agent: Any, action_id: str, body: str) -> Any:

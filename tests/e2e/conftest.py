@@ -246,3 +246,15 @@ def history_rows(target: Target) -> int:
         return asyncio.run(count())
     with sqlite3.connect(target) as db:
         return int(db.execute("SELECT count(*) FROM history").fetchone()[0])
+
+
+def at(text: str) -> datetime:
+    """A time as the CLI prints it (``…Z``)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.fixture
+def default_settling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's own settle times (30 minutes, 0.5 s), not the tests' short ones."""
+    monkeypatch.delenv("STAREBRAIN_SETTLE_AFTER", raising=False)
+    monkeypatch.delenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", raising=False)

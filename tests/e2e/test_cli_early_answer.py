@@ -13,13 +13,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import BODY, RECIPIENT, Target
+from tests.e2e.conftest import BODY, RECIPIENT, Target, at
 
 SENT, FAILED = 2, 5
 #: A wait no early answer comes near: a send that waited it out would fail the test.
@@ -48,17 +47,6 @@ async def sends(phone: SimulatedPhone, expected: int) -> int:
 def stored(phone: SimulatedPhone, kind: int) -> int:
     """Rows of BODY of type ``kind`` in the phone's own store."""
     return sum(1 for row in phone.store.rows(types=[kind]) if row.body == BODY)
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def default_settling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's own settle times (30 minutes, 0.5 s), not the tests' short ones."""
-    monkeypatch.delenv("STAREBRAIN_SETTLE_AFTER", raising=False)
-    monkeypatch.delenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", raising=False)
 
 
 async def test_the_apps_path_answers_as_soon_as_its_row_is_found(

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions.cli.main import main
-from tests.conftest import PhoneFactory
+from tests.conftest import PhoneFactory, until_time
 from tests.e2e.conftest import RECIPIENT, Target
 
 SENT = 2
@@ -92,10 +92,7 @@ async def test_a_phone_ready_only_after_the_deadline_sends_nothing_and_exits_10(
     assert 7 == locked.exit_code, locked.output
     data = json.loads((await cli(ledger_target, "status", "X-1", "--json")).stdout)
     deadline = datetime.fromisoformat(data["not_after"].replace("Z", "+00:00"))
-    for _ in range(400):
-        if datetime.now(UTC) >= deadline:
-            break
-        await asyncio.sleep(0.05)
+    await until_time(deadline)
     phone.screen = "on"
     # `nightly --resume` on the phone, now ready: nothing sent, the expiry recorded by its pass
     night = await cli(

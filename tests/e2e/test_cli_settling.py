@@ -11,14 +11,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
 
 from android_bridge.simulator import SimulatedPhone
 from starebrain_actions.cli.context import EXIT_SETTLING
 from starebrain_actions.cli.main import main
 from tests.conftest import PhoneFactory
-from tests.e2e.conftest import BODY, RECIPIENT, Target
+from tests.e2e.conftest import BODY, RECIPIENT, Target, at
 
 FAILED = 5
 #: How long the simulated radio takes to answer, the app's SENT row in view meanwhile.
@@ -38,17 +37,6 @@ async def sends(phone: SimulatedPhone, expected: int, body: str = BODY) -> int:
         lambda transmission: transmission.body == body, count=expected, then_idle=True
     )
     return len(sent)
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def default_settling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's own settle times (30 minutes, 0.5 s), not the tests' short ones."""
-    monkeypatch.delenv("STAREBRAIN_SETTLE_AFTER", raising=False)
-    monkeypatch.delenv("STAREBRAIN_FRAMEWORK_SETTLE_AFTER", raising=False)
 
 
 async def test_a_message_the_app_sent_is_exit_6_until_it_settles(

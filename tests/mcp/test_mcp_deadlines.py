@@ -6,13 +6,12 @@ written."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from starebrain_actions import Ledger
+from tests.conftest import until_time
 
 from .conftest import BODY, TO, client_on, error_text, structured
 
@@ -34,10 +33,7 @@ async def test_a_phone_ready_only_after_the_deadline_answers_expired_and_sends_n
         async with Ledger.open(target) as ledger:
             deadline = (await ledger.get_action("X-1")).intent.not_after
             assert deadline is not None
-            for _ in range(300):
-                if datetime.now(UTC) >= deadline:
-                    break
-                await asyncio.sleep(0.05)
+            await until_time(deadline)
         phone.screen = "on"
         late = structured(await client.call_tool("send_sms", {**call, "wait_seconds": 10}))
     assert ("EXPIRED", True) == (late["status"], late["settled"]), late

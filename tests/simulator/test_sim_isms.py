@@ -155,6 +155,25 @@ async def test_no_row_while_the_radio_sends(
 
 
 @pytest.mark.parametrize("version", [10, 15])
+async def test_a_held_radio_holds_the_framework_row_until_it_answers(
+    phone_factory: PhoneFactory, adb_signer: PythonRSASigner, version: int
+) -> None:
+    """``hold_radio`` (a radio that answers late, whatever the load): with no send delay at
+    all, the framework still writes nothing, and nothing leaves, until the radio answers;
+    then one SENT row and one transmission (SMSDispatcher.SmsTracker
+    .persistSentMessageIfRequired runs only at the send's final result, onSent/onFailed;
+    frameworks/opt/telephony android-10.0.0_r30 and android-15.0.0_r1)."""
+    phone = await phone_factory(android=version, send_delay_ms=0)
+    phone.hold_radio()
+    assert OK == await shell(phone, adb_signer, call(version, "held"))
+    assert ([], []) == (phone.store.rows(), phone.transmissions)
+    phone.release_radio()
+    await phone.wait_idle()
+    assert [2] == [row.type for row in phone.store.rows()]
+    assert ["held"] == [t.body for t in phone.transmissions]
+
+
+@pytest.mark.parametrize("version", [10, 15])
 @pytest.mark.parametrize(
     "body",
     [
