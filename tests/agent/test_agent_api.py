@@ -56,8 +56,8 @@ async def test_a_lost_reply_is_one_sms_and_succeeds_after_reconcile(
     a read confirms the one SMS."""
     phone = await sms_phone(root=False)
     phone.inject_fault("hang-after-send")
-    async with agent_for(phone, command_timeout_s=1.0) as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=6)
+    async with agent_for(phone, command_timeout_s=3.0) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=20)
         ledger = agent.ledger
         history = [entry.event for entry in await ledger.history("A-17")]
     assert Status.SUCCEEDED == outcome.status
@@ -249,8 +249,8 @@ async def test_a_hang_after_send_is_resolved_by_reading(sms_phone: Any, agent_fo
     """The command hangs after the phone sent: a timeout, then a read confirms one SMS."""
     phone = await sms_phone()
     phone.inject_fault("hang-after-send")
-    async with agent_for(phone, command_timeout_s=1.0) as agent:
-        outcome = await agent.send("A-17", TO, BODY, wait=6)
+    async with agent_for(phone, command_timeout_s=3.0) as agent:
+        outcome = await agent.send("A-17", TO, BODY, wait=20)
     assert Status.SUCCEEDED == outcome.status
     assert 1 == len(sent_rows(phone, TO, BODY))
 
@@ -362,7 +362,7 @@ async def test_a_read_that_fails_after_connecting_names_the_phone_once(
     """The link goes down after the connection was made: the read's error names the phone
     once, as ``<serial>: <what happened>`` (the bridge's message already starts with it)."""
     phone = await sms_phone(root=False)
-    android = await AndroidPhone.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=1)
+    android = await AndroidPhone.connect(phone.serial, key_path=adb_key_path, connect_timeout_s=15)
     try:
         phone.disable_tcpip()
         with pytest.raises(LookupFailed) as failed:

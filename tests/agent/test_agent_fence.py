@@ -166,10 +166,10 @@ async def test_a_hung_command_that_never_ran_is_voided_and_sent_once(
     fence at once, the attempt is FAILED, and the retry sends exactly one SMS; the hung copy
     could never claim it later."""
     phone = await sms_phone()
-    async with agent_for(phone, policy=POLICY, command_timeout_s=1.0) as agent:
+    async with agent_for(phone, policy=POLICY, command_timeout_s=3.0) as agent:
         await agent.phone.fence_epoch()
         phone.inject_fault("hang")
-        outcome = await agent.send("A-17", TO, BODY, wait=8)
+        outcome = await agent.send("A-17", TO, BODY, wait=20)
     first = outcome.summary.attempts[0]
     assert (1, Status.SUCCEEDED) == (await sent(phone, 1), outcome.status)
     assert (DeliveryState.FAILED, "claim") == (first.delivery, first.evidence["fence_voided_at"])
@@ -180,10 +180,10 @@ async def test_a_voided_attempt_cannot_be_sent_by_a_late_copy_of_its_script(
 ) -> None:
     """Replay the very send command of a voided attempt: its claim fails and nothing is sent."""
     phone = await sms_phone()
-    async with agent_for(phone, policy=POLICY, command_timeout_s=1.0) as agent:
+    async with agent_for(phone, policy=POLICY, command_timeout_s=3.0) as agent:
         await agent.phone.fence_epoch()
         phone.inject_fault("hang")
-        await agent.send("A-17", TO, BODY, wait=8)
+        await agent.send("A-17", TO, BODY, wait=20)
     hung = next(c for c in phone.commands_run if "am start" in c and "ln -s script/." in c)
     async with await Device.connect(phone.serial, key_path=adb_key_path) as device:
         await device.shell(hung)
@@ -346,7 +346,7 @@ async def test_a_send_stopped_after_go_stays_in_review_once_the_phone_answers(
     (UNVERIFIED), never FAILED and never resent; nothing went out."""
     phone = await sms_phone()
     policy = attrs.evolve(POLICY, unverified_after=timedelta(0))
-    async with agent_for(phone, policy=policy, command_timeout_s=1.0) as agent:
+    async with agent_for(phone, policy=policy, command_timeout_s=3.0) as agent:
         await agent.phone.fence_epoch()
         phone.drop_after_command("ln", nth=3, reboot=True)
         await agent.send("A-17", TO, BODY, wait=0.5)

@@ -114,7 +114,7 @@ async def test_a_framework_send_whose_reply_is_lost_is_one_sms_never_resent(
     ``android_bridge._fence.run_to_the_end``), so ``service call`` runs on once started."""
     phone = await sms_phone(android=14)
     phone.inject_fault(fault)
-    async with agent_for(phone, send_path="framework", command_timeout_s=1.0) as agent:
+    async with agent_for(phone, send_path="framework", command_timeout_s=3.0) as agent:
         first = await agent.send("A-17", TO, BODY, wait=4)
     if fault == "reboot":
         await phone.enable_tcpip()  # adb tcpip again, over USB

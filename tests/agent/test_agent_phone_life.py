@@ -73,7 +73,7 @@ async def test_a_lost_reply_after_the_latest_rows_were_deleted_is_proven(
     highest id the ledger knew, now gone): the read anchors again at a row that exists, and
     the row in the attempt's window confirms it wherever its id falls."""
     phone = await sms_phone()
-    async with agent_for(phone, command_timeout_s=1.0) as agent:
+    async with agent_for(phone, command_timeout_s=3.0) as agent:
         await send_four(agent)
         phone.store.delete_from(phone.store.max_id() - 2)
         phone.inject_fault("hang-after-send")
