@@ -14,7 +14,13 @@ case, dropped after). Prints:
   PostgreSQL and on SQLite, one after the other in this run, three rounds alternating which
   goes first (the ratio is the median of the rounds' ratios) (``bench_postgres.py`` defines a
   lifecycle: ``create_action``, ``begin_attempt``, ``apply`` of the submission, ``apply_many``
-  of the confirmation and the acceptance); target PG/SQLite ≥ 0.6.
+  of the confirmation and the acceptance); target PG/SQLite ≥ 0.7 (issue 37, item 6);
+* **CPU per lifecycle** on one process, SQLite and PostgreSQL in the same run: the agent
+  process (and, of it, the thread of the PostgreSQL connections' event loop) and the server
+  processes of its connections (read from ``/proc`` when the server runs on this machine).
+  Two cores run 16 processes and the server: the lifecycle rate follows the CPU a lifecycle
+  costs, so SQLite's CPU over PostgreSQL's (agent and server) is the ratio a quiet machine
+  gives, and it drifts far less with the load than the rate does.
 
 The machine's cores are shared: the lifecycle figures are noisy (the round trips are a count).
 ``run_all.py`` shows these rows with ``bench_postgres.py``'s (``--only postgres``).
@@ -25,7 +31,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +47,7 @@ from bench_postgres import (  # noqa: E402
     RECIPIENT,
     _quiet,
     fresh_schema,
+    lifecycle,
     lifecycle_figures,
 )
 
@@ -53,7 +63,7 @@ from starebrain_actions.core import transitions as _core  # noqa: E402
 
 #: Targets: round trips per receipt and per transition; the PG/SQLite lifecycle ratio.
 TARGET_ROUND_TRIPS = 2
-TARGET_RATIO = 0.6
+TARGET_RATIO = 0.7
 PROCESSES = 16
 #: Rounds of the lifecycle figure (PG and SQLite alternating which goes first): the machine
 #: is shared and its load drifts, so the ratio is the median of each round's.
@@ -97,10 +107,67 @@ async def round_trips(lifecycles: int) -> dict[str, float]:
         return {key: value / lifecycles for key, value in totals.items()}
 
 
+def _process_cpu_s(pid: int, task: str = "") -> float | None:
+    """User and system CPU of a process (or of its thread ``task``), None where unreadable
+    (a server on another machine)."""
+    try:
+        with open(f"/proc/{pid}{task}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_per_lifecycle(target: str, lifecycles: int) -> dict[str, float | None]:
+    """Milliseconds of CPU per lifecycle on one process: the agent's, its PostgreSQL loop
+    thread's, and its connections' server processes' (after a warm-up)."""
+    from starebrain_actions.ledger import pg
+
+    async with Ledger.open(target) as ledger:
+        for n in range(30):
+            await lifecycle(ledger, f"cpu-w{n}", "cpu-device", f"warm {n}", n + 1)
+        servers: list[int] = []
+        loop_task = ""
+        if ledger._pg is not None:
+            database = ledger._pg.database
+            servers = [raw.get_server_pid() for raw in database._idle if pg._usable(raw)]
+            loop_thread = pg._loop()._thread
+            loop_task = f"/task/{loop_thread.native_id}"
+        own = os.getpid()
+        before = [_process_cpu_s(pid) for pid in servers]
+        loop_before = _process_cpu_s(own, loop_task) if loop_task else None
+        agent_before = time.process_time()
+        for n in range(lifecycles):
+            await lifecycle(ledger, f"cpu-{n}", "cpu-device", f"m {n}", n + 100)
+        agent = time.process_time() - agent_before
+        after = [_process_cpu_s(pid) for pid in servers]
+        loop_after = _process_cpu_s(own, loop_task) if loop_task else None
+    server: float | None = None
+    if servers and None not in before and None not in after:
+        server = sum(a - b for a, b in zip(after, before, strict=True))  # type: ignore[operator]
+    loop = loop_after - loop_before if loop_after is not None and loop_before is not None else None
+    per = 1000 / lifecycles
+    return {
+        "agent_ms": agent * per,
+        "loop_thread_ms": None if loop is None else loop * per,
+        "server_ms": None if server is None else server * per,
+    }
+
+
+async def cpu_figures(lifecycles: int) -> dict[str, dict[str, float | None]]:
+    """``cpu_per_lifecycle`` on SQLite (a fresh file) and on PostgreSQL (a fresh schema)."""
+    with tempfile.TemporaryDirectory(prefix="bench-pg-cpu-") as folder:
+        lite = await cpu_per_lifecycle(str(Path(folder) / "cpu.db"), lifecycles)
+    async with fresh_schema() as url:
+        postgres = await cpu_per_lifecycle(url, lifecycles)
+    return {"sqlite": lite, "postgresql": postgres}
+
+
 def measure(quick: bool) -> dict[str, Any]:
     _quiet()
     figures: dict[str, Any] = {"quick": quick}
     figures["round_trips"] = asyncio.run(round_trips(20 if quick else 100))
+    figures["cpu"] = asyncio.run(cpu_figures(50 if quick else 400))
     count = 4 if quick else PROCESSES
     rounds = 1 if quick else ROUNDS
     life = asyncio.run(lifecycle_figures(1.0 if quick else 4.0, (count,), rounds=rounds))
@@ -122,6 +189,20 @@ def report(figures: dict[str, Any]) -> None:
         f" ratio {figures['ratio']:.2f} (median of the rounds':"
         f" {', '.join(f'{r:.2f}' for r in figures['ratios'])})"
     )
+    cpu = figures["cpu"]
+    lite, postgres = cpu["sqlite"]["agent_ms"], cpu["postgresql"]
+    print(
+        f"CPU per lifecycle, 1 process: SQLite {lite:.2f} ms; PostgreSQL agent"
+        f" {postgres['agent_ms']:.2f} ms (its loop thread {_ms(postgres['loop_thread_ms'])}),"
+        f" server {_ms(postgres['server_ms'])}"
+    )
+    if postgres["server_ms"] is not None:
+        both = postgres["agent_ms"] + postgres["server_ms"]
+        print(f"  SQLite's CPU over PostgreSQL's (agent and server): {lite / both:.2f}")
+
+
+def _ms(value: float | None) -> str:
+    return "unknown (server elsewhere)" if value is None else f"{value:.2f} ms"
 
 
 def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
@@ -144,7 +225,21 @@ def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
             "target": f"PG/SQLite ≥ {TARGET_RATIO} at {PROCESSES} processes",
             "met": None if quick else figures["ratio"] >= TARGET_RATIO,
         },
+        {
+            "work": "PostgreSQL vs SQLite: CPU per lifecycle, 1 process (agent + server)",
+            "figure": _cpu_figure(figures["cpu"]),
+            "target": "- (the rate's ratio a quiet machine gives)",
+            "met": None,
+        },
     ]
+
+
+def _cpu_figure(cpu: dict[str, dict[str, float | None]]) -> str:
+    lite = cpu["sqlite"]["agent_ms"] or 0.0
+    agent, server = cpu["postgresql"]["agent_ms"] or 0.0, cpu["postgresql"]["server_ms"]
+    if server is None:
+        return f"SQLite {lite:.2f} ms, PG agent {agent:.2f} ms (server elsewhere)"
+    return f"SQLite {lite:.2f} ms, PG {agent:.2f} + {server:.2f} ms: {lite / (agent + server):.2f}"
 
 
 def run(quick: bool) -> list[dict[str, Any]]:

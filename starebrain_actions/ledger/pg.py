@@ -371,6 +371,16 @@ class _LazyConnection:
         return call
 
 
+def _usable(raw: Any) -> bool:
+    """May a connection of the pool be kept for another block: open, and in no transaction?
+    (Once its connection ends, the pool takes it back and detaches what it handed out, which
+    then answers every call with an error: not usable either.)"""
+    try:
+        return not raw.is_closed() and not raw.is_in_transaction()
+    except Exception:
+        return False
+
+
 async def _release(pool: Any, raw: Any) -> None:
     with contextlib.suppress(Exception):
         await pool.release(raw, timeout=10)
@@ -753,6 +763,12 @@ class PgDatabase:
         self._max_size = max_size
         self._connect_timeout = connect_timeout_s
         self._pool: Any = None
+        #: connections taken from the pool and kept, not in use: a block takes one here and
+        #: puts it back, with no call to the loop (``connection``); ``_taken`` counts these
+        #: and those in use, never more than the pool's size
+        self._idle: list[Any] = []
+        self._taken = 0
+        self._idle_changed = threading.Condition()
         #: the connection holding this process's session locks (``session_lock``), apart
         #: from the pool: a block holding a lock can always get a connection to work with
         self._lock_connection: Any = None
@@ -782,6 +798,12 @@ class PgDatabase:
             if self.users > 0:
                 return
             self._pools.pop(self.url, None)
+        with self._idle_changed:
+            idle, self._idle = self._idle, []
+            self._taken -= len(idle)
+        for raw in idle:
+            with contextlib.suppress(Exception):
+                self._loop.call(_release(self._pool, raw), timeout=10)
         for closable in (self._pool, self._lock_connection):
             if closable is not None:
                 with contextlib.suppress(Exception):
@@ -820,24 +842,36 @@ class PgDatabase:
 
     @contextlib.contextmanager
     def connection(self, statement_timeout_s: float = 60.0) -> Iterator[PgConnection]:
-        """A connection of the pool for the block (returned to it after, rolled back if the
-        block left a transaction open)."""
+        """A connection for the block (kept for the next block after, rolled back if the
+        block left a transaction open).
 
+        The pool's connections are taken once and kept (``_idle``): a block takes a kept
+        one and gives it back without a call to the loop thread, which a statement's call
+        costs as much as the statement (issue 37). Only when none is kept does the block's
+        first statement take one from the pool, in its own call; a connection that was lost
+        or had to be reset is given back to the pool, which makes a new one.
+
+        Raises:
+            LedgerUnavailable: every connection stayed in use for the connect timeout.
+        """
         pool = self._ensure_pool()
-        # acquired by the block's first statement, in the same call to the loop
         lazy = _LazyConnection(self, pool)
+        lazy.raw = self._take()
         connection = PgConnection(lazy, self._loop, self.where, statement_timeout_s)
         connection._database = self
+        keep = False
         try:
             yield connection
         finally:
             raw = lazy.raw
             if raw is not None:
+                keep = True
                 with contextlib.suppress(Exception):
                     if raw.is_in_transaction():
                         self.statements += 1
                         self._loop.call(raw.execute("ROLLBACK"), timeout=10)
                 if connection.dirty or connection._session_locks:
+                    keep = False
                     try:
                         self.statements += 1
                         self._loop.call(raw.execute(raw.get_reset_query()), timeout=10)
@@ -845,9 +879,54 @@ class PgDatabase:
                         # it may still hold a session lock: end it (the server drops its
                         # locks) rather than give it back
                         self._loop.loop.call_soon_threadsafe(raw.terminate)
-                # given back without waiting for it: the loop runs it before anything this
-                # thread asks next, and a connection the pool cannot take back is closed
-                asyncio.run_coroutine_threadsafe(_release(pool, raw), self._loop.loop)
+                keep = keep and _usable(raw)
+                if not keep:
+                    # given back without waiting for it: the loop runs it before anything
+                    # this thread asks next, and a connection the pool cannot take back is
+                    # closed
+                    asyncio.run_coroutine_threadsafe(_release(pool, raw), self._loop.loop)
+            self._give_back(raw if keep else None)
+
+    def _take(self) -> Any:
+        """A kept connection (None: the block's first statement takes one from the pool, a
+        place for it reserved), waiting while all the pool's are in use.
+
+        Raises:
+            LedgerUnavailable: none came free within the connect timeout.
+        """
+        deadline = time.monotonic() + self._connect_timeout
+        lost = []
+        try:
+            with self._idle_changed:
+                while True:
+                    while self._idle:
+                        raw = self._idle.pop()
+                        if _usable(raw):
+                            return raw
+                        lost.append(raw)
+                        self._taken -= 1
+                    if self._taken < self._max_size:
+                        self._taken += 1
+                        return None
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise LedgerUnavailable(
+                            f"cannot reach ledger {self.where}: no connection came free in"
+                            f" {self._connect_timeout:g} s"
+                        )
+                    self._idle_changed.wait(left)
+        finally:
+            for raw in lost:  # closed while kept (a server restart): the pool makes a new one
+                asyncio.run_coroutine_threadsafe(_release(self._pool, raw), self._loop.loop)
+
+    def _give_back(self, raw: Any) -> None:
+        """The end of a block: its connection kept (``raw``), or its place freed (None)."""
+        with self._idle_changed:
+            if raw is not None:
+                self._idle.append(raw)
+            else:
+                self._taken -= 1
+            self._idle_changed.notify()
 
     async def _acquired(self, pool: Any) -> Any:
         """A connection of ``pool`` (on the loop), or ``_Unreachable``."""

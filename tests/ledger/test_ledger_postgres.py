@@ -4,6 +4,7 @@ abort a whole batch, and locks shared by every host on one ledger and by no othe
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
@@ -17,7 +18,7 @@ from starebrain_actions import (
     SmsIntent,
     confirm_delivery,
 )
-from starebrain_actions.ledger.pg import LOCK_KEY_SQL
+from starebrain_actions.ledger.pg import LOCK_KEY_SQL, _usable
 from starebrain_actions.ledger.postgres import PG_SCHEMA_VERSION, VERSION_TABLE
 from tests._postgres import fresh_schema, pg_base_url, pg_schema_url
 
@@ -359,3 +360,75 @@ async def test_a_batch_of_one_shape_is_one_statement_and_reports_the_stale_in_pl
         stored = await ledger.attempts_by_id(r.dispatch_id for r in confirmed)
         assert {AcceptanceState.ACCEPTED} == {r.acceptance for r in stored.values()}
         assert 1 == sum(e.event.value == "accept" for e in await ledger.history("B-2"))
+
+
+def _backend_pid(database: Any, hold_s: float = 0.0) -> int:
+    """The server process of the connection a block of ``database`` gets (held ``hold_s``)."""
+    with database.connection() as db:
+        row = db.execute("SELECT pg_backend_pid(), pg_sleep(?)", (hold_s,)).fetchone()
+        return int(row[0])
+
+
+async def _until(condition: Any, what: str, limit_s: float = 30.0) -> None:
+    """Wait for ``condition()`` to hold (checked every 20 ms); fail after ``limit_s``."""
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_blocks_keep_their_connections_and_never_take_more_than_the_pool_holds(
+    pg_url: str,
+) -> None:
+    """A block's connection is kept for the next block (issue 37: giving it back to the pool
+    cost a call to the loop thread per operation): blocks one after another use one server
+    process. Ten blocks at once, each holding its connection a while, share the pool's four:
+    they wait for one to come free, and all of them finish."""
+    async with Ledger.open(pg_url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        one_after_another = {await asyncio.to_thread(_backend_pid, database) for _ in range(5)}
+        assert 1 == len(one_after_another)
+        at_once = await asyncio.gather(
+            *(asyncio.to_thread(_backend_pid, database, 0.2) for _ in range(10))
+        )
+        assert 10 == len(at_once)
+        assert 1 <= len(set(at_once)) <= 4
+
+
+async def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> None:
+    """A kept connection whose server process was ended (a restart, an administrator) is not
+    handed out again once its end is seen: the next operation gets a new one and works; and
+    closing the ledger leaves none of its connections open on the server."""
+    async with Ledger.open(pg_url) as ledger:
+        assert ledger._pg is not None
+        database = ledger._pg.database
+        await ledger.create_action("K-1", intent(1))
+        first = await asyncio.to_thread(_backend_pid, database)
+        admin = await asyncpg.connect(pg_url)
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", first)
+
+            async def seen_closed() -> bool:
+                return not any(_usable(raw) for raw in database._idle)
+
+            await _until(seen_closed, "the kept connection seen closed")
+            await ledger.create_action("K-2", intent(2))
+            second = await asyncio.to_thread(_backend_pid, database)
+            assert first != second
+            assert ["K-1", "K-2"] == sorted(
+                row[0] for row in await admin.fetch("SELECT action_id FROM actions")
+            )
+        finally:
+            await admin.close()
+    admin = await asyncpg.connect(pg_url)
+    try:
+
+        async def gone() -> bool:
+            return not await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", second
+            )
+
+        await _until(gone, "the ledger's connections closed")
+    finally:
+        await admin.close()

@@ -8,6 +8,7 @@ when it cannot be reached the tests fail, they are not skipped.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -747,3 +748,121 @@ async def test_the_triggers_keep_to_their_schema(db: asyncpg.Connection) -> None
         assert 2 == await db.fetchval(f"SELECT count(*) FROM {schema}.history")
     finally:
         await db.execute(f"SET search_path TO {schema}")
+
+
+def transition_item(values: dict[str, Any], *, version: int = 0, delivery: str = "PENDING") -> str:
+    """One transition of attempt d-1 as ``starebrain_apply`` takes it (a JSON array of one),
+    expecting ``delivery``/PENDING at ``version``; ``values``: the columns it writes."""
+    values = {
+        "version": version + 1,
+        "last_event_at": T,
+        "last_actor": "agent",
+        "last_evidence_json": "{}",
+        **values,
+    }
+    item = {
+        "dispatch_id": "d-1",
+        "delivery": delivery,
+        "acceptance": "PENDING",
+        "version": version,
+        "columns": list(values),
+        "values": values,
+    }
+    return json.dumps([item])
+
+
+async def apply(db: asyncpg.Connection, items: str, *, guarded: bool = False) -> Any:
+    """``starebrain_apply``'s answer, read from its JSON."""
+    return json.loads(await db.fetchval("SELECT starebrain_apply($1::jsonb, $2)", items, guarded))
+
+
+async def test_a_transition_writes_the_columns_it_names_and_keeps_the_others(
+    db: asyncpg.Connection,
+) -> None:
+    """``starebrain_apply`` writes a transition with a statement naming every column a
+    transition may change (migration 15: planned once, not per call): the columns the
+    transition names take its values, every other keeps its own, one history row is written,
+    and the same transition again is stale."""
+    await run(db, MAKE_ATTEMPT)
+    await db.execute(
+        "UPDATE attempts SET last_error = 'kept', version = 1, last_event = 'note_error'"
+    )
+    before = dict(await db.fetchrow("SELECT * FROM attempts"))
+    items = transition_item(
+        {"watermark_id": 5, "device_clock_ms": 9, "last_event": "submitted"}, version=1
+    )
+    assert ["applied"] == await apply(db, items)
+    after = dict(await db.fetchrow("SELECT * FROM attempts"))
+    named = {"watermark_id", "device_clock_ms", "last_event", "version", "last_event_at"}
+    named |= {"last_actor", "last_evidence_json"}
+    assert {name: before[name] for name in before if name not in named} == {
+        name: after[name] for name in after if name not in named
+    }
+    assert (5, 9, "submitted", 2, "kept") == (
+        after["watermark_id"],
+        after["device_clock_ms"],
+        after["last_event"],
+        after["version"],
+        after["last_error"],
+    )
+    assert ["created", "note_error", "submitted"] == [
+        row[0] for row in await db.fetch("SELECT event FROM history ORDER BY sequence")
+    ]
+    assert [["stale", "PENDING", "PENDING", 2]] == await apply(db, items)
+
+
+async def test_a_transition_naming_a_duplicate_row_is_refused_by_its_trigger(
+    db: asyncpg.Connection,
+) -> None:
+    """The trigger that keeps a duplicate from becoming an artifact fires only when an UPDATE
+    names the provider row's columns; ``starebrain_apply``'s statement for transitions that
+    name them still fires it: refused unguarded (nothing written) and reported in place
+    guarded, as a raw UPDATE is."""
+    await run(db, MAKE_ATTEMPT)
+    await run(
+        db,
+        (
+            "INSERT INTO actions (action_id, fingerprint, intent_json, maximum_attempts,"
+            f" policy_json, created_at) VALUES ('A-9', 'sha256:09', '{{}}', 3, '{{}}', '{T}')",
+            "INSERT INTO attempts (dispatch_id, action_id, attempt, device, dispatched_at,"
+            f" last_event_at, last_actor) VALUES ('d-9', 'A-9', 1, 'dev-9', '{T}', '{T}', 'a')",
+            f"UPDATE attempts SET delivery = 'CONFIRMED', confirmed_at = '{T}',"
+            " provider_object_id = 5, provider_kind = 'sms', version = version + 1,"
+            " last_event = 'confirm' WHERE dispatch_id = 'd-9'",
+            "INSERT INTO duplicates (device, provider_object_id, provider_kind, dispatch_id,"
+            " seen_at) VALUES ('dev', 6, 'sms', 'd-9', 't')",
+        ),
+    )
+    state = await everything(db)
+    items = transition_item(
+        {
+            "delivery": "CONFIRMED",
+            "confirmed_at": T,
+            "provider_object_id": 6,
+            "provider_kind": "sms",
+            "last_event": "confirm",
+        }
+    )
+    with pytest.raises(TriggerRefusal, match="this provider row is recorded as a duplicate"):
+        await apply(db, items)
+    [answer] = await apply(db, items, guarded=True)
+    assert ["refused", "23000", "this provider row is recorded as a duplicate"] == answer[:3]
+    assert state == await everything(db)
+
+
+async def test_a_transition_naming_another_column_is_written_or_refused_never_ignored(
+    db: asyncpg.Connection,
+) -> None:
+    """A column outside the statement's list (one the ledger never changes, or none of the
+    table's) goes to the statement built for the transition's own columns: written, or
+    refused by the server; never silently left out."""
+    await run(db, MAKE_ATTEMPT)
+    later = "2026-01-02T00:00:00.000000Z"
+    assert ["applied"] == await apply(
+        db, transition_item({"dispatched_at": later, "last_event": "note_error"})
+    )
+    assert later == await db.fetchval("SELECT dispatched_at FROM attempts")
+    with pytest.raises(asyncpg.UndefinedColumnError):
+        await apply(
+            db, transition_item({"no_such_column": 1, "last_event": "note_error"}, version=1)
+        )
