@@ -671,8 +671,11 @@ class Device:
                 ) from exc
             return output
 
-    async def run(self, steps: Sequence[str]) -> tuple[StepOutput, ...]:
+    async def run(self, steps: Sequence[str], *, one_write: bool = False) -> tuple[StepOutput, ...]:
         """Run several commands in one framed round trip; return each one's output and ``$?``.
+
+        ``one_write``: the phone prints the whole output at once, in one ADB packet (for
+        scripts that only read: :func:`~android_bridge._shell.frame_script`).
 
         Raises:
             DeviceUnreachable / NotSent: as :meth:`shell`, nothing ran.
@@ -680,7 +683,7 @@ class Device:
             UnparseableOutput: the output is not UTF-8.
             IncompleteRead: a frame is missing (output truncated or garbled).
         """
-        script = frame_script(steps)
+        script = frame_script(steps, one_write=one_write)
         raw = await self.shell(script.command)
         try:
             text = raw.decode("utf-8")

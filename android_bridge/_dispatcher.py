@@ -357,6 +357,14 @@ def _take_lines(text: str, prefix: str) -> tuple[list[str], str]:
     return taken, text
 
 
+#: ``am``'s exit status line and the keys' clock line, whatever their nonce (compiled once,
+#: not per send): a line counts only when its nonce is the send's own.
+_AM_EXIT_LINE: Final = re.compile(rf"^{AM_EXIT_MARKER}([^:\n]*):(\d{{1,3}})\n", re.MULTILINE)
+_KEYS_LINE: Final = re.compile(
+    rf"^{KEYS_MARKER}([^:\n]*):(\d{{1,19}}):(\d{{1,19}})\n", re.MULTILINE
+)
+
+
 def _split_send_output(output: str, nonce: str) -> _SendOutput:
     """The role holder read, the checks passed, ``am``'s output and exit status, whether the
     keys were reached, and what they printed.
@@ -364,8 +372,7 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
     Raises:
         OutcomeUnknown: the markers are missing, repeated or malformed (garbled output).
     """
-    exit_line = re.compile(rf"^{AM_EXIT_MARKER}{nonce}:(\d{{1,3}})\n", re.MULTILINE)
-    exits = list(exit_line.finditer(output))
+    exits = [line for line in _AM_EXIT_LINE.finditer(output) if line.group(1) == nonce]
     go_line = f"{GO_MARKER}{nonce}\n"
     if len(exits) != 1 or output.count(go_line) > 1:
         raise OutcomeUnknown("the send output is garbled")
@@ -387,22 +394,21 @@ def _split_send_output(output: str, nonce: str) -> _SendOutput:
             role=role,
             passed=checks,
             am_output=am_output,
-            am_status=int(found.group(1)),
+            am_status=int(found.group(2)),
             pressed=False,
             input_output=rest,
         )
-    keys_line = re.compile(rf"^{KEYS_MARKER}{nonce}:(\d{{1,19}}):(\d{{1,19}})\n", re.MULTILINE)
     after_go = rest[len(go_line) :]
-    keys = list(keys_line.finditer(after_go))
+    keys = [line for line in _KEYS_LINE.finditer(after_go) if line.group(1) == nonce]
     window = None
     if len(keys) == 1:
-        window = (int(keys[0].group(1)), int(keys[0].group(2)))
+        window = (int(keys[0].group(2)), int(keys[0].group(3)))
         after_go = after_go[: keys[0].start()] + after_go[keys[0].end() :]
     return _SendOutput(
         role=role,
         passed=checks,
         am_output=am_output,
-        am_status=int(found.group(1)),
+        am_status=int(found.group(2)),
         pressed=True,
         input_output=after_go,
         keys_window=window,

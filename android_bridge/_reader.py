@@ -603,7 +603,7 @@ class SmsReader:
         ]
         steps.append(int_query)
         steps.extend(extra_steps)
-        outputs = await self._device.run(steps)
+        outputs = await self._device.run(steps, one_write=True)
         extra = tuple(step.output for step in outputs[len(outputs) - len(extra_steps) :])
         outputs = outputs[: len(outputs) - len(extra_steps)]
         first = parse_int_rows(outputs[0].output, INT_COLUMNS)

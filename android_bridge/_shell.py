@@ -99,16 +99,35 @@ class FramedScript:
         return tuple(steps)
 
 
-def frame_script(steps: Sequence[str], *, nonce: str | None = None) -> FramedScript:
+def frame_script(
+    steps: Sequence[str], *, nonce: str | None = None, one_write: bool = False
+) -> FramedScript:
     """Join ``steps`` (each a shell command line) into one framed script.
 
     Each step is ``echo <nonce>:<n>:begin; <step>; echo "<nonce>:<n>:end:$?"``; stderr is
     folded into stdout by the ``shell:`` service anyway. The end frame starts with a newline
     written by ``echo`` of the previous line, so a step whose output lacks a trailing newline
     still ends before the frame.
+
+    ``one_write`` (for scripts that only read): the framed steps run in a command
+    substitution, their stderr folded in, and the shell prints what they printed with one
+    ``echo -E``, which mksh writes with one ``write(2)`` (``funcs.c`` ``c_print``, Android 10
+    to 15): the output leaves the phone in one ADB packet (adbd reads the PTY once) instead
+    of one per command. The text is the same, as the last step's end frame is the only
+    trailing newline the substitution strips and ``echo`` puts back; what differs is that
+    mksh drops NUL bytes in a substitution, and that a script cut off prints nothing (a read
+    proves nothing then either). Never for a script that sends: its hang-up semantics are
+    its own.
     """
     chosen = nonce if nonce is not None else "SB" + secrets.token_hex(12)
     parts: list[str] = []
     for index, step in enumerate(steps):
         parts.append(f"echo {chosen}:{index}:begin; {step}; echo {chosen}:{index}:end:$?")
-    return FramedScript(command="; ".join(parts), nonce=chosen, step_count=len(steps))
+    command = "; ".join(parts)
+    if one_write:
+        command = f'{ONE_WRITE_VARIABLE}=$({{ {command}; }} 2>&1); echo -E "${ONE_WRITE_VARIABLE}"'
+    return FramedScript(command=command, nonce=chosen, step_count=len(steps))
+
+
+#: The shell variable that holds a ``one_write`` script's output until it is printed.
+ONE_WRITE_VARIABLE = "sb_out"

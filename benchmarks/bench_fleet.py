@@ -13,8 +13,8 @@ phones, send them.
 Printed:
 
 * throughput, from the first claim to the last message done, as a share of the phones'
-  aggregate floor (a phone sends one message at a time; floor = phones / (2 round trips +
-  focus delay + send delay)), target >= 80% with 20 phones;
+  aggregate floor (a phone sends one message at a time: phones / the ui path's floor,
+  ``floors.py``), target >= 80% with 20 phones;
 * CPU per send: ours (the workers and the queueing agents, by the kernel's account of those
   processes), the simulated phones' own, the PostgreSQL server's, and the whole machine's
   busy share: where the time went when the throughput stays under the floor;
@@ -44,13 +44,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import floors  # noqa: E402
 from bench_postgres import (  # noqa: E402
     _cpu_seconds_of,
     _machine_busy,
     _quiet,
     _store_counts,
     fresh_schema,
-    send_floor_s,
     start_phones,
     stop_phones,
 )
@@ -190,7 +190,7 @@ async def fleet_figures(phones: int, workers: int, agents: int, actions: int) ->
     workers_cpu = (children1.ru_utime + children1.ru_stime) - (
         children0.ru_utime + children0.ru_stime
     )
-    floor = phones / send_floor_s()
+    floor = phones / floors.send_floor_s("ui")  # the workers' --send-path
     return {
         "phones": phones,
         "workers": workers,
@@ -272,7 +272,7 @@ def report(figures: dict[str, Any]) -> list[str]:
         f" {f['actions']} actions queued in {f['queue_s']:.1f} s",
         f"  throughput {f['sends_per_s']:.1f} sends/s over {f['seconds']:.1f} s; the phones'"
         f" floor {f['floor_per_s']:.1f}/s: {f['floor_share']:.0%} (target >= 80%:"
-        f" {'met' if met else 'missed'})",
+        f" {'met' if met else 'missed'}); a send's floor {floors.explain('ui')}",
         f"  CPU per send: ours {f['ours_ms_per_send']:.1f} ms (workers"
         f" {f['workers_ms_per_send']:.1f}, queueing {f['queueing_ms_per_send']:.1f}); the"
         f" simulated phones {f['phones_ms_per_send']:.1f} ms; PostgreSQL"

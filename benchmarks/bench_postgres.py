@@ -22,8 +22,8 @@ case runs in a fresh schema of its own, dropped after (SQLite: a fresh file). Pr
   PostgreSQL ledger; the actions spread over the phones, each phone's actions sent in order
   by its home process through ``SmsAgent.send``, and every twentieth action also given to a
   process of another host, started when the home process is expected to reach it (so the
-  two race). Sends per second against the phones' own floor (a phone sends one message at a
-  time: floor = phones / (2 round trips + focus delay + send delay)), target >= 80%, and
+  two race), on the ``ui`` path. Sends per second against the phones' own floor (a phone
+  sends one message at a time: phones / the ui path's floor, ``floors.py``), target >= 80%, and
   the duplicates found in the phones' own stores (the same body sent twice; must be 0).
   Where the CPU went (the phones, the agents, the PostgreSQL server, the whole machine) is
   printed beside it. Full: 100 phones, 16 processes as 4 hosts, 10,000 actions; ``--quick``:
@@ -53,17 +53,20 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import floors  # noqa: E402
+from floors import LATENCY_MS, SEND_DELAY_MS  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
-from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS  # noqa: E402
 from starebrain_actions import (  # noqa: E402
     Ledger,
     MatchVerdict,
@@ -81,10 +84,6 @@ RECIPIENT = "+12025550143"
 PROCESS_COUNTS = (1, 4, 16)
 #: The pass's size: in-flight attempts on one device.
 PASS_ATTEMPTS = 1_000
-LATENCY_MS = 30
-SEND_DELAY_MS = 200
-#: A send needs two round trips (the send command, the read that finds its row).
-SEND_ROUND_TRIPS = 2
 #: Fleet targets: sends per second against the phones' floor; duplicates.
 TARGET_FLOOR_SHARE = 0.8
 #: Every this many actions, one is also given to a second host.
@@ -387,10 +386,14 @@ async def pass_figures(count: int, rounds: int) -> dict[str, Any]:
 # -- 3. the fleet ---------------------------------------------------------------------------
 
 
+#: The fleet's send path (named: ``auto`` would take the framework, whose floor differs).
+FLEET_PATH: Final = "ui"
+
+
 def send_floor_s() -> float:
-    """What one send holds a phone for at least: its round trips, the compose window's focus
-    delay and the radio's send delay (the phone sends one message at a time)."""
-    return (SEND_ROUND_TRIPS * LATENCY_MS + DEFAULT_FOCUS_DELAY_MS + SEND_DELAY_MS) / 1000
+    """What one send holds a phone for at least, on the fleet's path (``floors.py``; the
+    phone sends one message at a time)."""
+    return floors.send_floor_s(FLEET_PATH)
 
 
 def _cpu_seconds_of(name: str) -> float:
@@ -531,6 +534,7 @@ async def _agent_run(job: dict[str, Any], barrier: Any) -> dict[str, Any]:
                         key_path=job["key"],
                         rate_limit=NO_RATE_LIMIT,
                         command_timeout_s=30.0,
+                        send_path=FLEET_PATH,
                         # rows settle when first seen: the figures are the sends' work,
                         # not the wait for an app's SENT row to settle (30 min by default)
                         policy=RetryPolicy(
@@ -772,7 +776,7 @@ def report(figures: dict[str, Any]) -> None:
         print(
             f"  {fleet['sent']:,} sent in {fleet['seconds']:.1f} s: {fleet['sends_per_s']:.1f}"
             f" sends/s against a floor of {fleet['floor_per_s']:.1f}/s"
-            f" ({fleet['floor_share']:.0%}; per send {send_floor_s() * 1000:.0f} ms)"
+            f" ({fleet['floor_share']:.0%}; per send {floors.explain(FLEET_PATH)})"
         )
         print(
             f"  duplicates in the phones' stores: {fleet['bodies_sent_twice']} bodies sent"

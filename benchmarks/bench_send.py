@@ -9,11 +9,11 @@ throughout, and the full run also times the framework
 path (``service call isms``: no window; at most 25 sends, as SmsUsageMonitor holds a
 package's 31st send of a minute). Prints:
 
-* the floor: the round trips a send needs (the send command and the read that finds the sent
-  row: 2; the fewest any timed send made, counted on the connection, is printed beside it)
-  at the link latency, plus the compose window's focus delay (ui path) and the radio's send
-  delay (framework path: a messaging app writes its row before the radio sends), from the
-  simulator's settings;
+* the floor of each send path, the one every benchmark uses (``floors.py``, from the
+  simulator's settings): ui, the send command, the compose window's focus delay and the read
+  (the app writes its row SENT before the radio sends); framework, the send command and the
+  radio's send delay (the read's round trip overlaps the radio); the round trips a send
+  needs (2) and the fewest any timed send made are printed beside it;
 * ``SmsAgent.send`` latency, median and p99 (nearest rank), against that floor, with no
   attempt and with 100,000 attempts already on the device in the ledger (target: p99 <= 1.2x
   the floor), after one warm-up send on the agent (its first send, reported on its own,
@@ -62,9 +62,13 @@ from typing import Any
 import structlog
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 #: The sends' policy: their rows settle when first seen (module docstring).
 SETTLED_AT_ONCE_S = 0
 sys.path.insert(0, str(ROOT))
+
+import floors  # noqa: E402
+from floors import LATENCY_MS, SEND_DELAY_MS  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
@@ -74,8 +78,6 @@ from starebrain_actions.core.convert import format_time  # noqa: E402
 from starebrain_actions.orchestration.agent import SmsAgent  # noqa: E402
 from starebrain_actions.phone.android import AndroidPhone  # noqa: E402
 
-LATENCY_MS = 30
-SEND_DELAY_MS = 200
 RECIPIENT = "+12025550143"
 #: attempts already on the device in the large case
 LARGE = 100_000
@@ -109,19 +111,8 @@ NEEDED_ROUND_TRIPS = 2
 
 
 def floor_ms(path: str = "ui") -> float:
-    """What a send cannot beat: the round trips it needs at the link latency, the compose
-    window's focus delay on the ui path (the send command waits for it) and, on the framework
-    path, the radio's send delay (the framework writes its row once the radio answered; a
-    messaging app writes its row SENT before the radio sends anything)."""
-    return NEEDED_ROUND_TRIPS * LATENCY_MS + _focus_ms(path) + _radio_ms(path)
-
-
-def _focus_ms(path: str) -> int:
-    return DEFAULT_FOCUS_DELAY_MS if path == "ui" else 0
-
-
-def _radio_ms(path: str) -> int:
-    return SEND_DELAY_MS if path == "framework" else 0
+    """What a send on ``path`` cannot beat: the one floor of ``floors.py``."""
+    return floors.send_floor_ms("ui" if path == "ui" else "framework")
 
 
 def _fill_phone(store: Path, rows: int) -> None:
@@ -518,11 +509,8 @@ def main() -> None:
         trips = figures["round_trips"]
         floor = floor_ms(figures["path"])
         print(
-            f"{case} ({figures['path']} path): floor = {NEEDED_ROUND_TRIPS} round trips x"
-            f" {LATENCY_MS} ms"
-            f" + {_focus_ms(figures['path'])} ms focus + {_radio_ms(figures['path'])} ms"
-            " radio send delay"
-            f" = {floor:.0f} ms;"
+            f"{case} ({figures['path']} path): floor"
+            f" {floors.explain('ui' if figures['path'] == 'ui' else 'framework')};"
             f" median {figures['median']:.0f} ms ({figures['median'] / floor:.2f}x),"
             f" p99 {figures['p99']:.0f} ms ({figures['p99'] / floor:.2f}x, target"
             + (" p99 <= floor + 1000 ms" if case == "framework_settled" else " <= 1.20x")

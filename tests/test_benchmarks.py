@@ -82,3 +82,49 @@ def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path, only: str) ->
     for name in only.split(","):
         for expected in ROWS[name]:
             assert expected in works, name
+
+
+def _benchmark(name: str) -> Any:
+    """A module of ``benchmarks/`` (imported as the benchmarks import one another)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_send_paths_floor_is_derived_from_the_simulated_phones_settings() -> None:
+    """``floors.py`` states each path's floor from the simulator's settings: the app path
+    waits for the command, the compose window's focus and the read, never the radio (the
+    app writes its row SENT first); the framework path waits for the command and the radio,
+    whose delay the read's own round trip overlaps; its defaults are the simulator's."""
+    from android_bridge.simulator._device import DEFAULT_FOCUS_DELAY_MS
+
+    floors = _benchmark("floors")
+    assert 7 + 11 + 7 == floors.send_floor_ms(
+        "ui", latency_ms=7, focus_delay_ms=11, send_delay_ms=1000
+    )
+    assert 7 + 1000 == floors.send_floor_ms(
+        "framework", latency_ms=7, focus_delay_ms=11, send_delay_ms=1000
+    )
+    latency, radio = floors.LATENCY_MS, floors.SEND_DELAY_MS
+    assert 2 * latency + DEFAULT_FOCUS_DELAY_MS == floors.send_floor_ms("ui")
+    assert latency + radio == floors.send_floor_ms("framework")
+    with pytest.raises(ValueError, match="no floor"):
+        floors.send_floor_ms("carrier-pigeon")
+
+
+def test_every_benchmark_reports_against_the_one_floor() -> None:
+    """``bench_send`` and ``bench_postgres`` (whose floor ``bench_fleet`` uses) take their
+    floors from ``floors.py``, on the path they send on."""
+    floors = _benchmark("floors")
+    bench_send = _benchmark("bench_send")
+    bench_postgres = _benchmark("bench_postgres")
+    assert floors.send_floor_ms("ui") == bench_send.floor_ms("ui")
+    assert floors.send_floor_ms("framework") == bench_send.floor_ms("framework")
+    assert "ui" == bench_postgres.FLEET_PATH
+    assert floors.send_floor_s("ui") == bench_postgres.send_floor_s()
+    fleet_source = (ROOT / "benchmarks" / "bench_fleet.py").read_text(encoding="utf-8")
+    assert 'floors.send_floor_s("ui")' in fleet_source and '"--send-path", "ui"' in fleet_source

@@ -1296,7 +1296,10 @@ class Shell:
         # ``$?`` keeps the previous command's status until this command completes
         # (mksh: ``echo $(false) $?`` prints 0); only a command with no name takes it.
         self._substitution_status = status
-        return "".join(capture.parts).rstrip("\n")
+        # mksh drops every NUL byte of the output and then its trailing newlines (eval.c,
+        # ``expand`` ``case XCOM``: ``shf_getc`` skips a 0 as it counts newlines;
+        # external/mksh as on Android 10 to 15, R57 to R59c)
+        return "".join(capture.parts).replace("\x00", "").rstrip("\n")
 
     async def _trap(self, argv: list[str], stdin: str) -> Output:
         """mksh's ``trap`` (``funcs.c`` ``c_trap``, ``histrap.c`` ``gettrap``/``settrap``,

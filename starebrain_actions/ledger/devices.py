@@ -27,6 +27,7 @@ from starebrain_actions.core.convert import (
 from starebrain_actions.core.exceptions import InvalidInput
 from starebrain_actions.core.model import (
     LEASE_RELEASING_REVIEWS,
+    Action,
     ActionRecord,
     ProviderKind,
     require_aware,
@@ -40,6 +41,7 @@ from starebrain_actions.ledger.phones import (
     PhoneBinding,
     PhoneInfo,
 )
+from starebrain_actions.ledger.queries import load_actions
 from starebrain_actions.ledger.read import row_dict
 
 _log = get_logger("starebrain.ledger")
@@ -164,26 +166,49 @@ class DeviceReads(LedgerConnection):
         """Attempts on ``device`` still unresolved, unverified, or confirmed since ``since``:
         what a reconcile pass of that device looks at (oldest first)."""
         when = format_time(require_aware("since", since))
+        return await self._run(lambda db: _recent_attempts(db, device, when))
 
-        # three disjoint index ranges (an OR over them would scan every attempt of the
-        # device): unresolved and unverified (attempts_by_device_state), and accepted or
-        # rejected since ``since`` (attempts_by_device_confirmed: the unary + keeps the
-        # planner from scanning every settled attempt of the device in the other index)
-        def work(db: sqlite3.Connection) -> list[ActionRecord]:
-            rows = db.execute(
-                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
-                " AND delivery = 'PENDING'"
-                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
-                " AND delivery = 'CONFIRMED' AND acceptance = 'PENDING'"
-                f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
-                " AND +delivery = 'CONFIRMED' AND +acceptance IN ('ACCEPTED', 'REJECTED')"
-                " AND confirmed_at >= :since",
-                {"device": device, "since": when},
-            ).fetchall()
-            records = [record_from_row(row_dict(row)) for row in rows]
-            # sorted here: an ORDER BY would lead the planner to walk every attempt of the
-            # device in dispatch order instead
-            return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
+    async def watched_attempts(
+        self, device: str, since: datetime
+    ) -> tuple[list[ActionRecord], dict[str, Action]]:
+        """:meth:`recent_attempts` and their actions (``actions``), in one call: a reconcile
+        pass's first look at the ledger is one hop to its connection."""
+        when = format_time(require_aware("since", since))
+
+        def work(db: sqlite3.Connection) -> tuple[list[ActionRecord], dict[str, Action]]:
+            records = _recent_attempts(db, device, when)
+            return records, load_actions(self, db, (r.action_id for r in records))
+
+        return await self._run(work)
+
+    async def pass_claims(
+        self, device: str, sms_above: int, mms_above: int | None, ruled_since: datetime | None
+    ) -> tuple[set[tuple[int, int | None]], set[tuple[int, int | None]], list[ActionRecord]]:
+        """What a reconcile pass reads after the phone, in one call: the rows above
+        ``sms_above`` (``claimed_provider_ids``) and ``mms_above`` (``claimed_mms_ids``; none
+        when None) already claimed, and the attempts ruled not sent since ``ruled_since``
+        (``ruled_not_sent``; none when None)."""
+        ruled_when = (
+            format_time(require_aware("ruled_since", ruled_since))
+            if ruled_since is not None
+            else None
+        )
+
+        def work(
+            db: sqlite3.Connection,
+        ) -> tuple[set[tuple[int, int | None]], set[tuple[int, int | None]], list[ActionRecord]]:
+            claimed = _claimed_ids(db, device, ProviderKind.SMS, sms_above)
+            claimed_mms = (
+                _claimed_ids(db, device, ProviderKind.MMS, mms_above)
+                if mms_above is not None
+                else set()
+            )
+            ruled = (
+                _ruled_not_sent(db, device, ruled_when, RULED_LIMIT)
+                if ruled_when is not None
+                else []
+            )
+            return claimed, claimed_mms, ruled
 
         return await self._run(work)
 
@@ -195,19 +220,7 @@ class DeviceReads(LedgerConnection):
         first: each may have left one row out of the shell's sight (the app's FAILED row),
         which attribution counts them for (``attribution._earlier_unseen``)."""
         when = format_time(require_aware("since", since))
-
-        def work(db: sqlite3.Connection) -> list[ActionRecord]:
-            rows = db.execute(
-                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
-                " AND delivery = 'FAILED' AND resolved_by IS NOT NULL"
-                " AND provider_object_id IS NULL AND dispatched_at >= :since"
-                " ORDER BY dispatched_at DESC LIMIT :limit",
-                {"device": device, "since": when, "limit": limit},
-            ).fetchall()
-            records = [record_from_row(row_dict(row)) for row in rows]
-            return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
-
-        return await self._run(work)
+        return await self._run(lambda db: _ruled_not_sent(db, device, when, limit))
 
     async def latest_attempts(self, device: str, limit: int) -> list[ActionRecord]:
         """The ``limit`` attempts started last on ``device``, newest first (an index range of
@@ -351,26 +364,7 @@ class DeviceReads(LedgerConnection):
     async def _claimed_ids(
         self, device: str, kind: ProviderKind, above_id: int
     ) -> set[tuple[int, int | None]]:
-        # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
-        # names no artifact); that row is still its own, never another attempt's proof. Each
-        # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
-        # expressions it must spell exactly as the index does)
-        def work(db: sqlite3.Connection) -> set[tuple[int, int | None]]:
-            rows = db.execute(
-                "SELECT provider_object_id, provider_row_date_ms FROM attempts"
-                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
-                " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
-                " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
-                f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
-                {"device": device, "kind": kind.value, "above": above_id},
-            )
-            return {
-                (int(row[0]), row[1] if isinstance(row[1], int) else None)
-                for row in rows
-                if isinstance(row[0], int)
-            }
-
-        return await self._run(work)
+        return await self._run(lambda db: _claimed_ids(db, device, kind, above_id))
 
     # ------------------------------------------------------------------ phones
 
@@ -514,3 +508,67 @@ _FAILED_ROWS: Final[Mapping[str, str]] = {
     " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
     " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)",
 }
+
+
+#: How many attempts ruled not sent a reconcile pass looks at (``DeviceReads.ruled_not_sent``).
+RULED_LIMIT: Final = 50
+
+
+def _recent_attempts(db: sqlite3.Connection, device: str, when: str) -> list[ActionRecord]:
+    """``DeviceReads.recent_attempts`` on the connection's thread."""
+    # three disjoint index ranges (an OR over them would scan every attempt of the
+    # device): unresolved and unverified (attempts_by_device_state), and accepted or
+    # rejected since ``since`` (attempts_by_device_confirmed: the unary + keeps the
+    # planner from scanning every settled attempt of the device in the other index)
+    rows = db.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+        " AND delivery = 'PENDING'"
+        f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+        " AND delivery = 'CONFIRMED' AND acceptance = 'PENDING'"
+        f" UNION ALL SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+        " AND +delivery = 'CONFIRMED' AND +acceptance IN ('ACCEPTED', 'REJECTED')"
+        " AND confirmed_at >= :since",
+        {"device": device, "since": when},
+    ).fetchall()
+    records = [record_from_row(row_dict(row)) for row in rows]
+    # sorted here: an ORDER BY would lead the planner to walk every attempt of the
+    # device in dispatch order instead
+    return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
+
+
+def _ruled_not_sent(
+    db: sqlite3.Connection, device: str, when: str, limit: int
+) -> list[ActionRecord]:
+    """``DeviceReads.ruled_not_sent`` on the connection's thread."""
+    rows = db.execute(
+        f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE device = :device"
+        " AND delivery = 'FAILED' AND resolved_by IS NOT NULL"
+        " AND provider_object_id IS NULL AND dispatched_at >= :since"
+        " ORDER BY dispatched_at DESC LIMIT :limit",
+        {"device": device, "since": when, "limit": limit},
+    ).fetchall()
+    records = [record_from_row(row_dict(row)) for row in rows]
+    return sorted(records, key=lambda record: (record.dispatched_at, record.dispatch_id))
+
+
+def _claimed_ids(
+    db: sqlite3.Connection, device: str, kind: ProviderKind, above_id: int
+) -> set[tuple[int, int | None]]:
+    """``DeviceReads.claimed_provider_ids`` / ``claimed_mms_ids`` on the connection's thread."""
+    # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
+    # names no artifact); that row is still its own, never another attempt's proof. Each
+    # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
+    # expressions it must spell exactly as the index does)
+    rows = db.execute(
+        "SELECT provider_object_id, provider_row_date_ms FROM attempts"
+        " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+        " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
+        " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+        f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
+        {"device": device, "kind": kind.value, "above": above_id},
+    )
+    return {
+        (int(row[0]), row[1] if isinstance(row[1], int) else None)
+        for row in rows
+        if isinstance(row[0], int)
+    }

@@ -182,23 +182,7 @@ class ActionReads(LedgerConnection):
         wanted = sorted(set(action_ids))
 
         def work(db: sqlite3.Connection) -> dict[str, Action]:
-            found: dict[str, Action] = {}
-            missing: list[str] = []
-            for action_id in wanted:
-                cached = self._actions.get(action_id)
-                if cached is None:
-                    missing.append(action_id)
-                else:
-                    found[action_id] = cached
-            # the rest in one query per 500 ids (a pass over 10,000 watched attempts would
-            # otherwise run 10,000 queries), read as summaries read them
-            for start in range(0, len(missing), 500):
-                chunk = missing[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for row in db.execute(f"SELECT * FROM actions WHERE action_id IN ({marks})", chunk):
-                    action = cached_action(row_dict(row))
-                    found[action.action_id] = self._remember(action)
-            return found
+            return load_actions(self, db, wanted)
 
         return await self._run(work)
 
@@ -571,6 +555,29 @@ def _load_page(
         ):
             duplicates[str(action_id)] = int(count)
     return attempts, duplicates
+
+
+def load_actions(
+    ledger: LedgerConnection, db: sqlite3.Connection, action_ids: Iterable[str]
+) -> dict[str, Action]:
+    """The actions with these ids (unknown ids are left out), on the connection's thread: the
+    ones ``ledger`` keeps, the rest in one query per 500 ids (a pass over 10,000 watched
+    attempts would otherwise run 10,000 queries), read as summaries read them."""
+    found: dict[str, Action] = {}
+    missing: list[str] = []
+    for action_id in sorted(set(action_ids)):
+        cached = ledger._actions.get(action_id)
+        if cached is None:
+            missing.append(action_id)
+        else:
+            found[action_id] = cached
+    for start in range(0, len(missing), 500):
+        chunk = missing[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for row in db.execute(f"SELECT * FROM actions WHERE action_id IN ({marks})", chunk):
+            action = cached_action(row_dict(row))
+            found[action.action_id] = ledger._remember(action)
+    return found
 
 
 def cached_action(row: Mapping[str, Any]) -> Action:

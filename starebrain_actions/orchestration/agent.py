@@ -14,7 +14,7 @@ import collections
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
@@ -272,18 +272,23 @@ class SmsAgent:
         await self.tidy_marks()
         return report
 
-    async def tidy_marks(self, *, within_s: float | None = None) -> None:
+    async def tidy_marks(
+        self, *, within_s: float | None = None, known: Iterable[ActionRecord] = ()
+    ) -> None:
         """Remove from the phone this ledger's marks of the attempts this agent sent that the
         ledger now holds resolved (one round trip, none when there are none; within
         ``within_s`` seconds, else left for a later check): another ledger no longer counts
         them as open (``orchestration.phone_ledger``). Never raises a phone or ledger error
-        (what is left stays for a later check)."""
+        (what is left stays for a later check). ``known``: attempts just read from the
+        ledger, those final not read again (``forget_resolved_marks``)."""
         if not self._marked or not hasattr(self.phone, "forget_ledger_marks"):
             return
         phone = cast("MarksLedgers", self.phone)
         try:
             async with asyncio.timeout(within_s):
-                self._marked -= await forget_resolved_marks(self.ledger, phone, self._marked)
+                self._marked -= await forget_resolved_marks(
+                    self.ledger, phone, self._marked, known=known
+                )
         except TimeoutError:
             _log.info("ledger_marks_kept", device=self.phone.device, why="timeout")
         except LedgerError as exc:
@@ -431,7 +436,8 @@ class SmsAgent:
         # the marks of what this send resolved, within what is left of a hard deadline
         left = how.wait - (how.clock() - started) if how.hard_deadline else _TIDY_S
         if left > 0:
-            await self.tidy_marks(within_s=min(_TIDY_S, left))
+            # the outcome's attempts were read at its end: those final are not read again
+            await self.tidy_marks(within_s=min(_TIDY_S, left), known=outcome.summary.attempts)
         return outcome
 
     async def _steps(self, action_id: str, intent: SmsIntent, how: How) -> SendOutcome:

@@ -21,12 +21,13 @@ refused (the fence itself still works).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 import attrs
 
 from starebrain_actions._logging import get_logger
 from starebrain_actions.core.exceptions import PhoneError, PhoneHeldByAnotherLedger
+from starebrain_actions.core.model import ActionRecord
 from starebrain_actions.core.ports import LedgerMarks, MarksLedgers
 from starebrain_actions.ledger.store import Ledger
 
@@ -141,20 +142,29 @@ async def check_phone_ledger(
 
 
 async def forget_resolved_marks(
-    ledger: Ledger, phone: MarksLedgers, dispatch_ids: Collection[str]
+    ledger: Ledger,
+    phone: MarksLedgers,
+    dispatch_ids: Collection[str],
+    *,
+    known: Iterable[ActionRecord] = (),
 ) -> set[str]:
     """Remove from the phone the marks of those of ``dispatch_ids`` (this ledger's attempts
     whose send scripts marked them) that the ledger holds resolved now (one round trip, none
     when there are none); the ids removed. A phone that cannot be asked removes nothing (a
-    later check does it)."""
+    later check does it). ``known``: records the caller read from the ledger; those final
+    are not read again (a final state is never left: DESIGN.md invariant 6), the others are.
+    """
     if not dispatch_ids:
         return set()
     ledger_id = await ledger.ledger_id()
-    records = await ledger.attempts_by_id(sorted(dispatch_ids))
+    final = {record.dispatch_id for record in known if record.is_final}
+    unknown = sorted(dispatch_id for dispatch_id in dispatch_ids if dispatch_id not in final)
+    records = await ledger.attempts_by_id(unknown) if unknown else {}
     done = sorted(
         dispatch_id
         for dispatch_id in dispatch_ids
-        if (record := records.get(dispatch_id)) is not None and record.is_final
+        if dispatch_id in final
+        or ((record := records.get(dispatch_id)) is not None and record.is_final)
     )
     if not done:
         return set()

@@ -12,7 +12,7 @@ rules) is pure; so is where a watched attempt's rows can lie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -225,14 +225,22 @@ def _status(record: ActionRecord, action: Action, now: datetime) -> Status:
 async def _watched(
     ledger: Ledger, device: str, now: datetime, duplicate_watch: timedelta = DUPLICATE_WATCH
 ) -> list[Watched]:
-    records = await ledger.recent_attempts(device, now - duplicate_watch)
-    return await _watch(ledger, device, records)
+    # the attempts and their actions in one call (one hop to the ledger's connection)
+    records, actions = await ledger.watched_attempts(device, now - duplicate_watch)
+    return await _watch(ledger, device, records, actions)
 
 
-async def _watch(ledger: Ledger, device: str, records: Sequence[ActionRecord]) -> list[Watched]:
-    """``records`` of ``device`` as a pass looks at them: each with its action and its floor
-    (its watermark, else the row the ledger knew on the device before its dispatch)."""
-    actions = await ledger.actions(record.action_id for record in records)
+async def _watch(
+    ledger: Ledger,
+    device: str,
+    records: Sequence[ActionRecord],
+    actions: Mapping[str, Action] | None = None,
+) -> list[Watched]:
+    """``records`` of ``device`` as a pass looks at them: each with its action (read unless
+    given) and its floor (its watermark, else the row the ledger knew on the device before
+    its dispatch)."""
+    if actions is None:
+        actions = await ledger.actions(record.action_id for record in records)
     watched = []
     for record in records:
         action = actions[record.action_id]
@@ -251,16 +259,15 @@ async def _watch(ledger: Ledger, device: str, records: Sequence[ActionRecord]) -
 RULED_LOOKBACK: Final = timedelta(days=1)
 
 
-async def _ruled_not_sent(ledger: Ledger, device: str, watched: Sequence[Watched]) -> list[Watched]:
-    """The attempts on ``device`` a person ruled not sent shortly before its unresolved ones
-    (``RULED_LOOKBACK``), for attribution only: each may account for one row the read cannot
-    see (``attribution._earlier_unseen``). None while no attempt is unresolved (no query)."""
+def _ruled_since(watched: Sequence[Watched]) -> datetime | None:
+    """Since when the attempts a person ruled not sent are looked at: shortly before the
+    unresolved ones (``RULED_LOOKBACK``), for attribution only: each may account for one row
+    the read cannot see (``attribution._earlier_unseen``). None while no attempt is
+    unresolved (no query)."""
     pending = [item for item in watched if item.record.delivery is DeliveryState.PENDING]
     if not pending:
-        return []
-    since = min(item.record.dispatched_at for item in pending) - RULED_LOOKBACK
-    records = await ledger.ruled_not_sent(device, since)
-    return await _watch(ledger, device, records) if records else []
+        return None
+    return min(item.record.dispatched_at for item in pending) - RULED_LOOKBACK
 
 
 async def reconcile_device(
@@ -344,17 +351,17 @@ async def _reconcile_device_once(
             else await _fence_transitions(phone, watched, (), clock, void_after, void_now)
         )
         return await _unreachable(ledger, phone.device, watched, str(exc), clock(), voided)
-    claimed = await ledger.claimed_provider_ids(phone.device, min(anchor_id, read.after_id))
-    claimed_mms = (
-        await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
-    )
     # attempts whose round trip never ended: their fence first, so that this very pass can
     # attribute their rows inside the window its stage markers give (or fail them if voided)
     fenced = await _fence_first(phone, watched, clock, void_after, void_now)
+    watched = _as_fenced(watched, fenced)
+    # the rows already claimed and the attempts ruled not sent, in one call (one hop)
+    claimed, claimed_mms, ruled_records = await ledger.pass_claims(
+        phone.device, min(anchor_id, read.after_id), mms_after_id, _ruled_since(watched)
+    )
+    ruled = await _watch(ledger, phone.device, ruled_records) if ruled_records else []
     # the plan is decided now, after the read and the fences it rests on
     when = clock()
-    watched = _as_fenced(watched, fenced)
-    ruled = await _ruled_not_sent(ledger, phone.device, watched)
     plan = plan_device(
         [*watched, *ruled],
         read,

@@ -129,6 +129,8 @@ class SendLoop:
         self.watch: _Watch | None = None
         #: ``clock()`` from which a send blocked by another action's attempt reads the phone
         self.blocked_pass_at = 0.0
+        #: the attempt this call dispatched in the round just ended (its command returned)
+        self.dispatched: ActionRecord | None = None
 
     async def run(self) -> SendOutcome:
         """Create the action (idempotent; unless it is ``recorded``), then go round until a
@@ -170,6 +172,16 @@ class SendLoop:
     async def _round(self) -> SendOutcome | None:
         """One round: read the phone for this device's unresolved attempt, then wait for its
         proof, or start the next attempt. None: go round again."""
+        dispatched, self.dispatched = self.dispatched, None
+        if dispatched is not None:
+            # the attempt this call just dispatched, its submission recorded PENDING by this
+            # call: the summary would only say "read the phone for it", so it is not read;
+            # the read's own summary says where it stands (had another sender settled it
+            # meanwhile, the read finds nothing new)
+            read = await self._read(dispatched)
+            if read is None:
+                return await self._summary_outcome()
+            return await self._after_read(read)
         summary = await self.ledger.summary(self.action_id)
         latest = summary.latest
         if _unresolved(summary) and latest is not None and latest.device == self.agent.phone.device:
@@ -180,6 +192,10 @@ class SendLoop:
             if read is None:
                 return await self._summary_outcome()
             summary = read
+        return await self._after_read(summary)
+
+    async def _after_read(self, summary: ActionSummary) -> SendOutcome | None:
+        """The round's end: wait for the unresolved attempt's proof, or start the next."""
         if _unresolved(summary):
             return await self._while_unresolved(summary)
         return await self._next_attempt(summary)
@@ -369,6 +385,7 @@ class SendLoop:
                 due_s=agent.send_timer.due(returned - started),
                 retry_s=agent.send_timer.first_retry(agent.poll_interval_s),
             )
+            self.dispatched = record
         return None
 
     async def _blocked(self, busy: DeviceBusy) -> SendOutcome | None:

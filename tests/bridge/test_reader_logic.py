@@ -32,7 +32,7 @@ class ScriptedDevice:
     async def full_view(self) -> bool:
         return False
 
-    async def run(self, steps: Sequence[str]) -> tuple[StepOutput, ...]:
+    async def run(self, steps: Sequence[str], *, one_write: bool = False) -> tuple[StepOutput, ...]:
         self.round_trips += 1
         self.commands.append(steps)
         outputs = self.answers.pop(0)
