@@ -43,6 +43,11 @@ _LEDGER_ONLY_COMMANDS: Final = frozenset(
 )
 
 
+#: Commands that set logging up when something is first written: the ledger-only ones, and
+#: ``send``, whose events at the default level (warning) are rare.
+_FIRST_EVENT_LOGGING: Final = _LEDGER_ONLY_COMMANDS | {"send"}
+
+
 #: Commands that open no ledger, or none that ``--db`` names (``migrate`` is given two);
 #: every other command's help says which ledger it opens (``LEDGER_HELP``).
 _NO_LEDGER_COMMANDS: Final = frozenset({"demo", "key", "migrate", "mcp token", "simulator"})
@@ -296,8 +301,8 @@ class _Command(_ClosedPipes, _Utf8Args, _render_json.JsonErrorCommand):
 def main(ctx: click.Context, db: LedgerTarget | None, log_level: str, read_as_system: bool) -> None:
     """Send SMS through an Android phone without ever sending the same message twice."""
     level = getattr(logging, log_level.upper())
-    if ctx.invoked_subcommand in _LEDGER_ONLY_COMMANDS:
-        configure_logging_on_first_event(level=level)  # start without structlog
+    if ctx.invoked_subcommand in _FIRST_EVENT_LOGGING:
+        configure_logging_on_first_event(level=level)  # structlog only if something is written
     else:
         configure_logging(level=level)
     ctx.obj = Settings(

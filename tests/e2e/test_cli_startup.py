@@ -199,3 +199,33 @@ print(before)
     assert "secret" not in done.stderr  # redacted, as ever
     if json_output:
         assert "probe_event" == json.loads(done.stderr.strip().splitlines()[-1])["event"]
+
+
+@pytest.mark.parametrize("first", ["bridge", "library"])
+def test_logging_set_up_on_first_event_renders_whoever_writes_first(first: str) -> None:
+    """Set up for the first event: events below the level import nothing; then the first
+    one written, a bridge event or another library's record, is rendered as
+    ``configure_logging`` renders it (JSON lines here), and so is every later one."""
+    script = f"""
+import logging, sys
+from starebrain_actions import _logging
+from android_bridge._log import get_logger as bridge_logger
+_logging.configure_logging_on_first_event(level=logging.WARNING, json=True)
+_logging.get_logger("starebrain.test").info("quiet_event")
+bridge_logger("android_bridge.test").debug("quiet_bridge_event")
+print("structlog" in sys.modules)
+if {first!r} == "bridge":
+    bridge_logger("android_bridge.test").warning("bridge_event", device="127.0.0.1:5555")
+else:
+    logging.getLogger("adb_shell.test").warning("library record")
+_logging.get_logger("starebrain.test").warning("later_event", action_id="a-1")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "False" == done.stdout.strip()
+    lines = [json.loads(line) for line in done.stderr.strip().splitlines()]
+    expected = "bridge_event" if first == "bridge" else "library record"
+    assert [expected, "later_event"] == [line["event"] for line in lines]
+    assert ["warning", "warning"] == [line["level"] for line in lines]
+    assert "quiet_event" not in done.stderr
