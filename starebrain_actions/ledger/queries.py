@@ -653,7 +653,7 @@ def _quiet_success(row: Any, proven: dict[tuple[Any, Any], bool]) -> QuietSucces
             if type(created) is str
             else structure(created, datetime, f"action {action_id!r} created_at")
         )
-    except (CorruptRecord, ValueError, TypeError, KeyError):
+    except (CorruptRecord, InvalidInput, ValueError, TypeError, KeyError):
         return None  # the summary names what is wrong
     return QuietSuccess(action_id, created_at, recipient, int(attempts), str(device))
 
