@@ -8,14 +8,18 @@ before any other work when that logger would not emit it); once the application 
 structlog, events follow that configuration. It lives in the bridge because the bridge never
 imports ``starebrain_actions``.
 
-structlog is imported on first use, not with this module: a command of the ledger's package
-that logs nothing starts without it.
+structlog is imported on first use, not with this module nor with a logger: a logger is made
+(and structlog imported) for the first event its ``logging`` logger would emit, so a program
+whose events are all below its level never imports structlog (its console renderer alone
+imports rich and pygments). An application whose set-up waits for the first event
+(``set_first_event_hook``) is called then, before the event is routed.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +109,60 @@ def pass_through(
 
 def route_logger(name: str, processors: Sequence[Any] = ()) -> Any:
     """A structlog logger for ``name`` going through :class:`Route`: an event the logging tree
-    would drop is dropped first, then ``processors`` run (a package's redaction, say)."""
-    import structlog
+    would drop is dropped first, then ``processors`` run (a package's redaction, say). It is
+    made on first use (:class:`_LazyRoute`)."""
+    return _LazyRoute(name, tuple(processors))
 
-    return structlog.wrap_logger(
-        Route(name), processors=[drop_when_silent, *processors, pass_through]
-    )
+
+#: Called once, before the first event a logger would emit is routed (``set_first_event_hook``).
+_first_event_hook: Callable[[], None] | None = None
+
+
+def set_first_event_hook(hook: Callable[[], None] | None) -> None:
+    """Have ``hook`` called once, before the first event that a logger of this route would
+    emit (or the first use of a logger's other methods, ``bind`` say): an application's
+    logging set-up, done only if something logs. None: no hook."""
+    global _first_event_hook
+    _first_event_hook = hook
+
+
+def _drop(*_args: Any, **_kwargs: Any) -> None:
+    """An event dropped before structlog is imported (what ``drop_when_silent`` does)."""
+
+
+class _LazyRoute:
+    """``route_logger``'s logger: structlog's, made when it is first needed. Until then, an
+    event at a level its ``logging`` logger would not emit is dropped here, as
+    ``drop_when_silent`` would drop it (structlog, not imported, cannot be configured), and
+    nothing is imported; the first other use calls the first-event hook, if any, imports
+    structlog and makes the logger."""
+
+    __slots__ = ("_logger", "_name", "_processors")
+
+    def __init__(self, name: str, processors: tuple[Any, ...]) -> None:
+        self._name = name
+        self._processors = processors
+        self._logger: Any = None
+
+    def __getattr__(self, method_name: str) -> Any:
+        if method_name.startswith("__"):
+            raise AttributeError(method_name)
+        logger = self._logger
+        if logger is None:
+            level = LEVELS.get(method_name)
+            if (
+                level is not None
+                and "structlog" not in sys.modules
+                and not logging.getLogger(self._name).isEnabledFor(level)
+            ):
+                return _drop
+            global _first_event_hook
+            hook, _first_event_hook = _first_event_hook, None
+            if hook is not None:
+                hook()
+            import structlog
+
+            logger = self._logger = structlog.wrap_logger(
+                Route(self._name), processors=[drop_when_silent, *self._processors, pass_through]
+            )
+        return getattr(logger, method_name)

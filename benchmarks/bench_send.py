@@ -19,7 +19,7 @@ package's 31st send of a minute). Prints:
   the floor), after one warm-up send on the agent (its first send, reported on its own,
   learns when the phone's rows show up when the ledger has no history of the device);
 * ``starebrain send`` through the CLI (a subprocess each) against the API median (target:
-  <= 1.3x), with, for scale, the API opening its own agent for each send (ledger, key,
+  <= 1.5x, issue 37), with, for scale, the API opening its own agent for each send (ledger, key,
   connection: what the CLI does after start-up), ``python -c pass`` and importing what the
   send command needs.
 
@@ -68,6 +68,7 @@ SETTLED_AT_ONCE_S = 0
 sys.path.insert(0, str(ROOT))
 
 import floors  # noqa: E402
+from bench_startup import SEND_IMPORTS  # noqa: E402
 from floors import LATENCY_MS, SEND_DELAY_MS  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
@@ -78,6 +79,8 @@ from starebrain_actions.core.convert import format_time  # noqa: E402
 from starebrain_actions.orchestration.agent import SmsAgent  # noqa: E402
 from starebrain_actions.phone.android import AndroidPhone  # noqa: E402
 
+#: A CLI send against an API send on a kept agent, same phone (issue 37).
+CLI_RATIO = 1.5
 RECIPIENT = "+12025550143"
 #: attempts already on the device in the large case
 LARGE = 100_000
@@ -388,11 +391,7 @@ async def _measure(quick: bool, sends: int | None) -> dict[str, Any]:
         results["cli"] = await cli_sends(root, runs)
         results["fresh_agent"] = await fresh_agent_sends(root, runs)
         results["python_pass"] = _python_ms("pass", runs)
-        results["cli_imports"] = _python_ms(
-            "import starebrain_actions.cli.main, starebrain_actions.orchestration.agent,"
-            " starebrain_actions.phone.android",
-            runs,
-        )
+        results["cli_imports"] = _python_ms(SEND_IMPORTS, runs)
     return results
 
 
@@ -437,8 +436,8 @@ def _rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "work": "starebrain send through the CLI, same phone",
             "figure": f"median {cli:.0f} ms ({cli / api:.2f}x the API's {api:.0f} ms)",
-            "target": "<= 1.3x the API figure",
-            "met": cli <= 1.3 * api,
+            "target": f"<= {CLI_RATIO}x the API figure",
+            "met": cli <= CLI_RATIO * api,
         }
     )
     # where a CLI send's extra time goes (what docs/benchmarks.md explains the miss with)
@@ -528,7 +527,7 @@ def main() -> None:
     print(
         f"cli: starebrain send median {cli['median']:.0f} ms, p99 {cli['p99']:.0f} ms;"
         f" API median {api['median']:.0f} ms: {cli['median'] / api['median']:.2f}x"
-        f" (target <= 1.3x); the API opening its own agent per send (ledger, key,"
+        f" (target <= {CLI_RATIO}x); the API opening its own agent per send (ledger, key,"
         f" connection, as the CLI does) {results['fresh_agent']:.0f} ms; python -c pass"
         f" {results['python_pass']:.0f} ms, importing what send needs (the CLI, the agent,"
         f" the bridge) {results['cli_imports']:.0f} ms"

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""CLI start-up: ``starebrain status X`` and ``starebrain --help`` against ``python -c pass``.
+"""CLI start-up: ``starebrain --help``, ``starebrain status X`` and importing what a
+``send`` imports, against ``python -c pass``.
 
 Each command runs in a fresh interpreter, as the ``starebrain`` console script runs it
 (``from starebrain_actions.cli.main import main; sys.exit(main())``), N times, interleaved with
 the baseline so machine noise hits all alike; the figure is the median wall time and its
-ratio to the baseline's median. ``status`` reads a small real ledger, built through the
-public API in a temporary directory (target: <= 100 ms; 251 ms, 22x the baseline, before).
+ratio to the baseline's median, each beside its target (issue 37): ``--help`` <= 150 ms,
+``status`` <= 4x the baseline. ``status`` reads a small real ledger, built through the public
+API in a temporary directory. The send's imports have no target of their own (a CLI send's
+target, <= 1.5x an API send, is ``bench_send.py``'s); they show what start-up costs a send.
 
     python benchmarks/bench_startup.py [--quick] [--runs N] [--json]
 """
@@ -30,8 +33,18 @@ sys.path.insert(0, str(ROOT))
 
 #: What the ``starebrain`` console script does (pyproject's ``[project.scripts]``).
 ENTRY_POINT = "import sys; from starebrain_actions.cli.main import main; sys.exit(main())"
-#: The start-up target for ``status``, in ms.
-TARGET_STATUS_MS = 100.0
+#: What a CLI ``send`` imports before it reaches the phone (the command line, the agent, the
+#: ledger, the bridge's ADB stack; structlog only when it writes an event): ``bench_send.py``
+#: times the same statement.
+SEND_IMPORTS = (
+    "import starebrain_actions.cli.main, starebrain_actions.cli.send,"
+    " starebrain_actions.cli.body, starebrain_actions.orchestration.agent,"
+    " starebrain_actions.phone.android, starebrain_actions.ledger.store"
+)
+#: The start-up target of ``--help``, in ms (issue 37).
+TARGET_HELP_MS = 150.0
+#: The start-up target of ``status``, in multiples of ``python -c pass`` (issue 37).
+TARGET_STATUS_RATIO = 4.0
 ACTION_ID = "bench-startup-1"
 
 
@@ -79,6 +92,7 @@ def measure(runs: int) -> dict[str, Any]:
             "python -c pass": [python, "-c", "pass"],
             f"starebrain status {ACTION_ID}": [python, "-c", ENTRY_POINT, "status", ACTION_ID],
             "starebrain --help": [python, "-c", ENTRY_POINT, "--help"],
+            "importing what send imports": [python, "-c", SEND_IMPORTS],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for argv in commands.values():  # a warm-up: bytecode caches, the page cache
@@ -90,24 +104,37 @@ def measure(runs: int) -> dict[str, Any]:
     return {"runs": runs, "median_ms": {name: round(ms, 1) for name, ms in medians.items()}}
 
 
-def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
-    """The figures as rows of ``run_all``'s table."""
+def verdicts(figures: dict[str, Any]) -> list[tuple[str, float, float, str, bool | None]]:
+    """(command, ms, ratio to the baseline, target, met) for each command but the baseline."""
     medians = figures["median_ms"]
     baseline = medians["python -c pass"]
     found = []
     for name, ms in medians.items():
         if name == "python -c pass":
             continue
-        is_status = name.startswith("starebrain status")
-        found.append(
-            {
-                "work": f"`{name}` start-up",
-                "figure": f"{ms:.0f} ms ({ms / baseline:.1f}x `python -c pass`, {baseline:.0f} ms)",
-                "target": f"<= {TARGET_STATUS_MS:.0f} ms" if is_status else "-",
-                "met": ms <= TARGET_STATUS_MS if is_status else None,
-            }
-        )
+        ratio = ms / baseline
+        if name == "starebrain --help":
+            target, met = f"<= {TARGET_HELP_MS:.0f} ms", ms <= TARGET_HELP_MS
+        elif name.startswith("starebrain status"):
+            target, met = f"<= {TARGET_STATUS_RATIO:.0f}x", ratio <= TARGET_STATUS_RATIO
+        else:
+            target, met = "- (a send: <= 1.5x the API, bench_send.py)", None
+        found.append((name, ms, ratio, target, met))
     return found
+
+
+def rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures as rows of ``run_all``'s table."""
+    baseline = figures["median_ms"]["python -c pass"]
+    return [
+        {
+            "work": f"`{name}` start-up",
+            "figure": f"{ms:.0f} ms ({ratio:.1f}x `python -c pass`, {baseline:.0f} ms)",
+            "target": target,
+            "met": met,
+        }
+        for name, ms, ratio, target, met in verdicts(figures)
+    ]
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
@@ -124,10 +151,10 @@ def main() -> None:
     figures = measure(args.runs or (7 if args.quick else 25))
     baseline = figures["median_ms"]["python -c pass"]
     print(f"start-up, median of {figures['runs']} runs each (fresh interpreter every run):")
-    for name, ms in figures["median_ms"].items():
-        ratio = "" if name == "python -c pass" else f"  {ms / baseline:5.1f}x"
-        print(f"  {name:32} {ms:7.1f} ms{ratio}")
-    print(f"  target: `status` <= {TARGET_STATUS_MS:.0f} ms")
+    print(f"  {'python -c pass':32} {baseline:7.1f} ms")
+    for name, ms, ratio, target, met in verdicts(figures):
+        mark = {True: "met", False: "MISSED", None: "-"}[met]
+        print(f"  {name:32} {ms:7.1f} ms  {ratio:5.1f}x  target {target}: {mark}")
     if args.json:
         print(json.dumps(figures))
 

@@ -2,7 +2,10 @@
 
 ``starebrain`` is a lazy click group: the commands in its ``LAZY_COMMANDS`` (``devices``,
 ``key``, ``migrate``, ``mcp``, ``simulator``…) are imported only when ``get_command`` names
-them, and only then enter the group's ``commands`` dict. mkdocs-click lists a group's
+them, and only then enter the group's ``commands`` dict (``starebrain --help`` lists them
+from the first sentence of their help kept in ``LAZY_COMMANDS``, importing none: the
+simulated phone is loaded by ``demo`` and ``simulator`` alone, and only this docs build's
+process loads every command). mkdocs-click lists a group's
 subcommands from that dict whenever it is not empty, so without this hook the generated
 reference (docs/reference.md) would show only the commands loaded eagerly. Loading every
 listed command through click's own ``list_commands``/``get_command`` first makes the

@@ -13,10 +13,11 @@ values under ``SENSITIVE_KEYS`` are replaced, and phone numbers inside other fre
 found with ``phonenumbers.PhoneNumberMatcher`` (so an address such as ``127.0.0.1:5555`` stays
 readable).
 
-structlog and phonenumbers are imported on first use: the first event logged, the first
-``configure_logging``. A command that may log nothing at all (``starebrain status``) asks for
-``configure_logging_on_first_event`` instead, and starts without them (structlog's console
-renderer alone imports rich, pygments among it).
+structlog and phonenumbers are imported on first use: the first event that would be written,
+the first ``configure_logging``. A command whose events may all be below its level (``status``,
+``send`` at the default ``warning``) asks for ``configure_logging_on_first_event`` instead, and
+runs without them unless something is written (structlog's console renderer alone imports
+rich, pygments among it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Callable, MutableMapping
 from typing import Any, Final, TextIO
 
-from android_bridge.log_route import route_logger
+from android_bridge.log_route import route_logger, set_first_event_hook
 
 #: The parent of every logger of this package.
 LOGGER_NAME = "starebrain"
@@ -192,6 +193,7 @@ def configure_logging(
 
     global _show_sensitive, _redaction_region
     _pending.clear()
+    set_first_event_hook(None)
     if show_sensitive is not None:
         _show_sensitive = show_sensitive
     _redaction_region = redaction_region
@@ -217,20 +219,30 @@ def configure_logging(
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )
-    handler = _StderrHandler()
-    handler.set_name("starebrain")
-    handler.setFormatter(
+    _stderr_handler().setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderers],
             foreign_pre_chain=shared,
         )
     )
-    root = logging.getLogger()
-    for old in [h for h in root.handlers if h.get_name() == "starebrain"]:
-        root.removeHandler(old)
-    root.addHandler(handler)
     for name in (LOGGER_NAME, "android_bridge"):
         logging.getLogger(name).setLevel(level)
+
+
+def _stderr_handler() -> logging.Handler:
+    """The root logger's one handler of ours (named ``starebrain``), added if missing; kept
+    when set up again (its formatter is replaced), so that a record being handled while the
+    set-up runs is never handed to a second handler."""
+    root = logging.getLogger()
+    ours = [handler for handler in root.handlers if handler.get_name() == "starebrain"]
+    for extra in ours[1:]:
+        root.removeHandler(extra)
+    if ours:
+        return ours[0]
+    handler = _StderrHandler()
+    handler.set_name("starebrain")
+    root.addHandler(handler)
+    return handler
 
 
 #: ``configure_logging``'s arguments, kept by ``configure_logging_on_first_event``.
@@ -244,10 +256,13 @@ def configure_logging_on_first_event(
     show_sensitive: bool | None = None,
     redaction_region: str | None = DEFAULT_REDACTION_REGION,
 ) -> None:
-    """``configure_logging`` with these arguments, done when a logger of this package first
-    logs (or at once, if structlog is already imported): for a command whose only events
-    are this package's, so that it imports structlog only if it logs. Events of other
-    packages (``android_bridge``'s) follow the configuration only once it is done."""
+    """``configure_logging`` with these arguments, done before the first event that would be
+    written (or at once, if structlog is already imported), so that a command whose events
+    are all below ``level`` never imports structlog: an event of this package or of
+    ``android_bridge`` (their loggers' levels are set at once, and events below them are
+    dropped unmade, ``android_bridge.log_route``), or a record of another library reaching
+    the root logger's handler, which is installed at once and does the set-up on its first
+    record."""
     arguments: dict[str, Any] = {
         "json": json,
         "level": level,
@@ -259,30 +274,38 @@ def configure_logging_on_first_event(
         return
     _pending.clear()
     _pending.update(arguments)
+    set_first_event_hook(_configure_pending)
+    handler = _stderr_handler()
+    handler.setFormatter(_ConfigureOnFirstRecord(handler))
+    for name in (LOGGER_NAME, "android_bridge"):
+        logging.getLogger(name).setLevel(level)
+
+
+def _configure_pending() -> None:
+    """The pending ``configure_logging_on_first_event``, if it is still pending."""
+    if _pending:
+        configure_logging(**_pending)
+
+
+class _ConfigureOnFirstRecord(logging.Formatter):
+    """The formatter ``configure_logging_on_first_event`` gives the root handler: the first
+    record it formats does the pending set-up, which gives the handler its real formatter,
+    and is formatted by it, as every later record is."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self._handler = handler
+
+    def format(self, record: logging.LogRecord) -> str:
+        _configure_pending()
+        formatter = self._handler.formatter
+        if formatter is None or formatter is self:  # pragma: no cover - set up above
+            return super().format(record)
+        return formatter.format(record)
 
 
 def get_logger(name: str) -> Any:
     """A logger for ``name`` (under ``starebrain``) that always redacts, whatever the
-    configuration, and stays silent until the application configures logging."""
-    return _LazyLogger(name)
-
-
-class _LazyLogger:
-    """``get_logger``'s logger: the structlog logger, made when it is first used (importing
-    structlog then, and doing a pending ``configure_logging_on_first_event``)."""
-
-    __slots__ = ("_logger", "_name")
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._logger: Any = None
-
-    def __getattr__(self, method_name: str) -> Any:
-        if method_name.startswith("__"):
-            raise AttributeError(method_name)
-        logger = self._logger
-        if logger is None:
-            if _pending:
-                configure_logging(**_pending)
-            logger = self._logger = route_logger(self._name, [redact_sensitive])
-        return getattr(logger, method_name)
+    configuration, and stays silent until the application configures logging; structlog is
+    imported for the first event it would write (``android_bridge.log_route``)."""
+    return route_logger(name, [redact_sensitive])

@@ -109,7 +109,44 @@ def __getattr__(name: str) -> Any:
 
 def to_jsonable(value: Any) -> Any:
     """Records (and lists of them) as plain JSON-able data."""
+    fast = _FAST_UNSTRUCTURE.get(type(value))
+    if fast is not None:
+        return fast(value)
     return _converter().unstructure(value)
+
+
+def _intent_data(intent: SmsIntent) -> dict[str, Any]:
+    """What the converter makes of an intent (its deadline and schedule left out when
+    unset), without making the converter: what a ``send`` stores needs no cattrs."""
+    data: dict[str, Any] = {
+        "recipient": intent.recipient,
+        "body": intent.body,
+        "region": intent.region,
+        "extras": dict(intent.extras),
+    }
+    if intent.not_after is not None:
+        data["not_after"] = format_time(intent.not_after)
+    if intent.not_before is not None:
+        data["not_before"] = format_time(intent.not_before)
+    return data
+
+
+def _policy_data(policy: RetryPolicy) -> dict[str, Any]:
+    """What the converter makes of a retry policy: durations in seconds, the rest as it is."""
+    return {
+        name: value.total_seconds() if type(value) is timedelta else value
+        for name, value in zip(_POLICY_FIELDS, attrs.astuple(policy, recurse=False), strict=True)
+    }
+
+
+_POLICY_FIELDS: Final = tuple(field.name for field in attrs.fields(RetryPolicy))
+
+#: Records ``to_jsonable`` unstructures itself (tests/core/test_convert_fast_path.py proves
+#: each equal to the converter's).
+_FAST_UNSTRUCTURE: Final[dict[type, Callable[[Any], Any]]] = {
+    SmsIntent: _intent_data,
+    RetryPolicy: _policy_data,
+}
 
 
 def dumps(value: Any) -> str:

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -1018,6 +1018,25 @@ class RedispatchDecision:
         """True when only time stands in the way: a backoff, or a schedule not come yet
         (``retry_at`` says until when)."""
         return self.reason in (RedispatchReason.BACKOFF, RedispatchReason.SCHEDULED)
+
+
+class QuietSuccess(NamedTuple):
+    """What ``starebrain list`` shows of an action whose every attempt is CONFIRMED,
+    ACCEPTED and unflagged (``Ledger.iter_listed``): its ``ActionSummary`` would say
+    SUCCEEDED, nothing to review, no superseded reason, every attempt spent. A named tuple,
+    not an attrs record: a listing makes one per action, and a tuple is made in a fifth of
+    the time."""
+
+    #: the action's id
+    action_id: str
+    #: when the action was created
+    created_at: datetime
+    #: its recipient as its summary's intent holds it
+    recipient: str
+    #: how many attempts it made (each spent the budget: all were confirmed)
+    attempts: int
+    #: the phone of its latest attempt
+    device: str
 
 
 @attrs.frozen(kw_only=True)

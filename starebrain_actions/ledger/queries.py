@@ -26,6 +26,7 @@ from starebrain_actions.core.convert import (
     ATTEMPT_COLUMNS,
     action_from_row,
     format_time,
+    parse_time,
     record_from_row,
     stored_binding,
     stored_gate,
@@ -43,6 +44,7 @@ from starebrain_actions.core.model import (
     ActionSummary,
     DeliveryState,
     HistoryEntry,
+    QuietSuccess,
     RetryPolicy,
     Status,
     check_action_id,
@@ -254,6 +256,37 @@ class ActionReads(LedgerConnection):
                 if needs_review is not None and summary.needs_review is not needs_review:
                     continue
                 yield summary
+                if left is not None:
+                    left -= 1
+                    if left == 0:
+                        return
+            if after is None:
+                return
+
+    async def iter_listed(
+        self,
+        *,
+        limit: int | None = None,
+        now: datetime | None = None,
+        page_size: int = SUMMARY_PAGE,
+    ) -> AsyncIterator[ActionSummary | QuietSuccess]:
+        """What ``iter_summaries()`` yields (every action, newest first, a page at a time),
+        for ``starebrain list``: an action whose every attempt is CONFIRMED, ACCEPTED and
+        unflagged as a ``QuietSuccess`` (what its row shows, counted in SQL, its recipient
+        vouched for by its fingerprint: ``list_page``), any other as its summary."""
+        when = require_aware("now", now) if now is not None else self.now()
+        if page_size < 1:
+            raise InvalidInput(f"page_size must be >= 1; got {page_size}")
+        proven: dict[tuple[Any, Any], bool] = {}
+        after: tuple[str, str] | None = None
+        left = limit
+        while left is None or left > 0:
+            size = page_size if left is None else min(page_size, left)
+            page, after = await self._run(
+                functools.partial(list_page, after=after, size=size, now=when, proven=proven)
+            )
+            for item in page:
+                yield item
                 if left is not None:
                     left -= 1
                     if left == 0:
@@ -513,6 +546,102 @@ def summary_page(
     return page, (None if len(rows) < size else (str(last["created_at"]), str(last["action_id"])))
 
 
+#: How many recipients ``list_page`` remembers as vouched for, per listing.
+_PROVEN_RECIPIENTS: Final = 65_536
+
+
+def list_page(
+    db: sqlite3.Connection,
+    *,
+    after: tuple[str, str] | None,
+    size: int,
+    now: datetime,
+    proven: dict[tuple[Any, Any], bool],
+) -> tuple[list[ActionSummary | QuietSuccess], tuple[str, str] | None]:
+    """One page of ``Ledger.iter_listed``: the page ``summary_page`` reads (same keyset, same
+    order), with each action's attempts counted in the same query. An action with attempts,
+    none of them notable, is a ``QuietSuccess``: ``summarize`` derives SUCCEEDED for it with
+    no reason, and every attempt spent the budget (all are CONFIRMED). Its recipient is the
+    one ``stored_intent`` gives (the stored one, which its fingerprint vouches for; a
+    recipient vouched for once is remembered in ``proven``, keyed with its region). Any
+    other action, or one whose stored intent is not vouched for as it stands, is summarized
+    as ``summary_page`` does it, in the same snapshot."""
+    sql = f"SELECT action_id, created_at, fingerprint, intent_json, {_LISTED} FROM actions"
+    bound: list[Any] = []
+    if after is not None:
+        sql += " WHERE created_at <= ? AND NOT (created_at = ? AND action_id <= ?)"
+        bound += [after[0], after[0], after[1]]
+    sql += " ORDER BY created_at DESC, action_id LIMIT ?"
+    rows = db.execute(sql, [*bound, size]).fetchall()
+    if not rows:
+        return [], None
+    page: list[ActionSummary | QuietSuccess | None] = []
+    others: dict[str, int] = {}
+    for row in rows:
+        quiet = None
+        if row[4] and not row[5]:  # listed_attempts, listed_notable
+            quiet = _quiet_success(row, proven)
+        if quiet is None:
+            others[row[0]] = len(page)
+        page.append(quiet)
+    if others:
+        ids = list(others)
+        found = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for action_row in db.execute(
+                f"SELECT * FROM actions WHERE action_id IN ({marks})", chunk
+            ):
+                action = cached_action(row_dict(action_row))
+                found[action.action_id] = action
+        actions = [found[action_id] for action_id in ids]
+        for action_id, summary in zip(ids, summaries_of(db, actions, now), strict=True):
+            page[others[action_id]] = summary
+    last = rows[-1]
+    after = None if len(rows) < size else (str(last["created_at"]), str(last["action_id"]))
+    return [item for item in page if item is not None], after
+
+
+#: ``json.loads``'s decoder, called without its wrapper's two regular expressions.
+_RAW_DECODE: Final = json.JSONDecoder().raw_decode
+
+
+def _json_object(text: str) -> Any:
+    """``json.loads(text)``, sooner for text with nothing around its value (as the ledger
+    writes it)."""
+    try:
+        value, end = _RAW_DECODE(text)
+    except ValueError:
+        return json.loads(text)  # blanks first: loads reads them, or names the error
+    return value if end == len(text) else json.loads(text)
+
+
+def _quiet_success(row: Any, proven: dict[tuple[Any, Any], bool]) -> QuietSuccess | None:
+    """The ``QuietSuccess`` of an action row of ``list_page`` (its attempts all quiet), or
+    None when its stored intent is not vouched for as it stands (``summarize`` then)."""
+    action_id, created, fingerprint, intent_text, attempts, _, device = row
+    try:
+        data = _json_object(intent_text)
+        recipient = data["recipient"]
+        key = (recipient, data.get("region"))
+        if key not in proven:
+            intent = stored_intent(data, f"action {action_id!r} intent", fingerprint=fingerprint)
+            if intent.recipient != recipient:
+                return None
+            if len(proven) >= _PROVEN_RECIPIENTS:
+                proven.clear()
+            proven[key] = True
+        created_at = (
+            parse_time(created)
+            if type(created) is str
+            else structure(created, datetime, f"action {action_id!r} created_at")
+        )
+    except (CorruptRecord, InvalidInput, ValueError, TypeError, KeyError):
+        return None  # the summary names what is wrong
+    return QuietSuccess(action_id, created_at, recipient, int(attempts), str(device))
+
+
 def summaries_of(
     db: sqlite3.Connection, actions: Sequence[Action], now: datetime
 ) -> list[ActionSummary]:
@@ -628,6 +757,17 @@ def _stored_policy(text: str) -> RetryPolicy:
 #: spent budget, which is looked at only when the status is not SUCCEEDED).
 _NOTABLE: Final = (
     "NOT (delivery = 'CONFIRMED' AND acceptance = 'ACCEPTED' AND review_reason IS NULL)"
+)
+
+#: The columns ``list_page`` reads with each action: its attempts, those of them that are
+#: notable (``_NOTABLE``), and the phone of its latest attempt.
+_LISTED: Final = (
+    "(SELECT count(*) FROM attempts WHERE attempts.action_id = actions.action_id)"
+    " AS listed_attempts,"
+    " (SELECT count(*) FROM attempts WHERE attempts.action_id = actions.action_id"
+    f" AND {_NOTABLE}) AS listed_notable,"
+    " (SELECT device FROM attempts WHERE attempts.action_id = actions.action_id"
+    " ORDER BY attempt DESC LIMIT 1) AS listed_device"
 )
 
 #: The (delivery, acceptance) pair of the latest attempt for each status that has one.

@@ -427,17 +427,23 @@ async def stream_table(
         count = 0
         async for row in rows():
             count += 1
-            cells = [clean_text(cell) for cell in row]
-            if plain:
-                for index, text in enumerate(cells):
-                    if not _plain_cell(text):
-                        plain = False
-                        break
-                    widths[index] = max(widths[index], len(text))
+            separated = _plain_row(row) if plain else None
+            if separated is not None:
+                # printable: ``clean_text`` leaves each cell as it is
+                widths = list(map(max, widths, map(len, row)))
+            else:
+                cells = [clean_text(cell) for cell in row]
+                if plain:
+                    for index, text in enumerate(cells):
+                        if not _plain_cell(text):
+                            plain = False
+                            break
+                        widths[index] = max(widths[index], len(text))
+                separated = "\t".join(cells)
             if spill is not None:
                 if not plain:
                     break  # read again below, whole
-                spill.write("\t".join(cells) + "\n")
+                spill.write(separated + "\n")
                 continue
             kept.append(list(row))
             if plain and len(kept) > buffer_rows:
@@ -459,11 +465,11 @@ async def stream_table(
             return len(kept)
         last = len(names) - 1
 
+        # each cell but the last left-aligned in its column's width (``str.ljust``)
+        layout = "  ".join([*(f"{{:<{width}}}" for width in widths[:last]), "{}"])
+
         def line(cells: Sequence[str]) -> str:
-            return "  ".join(
-                cell if index == last else cell.ljust(widths[index])
-                for index, cell in enumerate(cells)
-            ).rstrip(" ")
+            return layout.format(*cells).rstrip(" ")
 
         lines: Iterable[str]
         if spill is None:
@@ -479,6 +485,42 @@ async def stream_table(
                 batch = []
         click.echo("\n".join(batch), file=out._stream)
         return count
+
+
+#: Runs of ASCII characters (``_plain_row`` looks at what is left).
+_ASCII_RUN: Final = re.compile(r"[\x00-\x7f]+")
+#: The non-ASCII characters of a row (as ``_ASCII_RUN`` leaves them), by whether each takes
+#: one terminal cell; a listing's rows share a few (the redaction dot).
+_ONE_CELL: dict[str, bool] = {}
+
+
+def _plain_row(cells: Sequence[str]) -> str | None:
+    """The cells joined by tabs when every one is ``_plain_cell`` (else None), looked at in
+    a few steps over the whole row: printable (no tab, so a tab shows where each cell starts
+    and ends), no space at a cell's ends, no two spaces in a row, and each non-ASCII
+    character one cell wide."""
+    joined = "".join(cells)
+    if not joined.isprintable():
+        return None
+    separated = "\t".join(cells)
+    if (
+        "  " in separated
+        or " \t" in separated
+        or "\t " in separated
+        or separated[:1] == " "
+        or separated[-1:] == " "
+    ):
+        return None
+    if joined.isascii():
+        return separated
+    rest = _ASCII_RUN.sub("", joined)
+    one_cell = _ONE_CELL.get(rest)
+    if one_cell is None:
+        one_cell = all(cell_len(character) == 1 for character in rest)
+        if len(_ONE_CELL) >= 4096:
+            _ONE_CELL.clear()
+        _ONE_CELL[rest] = one_cell
+    return separated if one_cell else None
 
 
 def _plain_cell(text: str) -> bool:

@@ -15,8 +15,11 @@ from starebrain_actions.core.model import (
     ActionSummary,
     HistoryEntry,
     PhoneHold,
+    QuietSuccess,
+    Status,
 )
 from starebrain_actions.render.output import Output, stream_table
+from starebrain_actions.render.sanitize import redact_number
 from starebrain_actions.render.values import APPROVE_COMMAND as APPROVE_COMMAND
 from starebrain_actions.render.values import DENY_COMMAND as DENY_COMMAND
 from starebrain_actions.render.values import approval_commands as approval_commands
@@ -176,25 +179,49 @@ def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> lis
     ]
 
 
+def listed_cells(
+    item: ActionSummary | QuietSuccess, now: datetime, show_private: bool
+) -> list[str]:
+    """``list_cells`` of what ``Ledger.iter_listed`` yields: a ``QuietSuccess`` shows as
+    its summary would (SUCCEEDED, every attempt spent, its latest attempt's phone, no
+    reason)."""
+    if type(item) is not QuietSuccess:
+        return list_cells(item, now, show_private)  # type: ignore[arg-type]
+    return [
+        item.action_id,
+        _SUCCEEDED,
+        item.recipient if show_private else redact_number(item.recipient),
+        str(item.attempts),
+        item.device,
+        age(now - item.created_at),
+        "-",
+    ]
+
+
+_SUCCEEDED: Final = Status.SUCCEEDED.value
+
+
 async def stream_list(
     out: Output,
-    summaries: Callable[[], AsyncIterator[ActionSummary]],
+    summaries: Callable[[], AsyncIterator[ActionSummary | QuietSuccess]],
     *,
     now: datetime,
     show_private: bool,
 ) -> None:
-    """``render_list`` over summaries read as they come (``summaries()`` may be called twice,
-    and must yield the same actions each time: read them in one snapshot)."""
+    """``render_list`` over summaries (or ``Ledger.iter_listed``'s items) read as they come
+    (``summaries()`` may be called twice, and must yield the same actions each time: read
+    them in one snapshot)."""
 
-    def rows() -> AsyncIterator[list[str]]:
-        return _cells_of(summaries(), lambda summary: list_cells(summary, now, show_private))
+    async def rows() -> AsyncIterator[list[str]]:
+        async for item in summaries():
+            yield listed_cells(item, now, show_private)
 
     if not await stream_table(out, LIST_COLUMNS, rows):
         out.line("no actions match")
 
 
 async def _cells_of(
-    summaries: AsyncIterator[ActionSummary], cells: Callable[[ActionSummary], list[str]]
+    summaries: AsyncIterator[Any], cells: Callable[[Any], list[str]]
 ) -> AsyncIterator[list[str]]:
     async for summary in summaries:
         yield cells(summary)

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from starebrain_actions.core.convert import (
     _SLOW,
@@ -16,8 +18,9 @@ from starebrain_actions.core.convert import (
     converter,
     stored_intent,
     structure,
+    to_jsonable,
 )
-from starebrain_actions.core.exceptions import CorruptRecord
+from starebrain_actions.core.exceptions import CorruptRecord, InvalidInput
 from starebrain_actions.core.model import (
     AcceptanceState,
     ActionRecord,
@@ -229,3 +232,61 @@ def test_a_vouched_for_intent_still_has_its_body_and_extras_checked() -> None:
     assert _trusted_intent(copy.deepcopy(data), fingerprint) is None
     with pytest.raises(CorruptRecord):
         stored_intent(data, "it", fingerprint=fingerprint)
+
+
+# --------------------------------------------------------------------------- writing
+
+_SECONDS = st.one_of(
+    st.integers(min_value=0, max_value=10**6),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False),
+).map(lambda seconds: timedelta(seconds=seconds))
+_TIMES = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+
+
+def _valid_or_none(cls: type, fields: dict[str, Any]) -> Any:
+    """``cls(**fields)``, or None when its validators refuse them."""
+    try:
+        return cls(**fields)
+    except InvalidInput:
+        return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(
+        RetryPolicy,
+        maximum_attempts=st.integers(min_value=1, max_value=50),
+        initial_interval=_SECONDS,
+        backoff_coefficient=st.one_of(st.just(1), st.floats(min_value=1, max_value=10)),
+        maximum_interval=st.one_of(st.none(), _SECONDS),
+        jitter=st.one_of(st.just(0), st.floats(min_value=0, max_value=1)),
+        schedule_to_close=st.one_of(st.none(), _SECONDS),
+        grace_window=_SECONDS,
+        settle_after=_SECONDS,
+        framework_settle_after=_SECONDS,
+    ),
+    st.builds(
+        lambda **fields: _valid_or_none(SmsIntent, fields),
+        recipient=st.sampled_from(["+12025550143", "+33612345678", "12345"]),
+        body=st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=20),
+        region=st.sampled_from([None, "US", "GB"]),
+        extras=st.dictionaries(
+            st.sampled_from(["campaign", "sub_id", "template_id"]), st.text(max_size=5)
+        ),
+        not_after=st.one_of(st.none(), _TIMES),
+        not_before=st.one_of(st.none(), _TIMES),
+    ).filter(lambda intent: intent is not None),
+)
+def test_what_a_send_stores_is_written_as_the_converter_writes_it(
+    policy: RetryPolicy, intent: SmsIntent
+) -> None:
+    """An action's policy and intent are made JSON-able without the converter (a send need
+    not import cattrs), exactly as the converter makes them, types included."""
+    for value in (policy, intent):
+        fast, slow = to_jsonable(value), converter.unstructure(value)
+        assert slow == fast
+        assert [(key, type(item)) for key, item in slow.items()] == [
+            (key, type(item)) for key, item in fast.items()
+        ]

@@ -119,6 +119,30 @@ def test_status_output_in_a_fresh_process_is_the_in_process_output(seeded_ledger
     assert (in_process.exit_code, in_process.stdout) == (code, out)
 
 
+def test_help_loads_no_heavy_module_nor_the_simulated_phone() -> None:
+    """``starebrain --help`` lists every command without importing one of the lazy ones:
+    neither the simulated phone, the agent, asyncio, the ADB stack nor structlog."""
+    code, loaded, out = probe("--help", heavy=(*HEAVY, *ASYNC))
+    assert (0, []) == (code, loaded)
+    assert "simulator" in out.split("Commands:")[1]
+
+
+@pytest.mark.parametrize("name", sorted(_Group.LAZY_COMMANDS))
+def test_a_lazy_command_is_listed_in_its_own_words(name: str) -> None:
+    """The sentence ``--help`` lists a lazy command by is the one its own help starts with,
+    at every width the listing may be cut to."""
+    import click
+
+    ctx = click.Context(main, info_name="starebrain")
+    stand_in = main.listed_command(ctx, name)
+    command = main.get_command(ctx, name)
+    assert stand_in is not None
+    assert command is not None
+    assert (False, False) == (command.hidden, command.deprecated)
+    for limit in range(10, 400):
+        assert command.get_short_help_str(limit) == stand_in.get_short_help_str(limit)
+
+
 def test_help_lists_every_command_the_lazy_ones_included() -> None:
     """``starebrain --help`` still lists every command, and each lazily imported one is the
     command of its name."""
@@ -134,6 +158,8 @@ def test_help_lists_every_command_the_lazy_ones_included() -> None:
         assert command is not None
         assert name == command.name
         assert 0 == CliRunner().invoke(main, [name, "--help"]).exit_code
+    # every command loaded now: the listing is the same as the lazy one
+    assert result.stdout == CliRunner().invoke(main, ["--help"]).stdout
 
 
 def test_an_unknown_command_is_still_a_usage_error() -> None:
@@ -173,3 +199,33 @@ print(before)
     assert "secret" not in done.stderr  # redacted, as ever
     if json_output:
         assert "probe_event" == json.loads(done.stderr.strip().splitlines()[-1])["event"]
+
+
+@pytest.mark.parametrize("first", ["bridge", "library"])
+def test_logging_set_up_on_first_event_renders_whoever_writes_first(first: str) -> None:
+    """Set up for the first event: events below the level import nothing; then the first
+    one written, a bridge event or another library's record, is rendered as
+    ``configure_logging`` renders it (JSON lines here), and so is every later one."""
+    script = f"""
+import logging, sys
+from starebrain_actions import _logging
+from android_bridge._log import get_logger as bridge_logger
+_logging.configure_logging_on_first_event(level=logging.WARNING, json=True)
+_logging.get_logger("starebrain.test").info("quiet_event")
+bridge_logger("android_bridge.test").debug("quiet_bridge_event")
+print("structlog" in sys.modules)
+if {first!r} == "bridge":
+    bridge_logger("android_bridge.test").warning("bridge_event", device="127.0.0.1:5555")
+else:
+    logging.getLogger("adb_shell.test").warning("library record")
+_logging.get_logger("starebrain.test").warning("later_event", action_id="a-1")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "False" == done.stdout.strip()
+    lines = [json.loads(line) for line in done.stderr.strip().splitlines()]
+    expected = "bridge_event" if first == "bridge" else "library record"
+    assert [expected, "later_event"] == [line["event"] for line in lines]
+    assert ["warning", "warning"] == [line["level"] for line in lines]
+    assert "quiet_event" not in done.stderr

@@ -155,3 +155,41 @@ async def test_cli_logs_to_stderr_at_its_log_level(
     code, stdout, stderr = await _run(*send("quiet"))
     assert (0, "") == (code, stderr)
     assert "SUCCEEDED" == json.loads(stdout)["status"]
+
+
+#: ``starebrain ARGS`` as the console script runs it, then which of structlog and cattrs it
+#: imported, on stderr's last line.
+_SEND_PROBE = """
+import json, sys
+from starebrain_actions.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps([name for name in ("structlog", "cattrs") if name in sys.modules]),
+      file=sys.stderr)
+sys.exit(code)
+"""
+
+
+async def test_a_clean_cli_send_imports_neither_structlog_nor_cattrs(
+    cli_phone: SimulatedPhone, adb_key_path: Path, tmp_path: Path
+) -> None:
+    """A send that has nothing to log at the default level (warning) stores and proves its
+    message without importing structlog (its console renderer imports rich and pygments) or
+    cattrs; at ``--log-level info`` its events are written as before."""
+
+    def send(action_id: str, *log_level: str) -> list[str]:
+        return [
+            sys.executable, "-c", _SEND_PROBE,
+            "--db", str(tmp_path / "ledger.db"), *log_level,
+            "send", "--device", cli_phone.serial, "--to", "+12025550143",
+            "--body", "hello", "--action-id", action_id, "--key", str(adb_key_path),
+        ]  # fmt: skip
+
+    code, _stdout, stderr = await _run(*send("quiet"))
+    assert (0, []) == (code, json.loads(stderr.splitlines()[-1])), stderr
+    code, _stdout, stderr = await _run(*send("loud", "--log-level", "info"))
+    assert (0, ["structlog"]) == (code, json.loads(stderr.splitlines()[-1])), stderr
+    events = [json.loads(line)["event"] for line in stderr.splitlines() if line.startswith("{")]
+    assert "delivery_confirmed" in events

@@ -324,7 +324,8 @@ async def _drain(source: AsyncIterator[object]) -> None:
 
 
 async def test_reads_of_nightly_list_and_review_use_indexes(ledger_path: Path) -> None:
-    """Every statement the paged reads run (the pages of ``list``, ``list --status``,
+    """Every statement the paged reads run (the pages of ``list`` with and without
+    ``iter_listed``'s counts, ``list --status``,
     ``list --device``, ``review`` and the nightly job's notable actions, their attempts and
     duplicate counts, an action's duplicates and summary) finds its rows through an index: no
     scan of ``duplicates``, ``history`` or ``attempts``, and actions are walked in order
@@ -343,6 +344,7 @@ async def test_reads_of_nightly_list_and_review_use_indexes(ledger_path: Path) -
         ):
             source = ledger.iter_summaries(now=LATER, page_size=3, **chosen)  # type: ignore[arg-type]
             per_page += await traced(ledger, _drain(source))
+        per_page += await traced(ledger, _drain(ledger.iter_listed(now=LATER, page_size=3)))
         per_page += await traced(ledger, ledger.duplicates("duplicate-000"))
         per_page += await traced(ledger, ledger.summary("duplicate-000"))
         tally = await traced(ledger, ledger.ledger_tally(now=LATER))
