@@ -336,12 +336,15 @@ class DeviceReads(LedgerConnection):
 
         return await self._run(work)
 
-    async def claimed_provider_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
-        """``content://sms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+    async def claimed_provider_ids(
+        self, device: str, above_id: int, up_to: int | None = None
+    ) -> set[tuple[int, int | None]]:
+        """``content://sms`` rows above ``_id`` ``above_id`` (and at most ``up_to``: the
+        highest row a read saw, when only its rows matter) on ``device`` already tied to an
         attempt (as its artifact or as a duplicate), as ``(_id, date)``: an ``_id`` is reused
         once the latest rows are deleted, so the date says which message (None: not known,
         the claim holds every row of that ``_id``)."""
-        return await self._claimed_ids(device, ProviderKind.SMS, above_id)
+        return await self._claimed_ids(device, ProviderKind.SMS, above_id, up_to)
 
     async def claimed_mms_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
         """``content://mms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
@@ -349,7 +352,7 @@ class DeviceReads(LedgerConnection):
         return await self._claimed_ids(device, ProviderKind.MMS, above_id)
 
     async def _claimed_ids(
-        self, device: str, kind: ProviderKind, above_id: int
+        self, device: str, kind: ProviderKind, above_id: int, up_to: int | None = None
     ) -> set[tuple[int, int | None]]:
         # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
         # names no artifact); that row is still its own, never another attempt's proof. Each
@@ -359,10 +362,17 @@ class DeviceReads(LedgerConnection):
             rows = db.execute(
                 "SELECT provider_object_id, provider_row_date_ms FROM attempts"
                 " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+                " AND provider_object_id <= :up_to"
                 " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
                 " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+                " AND provider_object_id <= :up_to"
                 f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
-                {"device": device, "kind": kind.value, "above": above_id},
+                {
+                    "device": device,
+                    "kind": kind.value,
+                    "above": above_id,
+                    "up_to": _MAX_ROW_ID if up_to is None else up_to,
+                },
             )
             return {
                 (int(row[0]), row[1] if isinstance(row[1], int) else None)
@@ -505,12 +515,16 @@ _FAILED_ROWS: Final[Mapping[str, str]] = {
     " json_extract(evidence_json, '$.date_ms') FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
-    " AND json_extract(evidence_json, '$.provider_object_id') > :above",
+    " AND json_extract(evidence_json, '$.provider_object_id') > :above"
+    " AND json_extract(evidence_json, '$.provider_object_id') <= :up_to",
     "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint,"
     " CASE WHEN jsonb_typeof(evidence_json::jsonb -> 'date_ms') = 'number'"
     " THEN (evidence_json::jsonb ->> 'date_ms')::bigint END FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(evidence_json::jsonb ->> 'provider_kind', 'sms') = :kind"
     " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
-    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)",
+    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)"
+    " AND (evidence_json::jsonb -> 'provider_object_id') <= to_jsonb(:up_to::bigint)",
 }
+#: No upper bound on a claimed row's ``_id`` (SQLite's and PostgreSQL's largest integer).
+_MAX_ROW_ID: Final = 2**63 - 1

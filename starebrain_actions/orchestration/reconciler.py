@@ -12,6 +12,7 @@ rules) is pure; so is where a watched attempt's rows can lie
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -27,6 +28,7 @@ from starebrain_actions.core.model import (
     ActionRecord,
     DeliveryState,
     Event,
+    ProviderKind,
     Status,
     Transition,
     require_aware,
@@ -344,7 +346,19 @@ async def _reconcile_device_once(
             else await _fence_transitions(phone, watched, (), clock, void_after, void_now)
         )
         return await _unreachable(ledger, phone.device, watched, str(exc), clock(), voided)
-    claimed = await ledger.claimed_provider_ids(phone.device, min(anchor_id, read.after_id))
+    # only the rows this read saw can be taken: claims above its highest row are not loaded
+    # (a phone that lost its rows, a fleet back from an outage: every confirmed attempt of
+    # the device above a low anchor would be)
+    highest = max(
+        (m.provider_object_id for m in read.messages if m.kind is ProviderKind.SMS), default=None
+    )
+    claimed = (
+        await ledger.claimed_provider_ids(
+            phone.device, min(anchor_id, read.after_id), up_to=highest
+        )
+        if highest is not None
+        else set()
+    )
     claimed_mms = (
         await ledger.claimed_mms_ids(phone.device, mms_after_id) if mms_after_id is not None else ()
     )
@@ -355,14 +369,20 @@ async def _reconcile_device_once(
     when = clock()
     watched = _as_fenced(watched, fenced)
     ruled = await _ruled_not_sent(ledger, phone.device, watched)
-    plan = plan_device(
-        [*watched, *ruled],
-        read,
-        claimed,
-        phone.judge,
-        when,
-        claimed_mms=claimed_mms,
-        keys=phone if isinstance(phone, MatchKeys) else None,
+    # pure work that grows with the backlog (seconds for tens of thousands of attempts): on
+    # a worker thread, so that the event loop goes on serving the other phones' commands,
+    # whose time-outs would otherwise run while it is blocked
+    plan = await asyncio.to_thread(
+        functools.partial(
+            plan_device,
+            [*watched, *ruled],
+            read,
+            claimed,
+            phone.judge,
+            when,
+            claimed_mms=claimed_mms,
+            keys=phone if isinstance(phone, MatchKeys) else None,
+        )
     )
     transitions = [*fenced, *plan.transitions]
     if void_after is not None:
