@@ -142,6 +142,11 @@ async def _fence_transitions(
     return await _check_fences(phone, candidates, clock, claim=True)
 
 
+#: Fences voided or read in one command: about 400 bytes of script each, so a command stays
+#: far below one ``execve`` argument's limit (128 KiB) and a phone's few seconds.
+FENCES_PER_COMMAND: Final = 100
+
+
 async def _check_fences(
     phone: Phone, records: Sequence[ActionRecord], clock: Callable[[], datetime], *, claim: bool
 ) -> list[Transition]:
@@ -153,10 +158,19 @@ async def _check_fences(
     if not records:
         return []
     pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
-    try:
-        checks = await (phone.void(pairs) if claim else phone.peek(pairs))
-    except PhoneError as exc:
-        _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+    checks: list[Any] = []
+    # a bounded number of fences per command (a backlog's thousands in one would outgrow
+    # what one command may carry and what the phone does within the command timeout); each
+    # command's answers stand on their own, so a failing one keeps what the ones before proved
+    # (a void that did succeed unseen is found again, idempotently, by a later pass)
+    for start in range(0, len(pairs), FENCES_PER_COMMAND):
+        chunk = pairs[start : start + FENCES_PER_COMMAND]
+        try:
+            checks += await (phone.void(chunk) if claim else phone.peek(chunk))
+        except PhoneError as exc:
+            _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+            break
+    if not checks:
         return []
     now = clock()
     by_id = {record.dispatch_id: record for record in records}
@@ -551,7 +565,8 @@ async def clean_fences(
     ledger: Ledger, phone: Phone, *, now: datetime, retention: timedelta = FENCE_RETENTION
 ) -> int:
     """Remove from the phone the fence names of attempts resolved before ``now - retention``
-    (two round trips at most); names the ledger does not know are left alone. Returns how
+    (one round trip to list them, then one per ``FENCES_PER_COMMAND`` names); names the
+    ledger does not know are left alone. Returns how
     many attempts' names were removed; a phone that cannot be asked removes nothing."""
     try:
         names = await phone.fence_names()
@@ -564,12 +579,16 @@ async def clean_fences(
         ended = record.accepted_at or record.rejected_at or record.failed_at
         if ended is not None and ended <= now - retention:
             done.append(record.dispatch_id)
-    if done:
+    removed = 0
+    # a bounded number of names per command, as for the voids (``FENCES_PER_COMMAND``)
+    for start in range(0, len(done), FENCES_PER_COMMAND):
+        chunk = done[start : start + FENCES_PER_COMMAND]
         try:
-            await phone.remove_fences(done)
+            await phone.remove_fences(chunk)
         except PhoneError:
-            return 0
-    return len(done)
+            break
+        removed += len(chunk)
+    return removed
 
 
 PhoneOpener = Callable[[str], Any]

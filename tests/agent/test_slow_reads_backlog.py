@@ -1,6 +1,7 @@
 """A phone whose reads are slow, with a backlog of 25,000 attempts (issue 37 §1): a page that
 times out is read again smaller, the phone is read, and every attempt is resolved by the one
-pass; on both backends, over the real ADB protocol to a simulated phone.
+pass; a backlog of fences is voided a bounded number per command. On both backends, over the
+real ADB protocol to a simulated phone.
 
 The ledger is filled as ``benchmarks/bench_nightly_backlog.py`` fills its own: created and
 migrated by ``Ledger.open``, then bulk INSERTs with every constraint and trigger of the schema
@@ -19,17 +20,17 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from android_bridge._fence import VOID
 from android_bridge._reader import DEFAULT_PAGE_SIZE, MIN_PAGE_SIZE
 from android_bridge.simulator import SimulatedPhone
-from starebrain_actions import Ledger, RetryPolicy, SmsIntent
+from starebrain_actions import DeliveryState, Ledger, RetryPolicy, ReviewReason, SmsIntent
 from starebrain_actions.core.convert import converter, format_time
+from starebrain_actions.core.transitions import flag_for_review
 from starebrain_actions.ledger.copy import copy_ledger
 from starebrain_actions.ledger.updates import to_json
-from starebrain_actions.orchestration.reconciler import reconcile_pending
+from starebrain_actions.orchestration.reconciler import FENCES_PER_COMMAND, reconcile_pending
 from starebrain_actions.phone.android import AndroidPhone
 from tests._postgres import fresh_schema
-
-pytestmark = pytest.mark.long(120)
 
 BACKLOG = 25_000
 #: The command timeout of the pass: generous for every command but a full page of the slow
@@ -127,6 +128,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.long(120)
 async def test_a_slow_phone_with_a_backlog_is_read_in_smaller_pages_and_every_attempt_resolved(
     backend: str, phone_factory: Any, adb_key_path: Path, tmp_path: Path
 ) -> None:
@@ -171,3 +173,48 @@ async def test_a_slow_phone_with_a_backlog_is_read_in_smaller_pages_and_every_at
     async with fresh_schema() as url:
         await asyncio.to_thread(copy_ledger, path, url)
         await run(url)
+
+
+#: More fences than one command may carry (``MAX_ARG_STRLEN``, 128 KiB: each void is about
+#: 500 bytes of script): before the voids were bounded per command, none of these was voided.
+FENCED = 400
+
+
+async def test_a_pass_voids_a_backlog_of_fences_a_bounded_number_per_command(
+    sms_phone: Any, agent_for: Any
+) -> None:
+    """Hundreds of attempts whose send scripts never ran (in review, each with its fence): one
+    pass voids every fence, in commands of at most ``FENCES_PER_COMMAND`` voids each, and
+    settles each attempt as not sent; nothing goes out."""
+    phone = await sms_phone()
+    policy = RetryPolicy(maximum_attempts=3)
+    async with agent_for(phone, policy=policy, void_after=timedelta(0)) as agent:
+        epoch = await agent.phone.fence_epoch()
+        dispatch_ids = []
+        for index in range(FENCED):
+            action_id = f"F{index:03d}"
+            await agent.ledger.create_action(
+                action_id, SmsIntent(recipient=_recipient(index), body=_body(index)), policy
+            )
+            record = await agent.ledger.begin_attempt(
+                action_id, phone.serial, evidence={"fence_epoch": epoch}
+            )
+            dispatch_ids.append(record.dispatch_id)
+            await agent.ledger.apply(
+                flag_for_review(record, ReviewReason.UNVERIFIED, now=agent.ledger.now())
+            )
+        before = len(phone.commands_run)
+        await agent.reconcile()
+        voids = [
+            command.count(f"ln -s {VOID} ")
+            for command in phone.commands_run[before:]
+            if f"ln -s {VOID} " in command
+        ]
+        records = await agent.ledger.attempts_by_id(dispatch_ids)
+    assert FENCED * 2 == sum(voids)  # the claim and its go, per fence
+    assert max(voids) <= 2 * FENCES_PER_COMMAND
+    assert FENCED == len(records)
+    assert {(DeliveryState.FAILED, "voided")} == {
+        (r.delivery, r.evidence.get("fence")) for r in records.values()
+    }
+    assert [] == phone.transmissions
