@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """Benchmark ``starebrain nightly`` over a backlog: a fleet back from an outage.
 
-Run: ``python benchmarks/bench_nightly_backlog.py [--quick] [--actions N] [--in-flight N]
-[--phones N] [--reachable N]``. Default: 1,000,000 actions of which 100,000 have an attempt
-still in flight (delivery PENDING), spread evenly over 100 phones; 10 of the phones answer
-(simulated phones at 30 ms latency, empty sent boxes: the outage lost the messages or they
-never left), the other 90 are still down (their addresses refuse connections). It runs
-``starebrain nightly --json`` once in a subprocess and reports its wall time and peak RSS
-(``/usr/bin/time``); target: peak RSS < 200 MB. ``--quick``: 20,000 actions, 2,000 in flight
-on 20 phones, 2 answering.
+Run: ``python benchmarks/bench_nightly_backlog.py [--quick] [--issue] [--actions N]
+[--in-flight N] [--phones N] [--reachable N] [--profile FILE]``. ``--issue``: issue 37's
+shape, 4 phones all answering (1,000,000 actions and 100,000 in flight unless given; with
+``--actions 100000 --in-flight 10000``, its second row); the script then prints the wall
+time (target <= 60 s at 1M, <= 3 s at 100k), the peak RSS (< 200 MB at 1M) and how many of
+the reachable phones were read (all), each beside its target, and the load average before
+and after. ``--profile FILE``: the command runs under cProfile, its stats written to FILE
+(the pass's planning runs on a worker thread, which cProfile does not see).
+
+Default: 1,000,000 actions of which 100,000 have an attempt still in flight (delivery
+PENDING), spread evenly over 100 phones; 10 of the phones answer (simulated phones at 30 ms
+latency, empty sent boxes: the outage lost the messages or they never left), the other 90
+are still down (their addresses refuse connections). It runs ``starebrain nightly --json``
+once in a subprocess and reports its wall time and peak RSS (``/usr/bin/time``); target:
+peak RSS < 200 MB. ``--quick``: 20,000 actions, 2,000 in flight on 20 phones, 2 answering.
 
 What an outage leaves on each phone (the lease lets a phone hold only one PENDING attempt
 that is not in a review releasing it, ``attempts_device_lease``): senders kept going while
