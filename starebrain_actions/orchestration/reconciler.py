@@ -320,6 +320,10 @@ async def reconcile_device(
     )
 
 
+#: From how many watched attempts a pass plans on a worker thread rather than on the event
+#: loop (a few hundred take milliseconds; 25,000 took seconds).
+PLAN_OFF_LOOP_AT: Final = 500
+
 #: How many times a pass is tried when attempts keep starting on the device meanwhile.
 _PASS_TRIES = 3
 
@@ -384,20 +388,24 @@ async def _reconcile_device_once(
     when = clock()
     watched = _as_fenced(watched, fenced)
     ruled = await _ruled_not_sent(ledger, phone.device, watched)
+    planning = functools.partial(
+        plan_device,
+        [*watched, *ruled],
+        read,
+        claimed,
+        phone.judge,
+        when,
+        claimed_mms=claimed_mms,
+        keys=phone if isinstance(phone, MatchKeys) else None,
+    )
     # pure work that grows with the backlog (seconds for tens of thousands of attempts): on
     # a worker thread, so that the event loop goes on serving the other phones' commands,
-    # whose time-outs would otherwise run while it is blocked
-    plan = await asyncio.to_thread(
-        functools.partial(
-            plan_device,
-            [*watched, *ruled],
-            read,
-            claimed,
-            phone.judge,
-            when,
-            claimed_mms=claimed_mms,
-            keys=phone if isinstance(phone, MatchKeys) else None,
-        )
+    # whose time-outs would otherwise run while it is blocked; a sender's few attempts are
+    # planned in place (a thread hop per poll would cost every send)
+    plan = (
+        await asyncio.to_thread(planning)
+        if len(watched) + len(ruled) >= PLAN_OFF_LOOP_AT
+        else planning()
     )
     transitions = [*fenced, *plan.transitions]
     if void_after is not None:
