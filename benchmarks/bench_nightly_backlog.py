@@ -335,6 +335,12 @@ async def _nightly(
             "--report",
             str(report),
         ]
+        # the same run's baseline: the report alone (``--dry-run``: no phone read, nothing
+        # written), on the same ledger before the pass changes it
+        dry = [*bench_reads.starebrain(), "--db", str(ledger_path), "nightly", "--dry-run"]
+        base_wall, base_rss, _code = await asyncio.to_thread(
+            bench_reads.measure, [*dry, "--json", "--report", str(root / "dry.json")]
+        )
         wall, rss, code = await asyncio.to_thread(bench_reads.measure, argv)
     data = json.loads(await asyncio.to_thread(report.read_text))
     if os.environ.get("NS_KEEP"):
@@ -342,6 +348,8 @@ async def _nightly(
     return {
         "s": wall,
         "mb": rss,
+        "baseline_s": base_wall,
+        "baseline_mb": base_rss,
         "exit": code,
         "unresolved": len(data["unresolved"]),
         "devices": len(data["devices"]),
@@ -472,6 +480,11 @@ def main() -> None:
     for measure, figure, target, met in targets(found):
         mark = {True: "met", False: "MISSED", None: "-"}[met]
         print(f"  {measure:<22} {figure:>12}   target {target:<10} {mark}")
+    print(
+        f"  same-run baseline: `nightly --dry-run --json --report` on the same ledger (the"
+        f" report alone, no phone read): {found['baseline_s']:.1f} s,"
+        f" {found['baseline_mb']:.0f} MB"
+    )
     print(
         f"  load average (1, 5, 15 min) before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f},"
         f" after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}"
