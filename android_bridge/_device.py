@@ -60,6 +60,13 @@ _TIMEOUTS: tuple[type[BaseException], ...] = (
 
 _log = get_logger("android_bridge.device")
 
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` (an :class:`OutcomeUnknown` from :meth:`Device.shell`) is a command
+    that ran out of time, not a link that failed."""
+    return isinstance(exc, OutcomeUnknown) and isinstance(exc.__cause__, _TIMEOUTS)
+
+
 #: Every exception adb-shell, asyncio or the socket layer may raise during I/O. They share no
 #: base class, so they are listed one by one (adb-shell 0.4.x, read from its source).
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (

@@ -37,6 +37,15 @@ are not AUTOINCREMENT on Android, so a deleted anchor's id can be reused: given 
 ``date`` the reader tells the two apart. With no anchor (``after_id == 0``: nothing was ever
 seen on the phone) the first page has none, and the read is complete only if it returns at
 least one row. A text value that prints as ``NULL`` is resolved by one more round trip.
+
+Bounded work: a page's cost on the phone grows with its rows (four queries over them, their
+text printed and sent back), and a slow phone (a large box on old flash, a busy provider)
+can take longer over a full page than the command timeout allows. A page whose round trip
+times out is read again, from the same anchor, in pages a quarter of its size
+(``SHRINK_FACTOR``), down to ``MIN_PAGE_SIZE`` rows, before the read gives up: a read has
+no side effect, so reading a page again is safe (the smaller size is kept for the rest of
+the read). Only a time-out is retried so: a refused connection or a reset link fails the
+read at once, as before.
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from android_bridge._device import Device
+from android_bridge._device import Device, timed_out
 from android_bridge._log import get_logger
 from android_bridge._mms import parse_pdus, pdu_query, read_details
 from android_bridge._parser import content_query, parse_int_rows, parse_text_column
@@ -56,7 +65,7 @@ from android_bridge._records import (
     ProviderRead,
     SmsMessage,
 )
-from android_bridge.exceptions import IncompleteRead, UnparseableOutput
+from android_bridge.exceptions import IncompleteRead, OutcomeUnknown, UnparseableOutput
 
 _log = get_logger("android_bridge.reader")
 
@@ -79,6 +88,11 @@ ALL_TYPES: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 #: Default page size, in rows (``LIMIT``): about 1 MB of output for rows of a typical size,
 #: and a read of 10,000 rows in 3 round trips.
 DEFAULT_PAGE_SIZE = 4_000
+#: The smallest page a time-out shrinks a read's pages to; a page this small that still times
+#: out fails the read (the phone is then reported unreadable).
+MIN_PAGE_SIZE = 50
+#: A page that timed out is read again in pages this many times smaller.
+SHRINK_FACTOR = 4
 #: Projection of the watermark query.
 LATEST_COLUMNS: tuple[str, ...] = ("_id", "date")
 _MAX_INT = 2**63 - 1
@@ -285,6 +299,8 @@ class _Page:
     anchor_id: int | None
     #: how many window rows (the anchor left out) the page holds
     window_rows: int
+    #: the most window rows it could hold (its ``LIMIT``; None: no limit)
+    size: int | None = None
     #: outputs of extra steps that rode in this page's round trip
     extra: tuple[str, ...] = ()
 
@@ -495,23 +511,60 @@ class SmsReader:
 
         A full page may not be the last: the next one is anchored at its last row, which
         must come back in it (unless it is the read's own anchor, which the caller checks).
+        A page that times out is read again smaller (see the module docstring).
         """
+        size = self._page_size
         if anchor == 0:
-            first = await self._read_page(f"_id > 0 AND {filters}", None, extra_steps=extra)
+            first, size = await self._read_shrinking(
+                f"_id > 0 AND {filters}", None, size, extra_steps=extra
+            )
         else:
-            first = await self._read_page(filters, anchor, extra_steps=extra)
+            first, size = await self._read_shrinking(filters, anchor, size, extra_steps=extra)
         pages = [first]
         page = first
-        while page.window_rows == self._page_size:
+        while page.window_rows == page.size:
             last = page.ints[-1]
             if last[0] is None:
                 raise UnparseableOutput("a row has no _id")
-            page = await self._read_page(filters, last[0])
+            page, size = await self._read_shrinking(filters, last[0], size)
             pages.append(page)
             # the same row: its id and its date (an id can be reused; a status can change)
             if not page.ints or (page.ints[0][0], page.ints[0][4]) != (last[0], last[4]):
                 return pages, last[0]
         return pages, None
+
+    async def _read_shrinking(
+        self,
+        filters: str,
+        anchor_id: int | None,
+        size: int,
+        *,
+        extra_steps: Sequence[str] = (),
+    ) -> tuple[_Page, int]:
+        """One page of at most ``size`` window rows, read again in smaller pages while it times
+        out (down to ``MIN_PAGE_SIZE``); the page and the size it was read at.
+
+        Raises:
+            OutcomeUnknown: a page of the smallest size timed out too, or the link failed.
+        """
+        while True:
+            try:
+                return (
+                    await self._read_page(filters, anchor_id, size=size, extra_steps=extra_steps),
+                    size,
+                )
+            except OutcomeUnknown as exc:
+                smaller = max(MIN_PAGE_SIZE, size // SHRINK_FACTOR)
+                if not timed_out(exc) or smaller >= size:
+                    raise
+                _log.warning(
+                    "sms_page_timed_out_reading_smaller",
+                    device=self._device.serial,
+                    anchor_id=anchor_id,
+                    rows=size,
+                    smaller=smaller,
+                )
+                size = smaller
 
     async def _merged_texts(self, pages: Sequence[_Page]) -> dict[str, dict[int, str | None]]:
         """Every page's text columns by ``_id``, a value printed as ``NULL`` resolved (one
@@ -549,23 +602,26 @@ class SmsReader:
         filters: str,
         anchor_id: int | None,
         *,
+        size: int | None = None,
         whole: bool = False,
         extra_steps: Sequence[str] = (),
     ) -> _Page:
         """Read one page, retrying once if its rows changed while it was read.
 
-        ``anchor_id`` given: the anchor row and up to ``page_size`` window rows above it
-        (``filters``); the anchor's text is not read. None: up to ``page_size`` rows of
-        ``filters`` itself, or every one of them when ``whole`` (a one-row page).
+        ``anchor_id`` given: the anchor row and up to ``size`` (default: the reader's page
+        size) window rows above it (``filters``); the anchor's text is not read. None: up to
+        ``size`` rows of ``filters`` itself, or every one of them when ``whole`` (a one-row
+        page).
         """
+        page_size = self._page_size if size is None else size
         if anchor_id is None:
             where = text_where = filters
-            limit = None if whole else self._page_size
+            limit = None if whole else page_size
             int_limit = limit
         else:
             where = f"_id >= {anchor_id} AND (_id = {anchor_id} OR ({filters}))"
             text_where = f"_id > {anchor_id} AND {filters}"
-            limit = self._page_size
+            limit = page_size
             int_limit = limit + 1
         for attempt in range(2):
             try:
@@ -623,7 +679,12 @@ class SmsReader:
             for index, column in enumerate(TEXT_COLUMNS)
         }
         return _Page(
-            ints=first, texts=texts, anchor_id=anchor_id, window_rows=len(window), extra=extra
+            ints=first,
+            texts=texts,
+            anchor_id=anchor_id,
+            window_rows=len(window),
+            size=text_limit,
+            extra=extra,
         )
 
     async def _resolve_nulls(self, ambiguous: dict[str, list[int]]) -> dict[str, set[int]]:

@@ -10,6 +10,7 @@ no package for any other uid); what the providers show that caller is ``_telepho
 
 from __future__ import annotations
 
+import asyncio
 import re
 import struct
 from collections.abc import Callable
@@ -182,11 +183,13 @@ class ContentCommand:
         access: Callable[[], ContentAccess],
         take_provider_error: Callable[[], bool],
         caller_pid: Callable[[], int],
+        row_cost_ms: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self._store = store
         self._access = access
         self._take_provider_error = take_provider_error
         self._caller_pid = caller_pid
+        self._row_cost_ms = row_cost_ms
 
     async def __call__(self, argv: list[str], stdin: str) -> Output:
         """Run ``content ARGS``; always exit 0, as the real tool does."""
@@ -201,7 +204,12 @@ class ContentCommand:
                 raise _UsageError(f"Unsupported operation: {_java_str(operation)}")
         except _UsageError as exc:
             return Output.out(f"{USAGE}\n[ERROR] {exc}\n")
-        return self._run_query(query)
+        output, rows = self._run_query(query)
+        cost = self._row_cost_ms() * rows
+        if cost > 0:
+            # a slow phone: the cursor's rows are walked and printed one by one
+            await asyncio.sleep(cost / 1000)
+        return output
 
     def _other(self, operation: str, args: list[str]) -> Output:
         """Non-query operations: parsed for errors, then refused or ignored as the SMS app does."""
@@ -235,10 +243,11 @@ class ContentCommand:
         )
         return _provider_error(authority, error)
 
-    def _run_query(self, query: _Query) -> Output:
+    def _run_query(self, query: _Query) -> tuple[Output, int]:
+        """The query's output, and how many rows it printed."""
         authority, segments = _parse_uri(query.uri)
         if authority not in _PROVIDERS or query.user != 0:
-            return _provider_error(authority, _not_found(authority))
+            return _provider_error(authority, _not_found(authority)), 0
         access = self._access()
         if self._take_provider_error():
             error = _JavaException(
@@ -248,7 +257,7 @@ class ContentCommand:
                 f" uid={access.uid} requires android.permission.READ_SMS, or grantUriPermission()",
                 route="parcel",
             )
-            return _provider_error(authority, error)
+            return _provider_error(authority, error), 0
         try:
             cursor = provider_query(
                 self._store,
@@ -261,10 +270,10 @@ class ContentCommand:
                 query.sort,
             )
         except ProviderException as error:
-            return _provider_error(authority, _JavaException.from_provider(error))
+            return _provider_error(authority, _JavaException.from_provider(error)), 0
         if cursor is None or not cursor.rows:
             # A null cursor and an empty one print the same line.
-            return Output.out("No result found.\n")
+            return Output.out("No result found.\n"), 0
         lines = []
         for index, row in enumerate(cursor.rows):
             cells = ", ".join(
@@ -272,7 +281,7 @@ class ContentCommand:
                 for name, value in zip(cursor.columns, row, strict=True)
             )
             lines.append(f"Row: {index} {cells}\n")
-        return Output.out("".join(lines))
+        return Output.out("".join(lines)), len(lines)
 
 
 def _parse_query(args: list[str]) -> _Query:

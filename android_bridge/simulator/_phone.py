@@ -131,6 +131,7 @@ class SimulatedPhone:
         build_type: str | None = None,
         allow_new_keys: bool = False,
         latency_ms: int = 0,
+        content_row_cost_ms: float = 0.0,
         send_delay_ms: int = 0,
         clock_skew_ms: int = 0,
         faults: Iterable[Fault | str | tuple[Fault | str, int]] = (),
@@ -179,6 +180,13 @@ class SimulatedPhone:
         self.root = root
         self.allow_new_keys = allow_new_keys
         self.latency_ms = latency_ms
+        if content_row_cost_ms < 0:
+            raise ValueError("content_row_cost_ms must not be negative")
+        #: A slow phone: each row a ``content query`` prints costs this much more time (the
+        #: tool walks its cursor a row at a time; the cost is added after the query, so the
+        #: rows it prints are the rows there were when it ran). 0: no cost beyond
+        #: ``latency_ms``. A harness knob: it makes the phone slower, never kinder.
+        self.content_row_cost_ms = content_row_cost_ms
         self.send_delay_ms = send_delay_ms
         if app_send_timeout_ms < 0 or mms_fail_after_ms < 0:
             raise ValueError("app_send_timeout_ms and mms_fail_after_ms must not be negative")
@@ -1084,6 +1092,7 @@ class SimulatedPhone:
             lambda: self._content_access(caller),
             self._take_provider_error,
             lambda: 4242,
+            lambda: self.content_row_cost_ms,
         )
         commands: dict[str, CommandFn] = {
             "am": self._messaging.am,

@@ -5,6 +5,7 @@ job's own command, ``main.nightly_main``)."""
 from __future__ import annotations
 
 import itertools
+import shutil
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -351,7 +352,7 @@ def run_nightly_command(
         notes.append(note)
         if not committed:
             code = _nightly_report.EXIT_NEEDS_PERSON
-    _print_nightly(report, extra, notes, as_json=as_json, dry_run=dry_run)
+    _print_nightly(report, extra, notes, as_json=as_json, dry_run=dry_run, written=report_path)
     return code
 
 
@@ -414,16 +415,25 @@ def _print_nightly(
     *,
     as_json: bool,
     dry_run: bool,
+    written: Path | None = None,
 ) -> None:
     """The report on stdout, as JSON (``extra``: more top-level fields; the notes then on
-    stderr) or as its summary lines, a line of the report at a time."""
+    stderr) or as its summary lines, a line of the report at a time. ``written``: the file
+    the same JSON was just written to (``--report``), copied out rather than encoded again
+    (a backlog's report is most of the run's time to encode)."""
     from starebrain_actions.orchestration.nightly import report as _nightly_report
     from starebrain_actions.orchestration.nightly import text as _nightly_text
 
     if as_json:
-        for chunk in _nightly_report.report_json_chunks(report, extra):
-            click.echo(chunk, nl=False)
-        click.echo("")
+        if written is not None and written.is_file():
+            out = sys.stdout
+            with written.open(encoding="utf-8") as source:
+                shutil.copyfileobj(source, out, 1 << 20)
+            out.flush()
+        else:
+            for chunk in _nightly_report.report_json_chunks(report, extra):
+                click.echo(chunk, nl=False)
+            click.echo("")
         for note in notes:
             click.echo(note, err=True)
     else:

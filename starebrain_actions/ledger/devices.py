@@ -182,11 +182,17 @@ class DeviceReads(LedgerConnection):
         return await self._run(work)
 
     async def pass_claims(
-        self, device: str, sms_above: int, mms_above: int | None, ruled_since: datetime | None
+        self,
+        device: str,
+        sms_above: int,
+        sms_up_to: int | None,
+        mms_above: int | None,
+        ruled_since: datetime | None,
     ) -> tuple[set[tuple[int, int | None]], set[tuple[int, int | None]], list[ActionRecord]]:
         """What a reconcile pass reads after the phone, in one call: the rows above
-        ``sms_above`` (``claimed_provider_ids``) and ``mms_above`` (``claimed_mms_ids``; none
-        when None) already claimed, and the attempts ruled not sent since ``ruled_since``
+        ``sms_above`` and at most ``sms_up_to`` (``claimed_provider_ids``; none when None:
+        the read saw no SMS row) and above ``mms_above`` (``claimed_mms_ids``; none when
+        None) already claimed, and the attempts ruled not sent since ``ruled_since``
         (``ruled_not_sent``; none when None)."""
         ruled_when = (
             format_time(require_aware("ruled_since", ruled_since))
@@ -197,7 +203,11 @@ class DeviceReads(LedgerConnection):
         def work(
             db: sqlite3.Connection,
         ) -> tuple[set[tuple[int, int | None]], set[tuple[int, int | None]], list[ActionRecord]]:
-            claimed = _claimed_ids(db, device, ProviderKind.SMS, sms_above)
+            claimed = (
+                _claimed_ids(db, device, ProviderKind.SMS, sms_above, sms_up_to)
+                if sms_up_to is not None
+                else set()
+            )
             claimed_mms = (
                 _claimed_ids(db, device, ProviderKind.MMS, mms_above)
                 if mms_above is not None
@@ -349,12 +359,15 @@ class DeviceReads(LedgerConnection):
 
         return await self._run(work)
 
-    async def claimed_provider_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
-        """``content://sms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
+    async def claimed_provider_ids(
+        self, device: str, above_id: int, up_to: int | None = None
+    ) -> set[tuple[int, int | None]]:
+        """``content://sms`` rows above ``_id`` ``above_id`` (and at most ``up_to``: the
+        highest row a read saw, when only its rows matter) on ``device`` already tied to an
         attempt (as its artifact or as a duplicate), as ``(_id, date)``: an ``_id`` is reused
         once the latest rows are deleted, so the date says which message (None: not known,
         the claim holds every row of that ``_id``)."""
-        return await self._claimed_ids(device, ProviderKind.SMS, above_id)
+        return await self._claimed_ids(device, ProviderKind.SMS, above_id, up_to)
 
     async def claimed_mms_ids(self, device: str, above_id: int) -> set[tuple[int, int | None]]:
         """``content://mms`` rows above ``_id`` ``above_id`` on ``device`` already tied to an
@@ -362,9 +375,9 @@ class DeviceReads(LedgerConnection):
         return await self._claimed_ids(device, ProviderKind.MMS, above_id)
 
     async def _claimed_ids(
-        self, device: str, kind: ProviderKind, above_id: int
+        self, device: str, kind: ProviderKind, above_id: int, up_to: int | None = None
     ) -> set[tuple[int, int | None]]:
-        return await self._run(lambda db: _claimed_ids(db, device, kind, above_id))
+        return await self._run(lambda db: _claimed_ids(db, device, kind, above_id, up_to))
 
     # ------------------------------------------------------------------ phones
 
@@ -499,14 +512,16 @@ _FAILED_ROWS: Final[Mapping[str, str]] = {
     " json_extract(evidence_json, '$.date_ms') FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(json_extract(evidence_json, '$.provider_kind'), 'sms') = :kind"
-    " AND json_extract(evidence_json, '$.provider_object_id') > :above",
+    " AND json_extract(evidence_json, '$.provider_object_id') > :above"
+    " AND json_extract(evidence_json, '$.provider_object_id') <= :up_to",
     "postgresql": "SELECT (evidence_json::jsonb ->> 'provider_object_id')::bigint,"
     " CASE WHEN jsonb_typeof(evidence_json::jsonb -> 'date_ms') = 'number'"
     " THEN (evidence_json::jsonb ->> 'date_ms')::bigint END FROM attempts"
     " WHERE device = :device AND delivery = 'FAILED'"
     " AND coalesce(evidence_json::jsonb ->> 'provider_kind', 'sms') = :kind"
     " AND jsonb_typeof(evidence_json::jsonb -> 'provider_object_id') = 'number'"
-    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)",
+    " AND (evidence_json::jsonb -> 'provider_object_id') > to_jsonb(:above::bigint)"
+    " AND (evidence_json::jsonb -> 'provider_object_id') <= to_jsonb(:up_to::bigint)",
 }
 
 
@@ -552,9 +567,10 @@ def _ruled_not_sent(
 
 
 def _claimed_ids(
-    db: sqlite3.Connection, device: str, kind: ProviderKind, above_id: int
+    db: sqlite3.Connection, device: str, kind: ProviderKind, above_id: int, up_to: int | None = None
 ) -> set[tuple[int, int | None]]:
-    """``DeviceReads.claimed_provider_ids`` / ``claimed_mms_ids`` on the connection's thread."""
+    """``DeviceReads.claimed_provider_ids`` / ``claimed_mms_ids`` on the connection's thread
+    (``up_to``: the highest ``_id`` wanted, None for no bound)."""
     # a FAILED attempt keeps the phone's FAILED row only in its evidence (delivery FAILED
     # names no artifact); that row is still its own, never another attempt's proof. Each
     # SELECT is an index range (the third: attempts_failed_rows, migration 0006, whose
@@ -562,13 +578,24 @@ def _claimed_ids(
     rows = db.execute(
         "SELECT provider_object_id, provider_row_date_ms FROM attempts"
         " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+        " AND provider_object_id <= :up_to"
         " UNION SELECT provider_object_id, provider_row_date_ms FROM duplicates"
         " WHERE device = :device AND provider_kind = :kind AND provider_object_id > :above"
+        " AND provider_object_id <= :up_to"
         f" UNION {_FAILED_ROWS[_pg.dialect(db)]}",
-        {"device": device, "kind": kind.value, "above": above_id},
+        {
+            "device": device,
+            "kind": kind.value,
+            "above": above_id,
+            "up_to": _MAX_ROW_ID if up_to is None else up_to,
+        },
     )
     return {
         (int(row[0]), row[1] if isinstance(row[1], int) else None)
         for row in rows
         if isinstance(row[0], int)
     }
+
+
+#: No upper bound on a claimed row's ``_id`` (SQLite's and PostgreSQL's largest integer).
+_MAX_ROW_ID: Final = 2**63 - 1

@@ -128,22 +128,35 @@ class _RowIndex:
         self._taken = taken.copy()
         self._row_keys: dict[Hashable, dict[tuple[ProviderKind, int], tuple[Any, Any]]] = {}
         self._both: dict[Hashable, dict[tuple[Any, Any], list[OutgoingMessage]]] = {}
+        #: per scope: the rows by recipient key, and by body key (read order)
+        self._by_recipient: dict[Hashable, dict[Any, list[OutgoingMessage]]] = {}
+        self._by_body: dict[Hashable, dict[Any, list[OutgoingMessage]]] = {}
+        #: each row's place in the read
+        self._place = {row_key(message): place for place, message in enumerate(messages)}
 
     def _scope(self, scope: Hashable) -> dict[tuple[ProviderKind, int], tuple[Any, Any]]:
         known = self._row_keys.get(scope)
         if known is None:
             known = {}
             both: dict[tuple[Any, Any], list[OutgoingMessage]] = {}
+            by_recipient: dict[Any, list[OutgoingMessage]] = {}
+            by_body: dict[Any, list[OutgoingMessage]] = {}
             for message in self._messages:
                 key = row_key(message)
                 if message in self._taken:
                     continue
                 recipient, body = self._keys.message_keys(message, scope)
                 known[key] = (recipient, body)
+                if recipient is not None:
+                    by_recipient.setdefault(recipient, []).append(message)
+                if body is not None:
+                    by_body.setdefault(body, []).append(message)
                 if recipient is not None and body is not None:
                     both.setdefault((recipient, body), []).append(message)
             self._row_keys[scope] = known
             self._both[scope] = both
+            self._by_recipient[scope] = by_recipient
+            self._by_body[scope] = by_body
         return known
 
     def related(self, message: OutgoingMessage, intent_keys: tuple[Hashable, Any, Any]) -> bool:
@@ -156,6 +169,20 @@ class _RowIndex:
         return (recipient is not None and row[0] == recipient) or (
             body is not None and row[1] == body
         )
+
+    def related_rows(self, intent_keys: tuple[Hashable, Any, Any]) -> list[OutgoingMessage]:
+        """The rows unclaimed when the pass began that share the recipient or the body key
+        with the intent, in read order: every row :meth:`related` says yes to but the
+        claimed ones (never a candidate)."""
+        scope, recipient, body = intent_keys
+        self._scope(scope)
+        found = {
+            row_key(message): message
+            for keyed, key in ((self._by_recipient, recipient), (self._by_body, body))
+            if key is not None
+            for message in keyed[scope].get(key, ())
+        }
+        return sorted(found.values(), key=lambda message: self._place[row_key(message)])
 
     def matching(self, intent_keys: tuple[Hashable, Any, Any]) -> Sequence[OutgoingMessage]:
         """The unclaimed rows sharing both keys with the intent, in read order: the only
@@ -469,9 +496,20 @@ def _lookup(
     match, a half match, or neither); and, beside a matching artifact, the further SENT
     copies to record once it is confirmed."""
     record, action = item.record, item.action
-    candidates, outside = _candidates(item, read, taken)
     intent_keys = keys.intent_keys(action.intent) if keys is not None else None
-    scored = _score_rows(candidates, action.intent, judge, index, intent_keys)
+    scored: list[_Scored] = []
+    outside: list[int] = []
+    if index is not None and intent_keys is not None:
+        # the rows that share a key with the intent first (the index's own lookup, not a
+        # walk of the read): a match or a half match can only be among them, and then the
+        # decision rests on them alone; a backlog of many attempts above one floor costs
+        # each attempt its own rows, not every row of the read
+        related, _outside = _candidates(item, read, taken, index.related_rows(intent_keys))
+        scored = _score_rows(related, action.intent, judge, index, intent_keys)
+    if max((score for score, _m, _v in scored), default=-1) < 1:
+        # nothing matches even in part: every candidate, for the evidence of what was seen
+        candidates, outside = _candidates(item, read, taken)
+        scored = _score_rows(candidates, action.intent, judge, index, intent_keys)
     best = max((score for score, _m, _v in scored), default=-1)
     ui_path = not _decisions.on_framework_path(record)
     window = send_window(record) if ui_path else None
@@ -506,16 +544,20 @@ def _lookup(
 
 
 def _candidates(
-    item: Watched, read: PhoneRead, taken: Taken
+    item: Watched,
+    read: PhoneRead,
+    taken: Taken,
+    rows: Sequence[OutgoingMessage] | None = None,
 ) -> tuple[list[OutgoingMessage], list[int]]:
-    """The rows that may be an unresolved attempt's: above its floor, written by its path,
-    claimed by nothing, dated no earlier than its device clock allows and not outside its
-    send window; and the ids of the rows left out for their date outside that window."""
+    """The rows (of ``rows``, by default the read's) that may be an unresolved attempt's:
+    above its floor, written by its path, claimed by nothing, dated no earlier than its
+    device clock allows and not outside its send window; and the ids of the rows left out
+    for their date outside that window."""
     record = item.record
     since_ms = record.device_clock_ms - CLOCK_TOLERANCE_MS if record.device_clock_ms else None
     candidates = [
         message
-        for message in read.messages
+        for message in (read.messages if rows is None else rows)
         if above_floor(message, item)
         and written_by(message, item)
         and message not in taken

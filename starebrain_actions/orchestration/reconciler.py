@@ -12,7 +12,9 @@ rules) is pure; so is where a watched attempt's rows can lie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -27,6 +29,7 @@ from starebrain_actions.core.model import (
     ActionRecord,
     DeliveryState,
     Event,
+    ProviderKind,
     Status,
     Transition,
     require_aware,
@@ -139,6 +142,11 @@ async def _fence_transitions(
     return await _check_fences(phone, candidates, clock, claim=True)
 
 
+#: Fences voided or read in one command: about 400 bytes of script each, so a command stays
+#: far below one ``execve`` argument's limit (128 KiB) and a phone's few seconds.
+FENCES_PER_COMMAND: Final = 100
+
+
 async def _check_fences(
     phone: Phone, records: Sequence[ActionRecord], clock: Callable[[], datetime], *, claim: bool
 ) -> list[Transition]:
@@ -150,10 +158,19 @@ async def _check_fences(
     if not records:
         return []
     pairs = [(record.dispatch_id, str(record.evidence["fence_epoch"])) for record in records]
-    try:
-        checks = await (phone.void(pairs) if claim else phone.peek(pairs))
-    except PhoneError as exc:
-        _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+    checks: list[Any] = []
+    # a bounded number of fences per command (a backlog's thousands in one would outgrow
+    # what one command may carry and what the phone does within the command timeout); each
+    # command's answers stand on their own, so a failing one keeps what the ones before proved
+    # (a void that did succeed unseen is found again, idempotently, by a later pass)
+    for start in range(0, len(pairs), FENCES_PER_COMMAND):
+        chunk = pairs[start : start + FENCES_PER_COMMAND]
+        try:
+            checks += await (phone.void(chunk) if claim else phone.peek(chunk))
+        except PhoneError as exc:
+            _log.warning("fence_check_failed", device=phone.device, error=str(exc))
+            break
+    if not checks:
         return []
     now = clock()
     by_id = {record.dispatch_id: record for record in records}
@@ -310,6 +327,10 @@ async def reconcile_device(
     )
 
 
+#: From how many watched attempts a pass plans on a worker thread rather than on the event
+#: loop (a few hundred take milliseconds; 25,000 took seconds).
+PLAN_OFF_LOOP_AT: Final = 500
+
 #: How many times a pass is tried when attempts keep starting on the device meanwhile.
 _PASS_TRIES = 3
 
@@ -351,18 +372,29 @@ async def _reconcile_device_once(
             else await _fence_transitions(phone, watched, (), clock, void_after, void_now)
         )
         return await _unreachable(ledger, phone.device, watched, str(exc), clock(), voided)
+    # only the rows this read saw can be taken: claims above its highest row are not loaded
+    # (a phone that lost its rows, a fleet back from an outage: every confirmed attempt of
+    # the device above a low anchor would be)
+    highest = max(
+        (m.provider_object_id for m in read.messages if m.kind is ProviderKind.SMS), default=None
+    )
     # attempts whose round trip never ended: their fence first, so that this very pass can
     # attribute their rows inside the window its stage markers give (or fail them if voided)
     fenced = await _fence_first(phone, watched, clock, void_after, void_now)
     watched = _as_fenced(watched, fenced)
     # the rows already claimed and the attempts ruled not sent, in one call (one hop)
     claimed, claimed_mms, ruled_records = await ledger.pass_claims(
-        phone.device, min(anchor_id, read.after_id), mms_after_id, _ruled_since(watched)
+        phone.device,
+        min(anchor_id, read.after_id),
+        highest,
+        mms_after_id,
+        _ruled_since(watched),
     )
     ruled = await _watch(ledger, phone.device, ruled_records) if ruled_records else []
     # the plan is decided now, after the read and the fences it rests on
     when = clock()
-    plan = plan_device(
+    planning = functools.partial(
+        plan_device,
         [*watched, *ruled],
         read,
         claimed,
@@ -370,6 +402,15 @@ async def _reconcile_device_once(
         when,
         claimed_mms=claimed_mms,
         keys=phone if isinstance(phone, MatchKeys) else None,
+    )
+    # pure work that grows with the backlog (seconds for tens of thousands of attempts): on
+    # a worker thread, so that the event loop goes on serving the other phones' commands,
+    # whose time-outs would otherwise run while it is blocked; a sender's few attempts are
+    # planned in place (a thread hop per poll would cost every send)
+    plan = (
+        await asyncio.to_thread(planning)
+        if len(watched) + len(ruled) >= PLAN_OFF_LOOP_AT
+        else planning()
     )
     transitions = [*fenced, *plan.transitions]
     if void_after is not None:
@@ -537,7 +578,8 @@ async def clean_fences(
     ledger: Ledger, phone: Phone, *, now: datetime, retention: timedelta = FENCE_RETENTION
 ) -> int:
     """Remove from the phone the fence names of attempts resolved before ``now - retention``
-    (two round trips at most); names the ledger does not know are left alone. Returns how
+    (one round trip to list them, then one per ``FENCES_PER_COMMAND`` names); names the
+    ledger does not know are left alone. Returns how
     many attempts' names were removed; a phone that cannot be asked removes nothing."""
     try:
         names = await phone.fence_names()
@@ -550,12 +592,16 @@ async def clean_fences(
         ended = record.accepted_at or record.rejected_at or record.failed_at
         if ended is not None and ended <= now - retention:
             done.append(record.dispatch_id)
-    if done:
+    removed = 0
+    # a bounded number of names per command, as for the voids (``FENCES_PER_COMMAND``)
+    for start in range(0, len(done), FENCES_PER_COMMAND):
+        chunk = done[start : start + FENCES_PER_COMMAND]
         try:
-            await phone.remove_fences(done)
+            await phone.remove_fences(chunk)
         except PhoneError:
-            return 0
-    return len(done)
+            break
+        removed += len(chunk)
+    return removed
 
 
 PhoneOpener = Callable[[str], Any]
@@ -563,6 +609,34 @@ PhoneOpener = Callable[[str], Any]
 #: How many devices a ``reconcile_pending`` pass reads at once (each holds its phone's
 #: watched attempts while it runs; the others wait, connected).
 PASSES_AT_ONCE = 16
+#: How many unresolved attempts the passes running at once may hold between them: a pass
+#: over a phone with more waits until it can run alone. Four phones back from an outage with
+#: 25,000 attempts each held about 100 MB more each at once (issue 37); one at a time, the
+#: peak is one phone's, and the time the same (the work is the process's CPU either way).
+WATCHED_AT_ONCE = 30_000
+
+
+class _AttemptBudget:
+    """A semaphore counted in attempts: a pass holds as many units as its phone has
+    unresolved attempts (at most the whole budget) while it runs."""
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._free = total
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, attempts: int) -> AsyncIterator[None]:
+        units = min(max(attempts, 1), self._total)
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._free >= units)
+            self._free -= units
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._free += units
+                self._changed.notify_all()
 
 
 async def bind_or_refuse(ledger: Ledger, phone: Any, key: str) -> None:
@@ -600,6 +674,7 @@ async def reconcile_pending(
     read_as_system: bool | None = None,
     fence_retention: timedelta | None = None,
     in_flight_page: int = IN_FLIGHT_PAGE,
+    watched_at_once: int = WATCHED_AT_ONCE,
 ) -> ReconcilePass:
     """One reconcile pass over ``devices`` (default: every device with in-flight attempts),
     then the expiry of every action whose deadline passed with nothing sent
@@ -612,6 +687,9 @@ async def reconcile_pending(
     ``fence_retention``: also remove the fence names of attempts resolved longer ago than
     this (the nightly job passes ``FENCE_RETENTION``). ``in_flight_page``: the attempts of a
     device that cannot be connected to are read and noted this many at a time.
+    ``watched_at_once``: the passes running at once hold at most this many unresolved
+    attempts between them (a phone with more is read alone), so that the peak memory is
+    one large backlog's, not every phone's.
     """
     started = require_aware("now", now) if now is not None else ledger.now()
     given = devices if devices is not None else await ledger.devices_in_flight()
@@ -641,6 +719,7 @@ async def reconcile_pending(
     # concurrently)
     noting = asyncio.Semaphore(1)
     passes = asyncio.Semaphore(PASSES_AT_ONCE)
+    budget = _AttemptBudget(watched_at_once)
 
     async def one(serial: str) -> DeviceReport:
         nonlocal done
@@ -653,7 +732,8 @@ async def reconcile_pending(
                         ledger, serial, str(exc), started, page_size=in_flight_page
                     )
             try:
-                async with passes:
+                held = await ledger.count_in_flight(phone.device)
+                async with passes, budget.hold(held):
                     report = await reconcile_device(ledger, phone, now=now)
                 if fence_retention is not None and report.reachable:
                     removed = await clean_fences(

@@ -78,13 +78,35 @@ async def test_hang_on_send_is_outcome_unknown(make_phone: PhoneFactory, bridge_
 
 
 async def test_hang_on_read_is_outcome_unknown(make_phone: PhoneFactory, bridge_key: Path) -> None:
-    """A read that never answers raises (and so proves nothing)."""
+    """A read that never answers raises (and so proves nothing): the page that timed out is
+    read again smaller, and the phone that hangs on that too (here already on the identity
+    check of the reconnection) fails the read."""
     phone = await make_phone()
     device = await _connect(phone.serial, bridge_key, command_timeout_s=0.5)
     async with device:
-        phone.inject_fault("hang")
-        with pytest.raises(OutcomeUnknown):
+        phone.inject_fault("hang", 10)
+        with pytest.raises((OutcomeUnknown, DeviceUnreachable)):
             await SmsReader(device).read_since(0)
+
+
+async def test_a_page_that_times_out_is_read_again_smaller(
+    make_phone: PhoneFactory, bridge_key: Path
+) -> None:
+    """A page whose round trip times out once is read again from the same anchor in a
+    smaller page (a read has no side effect), and the read is whole."""
+    phone = await make_phone()
+    anchor = phone.store.insert_incoming("+12025550100", "anchor", date_ms=1_000)
+    for index in range(3):
+        phone.store.insert_outgoing(RECIPIENT, f"out {index}", date_ms=2_000, message_type=2)
+    device = await _connect(phone.serial, bridge_key, command_timeout_s=0.5)
+    async with device:
+        phone.inject_fault("hang")
+        read = await SmsReader(device, page_size=400).read_since(anchor)
+    assert (["out 0", "out 1", "out 2"], True) == ([row.body for row in read.rows], read.complete)
+    # the page's integer query asks for its anchor and 400 rows, then for it and 100
+    queries = [c for c in phone.commands_run if "content query" in c]
+    assert [True, True] == ["LIMIT 401'" in queries[0], "LIMIT 101'" in queries[1]]
+    assert 2 == len(queries)
 
 
 async def test_drop_after_send_is_unknown_and_row_is_found(

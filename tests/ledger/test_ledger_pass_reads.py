@@ -58,12 +58,14 @@ async def test_a_pass_reads_in_one_call_what_the_separate_reads_give(ledger: Led
     assert await ledger.actions(["a-3"]) == actions
 
     ruled_since = NOW - timedelta(days=1)
-    claimed, claimed_mms, ruled = await ledger.pass_claims(DEVICE, 0, 0, ruled_since)
+    assert (set(), set(), []) == await ledger.pass_claims(DEVICE, 0, None, None, None)
+    claimed, claimed_mms, ruled = await ledger.pass_claims(DEVICE, 0, 11, 0, ruled_since)
     assert {(11, None)} == claimed == await ledger.claimed_provider_ids(DEVICE, 0)
+    assert set() == (await ledger.pass_claims(DEVICE, 0, 10, None, None))[0]
     assert {(13, None)} == claimed_mms == await ledger.claimed_mms_ids(DEVICE, 0)
     assert ["a-1"] == [r.action_id for r in ruled]
     assert await ledger.ruled_not_sent(DEVICE, ruled_since) == ruled
     assert failed not in {r.dispatch_id for r in ruled}  # the phone's failure is no ruling
 
-    assert (set(), set(), []) == await ledger.pass_claims(DEVICE, 11, None, None)
-    assert (set(), set(), []) == await ledger.pass_claims(OTHER, 0, 0, ruled_since)
+    assert (set(), set(), []) == await ledger.pass_claims(DEVICE, 11, 20, None, None)
+    assert (set(), set(), []) == await ledger.pass_claims(OTHER, 0, 20, 0, ruled_since)
