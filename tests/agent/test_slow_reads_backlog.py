@@ -33,6 +33,11 @@ from starebrain_actions.phone.android import AndroidPhone
 from tests._postgres import fresh_schema
 
 BACKLOG = 25_000
+#: The backlog on PostgreSQL: what is read is the same phone's, so the page that times out
+#: and the smaller ones after it are as on SQLite (more than a full page of window rows); the
+#: ledger's side, tens of thousands of transitions in one pass, costs a minute more there
+#: and is SQLite's to show at 25,000 (the suite's time, issue 37).
+PG_BACKLOG = 5_000
 #: The command timeout of the pass: generous for every command but a full page of the slow
 #: phone, which prints 5 rows per window row (two integer queries, three text ones).
 COMMAND_TIMEOUT_S = 4.0
@@ -41,8 +46,8 @@ COMMAND_TIMEOUT_S = 4.0
 ROW_COST_MS = 0.25
 
 
-def _backlog_ledger(path: Path, device: str, first_row_ms: int) -> None:
-    """``BACKLOG`` attempts on ``device``, each still in flight (delivery PENDING), the latest
+def _backlog_ledger(path: Path, device: str, first_row_ms: int, backlog: int) -> None:
+    """``backlog`` attempts on ``device``, each still in flight (delivery PENDING), the latest
     holding the lease and the others in review (UNVERIFIED, which releases it), all above the
     phone's row 1 (their watermark), the ``i``-th sent as row ``i + 2``."""
     asyncio.run(_create(path))
@@ -50,10 +55,10 @@ def _backlog_ledger(path: Path, device: str, first_row_ms: int) -> None:
     policy_json = to_json(converter.unstructure(policy))
     dispatched = datetime.fromtimestamp(first_row_ms / 1000, UTC) - timedelta(seconds=1)
     actions, attempts = [], []
-    for index in range(BACKLOG):
+    for index in range(backlog):
         intent = SmsIntent(recipient=_recipient(index), body=_body(index))
         action_id = f"S{index:05d}"
-        holder = index == BACKLOG - 1
+        holder = index == backlog - 1
         actions.append(
             (
                 action_id,
@@ -134,16 +139,17 @@ async def test_a_slow_phone_with_a_backlog_is_read_in_smaller_pages_and_every_at
 ) -> None:
     """A full page of the slow phone times out; the read goes on in smaller pages from the
     same anchor, the phone is reported read (not unreachable), and each of the 25,000
-    attempts is confirmed by its own row."""
+    attempts (5,000 on PostgreSQL) is confirmed by its own row."""
     phone: SimulatedPhone = await phone_factory(content_row_cost_ms=ROW_COST_MS)
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     phone.store.insert_incoming("+12025550100", "the watermark", date_ms=now_ms - 5_000)
-    for index in range(BACKLOG):
+    backlog = BACKLOG if backend == "sqlite" else PG_BACKLOG
+    for index in range(backlog):
         phone.store.insert_outgoing(
             _recipient(index), _body(index), date_ms=now_ms + index, message_type=2
         )
     path = tmp_path / "ledger.db"
-    await asyncio.to_thread(_backlog_ledger, path, phone.serial, now_ms)
+    await asyncio.to_thread(_backlog_ledger, path, phone.serial, now_ms, backlog)
 
     async def open_phone(key: str) -> AndroidPhone:
         return await AndroidPhone.connect(
@@ -157,11 +163,11 @@ async def test_a_slow_phone_with_a_backlog_is_read_in_smaller_pages_and_every_at
             (report,) = result.devices
             assert (True, None, 0) == (report.reachable, report.error, report.in_flight)
             assert 0 == await ledger.count_in_flight(phone.serial)
-            records = await ledger.attempts_by_id(f"S{i:05d}-1" for i in range(BACKLOG))
+            records = await ledger.attempts_by_id(f"S{i:05d}-1" for i in range(backlog))
             assert {"CONFIRMED"} == {r.delivery.value for r in records.values()}
             # each attempt has its own row: row i + 2 is the i-th text
-            assert [i + 2 for i in range(BACKLOG)] == [
-                records[f"S{i:05d}-1"].provider_object_id for i in range(BACKLOG)
+            assert [i + 2 for i in range(backlog)] == [
+                records[f"S{i:05d}-1"].provider_object_id for i in range(backlog)
             ]
             shrunk = [e for e in logs if e["event"] == "sms_page_timed_out_reading_smaller"]
             assert shrunk and shrunk[0]["rows"] == DEFAULT_PAGE_SIZE, shrunk
