@@ -24,6 +24,9 @@ from typing import Any
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from smoke import smoke
 
 from android_bridge import Device, SmsDispatcher, SmsReader, ensure_key
 from android_bridge._parser import parse_int_rows, parse_text_column, render_rows
@@ -152,11 +155,11 @@ async def bench_window(root: Path, latency_ms: int, box: int = 100_000) -> tuple
 def run(quick: bool) -> list[dict[str, Any]]:
     """The figures as rows for ``run_all.py`` (``quick``: a box of 10,000 rows, not 100,000)."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    box = 10_000 if quick else 100_000
+    box = 1_000 if smoke() else 10_000 if quick else 100_000
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         trips = asyncio.run(bench_round_trips(root, 30))
-        rate = bench_parse(10_000 if quick else 50_000)
+        rate = bench_parse(2_000 if smoke() else 10_000 if quick else 50_000)
         small, large = asyncio.run(bench_window(root, 30, box))
     return [
         {

@@ -54,6 +54,7 @@ from bench_postgres import (  # noqa: E402
     start_phones,
     stop_phones,
 )
+from smoke import smoke  # noqa: E402
 
 from starebrain_actions import Ledger, RetryPolicy, SmsIntent  # noqa: E402
 
@@ -62,6 +63,8 @@ TARGET_FLOOR_SHARE = 0.8
 #: (phones, workers, agents, actions): the default run, and ``--quick``'s
 DEFAULT = (20, 4, 4, 1_000)
 QUICK = (4, 2, 2, 40)
+#: ``run_all.py --smoke``'s: does it still run?
+SMOKE = (2, 1, 1, 8)
 #: The simulated phone's CPU per send, as a multiple of the client's CPU for two bare ``echo``
 #: round trips (``phone_ratio``), measured the same way before issue 38 made the phone cheaper
 #: (three runs: 25.2, 22.2, 20.7; docs/benchmarks.md)
@@ -306,9 +309,9 @@ def phone_ratio(f: dict[str, Any]) -> float:
 
 def run(quick: bool) -> list[dict[str, Any]]:
     """The table rows for ``benchmarks/run_all.py``."""
-    phones, workers, agents, actions = QUICK if quick else DEFAULT
+    phones, workers, agents, actions = SMOKE if smoke() else QUICK if quick else DEFAULT
     fleet = asyncio.run(fleet_figures(phones, workers, agents, actions))
-    cpu = asyncio.run(agent_cpu_figures(QUICK_SENDS if quick else SENDS))
+    cpu = asyncio.run(agent_cpu_figures(2 if smoke() else QUICK_SENDS if quick else SENDS))
     return [
         {
             "work": f"fleet of workers: {phones} phones, {workers} worker processes,"

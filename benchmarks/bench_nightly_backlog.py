@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_reads  # noqa: E402
+from smoke import smoke  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
@@ -429,7 +430,9 @@ def _row(found: dict[str, Any]) -> dict[str, Any]:
 def run(quick: bool) -> list[dict[str, Any]]:
     """Rows for ``benchmarks/run_all.py``."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    if quick:
+    if smoke():
+        found = measure_backlog(2_000, 200, 4, 1)
+    elif quick:
         found = measure_backlog(QUICK_ACTIONS, QUICK_IN_FLIGHT, QUICK_PHONES, QUICK_REACHABLE)
     else:
         found = measure_backlog(ACTIONS, IN_FLIGHT, PHONES, REACHABLE)

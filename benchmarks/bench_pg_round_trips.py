@@ -50,6 +50,7 @@ from bench_postgres import (  # noqa: E402
     lifecycle,
     lifecycle_figures,
 )
+from smoke import smoke  # noqa: E402
 
 from starebrain_actions import (  # noqa: E402
     Ledger,
@@ -166,11 +167,13 @@ async def cpu_figures(lifecycles: int) -> dict[str, dict[str, float | None]]:
 def measure(quick: bool) -> dict[str, Any]:
     _quiet()
     figures: dict[str, Any] = {"quick": quick}
-    figures["round_trips"] = asyncio.run(round_trips(20 if quick else 100))
-    figures["cpu"] = asyncio.run(cpu_figures(50 if quick else 400))
-    count = 4 if quick else PROCESSES
+    tiny = smoke()
+    figures["round_trips"] = asyncio.run(round_trips(5 if tiny else 20 if quick else 100))
+    figures["cpu"] = asyncio.run(cpu_figures(10 if tiny else 50 if quick else 400))
+    count = 2 if tiny else 4 if quick else PROCESSES
     rounds = 1 if quick else ROUNDS
-    life = asyncio.run(lifecycle_figures(1.0 if quick else 4.0, (count,), rounds=rounds))
+    seconds = 0.3 if tiny else 1.0 if quick else 4.0
+    life = asyncio.run(lifecycle_figures(seconds, (count,), rounds=rounds))
     figures["processes"] = count
     figures["pg_per_s"] = life[f"postgresql:{count}"]["per_s"]
     figures["sqlite_per_s"] = life[f"sqlite:{count}"]["per_s"]

@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import floors  # noqa: E402
 from floors import LATENCY_MS, SEND_DELAY_MS  # noqa: E402
+from smoke import smoke  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
@@ -707,6 +708,15 @@ async def fleet_figures(
 
 
 def _sizes(quick: bool) -> dict[str, Any]:
+    if smoke():
+        return {
+            "duration_s": 0.2,
+            "process_counts": (1,),
+            "pass_count": 50,
+            "pass_rounds": 1,
+            "fleet": {"phones": 2, "processes": 2, "hosts": 2, "actions": 8},
+            "phone_processes": 1,
+        }
     if quick:
         return {
             "duration_s": 0.3,

@@ -39,6 +39,9 @@ from typing import Any
 import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from smoke import smoke
 
 from android_bridge import Device, SmsDispatcher, ensure_key
 from android_bridge._parser import content_query
@@ -194,8 +197,11 @@ async def _naive(device: Device, row_ids: list[int]) -> tuple[float, int]:
     return time.perf_counter() - started, device.round_trips - before
 
 
-async def _first_send(root: Path, latency_ms: int) -> dict[str, float]:
-    """The first send on a fresh handle in a box of 100,000 rows, against listing every id."""
+async def _first_send(
+    root: Path, latency_ms: int, box: int = FIRST_SEND_BOX, runs: int = 3
+) -> dict[str, float]:
+    """The first send on a fresh handle in a box of ``box`` rows (100,000), against listing
+    every id; the median of ``runs``."""
     key, authorized = _keys(root)
     store = root / "first-send.db"
     async with SimulatedPhone(store_path=store, authorized_keys_path=authorized):
@@ -206,13 +212,13 @@ async def _first_send(root: Path, latency_ms: int) -> dict[str, float]:
             " sub_id, error_code, creator, read, seen) VALUES (?,?,?,?,?,?,?,?,?,?,?,1,1)",
             (
                 (i, 1, RECIPIENT, f"stored {i}", CLOCK_MS + i, 0, 2, -1, 1, 0, APP)
-                for i in range(1, FIRST_SEND_BOX + 1)
+                for i in range(1, box + 1)
             ),
         )
     phone = SimulatedPhone(store_path=store, authorized_keys_path=authorized, latency_ms=latency_ms)
     sends, trips, listings, known = [], [], [], []
     async with phone:
-        for index in range(3):
+        for index in range(runs):
             fresh = await Device.connect(phone.serial, key_path=key)
             async with fresh:
                 await fresh.mode()  # the facts round trip every handle pays once, before
@@ -235,6 +241,7 @@ async def _first_send(root: Path, latency_ms: int) -> dict[str, float]:
         "round_trips": max(trips),
         "known_seconds": statistics.median(known),
         "listing_seconds": statistics.median(listings),
+        "box": float(box),
     }
 
 
@@ -243,11 +250,15 @@ def run(quick: bool, latency_ms: int = 30) -> list[dict[str, Any]]:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     sizes = [10, 100, 1_000] if quick else [10, 100, 1_000, 10_000]
     naive_up_to = 100 if quick else 1_000
+    if smoke():
+        sizes, naive_up_to = [10, 100], 10
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         plain = asyncio.run(_reconcile_series(root, sizes, 0.0, latency_ms, naive_up_to))
         mixed = asyncio.run(_reconcile_series(root, sizes, 0.1, latency_ms, naive_up_to))
-        first = asyncio.run(_first_send(root, latency_ms))
+        first = asyncio.run(
+            _first_send(root, latency_ms, 10_000, 1) if smoke() else _first_send(root, latency_ms)
+        )
     print(f"reconcile pass, phone at {latency_ms} ms, sent box of {BOX:,} rows:")
     for row in plain + mixed:
         line = (
@@ -264,7 +275,7 @@ def run(quick: bool, latency_ms: int = 30) -> list[dict[str, Any]]:
         print(line)
     overhead = first["seconds"] - first["known_seconds"]
     print(
-        f"first send, no known watermark, box of {FIRST_SEND_BOX:,} rows:"
+        f"first send, no known watermark, box of {int(first['box']):,} rows:"
         f" {first['seconds'] * 1000:.0f} ms, {first['round_trips']} round trip(s), against"
         f" {first['known_seconds'] * 1000:.0f} ms for the next send on the handle (watermark"
         f" known): {overhead * 1000:+.0f} ms for finding the watermark; listing every _id"
@@ -287,7 +298,7 @@ def run(quick: bool, latency_ms: int = 30) -> list[dict[str, Any]]:
         )
     table.append(
         {
-            "work": f"first send, no known watermark, {FIRST_SEND_BOX:,}-row box",
+            "work": f"first send, no known watermark, {int(first['box']):,}-row box",
             "figure": f"{first['round_trips']} round trip(s), {first['seconds'] * 1000:.0f} ms"
             f" ({overhead * 1000:+.0f} ms over a send with a known watermark; the simulated"
             f" app's 150 ms focus delay is in both)",

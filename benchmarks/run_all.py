@@ -3,6 +3,7 @@
 
     python benchmarks/run_all.py            # the full run (several minutes)
     python benchmarks/run_all.py --quick    # small sizes only (well under a minute or two)
+    python benchmarks/run_all.py --smoke    # the smallest: does each still run? (the tests')
     python benchmarks/run_all.py --only send,startup --json figures.json
 
 Each benchmark is also a script of its own (``python benchmarks/bench_send.py --help``) that
@@ -27,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import smoke  # noqa: E402
 
 #: (name, module) in the order the table lists them
 BENCHMARKS: tuple[tuple[str, str], ...] = (
@@ -79,12 +82,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest sizes, to show each benchmark still runs (implies --quick; its"
+        " figures mean nothing)",
+    )
+    parser.add_argument(
         "--only",
         default="",
         help="comma-separated benchmarks to run (" + ", ".join(n for n, _ in BENCHMARKS) + ")",
     )
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.quick = True
+        os.environ[smoke.ENV] = "1"
     wanted = {name.strip() for name in args.only.split(",") if name.strip()}
     unknown = wanted - {name for name, _ in BENCHMARKS}
     if unknown:
@@ -106,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.extend(found)
     print(f"machine: {machine()}")
-    print(
-        f"mode: {'quick (small sizes)' if args.quick else 'full'},"
-        f" {time.monotonic() - started:.0f} s"
+    mode = (
+        "smoke (smallest sizes)" if args.smoke else "quick (small sizes)" if args.quick else "full"
     )
+    print(f"mode: {mode}, {time.monotonic() - started:.0f} s")
     print()
     print(table(rows))
     if args.json is not None:

@@ -1,5 +1,6 @@
-"""The benchmarks keep working: ``benchmarks/run_all.py --quick`` runs every one of them and
-prints the table (figures are not judged here: no test depends on a timing)."""
+"""The benchmarks keep working: ``benchmarks/run_all.py --smoke`` runs every one of them at its
+smallest sizes and prints the table (figures are not judged here: no test depends on a
+timing)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_the_parts_hold_every_benchmark_once() -> None:
 @pytest.mark.parametrize("only", PARTS)
 def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path, only: str) -> None:
     """Each benchmark of ``run_all.py`` gives rows with a figure and a target; none fails."""
-    argv = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick"]
+    argv = [sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--smoke"]
     argv += ["--only", only, "--json", str(tmp_path / "figures.json")]
     # the ledgers they build stay in ``tmp_path`` (TMPDIR)
     process = subprocess.run(
