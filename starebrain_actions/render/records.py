@@ -191,18 +191,17 @@ def listed_cells(
     listing has few recipients for many actions)."""
     if type(item) is not QuietSuccess:
         return list_cells(item, now, show_private)  # type: ignore[arg-type]
-    action_id, created_at, recipient, attempts, device = item  # type: ignore[misc]
-    if show_private:
-        to = recipient
-    elif shown is None:
-        to = redact_number(recipient)
-    else:
-        to = shown.get(recipient)  # type: ignore[assignment]
+    action_id, created_at, recipient, attempts, device = item
+    to: str | None = recipient
+    if not show_private:
+        to = shown.get(recipient) if shown is not None else None
         if to is None:
-            to = shown[recipient] = redact_number(recipient)
-            if len(shown) > _SHOWN_RECIPIENTS:
-                shown.clear()
-    return [action_id, _SUCCEEDED, to, str(attempts), device, age(now - created_at), "-"]
+            to = redact_number(recipient)
+            if shown is not None:
+                if len(shown) >= _SHOWN_RECIPIENTS:
+                    shown.clear()
+                shown[recipient] = to
+    return [action_id, _SUCCEEDED, str(to), str(attempts), device, age(now - created_at), "-"]
 
 
 #: How many recipients ``stream_list`` keeps as shown.
