@@ -133,15 +133,32 @@ class JsonErrorCommand(_JsonErrors, click.Command):
 
 
 async def emit_json_stream(items: AsyncIterator[Mapping[str, Any]]) -> None:
-    """Print what ``emit_json(list(items))`` prints, byte for byte, an item at a time."""
-    first = True
-    async for item in items:
-        text = json_text(versioned(item))
-        click.echo(("[\n" if first else ",\n") + _indented(text), nl=False)
-        first = False
-    click.echo("[]" if first else "\n]")
+    """Print ``items`` as a JSON array (with ``schema_version``), one compact, key-sorted
+    object per line (as ``json_line``: the C encoder; an indented array goes through Python's
+    pure one, ten times slower), an item at a time: memory stays flat. Lines are written a
+    batch at a time; those of the items read before an error are written before it
+    propagates (the array is then left unterminated)."""
+    batch: list[str] = []
+    count = 0
+    try:
+        async for item in items:
+            batch.append(("[\n" if count == 0 else ",\n") + _item_line(versioned(item)))
+            count += 1
+            if len(batch) >= _JSON_BATCH:
+                click.echo("".join(batch), nl=False)
+                batch = []
+    finally:
+        if batch:
+            click.echo("".join(batch), nl=False)
+    click.echo("\n]" if count else "[]")
 
 
-def _indented(text: str) -> str:
-    """``text`` with every line indented by two spaces (an array item in ``json_text``)."""
-    return "\n".join("  " + line for line in text.split("\n"))
+def _item_line(data: Any) -> str:
+    """``json_line`` with ``json_text``'s fallback for a value JSON has no type for."""
+    return _escaped(
+        json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    )
+
+
+#: Array items ``emit_json_stream`` writes at a time.
+_JSON_BATCH: Final = 256

@@ -398,6 +398,8 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 STREAM_BUFFER_ROWS: Final = 20_000
+#: Lines ``stream_table`` writes at a time (to its spill file, and to the output).
+_SPILL_BATCH: Final = 2048
 
 
 async def stream_table(
@@ -422,6 +424,8 @@ async def stream_table(
     widths = [len(name) for name in names]
     plain = not out.rich and out.width is None and all(_plain_cell(name) for name in names)
     kept: list[list[str]] = []
+    #: lines not written to the spill file yet (written a batch at a time)
+    spilled: list[str] = []
     with contextlib.ExitStack() as stack:
         spill: IO[str] | None = None
         count = 0
@@ -443,7 +447,11 @@ async def stream_table(
             if spill is not None:
                 if not plain:
                     break  # read again below, whole
-                spill.write(separated + "\n")
+                spilled.append(separated)
+                if len(spilled) >= _SPILL_BATCH:
+                    spilled.append("")  # the last line's end
+                    spill.write("\n".join(spilled))
+                    spilled = []
                 continue
             kept.append(list(row))
             if plain and len(kept) > buffer_rows:
@@ -475,12 +483,15 @@ async def stream_table(
         if spill is None:
             lines = (line([clean_text(cell) for cell in row]) for row in kept)
         else:
+            if spilled:
+                spilled.append("")
+                spill.write("\n".join(spilled))
             spill.seek(0)
             lines = (line(text[:-1].split("\t")) for text in spill)
         batch = [line(names)]
         for text in lines:
             batch.append(text)
-            if len(batch) >= 512:
+            if len(batch) >= _SPILL_BATCH:
                 click.echo("\n".join(batch), file=out._stream)
                 batch = []
         click.echo("\n".join(batch), file=out._stream)

@@ -180,24 +180,32 @@ def list_cells(summary: ActionSummary, now: datetime, show_private: bool) -> lis
 
 
 def listed_cells(
-    item: ActionSummary | QuietSuccess, now: datetime, show_private: bool
+    item: ActionSummary | QuietSuccess,
+    now: datetime,
+    show_private: bool,
+    shown: dict[str, str] | None = None,
 ) -> list[str]:
     """``list_cells`` of what ``Ledger.iter_listed`` yields: a ``QuietSuccess`` shows as
     its summary would (SUCCEEDED, every attempt spent, its latest attempt's phone, no
-    reason)."""
+    reason). ``shown``: each recipient as the listing shows it, kept by the caller (a
+    listing has few recipients for many actions)."""
     if type(item) is not QuietSuccess:
         return list_cells(item, now, show_private)  # type: ignore[arg-type]
-    return [
-        item.action_id,
-        _SUCCEEDED,
-        item.recipient if show_private else redact_number(item.recipient),
-        str(item.attempts),
-        item.device,
-        age(now - item.created_at),
-        "-",
-    ]
+    action_id, created_at, recipient, attempts, device = item
+    to: str | None = recipient
+    if not show_private:
+        to = shown.get(recipient) if shown is not None else None
+        if to is None:
+            to = redact_number(recipient)
+            if shown is not None:
+                if len(shown) >= _SHOWN_RECIPIENTS:
+                    shown.clear()
+                shown[recipient] = to
+    return [action_id, _SUCCEEDED, str(to), str(attempts), device, age(now - created_at), "-"]
 
 
+#: How many recipients ``stream_list`` keeps as shown.
+_SHOWN_RECIPIENTS: Final = 65_536
 _SUCCEEDED: Final = Status.SUCCEEDED.value
 
 
@@ -213,8 +221,9 @@ async def stream_list(
     them in one snapshot)."""
 
     async def rows() -> AsyncIterator[list[str]]:
+        shown: dict[str, str] = {}
         async for item in summaries():
-            yield listed_cells(item, now, show_private)
+            yield listed_cells(item, now, show_private, shown)
 
     if not await stream_table(out, LIST_COLUMNS, rows):
         out.line("no actions match")

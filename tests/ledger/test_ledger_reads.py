@@ -4,6 +4,7 @@ that finds its rows through indexes (checked with ``EXPLAIN QUERY PLAN``)."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -245,8 +246,9 @@ async def test_nightly_report_from_notable_actions_and_the_tally(ledger_path: Pa
 async def test_streamed_list_and_review_print_what_the_whole_list_prints(
     ledger_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``list`` and ``review`` streamed (text and JSON) print byte for byte what rendering
-    the whole list at once prints, in piped and in terminal-width output."""
+    """``list`` and ``review`` streamed print byte for byte what rendering the whole list at
+    once prints, in piped and in terminal-width output; streamed JSON is the whole list's
+    data, one element per line."""
     async with Ledger.open(ledger_path) as ledger:
         await seed_spread(ledger)
         for needs_review in (None, True):
@@ -289,7 +291,11 @@ async def test_streamed_list_and_review_print_what_the_whole_list_prints(
             emit_json([summary_data(s, show_private=False) for s in everything])
             whole_json = capsys.readouterr().out
             await emit_json_stream(summary_data(s, show_private=False) async for s in summaries())
-            assert whole_json == capsys.readouterr().out
+            streamed_json = capsys.readouterr().out
+            assert json.loads(whole_json) == json.loads(streamed_json)
+            assert ["[", *(["{"] * len(everything)), "]"] == [
+                line[:1] for line in streamed_json.splitlines()
+            ]
         empty = ledger.iter_summaries(status=Status.IN_FLIGHT, device="nowhere:1", now=LATER)
         await emit_json_stream(summary_data(s, show_private=False) async for s in empty)
         assert "[]\n" == capsys.readouterr().out
