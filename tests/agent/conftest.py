@@ -85,7 +85,7 @@ def agent_for(db_path: Path, adb_key_path: Path) -> Callable[..., Any]:
     async def open_agent(phone: SimulatedPhone, **kwargs: Any) -> AsyncIterator[SmsAgent]:
         kwargs.setdefault("policy", FAST)
         kwargs.setdefault("poll_interval_s", 0.05)
-        kwargs.setdefault("command_timeout_s", 2.0)
+        kwargs.setdefault("command_timeout_s", 10.0)
         kwargs.setdefault("read_as_system", phone.build_type != "user")
         kwargs.setdefault("send_path", "ui")
         async with SmsAgent.open(

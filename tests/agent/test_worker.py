@@ -31,7 +31,7 @@ def worker_for(
     kwargs.setdefault("stale_after", timedelta(seconds=2))
     kwargs.setdefault("idle_s", 0.05)
     kwargs.setdefault("wait", 10.0)
-    kwargs.setdefault("command_timeout_s", 2.0)
+    kwargs.setdefault("command_timeout_s", 10.0)
     worker = Worker(
         db,
         [phone.serial for phone in phones],

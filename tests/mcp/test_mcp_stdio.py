@@ -43,7 +43,7 @@ async def test_a_dropped_reply_ends_in_succeeded_by_reading_with_one_sms(
     another body is a tool error that sends nothing."""
     phone = await phone_factory(faults=["hang-after-send"])
     args = server_args(
-        db_path, adb_key_path, [phone], "--command-timeout", "2", "--send-path", "ui"
+        db_path, adb_key_path, [phone], "--command-timeout", "3", "--send-path", "ui"
     )
     async with stdio_session(args, errlog=stderr_file("server.err")) as client:
         first = structured(
@@ -173,7 +173,7 @@ async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr_redacted(
     args = [
         "--log-level",
         "debug",
-        *server_args(db_path, adb_key_path, [phone], "--command-timeout", "2"),
+        *server_args(db_path, adb_key_path, [phone], "--command-timeout", "3"),
         *("--send-path", "ui"),  # the messaging app's send, so that its reply is lost
     ]
     errlog = stderr_file("server.err")
