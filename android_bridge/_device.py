@@ -319,6 +319,8 @@ class Device:
         self.connections = 0
         #: Highest ``_id`` known to exist on the phone (a proven anchor), 0 if none yet.
         self.known_max_id = 0
+        #: What the ``also`` steps of the first :meth:`facts` read printed, in order.
+        self.first_outputs: tuple[StepOutput, ...] = ()
 
     @classmethod
     async def connect(
@@ -330,8 +332,12 @@ class Device:
         command_timeout_s: float = 20.0,
         default_region: str = "US",
         read_as_system: bool = False,
+        also: Sequence[str] = (),
     ) -> Device:
         """Connect, authenticate with the RSA key and read the device's facts (one round trip).
+
+        ``also``: more steps (reads) run in that same round trip; what they printed is in
+        :attr:`first_outputs`, in order (a caller's own first reads, at no round trip more).
 
         ``read_as_system``: read the SMS provider through ``su 1000`` (userdebug and eng
         builds, e.g. an emulator's "Google APIs" image), which sees every message type; the
@@ -358,7 +364,7 @@ class Device:
         )
         await device._connect()
         try:
-            facts = await device.facts()
+            facts = await device.facts(also=also)
         except BridgeError as exc:
             await device.close()
             raise DeviceUnreachable(f"{address}: connected but the shell did not answer") from exc
@@ -704,9 +710,11 @@ class Device:
             raise UnparseableOutput("device output comes through a PTY (\\r\\n line endings)")
         return script.split(text)
 
-    async def facts(self) -> DeviceFacts:
+    async def facts(self, *, also: Sequence[str] = ()) -> DeviceFacts:
         """Mode (shell/root), region, release, build, the ``isms`` service and the phone's
-        identity (``android_id``, ``ro.serialno``), read once per handle in one round trip."""
+        identity (``android_id``, ``ro.serialno``), read once per handle in one round trip.
+        ``also``: more steps for that round trip, when it is made now (their outputs go to
+        :attr:`first_outputs`; ignored once the facts are known)."""
         if self._facts is None:
             commands = [
                 "id",
@@ -719,7 +727,9 @@ class Device:
             ]
             if self._read_as_system:
                 commands.append(f"{SYSTEM_PREFIX}id")
-            steps = await self.run(commands)
+            own = len(commands)
+            steps = await self.run([*commands, *also])
+            self.first_outputs = steps[own:]
             match = re.search(r"uid=(\d+)", steps[0].output)
             if match is None:
                 raise UnparseableOutput("`id` did not print a uid")

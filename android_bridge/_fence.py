@@ -48,7 +48,7 @@ import enum
 import re
 import secrets
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Final, NoReturn
 
 import attrs
 
@@ -324,6 +324,15 @@ def epoch_script() -> tuple[str, str]:
     )
 
 
+def _epochs(listing: str) -> list[str]:
+    """The epochs a listing of :data:`FENCE_ROOT` names (``.epoch-<hex>``), sorted."""
+    return sorted(
+        line.removeprefix(".epoch-")
+        for line in listing.splitlines()
+        if line.startswith(".epoch-") and _EPOCH.fullmatch(line.removeprefix(".epoch-"))
+    )
+
+
 async def ensure_epoch(device: Device) -> Epoch:
     """The phone's fence epoch, created if there is none (one round trip).
 
@@ -332,11 +341,7 @@ async def ensure_epoch(device: Device) -> Epoch:
     """
     command, fresh = epoch_script()
     (step,) = await device.run([command])
-    names = sorted(
-        line.removeprefix(".epoch-")
-        for line in step.output.splitlines()
-        if line.startswith(".epoch-") and _EPOCH.fullmatch(line.removeprefix(".epoch-"))
-    )
+    names = _epochs(step.output)
     if not names:
         raise UnparseableOutput(f"the phone named no fence epoch: {step.output.strip()[:200]}")
     return Epoch(epoch=names[0], created=names == [fresh])
@@ -524,17 +529,34 @@ async def read_ledgers(device: Device) -> FenceLedgers:
     Raises:
         BridgeError: transport failures.
     """
-    (step,) = await device.run(
-        [f"ls -1a {FENCE_ROOT} 2>/dev/null; echo {_LAST}; cat {LEDGER_MARK} 2>/dev/null"]
-    )
-    names, _sep, last_text = step.output.partition(f"{_LAST}\n")
+    (step,) = await device.run([LISTING_STEP])
+    return parse_listing(step.output)[0]
+
+
+#: One step that lists :data:`FENCE_ROOT` and prints :data:`LEDGER_MARK`: what
+#: :func:`read_ledgers` runs, and what a connection's first round trip can carry
+#: (``Device.connect``'s ``also``) so that the marks and the epoch cost no round trip of their
+#: own. Reads only: it creates nothing (a phone with no epoch yet gets one from
+#: :func:`ensure_epoch`).
+LISTING_STEP: Final = (
+    f"ls -1a {FENCE_ROOT} 2>/dev/null; echo {_LAST}; cat {LEDGER_MARK} 2>/dev/null"
+)
+
+
+def parse_listing(output: str) -> tuple[FenceLedgers, str | None]:
+    """What :data:`LISTING_STEP` printed: the ledgers the fence names, and the phone's epoch
+    as :func:`ensure_epoch` would print it when one exists (the first of the epochs the
+    folder holds, sorted), else None."""
+    names, _sep, last_text = output.partition(f"{_LAST}\n")
+    epochs = _epochs(names)
     attempts: dict[str, str] = {}
     for line in names.splitlines():
         mark = _LEDGER_NAME.fullmatch(line.strip())
         if mark is not None and _NAME.fullmatch(mark.group(1)):
             attempts[mark.group(1)] = mark.group(2)
     last = last_text.strip()
-    return FenceLedgers(last=last if _LEDGER_ID.fullmatch(last) else None, attempts=attempts)
+    found = FenceLedgers(last=last if _LEDGER_ID.fullmatch(last) else None, attempts=attempts)
+    return found, epochs[0] if epochs else None
 
 
 async def forget_ledger_marks(device: Device, ledger_id: str, dispatch_ids: Sequence[str]) -> None:

@@ -426,11 +426,6 @@ def _prepare(
         raise ledger_error(path, exc) from exc
 
 
-def _migrations() -> list[tuple[int, str]]:
-    """Each migration's number and SQL, in order."""
-    return [(number, entry.read_text(encoding="utf-8")) for number, entry in migration_files()]
-
-
 def _migrate(db: sqlite3.Connection, path: Path) -> None:
     """Every migration the file lacks, in one ``BEGIN IMMEDIATE`` transaction, each one
     recorded in ``PRAGMA user_version``.
@@ -438,8 +433,10 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
     Raises:
         SchemaTooNew: the file's version is newer than this package's (it is not changed).
     """
-    migrations = _migrations()
-    latest = len(migrations)
+    # the files are listed, and read only when one is lacking: a ledger at the latest
+    # version costs its one read of ``user_version`` (issue 37)
+    files = migration_files()
+    latest = len(files)
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
     if version > latest:
         raise SchemaTooNew(
@@ -451,8 +448,8 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        for number, sql in migrations[version:]:
-            for statement in split_statements(sql):
+        for number, entry in files[version:]:
+            for statement in split_statements(entry.read_text(encoding="utf-8")):
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {number}")
     except BaseException:

@@ -72,14 +72,16 @@ def gate_refusal(
     if opted_out is not None:
         note_verdict(db, action, attempts, opted_out, when)
         return opted_out
-    from starebrain_actions.core.policy import policy_pin
-
     pinned = pinned_policy(db, action)
     if pinned is None and gate is not None:
         pin_policy(db, action, attempts, gate, when)
         pinned, gate = gate, None
-    elif gate is not None and policy_pin(gate) == action.gate_policy:
-        gate = None  # the same rules: judged once
+    elif gate is not None:
+        # imported here: a send with no gate never loads the rules' module (issue 37)
+        from starebrain_actions.core.policy import policy_pin
+
+        if policy_pin(gate) == action.gate_policy:
+            gate = None  # the same rules: judged once
     verdict = None
     for policy in (pinned, gate):
         if policy is None:
@@ -114,7 +116,6 @@ def opted_out_refusal(
     every attempt (verdict OVER_LIMIT, rule ``opted_out``: refused now, a later attempt may
     pass), so that the number's opt-in lifts it; no policy is needed, and none can lift it.
     ``opt_out``: the change in force as its row (None: never changed), or ``READ_OPT_OUT``."""
-    from starebrain_actions.core.policy import GateDecision, Verdict
     from starebrain_actions.ledger.replies import change_from_row, latest_change
 
     if opt_out is READ_OPT_OUT:
@@ -123,6 +124,8 @@ def opted_out_refusal(
         change = change_from_row(opt_out) if opt_out is not None else None
     if change is None or not change.opted_out:
         return None
+    from starebrain_actions.core.policy import GateDecision, Verdict
+
     how = (
         "the number replied with an opt-out keyword (STOP)"
         if change.actor == "reply"
@@ -327,6 +330,8 @@ def standing_verdict(action: Action) -> GateDecision | None:
     """What binds every sender of ``action``, gate or not: a DENY (a person's denial, or the
     verdict of any gate that judged it: final), or a hold for a person's approval recorded by
     a gate and not lifted (HOLD)."""
+    if not (action.approval == "DENIED" or action.denied or action.awaiting_approval):
+        return None  # the rules' module is not loaded for a send nothing binds (issue 37)
     from starebrain_actions.core.policy import GateDecision, Verdict
 
     gate = action.gate or {}

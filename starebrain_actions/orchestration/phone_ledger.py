@@ -3,7 +3,8 @@
 Each ledger has an id of its own (``Ledger.ledger_id``), and each send script, once its fence
 claim succeeded, records it on the phone: beside the attempt's fence name, and as the ledger
 that sent last (``android_bridge._fence``, "Which ledger"). Before anything is recorded,
-:func:`check_phone_ledger` reads those marks (one round trip) and:
+:func:`check_phone_ledger` reads those marks (the connection's first round trip lists them:
+``AndroidPhone.connect``) and:
 
 * refuses the phone (:class:`~starebrain_actions.core.exceptions.PhoneHeldByAnotherLedger`)
   when another ledger still has attempts marked open there: neither ledger's lease holds the

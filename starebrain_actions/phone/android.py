@@ -46,6 +46,7 @@ from android_bridge import (
     void_fences,
 )
 from android_bridge._device import handshake_failure, handshake_lasting
+from android_bridge._fence import LISTING_STEP, parse_listing
 from android_bridge._framework import SHELL_PACKAGE
 from android_bridge.exceptions import KeyPermissionError, UnparseableOutput
 from starebrain_actions._logging import get_logger
@@ -211,7 +212,11 @@ class AndroidPhone:
         self._dispatchers: dict[str, SmsDispatcher | FrameworkDispatcher] = {}
         self._reader = SmsReader(device)
         self._loose_whitespace = loose_whitespace
+        #: the fence epoch, asked once per connection (the first round trip's listing
+        #: gives it when the phone has one)
         self._epoch: str | None = None
+        #: the ledgers' marks the first round trip read, given once by ``ledger_marks``
+        self._marks: LedgerMarks | None = None
         #: the ledger's own id, recorded by each send's fence claim (``bind_in`` sets it;
         #: None: no mark is made)
         self.ledger_id: str | None = None
@@ -258,6 +263,9 @@ class AndroidPhone:
                 command_timeout_s=command_timeout_s,
                 default_region=default_region,
                 read_as_system=read_as_system,
+                # the fence's listing rides in the facts' round trip: the ledgers' marks and
+                # the epoch cost none of their own (``_fence.LISTING_STEP``)
+                also=(LISTING_STEP,),
             )
             region = await device.region()
             choice = ""
@@ -276,7 +284,7 @@ class AndroidPhone:
             raise PhoneUnavailable(str(exc)) from exc
         except ValueError as exc:  # a malformed serial: the message quotes it (repr)
             raise PhoneUnavailable(str(exc)) from exc
-        return cls(
+        phone = cls(
             device,
             region=region,
             app=app,
@@ -284,6 +292,10 @@ class AndroidPhone:
             path_choice=choice,
             framework_proof=framework_proof if choice else None,
         )
+        if device.first_outputs:
+            found, phone._epoch = parse_listing(device.first_outputs[0].output)
+            phone._marks = LedgerMarks(last=found.last, attempts=dict(found.attempts))
+        return phone
 
     def _dispatcher_for(self, path: str) -> SmsDispatcher | FrameworkDispatcher:
         """The dispatcher of send path ``path``."""
@@ -470,7 +482,9 @@ class AndroidPhone:
         return prefix + step + (text[len(prefix) :] if text.startswith(prefix) else text)
 
     async def fence_epoch(self) -> str:
-        """The phone's fence epoch, asked once per connection; see ``Phone.fence_epoch``."""
+        """The phone's fence epoch, asked once per connection (the first round trip's
+        listing names it when the phone has one; else it is made here, one round trip); see
+        ``Phone.fence_epoch``."""
         if self._epoch is None:
             try:
                 self._epoch = (await ensure_epoch(self._device)).epoch
@@ -506,7 +520,12 @@ class AndroidPhone:
         )
 
     async def ledger_marks(self) -> LedgerMarks:
-        """Which ledgers the fence names; see ``MarksLedgers.ledger_marks``."""
+        """Which ledgers the fence names; see ``MarksLedgers.ledger_marks``. The first call
+        on a connection answers with what its first round trip read (no round trip); later
+        calls read the phone again."""
+        if self._marks is not None:
+            marks, self._marks = self._marks, None
+            return marks
         try:
             found = await read_ledgers(self._device)
         except BridgeError as exc:
