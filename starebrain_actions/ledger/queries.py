@@ -274,6 +274,19 @@ class ActionReads(LedgerConnection):
         for ``starebrain list``: an action whose every attempt is CONFIRMED, ACCEPTED and
         unflagged as a ``QuietSuccess`` (what its row shows, counted in SQL, its recipient
         vouched for by its fingerprint: ``list_page``), any other as its summary."""
+        async for page in self.iter_listed_pages(limit=limit, now=now, page_size=page_size):
+            for item in page:
+                yield item
+
+    async def iter_listed_pages(
+        self,
+        *,
+        limit: int | None = None,
+        now: datetime | None = None,
+        page_size: int = SUMMARY_PAGE,
+    ) -> AsyncIterator[list[ActionSummary | QuietSuccess]]:
+        """What ``iter_listed`` yields, a page (a non-empty list) at a time: a listing lays
+        out a page's rows at once."""
         when = require_aware("now", now) if now is not None else self.now()
         if page_size < 1:
             raise InvalidInput(f"page_size must be >= 1; got {page_size}")
@@ -285,12 +298,11 @@ class ActionReads(LedgerConnection):
             page, after = await self._run(
                 functools.partial(list_page, after=after, size=size, now=when, proven=proven)
             )
-            for item in page:
-                yield item
-                if left is not None:
-                    left -= 1
-                    if left == 0:
-                        return
+            if left is not None:
+                page = page[:left]
+                left -= len(page)
+            if page:
+                yield page
             if after is None:
                 return
 
