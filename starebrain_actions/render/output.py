@@ -428,6 +428,8 @@ async def stream_table(
     widths = [len(name) for name in names]
     plain = not out.rich and out.width is None and all(_plain_cell(name) for name in names)
     kept: list[Sequence[str]] = []
+    #: while every row is plain: the kept rows' cells, cleaned, joined by tabs
+    kept_lines: list[str] = []
     #: lines not written to the spill file yet (written a batch at a time)
     spilled: list[str] = []
     with contextlib.ExitStack() as stack:
@@ -448,6 +450,7 @@ async def stream_table(
                     spilled += lines
                 else:
                     kept.extend(chunk)
+                    kept_lines += lines
             else:
                 for row in chunk:
                     count += 1
@@ -464,6 +467,8 @@ async def stream_table(
                         spilled.append("\t".join(cells))
                         continue
                     kept.append(row)
+                    if plain:
+                        kept_lines.append("\t".join(cells))
             if spill is not None:
                 if not plain:
                     break  # read again below, whole
@@ -478,10 +483,9 @@ async def stream_table(
                 spill = stack.enter_context(
                     tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
                 )
-                spill.writelines(
-                    "\t".join(clean_text(cell) for cell in kept_row) + "\n" for kept_row in kept
-                )
-                kept = []
+                kept_lines.append("")  # the last line's end
+                spill.write("\n".join(kept_lines))
+                kept, kept_lines = [], []
         if not count:
             return 0
         if not plain:
@@ -503,12 +507,12 @@ async def stream_table(
 
         click.echo(line(names), file=out._stream)
         if spill is None:
-            for start in range(0, len(kept), _SPILL_BATCH):
+            for start in range(0, len(kept_lines), _SPILL_BATCH):
                 click.echo(
                     "\n".join(
                         [
-                            line([clean_text(cell) for cell in row])
-                            for row in kept[start : start + _SPILL_BATCH]
+                            form(*text.split("\t")).rstrip(" ")
+                            for text in kept_lines[start : start + _SPILL_BATCH]
                         ]
                     ),
                     file=out._stream,
