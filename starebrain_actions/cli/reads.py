@@ -179,6 +179,10 @@ def list_command(
             return ledger.iter_listed(limit=limit or None, now=now)
         return filtered(ledger, now)
 
+    def listed_pages(ledger: Ledger, now: datetime) -> AsyncIterator[Sequence[Any]]:
+        # the same items, a page at a time (laid out a page at a time)
+        return ledger.iter_listed_pages(limit=limit or None, now=now)
+
     async def filtered(ledger: Ledger, now: datetime) -> AsyncIterator[ActionSummary]:
         # one phone whatever address reached it: the ledger's key of the phone named
         key = await ledger.phone_key_for(device) if device is not None else None
@@ -211,6 +215,7 @@ def list_command(
             as_json=as_json,
             show_private=show_private,
             footer=footer,
+            pages=listed_pages if wanted is None and device is None and pool is None else None,
         )
     )
 
@@ -223,10 +228,12 @@ async def _stream_summaries(
     as_json: bool,
     show_private: bool,
     footer: Callable[[Ledger, _render.Output, datetime], Awaitable[None]] | None = None,
+    pages: Callable[[Ledger, datetime], AsyncIterator[Sequence[Any]]] | None = None,
 ) -> None:
     """``list``: the summaries ``read`` yields, as a JSON array written item by item, or laid
     out by ``render`` (``stream_list``), memory flat, then ``footer`` (text only; the JSON
-    array keeps its shape), in the same snapshot."""
+    array keeps its shape), in the same snapshot. ``pages`` (text only): the same items a
+    page at a time, which ``render`` lays out instead."""
     async with open_ledger(path, read_only=True) as ledger:
         now = ledger.now()
 
@@ -242,7 +249,15 @@ async def _stream_summaries(
                 )
                 return
             out = _render.Output()
-            await render(out, summaries, now=now, show_private=show_private)
+            if pages is not None:
+                read_pages = pages
+
+                def paged() -> AsyncIterator[Sequence[Any]]:
+                    return read_pages(ledger, now)
+
+                await render(out, summaries, now=now, show_private=show_private, pages=paged)
+            else:
+                await render(out, summaries, now=now, show_private=show_private)
             if footer is not None:
                 await footer(ledger, out, now)
 

@@ -400,15 +400,18 @@ def _wrap(text: str, width: int) -> list[str]:
 STREAM_BUFFER_ROWS: Final = 20_000
 #: Lines ``stream_table`` writes at a time (to its spill file, and to the output).
 _SPILL_BATCH: Final = 2048
+#: Bytes of the spill file ``stream_table`` reads and prints at a time.
+_SPILL_BYTES: Final = 256 * 1024
 
 
 async def stream_table(
     out: Output,
     columns: Sequence[str],
-    rows: Callable[[], AsyncIterator[Sequence[str]]],
+    rows: Callable[[], AsyncIterator[Any]],
     *,
     wrap: Collection[str] | None = None,
     buffer_rows: int = STREAM_BUFFER_ROWS,
+    pages: bool = False,
 ) -> int:
     """Print what ``out.table`` prints, byte for byte, in memory that does not grow with the
     number of rows when it can; returns how many rows there were (0: nothing was printed).
@@ -418,57 +421,78 @@ async def stream_table(
     plain (``_plain_cell``: no tab, no line break) writes its cells to a temporary file, one
     line per row, and prints from it. Any other long table (a terminal, a forced width, a
     cell with a wide or combining character) is read again (``rows()``), whole, and laid
-    out by ``out.table``.
+    out by ``out.table``. ``pages``: ``rows()`` yields lists of rows (a page at a time,
+    each looked at and measured at once) instead of rows.
     """
     names = [clean_text(column) for column in columns]
     widths = [len(name) for name in names]
     plain = not out.rich and out.width is None and all(_plain_cell(name) for name in names)
-    kept: list[list[str]] = []
+    kept: list[Sequence[str]] = []
+    #: while every row is plain: the kept rows' cells, cleaned, joined by tabs
+    kept_lines: list[str] = []
     #: lines not written to the spill file yet (written a batch at a time)
     spilled: list[str] = []
     with contextlib.ExitStack() as stack:
         spill: IO[str] | None = None
         count = 0
-        async for row in rows():
-            count += 1
-            separated = _plain_row(row) if plain else None
-            if separated is not None:
+        async for chunk in rows() if pages else _one_each(rows()):
+            if not chunk:
+                continue
+            lines = _plain_page(chunk) if plain else None
+            if lines is not None:
                 # printable: ``clean_text`` leaves each cell as it is
-                widths = list(map(max, widths, map(len, row)))
+                count += len(chunk)
+                widths = [
+                    max(width, *map(len, column))
+                    for width, column in zip(widths, zip(*chunk, strict=False), strict=False)
+                ]
+                if spill is not None:
+                    spilled += lines
+                else:
+                    kept.extend(chunk)
+                    kept_lines += lines
             else:
-                cells = [clean_text(cell) for cell in row]
-                if plain:
-                    for index, text in enumerate(cells):
-                        if not _plain_cell(text):
-                            plain = False
-                            break
-                        widths[index] = max(widths[index], len(text))
-                separated = "\t".join(cells)
+                for row in chunk:
+                    count += 1
+                    cells = [clean_text(cell) for cell in row]
+                    if plain:
+                        for index, text in enumerate(cells):
+                            if not _plain_cell(text):
+                                plain = False
+                                break
+                            widths[index] = max(widths[index], len(text))
+                    if spill is not None:
+                        if not plain:
+                            break  # read again below, whole
+                        spilled.append("\t".join(cells))
+                        continue
+                    kept.append(row)
+                    if plain:
+                        kept_lines.append("\t".join(cells))
             if spill is not None:
                 if not plain:
                     break  # read again below, whole
-                spilled.append(separated)
                 if len(spilled) >= _SPILL_BATCH:
                     spilled.append("")  # the last line's end
                     spill.write("\n".join(spilled))
                     spilled = []
                 continue
-            kept.append(list(row))
             if plain and len(kept) > buffer_rows:
                 import tempfile  # only a long listing spills: not paid by the others
 
                 spill = stack.enter_context(
                     tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
                 )
-                spill.writelines(
-                    "\t".join(clean_text(cell) for cell in kept_row) + "\n" for kept_row in kept
-                )
-                kept = []
+                kept_lines.append("")  # the last line's end
+                spill.write("\n".join(kept_lines))
+                kept, kept_lines = [], []
         if not count:
             return 0
         if not plain:
             if spill is not None:
-                kept = [list(row) async for row in rows()]
+                kept = [
+                    row async for chunk in (rows() if pages else _one_each(rows())) for row in chunk
+                ]
             out.table(columns, kept, wrap=wrap)
             return len(kept)
         last = len(names) - 1
@@ -476,62 +500,84 @@ async def stream_table(
         # each cell but the last left-aligned in its column's width (``str.ljust``)
         layout = "  ".join([*(f"{{:<{width}}}" for width in widths[:last]), "{}"])
 
-        def line(cells: Sequence[str]) -> str:
-            return layout.format(*cells).rstrip(" ")
+        form = layout.format
 
-        lines: Iterable[str]
+        def line(cells: Sequence[str]) -> str:
+            return form(*cells).rstrip(" ")
+
+        click.echo(line(names), file=out._stream)
         if spill is None:
-            lines = (line([clean_text(cell) for cell in row]) for row in kept)
-        else:
-            if spilled:
-                spilled.append("")
-                spill.write("\n".join(spilled))
-            spill.seek(0)
-            lines = (line(text[:-1].split("\t")) for text in spill)
-        batch = [line(names)]
-        for text in lines:
-            batch.append(text)
-            if len(batch) >= _SPILL_BATCH:
-                click.echo("\n".join(batch), file=out._stream)
-                batch = []
-        click.echo("\n".join(batch), file=out._stream)
+            for start in range(0, len(kept_lines), _SPILL_BATCH):
+                click.echo(
+                    "\n".join(
+                        [
+                            form(*text.split("\t")).rstrip(" ")
+                            for text in kept_lines[start : start + _SPILL_BATCH]
+                        ]
+                    ),
+                    file=out._stream,
+                )
+            return count
+        if spilled:
+            spilled.append("")
+            spill.write("\n".join(spilled))
+        spill.seek(0)
+        while texts := spill.readlines(_SPILL_BYTES):
+            # each line ends with its line break
+            click.echo(
+                "\n".join([form(*text[:-1].split("\t")).rstrip(" ") for text in texts]),
+                file=out._stream,
+            )
         return count
 
 
-#: Runs of ASCII characters (``_plain_row`` looks at what is left).
+async def _one_each(rows: AsyncIterator[Sequence[str]]) -> AsyncIterator[list[Sequence[str]]]:
+    """Each row as a page of its own (``stream_table`` without ``pages``)."""
+    async for row in rows:
+        yield [row]
+
+
+def _plain_page(rows: Sequence[Sequence[str]]) -> list[str] | None:
+    """Each row's cells joined by tabs when every cell of every row is ``_plain_cell``
+    (else None), looked at in a few steps over the whole page: printable (no tab nor
+    line break, so that tabs and line breaks show where each cell starts and ends), no space
+    at a cell's ends, no two spaces in a row, and each non-ASCII character one cell wide."""
+    joined = "".join([cell for row in rows for cell in row])
+    if not joined.isprintable():
+        return None
+    lines = ["\t".join(row) for row in rows]
+    page = "\n".join(lines)
+    if (
+        "  " in page
+        or " \t" in page
+        or "\t " in page
+        or " \n" in page
+        or "\n " in page
+        or page[:1] == " "
+        or page[-1:] == " "
+    ):
+        return None
+    if joined.isascii() or _one_cell("".join(sorted(set(_ASCII_RUN.sub("", joined))))):
+        return lines
+    return None
+
+
+#: Runs of ASCII characters (``_plain_page`` looks at what is left).
 _ASCII_RUN: Final = re.compile(r"[\x00-\x7f]+")
 #: The non-ASCII characters of a row (as ``_ASCII_RUN`` leaves them), by whether each takes
 #: one terminal cell; a listing's rows share a few (the redaction dot).
 _ONE_CELL: dict[str, bool] = {}
 
 
-def _plain_row(cells: Sequence[str]) -> str | None:
-    """The cells joined by tabs when every one is ``_plain_cell`` (else None), looked at in
-    a few steps over the whole row: printable (no tab, so a tab shows where each cell starts
-    and ends), no space at a cell's ends, no two spaces in a row, and each non-ASCII
-    character one cell wide."""
-    joined = "".join(cells)
-    if not joined.isprintable():
-        return None
-    separated = "\t".join(cells)
-    if (
-        "  " in separated
-        or " \t" in separated
-        or "\t " in separated
-        or separated[:1] == " "
-        or separated[-1:] == " "
-    ):
-        return None
-    if joined.isascii():
-        return separated
-    rest = _ASCII_RUN.sub("", joined)
+def _one_cell(rest: str) -> bool:
+    """Whether each of these (non-ASCII) characters takes one terminal cell."""
     one_cell = _ONE_CELL.get(rest)
     if one_cell is None:
         one_cell = all(cell_len(character) == 1 for character in rest)
         if len(_ONE_CELL) >= 4096:
             _ONE_CELL.clear()
         _ONE_CELL[rest] = one_cell
-    return separated if one_cell else None
+    return one_cell
 
 
 def _plain_cell(text: str) -> bool:

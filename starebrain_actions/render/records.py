@@ -209,16 +209,70 @@ _SHOWN_RECIPIENTS: Final = 65_536
 _SUCCEEDED: Final = Status.SUCCEEDED.value
 
 
+def listed_page_cells(
+    page: Sequence[ActionSummary | QuietSuccess],
+    now: datetime,
+    show_private: bool,
+    shown: dict[str, str],
+) -> list[list[str]]:
+    """``listed_cells`` of each item of a page, in order (the loop written out: a listing
+    makes one row per action)."""
+    rows: list[list[str]] = []
+    append = rows.append
+    for item in page:
+        if type(item) is not QuietSuccess:
+            append(list_cells(item, now, show_private))  # type: ignore[arg-type]
+            continue
+        action_id, created_at, recipient, attempts, device = item
+        to: str | None = recipient
+        if not show_private:
+            to = shown.get(recipient)
+            if to is None:
+                to = redact_number(recipient)
+                if len(shown) >= _SHOWN_RECIPIENTS:
+                    shown.clear()
+                shown[recipient] = to
+        seconds = int((now - created_at).total_seconds())
+        if seconds >= _TWO_DAYS:  # ``age``'s last case, one string per day
+            days = seconds // 86400
+            shown_age = _DAYS.get(days)
+            if shown_age is None:
+                shown_age = _DAYS.setdefault(days, age(now - created_at))
+        else:
+            shown_age = age(now - created_at)
+        append([action_id, _SUCCEEDED, str(to), str(attempts), device, shown_age, "-"])
+    return rows
+
+
+#: ``age`` from two days on, by the number of days (``listed_page_cells``).
+_TWO_DAYS: Final = 2 * 86400
+_DAYS: dict[int, str] = {}
+
+
 async def stream_list(
     out: Output,
     summaries: Callable[[], AsyncIterator[ActionSummary | QuietSuccess]],
     *,
     now: datetime,
     show_private: bool,
+    pages: Callable[[], AsyncIterator[Sequence[ActionSummary | QuietSuccess]]] | None = None,
 ) -> None:
     """``render_list`` over summaries (or ``Ledger.iter_listed``'s items) read as they come
     (``summaries()`` may be called twice, and must yield the same actions each time: read
-    them in one snapshot)."""
+    them in one snapshot). ``pages``: the same items a page at a time
+    (``Ledger.iter_listed_pages``), used instead of ``summaries`` when given."""
+
+    if pages is not None:
+        paged = pages
+
+        async def page_rows() -> AsyncIterator[list[list[str]]]:
+            shown: dict[str, str] = {}
+            async for page in paged():
+                yield listed_page_cells(page, now, show_private, shown)
+
+        if not await stream_table(out, LIST_COLUMNS, page_rows, pages=True):
+            out.line("no actions match")
+        return
 
     async def rows() -> AsyncIterator[list[str]]:
         shown: dict[str, str] = {}

@@ -22,13 +22,25 @@ NAMES = st.text(alphabet=st.sampled_from(list("abcdef")), min_size=1, max_size=8
 
 
 def _streamed(
-    out: Output, columns: Sequence[str], rows: Sequence[Sequence[str]], buffer_rows: int
+    out: Output,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    buffer_rows: int,
+    page: int | None = None,
 ) -> int:
+    """``stream_table`` over ``rows``, one at a time, or (``page``) in lists of that many."""
+
     async def source() -> AsyncIterator[Sequence[str]]:
         for row in rows:
             yield row
 
-    return asyncio.run(stream_table(out, columns, source, buffer_rows=buffer_rows))
+    async def pages() -> AsyncIterator[Sequence[Sequence[str]]]:
+        for start in range(0, len(rows), page or 1):
+            yield rows[start : start + (page or 1)]
+
+    if page is None:
+        return asyncio.run(stream_table(out, columns, source, buffer_rows=buffer_rows))
+    return asyncio.run(stream_table(out, columns, pages, buffer_rows=buffer_rows, pages=True))
 
 
 @settings(max_examples=300, deadline=None)
@@ -41,17 +53,24 @@ def _streamed(
     ),
     st.sampled_from([None, 40]),
     st.sampled_from([0, 2, 100]),
+    st.sampled_from([None, 1, 2, 4]),
 )
 def test_streamed_table_is_the_table(
-    table: tuple[list[str], list[list[str]]], width: int | None, buffer_rows: int
+    table: tuple[list[str], list[list[str]]],
+    width: int | None,
+    buffer_rows: int,
+    page: int | None,
 ) -> None:
-    """Whatever the cells (wide, combining or control characters, runs of spaces), the width
-    and the rows kept in memory (past them: two passes), ``stream_table`` prints exactly what
-    ``Output.table`` prints, and counts the rows."""
+    """Whatever the cells (wide, combining or control characters, runs of spaces), the width,
+    the rows kept in memory (past them: two passes) and whether the rows come one at a time
+    or in pages, ``stream_table`` prints exactly what ``Output.table`` prints, and counts
+    the rows."""
     columns, rows = table
     whole, streamed = io.StringIO(), io.StringIO()
     if rows:
         Output(rich=False, stream=whole, width=width).table(columns, rows)
-    count = _streamed(Output(rich=False, stream=streamed, width=width), columns, rows, buffer_rows)
+    count = _streamed(
+        Output(rich=False, stream=streamed, width=width), columns, rows, buffer_rows, page
+    )
     assert whole.getvalue() == streamed.getvalue()
     assert len(rows) == count

@@ -10,7 +10,7 @@ import pytest
 
 from starebrain_actions import Ledger, MatchVerdict, SmsIntent, confirm_delivery, try_accept
 from starebrain_actions.core.model import ActionSummary, QuietSuccess
-from starebrain_actions.render.records import list_cells, listed_cells
+from starebrain_actions.render.records import list_cells, listed_cells, listed_page_cells
 from tests.ledger.test_ledger_reads import LATER, T0, seed_spread
 
 
@@ -27,6 +27,13 @@ async def _rows(
     ]
     expected = [list_cells(summary, LATER, show_private) for summary in summaries]
     found = [listed_cells(item, LATER, show_private) for item in listed]
+    # a page at a time, as ``starebrain list`` lays them out: the same rows
+    paged = [
+        row
+        async for page in ledger.iter_listed_pages(now=LATER, page_size=page_size, limit=limit)
+        for row in listed_page_cells(page, LATER, show_private, {})
+    ]
+    assert paged == found
     return expected, found, sum(type(item) is QuietSuccess for item in listed)
 
 
@@ -98,3 +105,24 @@ async def test_a_recipient_its_fingerprint_does_not_vouch_for_is_read_as_the_sum
         ]
     # the summary shows the number read again, not as stored: the quick way must too
     assert ("+12025550143", stored) == (summaries["rewritten"].action.intent.recipient, stored)
+
+
+@pytest.mark.parametrize("show_private", [False, True])
+def test_a_page_of_rows_is_each_items_row(show_private: bool) -> None:
+    """``listed_page_cells`` gives each item the row ``listed_cells`` gives it, at every age
+    (seconds, minutes, hours, days, around each step and in the future), with a recipient
+    shown once per page or again."""
+    now = LATER
+    ages = [
+        timedelta(seconds=seconds)
+        for base in (0, 120, 7200, 2 * 86400, 3 * 86400, 400 * 86400)
+        for seconds in (base - 1, base, base + 0.5, base + 1)
+    ]
+    page = [
+        QuietSuccess(f"a{index}", now - age, f"+1202555{index % 3:04d}", 1 + index % 2, "d:5555")
+        for index, age in enumerate(ages)
+    ]
+    shown: dict[str, str] = {}
+    expected = [listed_cells(item, now, show_private) for item in page]
+    assert listed_page_cells(page, now, show_private, shown) == expected
+    assert listed_page_cells(page, now, show_private, shown) == expected
