@@ -125,7 +125,7 @@ def _concurrent_sender(db: str, serial: str, key: str, barrier: Any, out: Any) -
             connect_timeout_s=15,
         ) as agent:
             barrier.wait(timeout=60)
-            outcome = await agent.send("A-17", TO, BODY, wait=10)
+            outcome = await agent.send("A-17", TO, BODY, wait=30)
             return f"{outcome.status.value}:{agent.dispatches}"
 
     try:
