@@ -56,6 +56,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from smoke import smoke  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
@@ -469,7 +472,7 @@ LIST_ALL_RATIO = 3.0
 def run(quick: bool) -> list[dict[str, Any]]:
     """Rows for ``benchmarks/run_all.py``: one per command and size."""
     rows = []
-    results = measure_all(QUICK_SIZES if quick else SIZES)
+    results = measure_all((2_000,) if smoke() else QUICK_SIZES if quick else SIZES)
     smallest = {
         row["command"]: row["mb"]
         for row in sorted(results, key=lambda row: -row["size"])  # the smallest size wins

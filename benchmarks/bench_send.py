@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 import floors  # noqa: E402
 from bench_startup import SEND_IMPORTS  # noqa: E402
 from floors import LATENCY_MS, SEND_DELAY_MS  # noqa: E402
+from smoke import smoke  # noqa: E402
 
 from android_bridge import ensure_key  # noqa: E402
 from android_bridge.simulator import SimulatedPhone  # noqa: E402
@@ -380,25 +381,26 @@ def _quiet_logs() -> None:
 
 async def _measure(quick: bool, sends: int | None) -> dict[str, Any]:
     _quiet_logs()
-    count = sends or (20 if quick else 100)
+    tiny = smoke()
+    count = sends or (3 if tiny else 20 if quick else 100)
     results: dict[str, Any] = {"sends": count}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         results["empty"] = await api_sends(root, "empty", count, 0)
         # round trips are counted, not timed: a few sends show them (5 in --quick)
         results["replies"] = await api_sends(
-            root, "replies", 5 if quick else count, 0, replies=True
+            root, "replies", 2 if tiny else 5 if quick else count, 0, replies=True
         )
         if not quick:
             results["large"] = await api_sends(root, "large", count, LARGE)
         # the framework path: SmsUsageMonitor holds the 31st send of a minute (each case has
         # its phone); settled at once (the floor as measured), then with the default settle
-        framework_sends = 5 if quick else min(count, FRAMEWORK_SENDS)
+        framework_sends = 2 if tiny else 5 if quick else min(count, FRAMEWORK_SENDS)
         results["framework"] = await api_sends(root, "framework", framework_sends, 0, "framework")
         results["framework_settled"] = await api_sends(
             root, "framework-settled", framework_sends, 0, "framework", policy=RetryPolicy()
         )
-        runs = 3 if quick else 10
+        runs = 1 if tiny else 3 if quick else 10
         results["cli"] = await cli_sends(root, runs)
         results["fresh_agent"] = await fresh_agent_sends(root, runs)
         results["python_pass"] = _python_ms("pass", runs)

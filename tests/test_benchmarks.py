@@ -17,12 +17,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: The benchmarks in three parts of about equal length (20-30 s each on two cores), each a
-#: test of its own, so that pytest-xdist runs them on different workers beside other tests
+#: The benchmarks in three parts of about equal length (10-20 s each with --smoke, alone on
+#: two cores), each a test of its own, so that pytest-xdist runs them on different workers
+#: beside other tests
 PARTS = (
     "reconcile,fleet,bridge",
-    "send,demo,ledger",
-    "postgres,startup,reads,nightly_backlog",
+    "send,ledger,startup",
+    "demo,postgres,reads,nightly_backlog",
 )
 
 
@@ -56,7 +57,7 @@ def test_the_parts_hold_every_benchmark_once() -> None:
     assert len(set(names)) == len(names)
 
 
-@pytest.mark.long(25)
+@pytest.mark.long(15)
 @pytest.mark.parametrize("only", PARTS)
 def test_every_benchmark_runs_and_reports_its_rows(tmp_path: Path, only: str) -> None:
     """Each benchmark of ``run_all.py`` gives rows with a figure and a target; none fails."""
