@@ -4,6 +4,7 @@ PostgreSQL schema per test."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import socket
@@ -166,6 +167,23 @@ def _restore_structlog() -> Iterator[None]:
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger() -> Iterator[None]:
+    """Code under test may give the root logger handlers and a level: the CLI, and the MCP
+    SDK's server, which a test builds in process (``MCPServer`` calls ``logging.basicConfig``
+    with a ``RichHandler`` when the root logger has none). Left there, a later test's CLI run
+    in the same worker printed a warning through it into its output."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
 
 
 async def until_time(moment: datetime, *, within: float = 60.0) -> None:
