@@ -181,8 +181,11 @@ async def test_a_worker_chaos_run_sends_each_queued_action_once_on_any_phone(
     assert counts.get("alias_senders", 0) >= 1, explain
     consumed = {name for name, count in report.faults_consumed.items() if count}
     assert len(consumed & {fault.value for fault in SEND_FAULTS}) >= 5, explain
-    # the pool's phones both sent, on both paths
-    assert counts.get("phones_sent_on", 0) == 2, explain
+    # the pool's phones sent, on both paths. Which phones: a premise of the load, not a
+    # guarantee (a full run at -n 8 saw phone 1's worker, killed and restarted, come up each
+    # time to a queue phone 0 had drained); that every phone of a pool takes its share is
+    # test_multihost_workers' to show, which waits for the added phone's readiness
+    assert counts.get("phones_sent_on", 0) >= 1, explain
     assert counts.get("framework_sends", 0) >= 1 and counts.get("ui_sends", 0) >= 1, explain
     # and a good share of the actions ended SUCCEEDED: the rest end in a person's hands for
     # what the chaos did to them (an owner deleting the thread before the row settled:
