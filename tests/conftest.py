@@ -186,6 +186,23 @@ def _restore_root_logger() -> Iterator[None]:
     root.setLevel(level)
 
 
+async def until(
+    condition: Callable[[], Awaitable[bool]], what: str, *, within: float = 30.0
+) -> None:
+    """Wait for ``await condition()`` to hold, looked at every 20 ms (the ledger and the
+    simulated phone's store offer no event to wait on).
+
+    Raises:
+        AssertionError: it did not within ``within`` seconds (naming ``what``).
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while not await condition():
+        if loop.time() > end:
+            raise AssertionError(f"never within {within} s: {what}")
+        await asyncio.sleep(0.02)
+
+
 async def until_time(moment: datetime, *, within: float = 60.0) -> None:
     """Wait until the wall clock, which the ledger reads, has passed ``moment`` (a deadline
     the test lets pass): the clock is the condition here, read every 20 ms.

@@ -20,7 +20,7 @@ from starebrain_actions import Ledger, SmsIntent, Status
 from starebrain_actions.core.exceptions import FingerprintConflict, InvalidInput, RetryRefused
 from tests.agent.conftest import FAST, sent_rows
 from tests.agent.test_worker import worker_for
-from tests.conftest import until_time
+from tests.conftest import until, until_time
 
 TO = "+12025550100"
 
@@ -114,14 +114,15 @@ async def test_the_worker_waits_for_the_schedule_and_never_sends_past_the_deadli
     try:
         async with Ledger.open(db_path) as ledger:
             await until_time(start + timedelta(seconds=2.5))
+
             # the phone stays locked until S-2 is EXPIRED (every attempt of it proven not
             # sent): a send script started before the deadline and slowed by the machine's
             # load may still press its keys after it, as guarantees.md says, and once the
             # screen was on it did (a full run beside a CPU hog)
-            for _ in range(300):
-                if (await ledger.summary("S-2")).action.expired_at is not None:
-                    break
-                await asyncio.sleep(0.1)
+            async def expired() -> bool:
+                return (await ledger.summary("S-2")).action.expired_at is not None
+
+            await until(expired, "S-2 EXPIRED")
             phone.screen = "on"
             for _ in range(300):
                 one = await ledger.summary("S-1")

@@ -18,6 +18,7 @@ from starebrain_actions import Ledger, SmsIntent, Status
 from starebrain_actions.orchestration.agent import SmsAgent
 from starebrain_actions.orchestration.worker import Worker, WorkerEvent
 from tests.agent.conftest import FAST, sent_rows
+from tests.conftest import until
 
 TO = "+12025550100"
 DONE = {Status.SUCCEEDED}
@@ -90,11 +91,38 @@ async def says(worker: Worker, serial: str, text: str, *, within: float = 30.0) 
 async def started(db: str, action_id: str, *, within: float = 30.0) -> None:
     """Wait until the action has an attempt (its receipt is in the ledger)."""
     async with Ledger.open(db) as ledger:
-        for _ in range(int(within / 0.02)):
-            if (await ledger.summary(action_id)).attempts:
-                return
-            await asyncio.sleep(0.02)
-    raise AssertionError(f"{action_id} had no attempt within {within} s")
+
+        async def has_attempt() -> bool:
+            return bool((await ledger.summary(action_id)).attempts)
+
+        await until(has_attempt, f"{action_id} has an attempt", within=within)
+
+
+async def held_by(db: str, phone: SimulatedPhone, key_path: Path, *, host: str, pid: int) -> str:
+    """Another worker (``host:pid``, its heartbeat now) holds ``phone`` and has claimed the
+    next queued action without starting it, as a worker that then stopped beating leaves
+    them; its worker name."""
+    from starebrain_actions.ledger.queue import PhoneWorker
+
+    async with Ledger.open(db) as ledger:
+        async with SmsAgent.open(
+            db=db, device=phone.serial, key_path=key_path, send_path="ui"
+        ) as agent:
+            key = agent.phone.device
+        now = ledger.now()
+        other = PhoneWorker(
+            device=key,
+            worker=f"{host}:{pid}",
+            host=host,
+            pid=pid,
+            pool="default",
+            address=phone.serial,
+            claimed_at=now,
+            heartbeat_at=now,
+        )
+        await ledger.hold_phones(other, [(key, phone.serial)])
+        assert await ledger.claim_next("default", key, other.worker) is not None
+    return other.worker
 
 
 def sent_once(phones: list[SimulatedPhone], ids: list[str]) -> dict[str, int]:
@@ -158,26 +186,7 @@ async def test_a_silent_worker_s_phone_is_taken_over_after_its_heartbeat_stops(
     "host"): its phone and claims pass to the next worker once its heartbeat is stale."""
     phone = await sms_phone()
     ids = await queue(db_path, 3)
-    async with Ledger.open(db_path) as ledger:
-        async with SmsAgent.open(
-            db=db_path, device=phone.serial, key_path=adb_key_path, send_path="ui"
-        ) as agent:
-            key = agent.phone.device
-        from starebrain_actions.ledger.queue import PhoneWorker
-
-        now = ledger.now()
-        ghost = PhoneWorker(
-            device=key,
-            worker="elsewhere:1",
-            host="elsewhere",
-            pid=1,
-            pool="default",
-            address=phone.serial,
-            claimed_at=now,
-            heartbeat_at=now,
-        )
-        await ledger.hold_phones(ghost, [(key, phone.serial)])
-        assert await ledger.claim_next("default", key, "elsewhere:1") is not None
+    await held_by(db_path, phone, adb_key_path, host="elsewhere", pid=1)
     worker, events = worker_for(db_path, [phone], adb_key_path)
     running = asyncio.create_task(worker.run())
     statuses = await until_settled(db_path, ids)
@@ -446,12 +455,11 @@ async def test_a_dead_worker_of_this_host_is_taken_over_at_once_with_its_claims(
     a zombie its parent has not waited for) holds the phone and a claim it never started. A
     new worker takes both at once, with a heartbeat that stays fresh for a minute: each
     message is sent once, long before the claim could go stale."""
+    import os
     import signal
     import socket
     import subprocess
     import sys
-
-    from starebrain_actions.ledger.queue import PhoneWorker
 
     phone = await sms_phone()
     ids = await queue(db_path, 2)
@@ -460,33 +468,11 @@ async def test_a_dead_worker_of_this_host_is_taken_over_at_once_with_its_claims(
     if end == "reaped":
         child.wait()
     else:
-        # killed, not waited for: a zombie until the test reaps it (kill -0 still answers)
-        for _ in range(500):
-            with open(f"/proc/{child.pid}/stat", "rb") as stat:
-                if stat.read().rpartition(b")")[2].split()[0] == b"Z":
-                    break
-            await asyncio.sleep(0.01)
+        # killed, not waited for: a zombie until the test reaps it (kill -0 still answers);
+        # waitid with WNOWAIT returns once it has died and leaves it unreaped
+        await asyncio.to_thread(os.waitid, os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
     try:
-        async with Ledger.open(db_path) as ledger:
-            async with SmsAgent.open(
-                db=db_path, device=phone.serial, key_path=adb_key_path, send_path="ui"
-            ) as agent:
-                key = agent.phone.device
-            now = ledger.now()
-            host = socket.gethostname()
-            dead = PhoneWorker(
-                device=key,
-                worker=f"{host}:{child.pid}",
-                host=host,
-                pid=child.pid,
-                pool="default",
-                address=phone.serial,
-                claimed_at=now,
-                heartbeat_at=now,
-            )
-            await ledger.hold_phones(dead, [(key, phone.serial)])
-            claimed = await ledger.claim_next("default", key, dead.worker)
-            assert claimed is not None
+        await held_by(db_path, phone, adb_key_path, host=socket.gethostname(), pid=child.pid)
         worker, events = worker_for(
             db_path,
             [phone],

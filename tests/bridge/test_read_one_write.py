@@ -71,7 +71,9 @@ async def test_a_read_leaves_the_simulated_phone_in_one_packet_with_the_same_tex
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
     """The reader's queries over rows with awkward bodies, collected: one WRTE, and the text
-    the same steps print one by one in several."""
+    the same steps print one by one in several (mksh's ``echo`` writes its whole buffer with
+    one ``write(2)``, external/mksh ``funcs.c`` ``c_print``, R57 to R59c at android-10 to 15,
+    and adbd sends what one read of the PTY gives as one WRTE)."""
     for body in ("two\nlines\n\n", "Row: 9 _id=1, body=x", "back\\slash \\n \\c", "-n"):
         phone.receive_sms("+12025550143", body)
     where = "_id > 0"
@@ -111,7 +113,9 @@ async def test_a_substitution_drops_nul_bytes_on_the_simulated_phone_as_mksh_doe
     phone: SimulatedPhone, adb_signer: PythonRSASigner
 ) -> None:
     """mksh drops every NUL byte a command substitution reads (so a collected read never
-    shows one); the simulated phone's shell does the same, never kinder."""
+    shows one): external/mksh ``eval.c`` ``expand``, ``case XCOM`` (R57 at
+    android-10.0.0_r30 to R59c at 15.0.0_r1); the simulated phone's shell does the same,
+    never kinder."""
     expected = _mksh(NUL_SCRIPT)
     assert b"[ab]\n" == expected
     client = await RawClient.open(phone)

@@ -126,6 +126,18 @@ class Reader:
         #: seconds each line run took, in order (a slow step shows in a failure's message)
         self.took: list[tuple[str, float]] = []
 
+    def run(self, argv: list[str], *, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+        """``argv`` in the reader's home with the reader's environment, its output captured."""
+        return subprocess.run(
+            argv,
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
     def run_line(self, line: Line) -> None:
         if line.command.startswith("starebrain simulator "):
             self.stop_simulator()
@@ -139,15 +151,7 @@ class Reader:
             self.ran.append(line.command)
             return
         started = time.monotonic()
-        result = subprocess.run(
-            ["bash", "-c", line.command],
-            env=self.env,
-            cwd=self.home,
-            capture_output=True,
-            text=True,
-            timeout=150,
-            check=False,
-        )
+        result = self.run(["bash", "-c", line.command])
         self.ran.append(line.command)
         self.took.append((line.command, round(time.monotonic() - started, 1)))
         assert line.exit_status == result.returncode, (
@@ -160,15 +164,7 @@ class Reader:
         """A ```python block as a program of its own, in the home directory; its stdout."""
         program = self.logs / f"example-{len(self.ran)}.py"
         program.write_text(code, encoding="utf-8")
-        result = subprocess.run(
-            [sys.executable, str(program)],
-            env=self.env,
-            cwd=self.home,
-            capture_output=True,
-            text=True,
-            timeout=150,
-            check=False,
-        )
+        result = self.run([sys.executable, str(program)])
         self.ran.append(f"python {program.name}")
         assert (0, "") == (result.returncode, result.stderr), result.stderr
         return result.stdout

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,15 +79,7 @@ def reader(tmp_path: Path, ledger_target: Path | str) -> Iterator[_doc_steps.Rea
 
 
 def _status(reader: _doc_steps.Reader, action_id: str) -> str:
-    result = subprocess.run(
-        ["starebrain", "status", action_id, "--json"],
-        env=reader.env,
-        cwd=reader.home,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = reader.run(["starebrain", "status", action_id, "--json"], timeout=60)
     assert 0 == result.returncode, result.stderr
     return str(json.loads(result.stdout)["status"])
 

@@ -21,6 +21,7 @@ from starebrain_actions import (
 from starebrain_actions.ledger.pg import LOCK_KEY_SQL, _usable
 from starebrain_actions.ledger.postgres import PG_SCHEMA_VERSION, VERSION_TABLE
 from tests._postgres import fresh_schema, pg_base_url, pg_schema_url
+from tests.conftest import until
 
 
 def intent(n: int) -> SmsIntent:
@@ -369,14 +370,6 @@ def _backend_pid(database: Any, hold_s: float = 0.0) -> int:
         return int(row[0])
 
 
-async def _until(condition: Any, what: str, limit_s: float = 30.0) -> None:
-    """Wait for ``condition()`` to hold (checked every 20 ms); fail after ``limit_s``."""
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while not await condition():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.02)
-
-
 async def test_blocks_keep_their_connections_and_never_take_more_than_the_pool_holds(
     pg_url: str,
 ) -> None:
@@ -412,7 +405,7 @@ async def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> No
             async def seen_closed() -> bool:
                 return not any(_usable(raw) for raw in database._idle)
 
-            await _until(seen_closed, "the kept connection seen closed")
+            await until(seen_closed, "the kept connection seen closed")
             await ledger.create_action("K-2", intent(2))
             second = await asyncio.to_thread(_backend_pid, database)
             assert first != second
@@ -429,6 +422,6 @@ async def test_a_kept_connection_the_server_ended_is_replaced(pg_url: str) -> No
                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", second
             )
 
-        await _until(gone, "the ledger's connections closed")
+        await until(gone, "the ledger's connections closed")
     finally:
         await admin.close()
